@@ -1,0 +1,81 @@
+"""The one error hierarchy of rubric-eval.
+
+Mistakes in input (rubric packs, dialogue files, options) and broken environments raise a
+subclass of :class:`RubricEvalError`. Per-row judge failures are *not* exceptions: they become
+``JUDGE_ERROR`` rows (see :mod:`rubric_engine.judge`), and the batch goes on.
+
+Every message names the thing, where it is (``file:line`` or a field path), the valid choices
+and the fix (STYLE.md "Errors").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem found in an input file.
+
+    Attributes:
+        where: ``file:line`` when the line is known, else the file name.
+        field: dotted/indexed field path inside the record (``intents[2].requirements[0].id``),
+            or ``""`` for the record as a whole.
+        message: what is wrong, with the valid choices and the fix.
+    """
+
+    where: str
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        location = f"{self.where}: {self.field}" if self.field else self.where
+        return f"{location}: {self.message}"
+
+
+class RubricEvalError(Exception):
+    """Base of every error rubric-eval raises on purpose. ``exit_code`` is what the CLI returns."""
+
+    exit_code = 1
+
+
+class InputError(RubricEvalError):
+    """A file or option the user gave is wrong. Carries every problem found, not only the first."""
+
+    exit_code = 2
+
+    def __init__(self, summary: str, problems: list[Problem] | None = None) -> None:
+        self.summary = summary
+        self.problems = list(problems or [])
+        lines = [summary, *(f"  - {p}" for p in self.problems)]
+        super().__init__("\n".join(lines))
+
+
+class RubricError(InputError):
+    """A rubric pack failed validation (SPEC §2)."""
+
+
+class DatasetError(InputError):
+    """A dialogue file has malformed rows (SPEC §8). Raised before any judge call."""
+
+
+class StoreError(RubricEvalError):
+    """The task store is missing, locked, or holds something unexpected."""
+
+    exit_code = 3
+
+
+class TaskNotFoundError(StoreError):
+    """No task with the given id exists in the store."""
+
+
+class CassetteError(RubricEvalError):
+    """A cassette file is malformed or lacks its provenance (SPEC §10)."""
+
+    exit_code = 2
+
+
+class ConfigurationError(RubricEvalError):
+    """Options that cannot work together, or a missing prompt template or credential."""
+
+    exit_code = 2

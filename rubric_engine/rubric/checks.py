@@ -1,0 +1,147 @@
+"""Cross-field rules of a rubric pack (SPEC §2 "Validation at load time").
+
+They run on the *raw* mapping read from YAML, so they still report when the structure is also
+broken, and a file's problems all come out at once. Each problem is ``(field path, message)``;
+field paths use the YAML (camelCase) spelling: ``intents[1].requirements[0].redFlagType``.
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from rubric_engine.rubric.model import BUILTIN_CATEGORIES
+
+FieldProblem = tuple[str, str]
+
+
+def _requirements(data: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Yield ``(path, requirement mapping)`` for every well-shaped requirement of the pack."""
+    common = data.get("commonRequirements")
+    if isinstance(common, list):
+        for i, req in enumerate(common):
+            if isinstance(req, dict):
+                yield f"commonRequirements[{i}]", req
+    intents = data.get("intents")
+    if isinstance(intents, list):
+        for j, intent in enumerate(intents):
+            reqs = intent.get("requirements") if isinstance(intent, dict) else None
+            if isinstance(reqs, list):
+                for i, req in enumerate(reqs):
+                    if isinstance(req, dict):
+                        yield f"intents[{j}].requirements[{i}]", req
+
+
+def _scale(data: dict[str, Any]) -> tuple[int, int] | None:
+    scale = data.get("scoreScale", {"min": 1, "max": 5})
+    if not isinstance(scale, dict):
+        return None
+    low, high = scale.get("min", 1), scale.get("max", 5)
+    if isinstance(low, int) and isinstance(high, int) and not isinstance(low, bool):
+        return low, high
+    return None
+
+
+def rubric_problems(data: Any) -> list[FieldProblem]:
+    """Every cross-field problem of a raw rubric mapping, in file order.
+
+    Checks: unique requirement IDs across the whole pack; unique intent keys; unique red-flag
+    types; ``critical`` ⇒ ``redFlagType``; every ``redFlagType`` declared in ``redFlags``;
+    ``category`` known; ``violationScore`` inside ``scoreScale``; ``min < max``.
+
+    Args:
+        data: the mapping loaded from a pack file; anything else yields one problem.
+
+    Returns:
+        A list of ``(field path, message)``; empty when the pack is consistent.
+    """
+    if not isinstance(data, dict):
+        return [("", "a rubric pack must be a mapping of fields (key, name, version, intents, …)")]
+    problems: list[FieldProblem] = []
+
+    scale = _scale(data)
+    if scale is not None and scale[0] >= scale[1]:
+        problems.append(
+            ("scoreScale", f"min ({scale[0]}) must be lower than max ({scale[1]}); e.g. 1..5")
+        )
+
+    flags = data.get("redFlags")
+    declared: list[str] = []
+    if isinstance(flags, list):
+        for i, flag in enumerate(flags):
+            ftype = flag.get("type") if isinstance(flag, dict) else None
+            if isinstance(ftype, str):
+                if ftype in declared:
+                    problems.append((f"redFlags[{i}].type", f"red-flag type {ftype!r} repeats"))
+                declared.append(ftype)
+
+    intents = data.get("intents")
+    if not intents:
+        problems.append(
+            ("intents", "at least one intent is required: the judge must pick exactly one key")
+        )
+    seen_keys: dict[str, str] = {}
+    if isinstance(intents, list):
+        for j, intent in enumerate(intents):
+            key = intent.get("key") if isinstance(intent, dict) else None
+            if isinstance(key, str):
+                if key in seen_keys:
+                    problems.append(
+                        (f"intents[{j}].key", f"intent key {key!r} already used at {seen_keys[key]}")
+                    )
+                else:
+                    seen_keys[key] = f"intents[{j}]"
+
+    extra_categories = data.get("categories") or []
+    categories = set(BUILTIN_CATEGORIES) | {c for c in extra_categories if isinstance(c, str)}
+    seen_ids: dict[str, str] = {}
+    for path, req in _requirements(data):
+        problems.extend(_requirement_problems(path, req, seen_ids, declared, categories, scale))
+    return problems
+
+
+def _requirement_problems(
+    path: str,
+    req: dict[str, Any],
+    seen_ids: dict[str, str],
+    declared_flags: list[str],
+    categories: set[str],
+    scale: tuple[int, int] | None,
+) -> list[FieldProblem]:
+    problems: list[FieldProblem] = []
+    rid = req.get("id")
+    if isinstance(rid, str):
+        if rid in seen_ids:
+            problems.append(
+                (f"{path}.id", f"requirement ID {rid!r} already used at {seen_ids[rid]}; IDs are "
+                 "unique across the whole pack (common and every intent)")
+            )
+        else:
+            seen_ids[rid] = path
+    category = req.get("category")
+    if isinstance(category, str) and category not in categories:
+        problems.append(
+            (f"{path}.category", f"unknown category {category!r}; valid: "
+             f"{', '.join(sorted(categories))} (add your own under the pack's `categories`)")
+        )
+    flag = req.get("redFlagType")
+    if req.get("critical") is True and not flag:
+        problems.append(
+            (f"{path}.redFlagType", "a critical requirement needs a redFlagType; valid: "
+             f"{', '.join(declared_flags) or '(declare types under redFlags first)'}")
+        )
+    if isinstance(flag, str) and flag not in declared_flags:
+        problems.append(
+            (f"{path}.redFlagType", f"{flag!r} is not declared in redFlags; valid: "
+             f"{', '.join(declared_flags) or '(none declared)'}; add it to redFlags or fix the "
+             "spelling")
+        )
+    cap = req.get("violationScore")
+    if scale is not None and isinstance(cap, int) and not isinstance(cap, bool):
+        low, high = scale
+        if not low <= cap <= high:
+            problems.append(
+                (f"{path}.violationScore", f"{cap} is outside scoreScale {low}..{high}")
+            )
+    return problems

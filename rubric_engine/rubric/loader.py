@@ -1,0 +1,178 @@
+"""Read rubric packs from YAML, reporting every problem with ``file:line`` and field path.
+
+Edge module: the only I/O here is reading the file. The rules themselves are in
+:mod:`rubric_engine.rubric.model` (structure) and :mod:`rubric_engine.rubric.checks`
+(cross-field).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from rubric_engine.errors import Problem, RubricError
+from rubric_engine.rubric.checks import rubric_problems
+from rubric_engine.rubric.model import EvalRubric
+
+LineIndex = dict[tuple[str | int, ...], int]
+
+
+def _line_index(node: yaml.Node, path: tuple[str | int, ...] = ()) -> LineIndex:
+    """Map every field path of a composed YAML document to its 1-based line."""
+    index: LineIndex = {path: node.start_mark.line + 1}
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            child = (*path, str(key_node.value))
+            index.update(_line_index(value_node, child))
+            index[child] = key_node.start_mark.line + 1
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            index.update(_line_index(item, (*path, i)))
+    return index
+
+
+def _format_loc(loc: tuple[str | int, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _line_for(loc: tuple[str | int, ...], lines: LineIndex) -> int | None:
+    for end in range(len(loc), -1, -1):
+        if loc[:end] in lines:
+            return lines[loc[:end]]
+    return None
+
+
+def _fields_at(model: type[BaseModel], loc: tuple[str | int, ...]) -> list[str]:
+    """The valid (aliased) field names of the model found at ``loc`` inside ``model``."""
+    current: Any = model
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        fields = {(f.alias or n): f for n, f in current.model_fields.items()}
+        field = fields.get(part)
+        if field is None:
+            return []
+        current = _model_in(field.annotation)
+        if current is None:
+            return []
+    return [(f.alias or n) for n, f in current.model_fields.items()]
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _validation_problems(
+    error: ValidationError, source: str, lines: LineIndex
+) -> list[tuple[int | None, str, str]]:
+    found = []
+    for err in error.errors():
+        loc = tuple(err["loc"])
+        if err["type"] == "extra_forbidden":
+            valid = _fields_at(EvalRubric, loc[:-1])
+            message = f"unknown field {loc[-1]!r}; valid fields here: {', '.join(valid)}"
+        elif err["type"] == "missing":
+            message = "required field is missing"
+        else:
+            message = err["msg"]
+            if err["type"] == "string_pattern_mismatch" and loc and loc[-1] in ("id", "key", "type"):
+                message += " (IDs and types are UPPER_SNAKE_CASE; a pack key is lower_snake_case)"
+        found.append((_line_for(loc, lines), _format_loc(loc), message))
+    return found
+
+
+def parse_rubric(data: Any, source: str = "<rubric>", lines: LineIndex | None = None) -> EvalRubric:
+    """Validate a raw mapping as a rubric pack: structure and cross-field rules together.
+
+    Args:
+        data: the mapping (camelCase keys) as read from YAML or JSON.
+        source: a file name used in messages.
+        lines: optional field-path → line map, to report ``file:line``.
+
+    Returns:
+        The validated, frozen :class:`EvalRubric`.
+
+    Raises:
+        RubricError: with *every* problem found, each naming line (when known), field path,
+            valid choices and fix.
+    """
+    lines = lines or {}
+    found: list[tuple[int | None, str, str]] = []
+    rubric: EvalRubric | None = None
+    try:
+        rubric = EvalRubric.model_validate(data)
+    except ValidationError as exc:
+        found.extend(_validation_problems(exc, source, lines))
+    for path, message in rubric_problems(data):
+        loc = tuple(int(p) if p.isdigit() else p for p in _split_path(path))
+        found.append((_line_for(loc, lines), path, message))
+    if found:
+        found.sort(key=lambda item: (item[0] or 0, item[1]))
+        problems = [
+            Problem(f"{source}:{line}" if line else source, field, message)
+            for line, field, message in found
+        ]
+        raise RubricError(
+            f"{source}: {len(problems)} problem(s) in rubric pack; fix them and run "
+            "`rubric-eval rubric validate` again",
+            problems,
+        )
+    assert rubric is not None
+    return rubric
+
+
+def _split_path(path: str) -> list[str]:
+    return [p for p in path.replace("[", ".").replace("]", "").split(".") if p]
+
+
+def load_rubric(path: str | Path) -> EvalRubric:
+    """Load and validate one rubric pack file (YAML or JSON).
+
+    Raises:
+        RubricError: the file is missing, is not YAML, or fails validation (all problems).
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise RubricError(
+            f"{path}: rubric file not found; pass a pack file such as rubrics/health_cs.yaml"
+        ) from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RubricError(f"{path}: cannot read rubric file ({exc}); save it as UTF-8") from exc
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.load(text, Loader=yaml.SafeLoader)  # noqa: S506 - SafeLoader
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise RubricError(
+            f"{where}: not valid YAML: {getattr(exc, 'problem', exc)}; fix the syntax at that line"
+        ) from exc
+    lines = _line_index(node) if node is not None else {}
+    return parse_rubric(data, source=str(path), lines=lines)
+
+
+def rubric_json_schema() -> dict[str, Any]:
+    """JSON Schema (draft 2020-12) of the pack format, for editor validation (SPEC §2)."""
+    schema = EvalRubric.model_json_schema(by_alias=True)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "rubric-eval rubric pack"
+    return schema
+
+
+def dump_json_schema() -> str:
+    return json.dumps(rubric_json_schema(), indent=2, ensure_ascii=False) + "\n"
