@@ -1,0 +1,181 @@
+"""Server-side normalization of one validated verdict (SPEC §5 steps 1–5; seed 003 §七, §八).
+
+The judge returns only unmet IDs; the engine expands them into a full ``referenceBasis``,
+keeps unobservable rules NOT_APPLICABLE, backfills red flags both ways, and caps the score.
+Pure and deterministic: the same snapshot, case requirements and verdict give the same
+:class:`RowResult`, whatever the order of, or duplicates in, the judge's lists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rubric_engine.results import (
+    BasisEntry,
+    BasisSource,
+    ProtocolWarning,
+    RequirementStatus,
+    RowResult,
+    RowStatus,
+    WarningCode,
+)
+from rubric_engine.rubric.model import EvalRubric, HardRequirement
+from rubric_engine.verdict import QuestionsCheck, VerdictBase
+
+V = RequirementStatus
+
+
+def _dedupe(ids: Sequence[str], warnings: list[ProtocolWarning]) -> list[str]:
+    seen: dict[str, None] = {}
+    for rid in ids:
+        if rid in seen:
+            warnings.append(ProtocolWarning(code=WarningCode.DUPLICATE_REQUIREMENT_ID,
+                                            requirement_id=rid))
+        seen[rid] = None
+    return list(seen)
+
+
+def _keep_applicable(
+    ids: list[str], applicable: dict[str, HardRequirement], warnings: list[ProtocolWarning]
+) -> set[str]:
+    kept = set()
+    for rid in ids:
+        if rid in applicable:
+            kept.add(rid)
+        else:
+            warnings.append(ProtocolWarning(code=WarningCode.CROSS_INTENT_REQUIREMENT,
+                                            requirement_id=rid))
+    return kept
+
+
+def normalize_verdict(
+    rubric: EvalRubric,
+    verdict: VerdictBase,
+    row_id: str,
+    case_requirements: Sequence[HardRequirement] = (),
+    warnings_in: Sequence[ProtocolWarning] = (),
+) -> RowResult:
+    """Expand a validated verdict into a scored :class:`RowResult`.
+
+    Args:
+        rubric: the task's snapshot.
+        verdict: output of the rubric's :func:`~rubric_engine.verdict.verdict_model`, so its
+            intent key, IDs and red-flag types are already the pack's spellings.
+        row_id: the row judged.
+        case_requirements: the row's case-level requirements (SPEC §5 step 1).
+        warnings_in: warnings raised before normalization (e.g. re-asks); kept first.
+
+    Returns:
+        A ``SCORED`` row. Steps: (1) applicable = common ∪ intent ∪ case-level; (2) de-duplicate,
+        drop IDs of other intents (warning); (3) one basis entry per applicable requirement,
+        ``observableInData: false`` always NOT_APPLICABLE; (4) red-flag backfill both ways,
+        orphans kept and counted; (5) ``finalScore = min(judgeScore, caps of VIOLATED)``.
+
+    Raises:
+        KeyError: ``verdict.intent_key`` is not in ``rubric`` (cannot happen for a verdict of
+            this rubric's model).
+    """
+    warnings = list(warnings_in)
+    applicable_list = (*rubric.applicable_requirements(verdict.intent_key), *case_requirements)
+    applicable = {r.id: r for r in applicable_list}
+
+    unmet = _dedupe(verdict.unmet_requirement_ids, warnings)
+    partial = _dedupe(verdict.partial_requirement_ids, warnings)
+    for rid in unmet:
+        if rid in partial:
+            warnings.append(ProtocolWarning(code=WarningCode.UNMET_AND_PARTIAL, requirement_id=rid))
+    partial = [rid for rid in partial if rid not in unmet]
+    violated_ids = _keep_applicable(unmet, applicable, warnings)
+    partial_ids = _keep_applicable(partial, applicable, warnings)
+
+    status: dict[str, tuple[RequirementStatus, BasisSource]] = {}
+    for req in applicable_list:
+        if not req.observable_in_data:
+            if req.id in violated_ids or req.id in partial_ids:
+                warnings.append(ProtocolWarning(code=WarningCode.UNOBSERVABLE_REPORTED,
+                                                requirement_id=req.id))
+            status[req.id] = (V.NOT_APPLICABLE, BasisSource.DEFAULT)
+        elif req.id in violated_ids:
+            status[req.id] = (V.VIOLATED, BasisSource.JUDGE)
+        elif req.id in partial_ids:
+            status[req.id] = (V.PARTIAL, BasisSource.JUDGE)
+        else:
+            status[req.id] = (V.FOLLOWED, BasisSource.DEFAULT)
+
+    flags = _backfill_red_flags(verdict.red_flag_types, applicable_list, status, warnings)
+    judge_score = verdict.score
+    final_score, capped_by = _cap(judge_score, applicable_list, status)
+
+    if final_score == rubric.score_scale.min and not flags:
+        warnings.append(ProtocolWarning(code=WarningCode.MIN_SCORE_WITHOUT_RED_FLAG))
+    if (not rubric.output_parsing.questions_card.enabled
+            and verdict.questions_check != QuestionsCheck.NOT_PRESENT):
+        warnings.append(ProtocolWarning(code=WarningCode.QUESTIONS_CHECK_WITHOUT_CARD,
+                                        detail=str(verdict.questions_check)))
+
+    order = {t: i for i, t in enumerate(rubric.red_flag_types)}
+    return RowResult(
+        row_id=row_id,
+        status=RowStatus.SCORED,
+        intent_key=verdict.intent_key,
+        judge_score=judge_score,
+        final_score=final_score,
+        capped_by=capped_by,
+        red_flag_types=tuple(sorted(flags, key=lambda t: (order.get(t, len(order)), t))),
+        reference_basis=tuple(
+            BasisEntry(requirement_id=r.id, status=status[r.id][0], source=status[r.id][1])
+            for r in applicable_list
+        ),
+        warnings=tuple(warnings),
+        score_explanation=verdict.score_explanation,
+        questions_check=str(verdict.questions_check),
+        questions_issues=tuple(verdict.questions_issues),
+    )
+
+
+def _backfill_red_flags(
+    reported: Sequence[str],
+    applicable: Sequence[HardRequirement],
+    status: dict[str, tuple[RequirementStatus, BasisSource]],
+    warnings: list[ProtocolWarning],
+) -> set[str]:
+    """SPEC §5 step 4. Mutates ``status`` for backfilled requirements; returns the row's flags."""
+    critical = [r for r in applicable if r.critical and r.red_flag_type and r.observable_in_data]
+    violated_types = {r.red_flag_type for r in critical if status[r.id][0] is V.VIOLATED}
+    flags: set[str] = set()
+    for flag in dict.fromkeys(reported):
+        flags.add(flag)
+        if flag in violated_types:
+            continue
+        targets = [r for r in critical if r.red_flag_type == flag]
+        if not targets:
+            warnings.append(ProtocolWarning(code=WarningCode.ORPHAN_RED_FLAG, red_flag_type=flag))
+            continue
+        for req in targets:
+            status[req.id] = (V.VIOLATED, BasisSource.BACKFILL)
+            warnings.append(ProtocolWarning(code=WarningCode.RED_FLAG_BACKFILLED,
+                                            requirement_id=req.id, red_flag_type=flag))
+    for req in critical:
+        if status[req.id][0] is V.VIOLATED and req.red_flag_type not in flags:
+            assert req.red_flag_type is not None
+            flags.add(req.red_flag_type)
+            warnings.append(ProtocolWarning(code=WarningCode.RED_FLAG_ADDED,
+                                            requirement_id=req.id, red_flag_type=req.red_flag_type))
+    return flags
+
+
+def _cap(
+    judge_score: int,
+    applicable: Sequence[HardRequirement],
+    status: dict[str, tuple[RequirementStatus, BasisSource]],
+) -> tuple[int, tuple[str, ...]]:
+    """SPEC §5 step 5: the lowest cap among VIOLATED requirements, and who set it."""
+    caps = [
+        (r.violation_score, r.id)
+        for r in applicable
+        if r.violation_score is not None and status[r.id][0] is V.VIOLATED
+    ]
+    final = min([judge_score, *(cap for cap, _ in caps)])
+    if final == judge_score:
+        return final, ()
+    return final, tuple(rid for cap, rid in caps if cap == final)

@@ -1,0 +1,198 @@
+"""Render the judge's messages from a versioned template in ``prompts/`` (SPEC §4).
+
+The prompt is two messages. The **system** message holds only the static rubric (intents with
+trigger hints, common and per-intent requirements, red-flag enumeration, scoring notes, scale)
+so it is byte-identical for every row of a task and a provider's prefix cache applies. The
+**user** message holds the row: its case-level requirements, then the dialogue, questions
+cards and reference output, each inside a delimited data block.
+
+A data block's markers carry a tag derived from the block's own content, re-derived until the
+content does not contain it, so nothing inside the dialogue can close the block early.
+
+``promptVersion`` is the template's folder name; ``promptHash`` hashes its files' bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from rubric_engine.agent_output import parse_agent_output
+from rubric_engine.dialogue.model import DialogueRow
+from rubric_engine.errors import ConfigurationError
+from rubric_engine.rubric.model import EvalRubric, HardRequirement
+
+DEFAULT_PROMPT = "judge_v1"
+_FILES = ("system.j2", "user.j2")
+LANGUAGE_NAMES = {"zh": "Chinese (简体中文)", "en": "English"}
+
+
+def prompts_root() -> Path:
+    """The prompts folder: the wheel's bundled copy, else the repository's ``prompts/``."""
+    bundled = resources.files("rubric_engine") / "_data" / "prompts"
+    if bundled.is_dir():
+        return Path(str(bundled))
+    return Path(__file__).resolve().parent.parent / "prompts"
+
+
+@dataclass(frozen=True)
+class PromptTemplate:
+    """A loaded template pair. ``version`` is its name; ``hash`` covers both files."""
+
+    version: str
+    system_source: str
+    user_source: str
+
+    @property
+    def hash(self) -> str:
+        digest = hashlib.sha256()
+        for text in (self.system_source, self.user_source):
+            digest.update(text.encode("utf-8"))
+            digest.update(b"\0")
+        return "sha256:" + digest.hexdigest()
+
+    @cached_property
+    def _env(self) -> jinja2.Environment:
+        return jinja2.Environment(
+            undefined=jinja2.StrictUndefined, keep_trailing_newline=False, autoescape=False
+        )
+
+    @cached_property
+    def system(self) -> jinja2.Template:
+        return self._env.from_string(self.system_source)
+
+    @cached_property
+    def user(self) -> jinja2.Template:
+        return self._env.from_string(self.user_source)
+
+
+def load_prompt(version: str = DEFAULT_PROMPT, root: Path | None = None) -> PromptTemplate:
+    """Load ``prompts/<version>/{system,user}.j2``.
+
+    Raises:
+        ConfigurationError: the folder or a file is missing; lists the versions available.
+    """
+    root = root or prompts_root()
+    folder = root / version
+    try:
+        system, user = ((folder / name).read_text(encoding="utf-8") for name in _FILES)
+    except FileNotFoundError as exc:
+        available = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+        raise ConfigurationError(
+            f"prompt template {version!r} not found under {root} (needs {', '.join(_FILES)}); "
+            f"available: {', '.join(available) or 'none'}"
+        ) from exc
+    return PromptTemplate(version=version, system_source=system, user_source=user)
+
+
+def _requirement_line(req: HardRequirement) -> dict[str, Any]:
+    tags = [req.category]
+    if req.critical:
+        tags.append(f"RED LINE → {req.red_flag_type}")
+    if req.violation_score is not None:
+        tags.append(f"if violated, score ≤ {req.violation_score}")
+    if not req.observable_in_data:
+        tags.append("UNOBSERVABLE: never list it")
+    return {"id": req.id, "tags": "; ".join(tags), "text": req.text}
+
+
+def render_system(template: PromptTemplate, rubric: EvalRubric) -> str:
+    """The static system message for a rubric (identical for every row of a task)."""
+    return template.system.render(
+        rubric=rubric,
+        language=LANGUAGE_NAMES.get(rubric.language, rubric.language),
+        common=[_requirement_line(r) for r in rubric.common_requirements],
+        intents=[
+            {"intent": i, "requirements": [_requirement_line(r) for r in i.requirements]}
+            for i in rubric.intents
+        ],
+        card_enabled=rubric.output_parsing.questions_card.enabled,
+    ).strip()
+
+
+@dataclass(frozen=True)
+class RenderedDialogue:
+    """The dialogue as the judge reads it, and the questions cards cut out of it."""
+
+    transcript: str
+    cards: tuple[tuple[int, str], ...]
+
+
+def render_dialogue(row: DialogueRow, rubric: EvalRubric) -> RenderedDialogue:
+    """Number the turns, strip thinking, cut cards out, and show tool calls and results."""
+    lines: list[str] = []
+    cards: list[tuple[int, str]] = []
+    tool_names: dict[str, str] = {}
+    turn = 0
+    for message in row.messages:
+        turn += 1
+        if message.role == "assistant":
+            if message.content:
+                parsed = parse_agent_output(message.content, rubric.output_parsing)
+                if parsed.text:
+                    lines.append(f"[{turn}] ASSISTANT:\n{parsed.text}")
+                cards.extend((turn, card) for card in parsed.cards)
+            for call in message.tool_calls:
+                if call.id:
+                    tool_names[call.id] = call.name
+                lines.append(f"[{turn}] ASSISTANT TOOL CALL {call.name} {call.arguments_text()}")
+        elif message.role == "tool":
+            name = tool_names.get(message.tool_call_id or "", message.name or "tool")
+            lines.append(f"[{turn}] TOOL RESULT ({name}):\n{message.content or ''}")
+        else:
+            lines.append(f"[{turn}] {message.role.upper()}:\n{message.content or ''}")
+    return RenderedDialogue(transcript="\n\n".join(lines), cards=tuple(cards))
+
+
+def block_tag(*contents: str) -> str:
+    """A 12-hex tag from the contents' hash that none of the contents contains."""
+    salt = 0
+    while True:
+        digest = hashlib.sha256()
+        for text in contents:
+            digest.update(text.encode("utf-8"))
+            digest.update(b"\0")
+        digest.update(str(salt).encode())
+        tag = digest.hexdigest()[:12]
+        if not any(tag in text for text in contents):
+            return tag
+        salt += 1
+
+
+def render_user(
+    template: PromptTemplate,
+    rubric: EvalRubric,
+    row: DialogueRow,
+    case_requirements: Sequence[HardRequirement],
+) -> str:
+    """The per-row user message: case-level requirements and the delimited data blocks."""
+    dialogue = render_dialogue(row, rubric)
+    card_text = "\n\n".join(f"(turn {turn})\n{card}" for turn, card in dialogue.cards)
+    reference = _reference_text(row.reference_output)
+    tag = block_tag(dialogue.transcript, card_text, reference)
+    return template.user.render(
+        row_id=row.row_id,
+        tag=tag,
+        transcript=dialogue.transcript,
+        cards=card_text,
+        card_enabled=rubric.output_parsing.questions_card.enabled,
+        reference=reference,
+        case_requirements=[_requirement_line(r) for r in case_requirements],
+        language=LANGUAGE_NAMES.get(rubric.language, rubric.language),
+    ).strip()
+
+
+def _reference_text(reference: Any) -> str:
+    if reference is None or reference == "" or reference == {}:
+        return ""
+    if isinstance(reference, str):
+        return reference
+    return json.dumps(reference, ensure_ascii=False, indent=1)

@@ -1,0 +1,128 @@
+"""Per-row results: the normalized ``referenceBasis`` and scores (SPEC §5), and JUDGE_ERROR rows.
+
+These are the values written to ``rows.jsonl`` and the task store; reports aggregate them.
+JSON spelling is camelCase through the shared alias generator.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True)
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """camelCase, JSON-ready dict (enums as their values)."""
+        return self.model_dump(mode="json", by_alias=True)
+
+
+class RowStatus(StrEnum):
+    SCORED = "SCORED"
+    JUDGE_ERROR = "JUDGE_ERROR"
+
+
+class RequirementStatus(StrEnum):
+    """Status of one applicable requirement in a row's referenceBasis (seed 003 §七)."""
+
+    FOLLOWED = "FOLLOWED"
+    PARTIAL = "PARTIAL"
+    VIOLATED = "VIOLATED"
+    NOT_APPLICABLE = "NOT_APPLICABLE"
+
+
+class BasisSource(StrEnum):
+    """Who decided a referenceBasis entry (SPEC §5 step 3–4, 6)."""
+
+    JUDGE = "judge"
+    RULE = "rule"
+    DEFAULT = "default"
+    BACKFILL = "backfill"
+
+
+class WarningCode(StrEnum):
+    """Protocol warnings, counted per run (SPEC §5 "Every warning has an enumerated code")."""
+
+    #: an ID of the pack that belongs to another intent than the one chosen; dropped
+    CROSS_INTENT_REQUIREMENT = "CROSS_INTENT_REQUIREMENT"
+    #: the same ID listed twice in one list; kept once
+    DUPLICATE_REQUIREMENT_ID = "DUPLICATE_REQUIREMENT_ID"
+    #: an ID in both unmet and partial; VIOLATED wins
+    UNMET_AND_PARTIAL = "UNMET_AND_PARTIAL"
+    #: the judge listed a requirement marked observableInData: false; kept NOT_APPLICABLE
+    UNOBSERVABLE_REPORTED = "UNOBSERVABLE_REPORTED"
+    #: a VIOLATED critical requirement whose red-flag type the judge did not report; added
+    RED_FLAG_ADDED = "RED_FLAG_ADDED"
+    #: a reported red flag with no violated requirement of its type; the applicable critical
+    #: requirement(s) of that type were marked VIOLATED (source ``backfill``)
+    RED_FLAG_BACKFILLED = "RED_FLAG_BACKFILLED"
+    #: a reported red flag with no applicable critical requirement of its type; kept, counted
+    ORPHAN_RED_FLAG = "ORPHAN_RED_FLAG"
+    #: the final score is the scale minimum but the row has no red flag
+    MIN_SCORE_WITHOUT_RED_FLAG = "MIN_SCORE_WITHOUT_RED_FLAG"
+    #: questionsCheck other than NOT_PRESENT while the pack has no questions card
+    QUESTIONS_CHECK_WITHOUT_CARD = "QUESTIONS_CHECK_WITHOUT_CARD"
+    #: the judge's first answer failed validation and it was asked again (detail: why)
+    JUDGE_REASKED = "JUDGE_REASKED"
+
+
+class ProtocolWarning(_Wire):
+    code: WarningCode
+    requirement_id: str | None = None
+    red_flag_type: str | None = None
+    detail: str | None = None
+
+
+class BasisEntry(_Wire):
+    requirement_id: str
+    status: RequirementStatus
+    source: BasisSource
+
+
+class JudgeErrorKind(StrEnum):
+    """Why a row has no score."""
+
+    INVALID_OUTPUT = "INVALID_OUTPUT"  # re-asks ran out
+    TRANSPORT = "TRANSPORT"  # network/provider errors after retries
+    REFUSED = "REFUSED"  # provider refusal or content filter
+    TRUNCATED = "TRUNCATED"  # output cut off at max_tokens
+    CASSETTE_MISS = "CASSETTE_MISS"  # replay found no recorded response
+
+
+class JudgeError(_Wire):
+    kind: JudgeErrorKind
+    message: str
+    attempts: int = 0
+    cassette_key: str | None = None
+
+
+class RowResult(_Wire):
+    """One row's outcome. For ``JUDGE_ERROR`` rows every score field is ``None``.
+
+    Attributes:
+        judge_score: the score the judge gave, inside the scale.
+        final_score: ``min(judge_score, violationScore of each VIOLATED requirement)``.
+        capped_by: IDs of the VIOLATED requirements whose cap equals ``final_score`` when it
+            is lower than ``judge_score``; empty when no cap applied.
+        red_flag_types: in the pack's enumeration order.
+        reference_basis: one entry per applicable requirement, common first, then the
+            intent's, then case-level, each in declaration order.
+    """
+
+    row_id: str
+    status: RowStatus
+    intent_key: str | None = None
+    judge_score: int | None = None
+    final_score: int | None = None
+    capped_by: tuple[str, ...] = ()
+    red_flag_types: tuple[str, ...] = ()
+    reference_basis: tuple[BasisEntry, ...] = ()
+    warnings: tuple[ProtocolWarning, ...] = ()
+    score_explanation: str | None = None
+    questions_check: str | None = None
+    questions_issues: tuple[str, ...] = ()
+    error: JudgeError | None = None
