@@ -316,8 +316,11 @@ class DialogueSource:
                     Problem(where, _loc(err["loc"]), err["msg"]) for err in exc.errors()
                 ]
 
-    def validate(self) -> int:
+    def validate(self, seen: dict[str, str] | None = None) -> int:
         """Check every row; return the row count.
+
+        Args:
+            seen: rowIds already taken (by earlier files of the same batch) → where; updated.
 
         Raises:
             DatasetError: the file is missing or unreadable, or rows are malformed or share a
@@ -326,7 +329,7 @@ class DialogueSource:
         if not self.path.is_file():
             raise DatasetError(f"{self.path}: input file not found")
         problems: list[Problem] = []
-        seen: dict[str, str] = {}
+        seen = {} if seen is None else seen
         count = 0
         try:
             for where, parsed in self._parse():
@@ -337,7 +340,7 @@ class DialogueSource:
                 if parsed.row_id in seen:
                     problems.append(Problem(where, "rowId", f"duplicate rowId {parsed.row_id!r} "
                                             f"(first at {seen[parsed.row_id]}); rowIds must be "
-                                            "unique within a batch"))
+                                            "unique within a task"))
                 else:
                     seen[parsed.row_id] = where
         except UnicodeDecodeError as exc:

@@ -169,6 +169,13 @@ def load_rubric(path: str | Path) -> EvalRubric:
 def rubric_json_schema() -> dict[str, Any]:
     """JSON Schema (draft 2020-12) of the pack format, for editor validation (SPEC §2)."""
     schema = EvalRubric.model_json_schema(by_alias=True)
+    # the models accept `true`/`false` shorthands (see OutputParsing); say so to editors
+    parsing = schema["$defs"]["OutputParsing"]["properties"]
+    for name in ("thinkingMarkers", "questionsCard"):
+        field = parsing[name]
+        shorthand = {"type": "boolean", "description": "shorthand: true = the default markers"}
+        parsing[name] = {"anyOf": [shorthand, {k: v for k, v in field.items() if k != "default"}],
+                         "default": field.get("default")}
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "rubric-eval rubric pack"
     return schema

@@ -1,0 +1,145 @@
+"""Write ``authored`` cassettes from hand-written verdicts (SPEC §10).
+
+An authored verdict is a person's (or model's) careful judgment of one dialogue under one
+rubric. This module wraps each verdict in the provider's wire format (an OpenAI
+``chat.completion`` whose message content is the verdict JSON) and keys it exactly like a real
+run would: the request goes through the same prompt rendering and instructor preparation, and
+the verdict goes through the same parsing and validation. A verdict that fails validation stops
+authoring with the reason; nothing is repaired.
+
+``usage`` in an authored response is *estimated* with ``litellm.token_counter`` (the request's
+messages and the verdict text); the entry's provenance says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rubric_engine.cassette import CassetteEntry
+from rubric_engine.dialogue.readers import DialogueSource
+from rubric_engine.errors import CassetteError, InputError
+from rubric_engine.judge.backends import CallContext, chat_completion
+from rubric_engine.judge.instructor_judge import DEFAULT_PARAMS, InstructorJudge
+from rubric_engine.judge.protocol import Attempt, JudgeOutcome
+from rubric_engine.pipeline import RequestBuilder
+from rubric_engine.prompt import load_prompt
+from rubric_engine.rubric.loader import load_rubric
+
+USAGE_NOTE = "usage estimated with litellm.token_counter; no provider reported it"
+
+
+def _read_verdicts(path: Path) -> dict[str, dict[str, Any]]:
+    verdicts: dict[str, dict[str, Any]] = {}
+    with path.open(encoding="utf-8") as handle:
+        for n, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"{path}:{n}: not valid JSON ({exc.msg})") from exc
+            row_id = obj.get("rowId") if isinstance(obj, dict) else None
+            if not row_id:
+                raise InputError(f"{path}:{n}: a verdict needs its rowId")
+            if row_id in verdicts:
+                raise InputError(f"{path}:{n}: second verdict for rowId {row_id!r}")
+            verdicts[str(row_id)] = obj
+    return verdicts
+
+
+class _AuthoredBackend:
+    """Answers each request with the hand-written verdict of its row, once."""
+
+    def __init__(self, verdicts: dict[str, dict[str, Any]], model: str) -> None:
+        self.verdicts = verdicts
+        self.model = model
+        self.entries: list[CassetteEntry] = []
+        self.provenance: dict[str, Any] = {}
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        import litellm
+
+        self._count = litellm.token_counter
+
+    async def complete(self, kwargs: dict[str, Any], call: CallContext) -> Any:
+        key = call.keyed(kwargs)
+        if call.responses:
+            raise CassetteError(f"authored verdict for row {call.request.row_id!r} failed "
+                                f"validation: {call.reasks[-1] if call.reasks else '?'}")
+        content = json.dumps(self.verdicts[call.request.row_id], ensure_ascii=False)
+        prompt_tokens = self._count(model=self.model, messages=kwargs["messages"])
+        completion_tokens = self._count(model=self.model, text=content)
+        raw = {
+            "id": "authored-" + key.split(":")[1][:24],
+            "object": "chat.completion",
+            "created": 0,
+            "model": self.model.split("/")[-1],
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": content}}],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                      "total_tokens": prompt_tokens + completion_tokens},
+        }
+        call.responses.append(raw)
+        call.attempts.append(Attempt(response=raw, prompt_tokens=prompt_tokens,
+                                     completion_tokens=completion_tokens))
+        return chat_completion(raw)
+
+    def finish(self, call: CallContext, outcome: JudgeOutcome) -> None:
+        if outcome.error is not None:
+            raise CassetteError(f"authored verdict for row {call.request.row_id!r} is not valid "
+                                f"under the rubric: {outcome.error.message}")
+        assert call.key is not None and call.parts is not None
+        self.entries.append(CassetteEntry(
+            key=call.key, row_id=call.request.row_id, key_parts=call.parts,
+            provenance=self.provenance, attempts=[{"response": call.responses[0]}]))
+
+
+def author_cassette(
+    inputs: Sequence[Path],
+    rubric_path: Path,
+    verdicts_path: Path,
+    author: str,
+    method: str,
+    out: Path,
+    model: str,
+) -> int:
+    """Build an authored cassette for every row of ``inputs``; return the entry count.
+
+    Raises:
+        InputError: a row has no verdict, a verdict names no row, or the files are malformed.
+        CassetteError: a verdict fails the rubric's validation (unknown ID, score off-scale …).
+    """
+    rubric = load_rubric(rubric_path)
+    builder = RequestBuilder(rubric, load_prompt())
+    verdicts = _read_verdicts(verdicts_path)
+    backend = _AuthoredBackend(verdicts, model)
+    backend.provenance = {
+        "kind": "authored", "author": author, "method": method,
+        "authoredAt": datetime.now(UTC).strftime("%Y-%m-%d"), "usage": USAGE_NOTE,
+        "verdicts": verdicts_path.name,
+    }
+    judge = InstructorJudge(backend, rubric, model, dict(DEFAULT_PARAMS), max_reasks=0)
+    rows = []
+    for path in inputs:
+        source = DialogueSource(path)
+        source.validate()
+        rows.extend(source)
+    missing = [r.row_id for r in rows if r.row_id not in verdicts]
+    extra = sorted(set(verdicts) - {r.row_id for r in rows})
+    if missing or extra:
+        raise InputError(f"{verdicts_path}: verdicts and rows do not match; rows without a "
+                         f"verdict: {missing or 'none'}; verdicts without a row: {extra or 'none'}")
+
+    async def run() -> None:
+        for seq, row in enumerate(rows):
+            await judge.judge(builder.prepare(seq, row).request)
+
+    asyncio.run(run())
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("".join(e.to_json() + "\n" for e in backend.entries), encoding="utf-8")
+    return len(backend.entries)

@@ -1,0 +1,208 @@
+"""Cassettes: recorded or authored judge responses for offline runs (SPEC §10).
+
+A cassette is a JSONL file; each line is one entry for one judged row::
+
+    {"format": "rubric-eval-cassette/1",
+     "key": "sha256:…",                    # canonical request key, see request_key()
+     "rowId": "airline-3",
+     "keyParts": {"model", "paramsHash", "messagesHash", "schemaHash", "rubricHash",
+                  "promptHash"},         # what the key was made of, to explain a miss
+     "provenance": {"kind": "recorded", "provider", "model", "recordedAt"}
+                 | {"kind": "authored", "author", "authoredAt", "method"},
+     "attempts": [{"response": {…OpenAI chat.completion wire format…}, "latencyMs": 812.0}]}
+
+``attempts`` holds every response of the row in order, re-asks included; replay serves them
+in that order. Entries never hold API keys or headers: only the fields listed above, and the
+response is cut down to the chat-completion wire fields.
+
+The key hashes what decides the answer: model, messages (instructor's schema instructions
+included), response format / tools, sampling parameters, the rubric snapshot hash and the
+prompt hash. Transport settings (API base, key, timeout) are not part of it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from rubric_engine.errors import CassetteError
+
+FORMAT = "rubric-eval-cassette/1"
+Provenance = Literal["recorded", "authored"]
+_REQUIRED_PROVENANCE = {
+    "recorded": ("provider", "model", "recordedAt"),
+    "authored": ("author", "authoredAt", "method"),
+}
+#: request fields that change the answer; everything else is transport
+KEY_PARAMS = ("temperature", "top_p", "max_tokens", "max_completion_tokens", "seed", "stop",
+              "n", "response_format", "tools", "tool_choice")
+_RESPONSE_FIELDS = ("id", "object", "created", "model", "choices", "usage", "system_fingerprint")
+_MESSAGE_FIELDS = ("role", "content", "tool_calls", "function_call", "refusal")
+
+
+def _digest(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def key_parts(request: dict[str, Any], rubric_hash: str, prompt_hash: str) -> dict[str, str]:
+    """The named parts of a request's canonical key (see module docstring)."""
+    params = {k: request[k] for k in KEY_PARAMS if request.get(k) is not None}
+    schema = {k: params.pop(k) for k in ("response_format", "tools", "tool_choice")
+              if k in params}
+    return {
+        "model": str(request.get("model")),
+        "paramsHash": _digest(params),
+        "schemaHash": _digest(schema),
+        "messagesHash": _digest(request.get("messages")),
+        "rubricHash": rubric_hash,
+        "promptHash": prompt_hash,
+    }
+
+
+def request_key(parts: dict[str, str]) -> str:
+    """The canonical key: a hash of :func:`key_parts`."""
+    return _digest(parts)
+
+
+def sanitize_response(response: dict[str, Any]) -> dict[str, Any]:
+    """Keep only OpenAI chat-completion wire fields (no headers, no provider extras)."""
+    out = {k: response[k] for k in _RESPONSE_FIELDS if response.get(k) is not None}
+    choices = []
+    for choice in response.get("choices") or []:
+        message = choice.get("message") or {}
+        choices.append({
+            "index": choice.get("index", 0),
+            "finish_reason": choice.get("finish_reason"),
+            "message": {k: message[k] for k in _MESSAGE_FIELDS if message.get(k) is not None},
+        })
+    out["choices"] = choices
+    usage = response.get("usage")
+    if isinstance(usage, dict):
+        out["usage"] = {k: usage[k] for k in ("prompt_tokens", "completion_tokens",
+                                              "total_tokens") if usage.get(k) is not None}
+    return out
+
+
+@dataclass
+class CassetteEntry:
+    key: str
+    row_id: str
+    key_parts: dict[str, str]
+    provenance: dict[str, Any]
+    attempts: list[dict[str, Any]]
+    where: str = ""
+
+    def to_json(self) -> str:
+        return json.dumps({
+            "format": FORMAT,
+            "key": self.key,
+            "rowId": self.row_id,
+            "keyParts": self.key_parts,
+            "provenance": self.provenance,
+            "attempts": self.attempts,
+        }, ensure_ascii=False, sort_keys=False)
+
+
+def _entry_from(obj: Any, where: str) -> CassetteEntry:
+    if not isinstance(obj, dict) or obj.get("format") != FORMAT:
+        raise CassetteError(f"{where}: not a cassette entry (expected \"format\": \"{FORMAT}\")")
+    prov = obj.get("provenance")
+    kind = prov.get("kind") if isinstance(prov, dict) else None
+    if kind not in _REQUIRED_PROVENANCE:
+        raise CassetteError(
+            f"{where}: provenance.kind must be 'recorded' or 'authored'; every cassette says "
+            "where its responses came from (SPEC §10)"
+        )
+    assert isinstance(prov, dict)
+    missing = [f for f in _REQUIRED_PROVENANCE[kind] if not prov.get(f)]
+    if missing:
+        raise CassetteError(f"{where}: {kind} provenance lacks {', '.join(missing)}")
+    attempts = obj.get("attempts")
+    if not isinstance(attempts, list) or not attempts or not all(
+        isinstance(a, dict) and isinstance(a.get("response"), dict) for a in attempts
+    ):
+        raise CassetteError(f"{where}: attempts must be a non-empty list of {{response: …}}")
+    for name in ("key", "rowId", "keyParts"):
+        if not obj.get(name):
+            raise CassetteError(f"{where}: missing {name}")
+    return CassetteEntry(key=obj["key"], row_id=str(obj["rowId"]), key_parts=obj["keyParts"],
+                         provenance=prov, attempts=attempts, where=where)
+
+
+def read_entries(path: Path) -> Iterable[CassetteEntry]:
+    """Entries of one cassette file, in order.
+
+    Raises:
+        CassetteError: a line is not JSON, not an entry, or lacks provenance.
+    """
+    with path.open(encoding="utf-8") as handle:
+        for n, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise CassetteError(f"{path}:{n}: not valid JSON ({exc.msg})") from exc
+            yield _entry_from(obj, f"{path}:{n}")
+
+
+@dataclass
+class CassetteIndex:
+    """Every entry under a folder, by key (a later duplicate replaces an earlier one)."""
+
+    root: Path
+    by_key: dict[str, CassetteEntry] = field(default_factory=dict)
+    by_row: dict[str, list[CassetteEntry]] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, root: Path) -> CassetteIndex:
+        """Read ``root/**/*.jsonl``. A missing folder is an empty index (every row misses)."""
+        index = cls(root=root)
+        if root.is_dir():
+            for path in sorted(root.rglob("*.jsonl")):
+                for entry in read_entries(path):
+                    index.by_key[entry.key] = entry
+                    index.by_row.setdefault(entry.row_id, []).append(entry)
+        return index
+
+    def explain_miss(self, row_id: str, parts: dict[str, str]) -> str:
+        """Say which key part differs from the nearest entry recorded for the same row."""
+        candidates = self.by_row.get(row_id, [])
+        if not candidates:
+            return f"no entry for row {row_id!r} under {self.root}"
+        best = min(candidates, key=lambda e: sum(e.key_parts.get(k) != v for k, v in parts.items()))
+        differ = [k for k, v in parts.items() if best.key_parts.get(k) != v]
+        hints = {
+            "promptHash": "the prompt template changed",
+            "rubricHash": "the rubric content changed",
+            "model": f"the model differs (cassette has {best.key_parts.get('model')!r})",
+            "paramsHash": "sampling parameters differ (temperature, max tokens …)",
+            "schemaHash": "the verdict schema or output mode differs",
+            "messagesHash": "the dialogue or rendered prompt differs",
+        }
+        return (f"an entry for row {row_id!r} exists at {best.where} but " +
+                "; ".join(hints.get(k, k) for k in differ))
+
+    def provenance_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for entry in self.by_key.values():
+            kind = entry.provenance["kind"]
+            counts[kind] = counts.get(kind, 0) + 1
+        return counts
+
+
+class CassetteWriter:
+    """Appends entries to one cassette file (record and author modes)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+
+    def write(self, entry: CassetteEntry) -> None:
+        with self.path.open("a", encoding="utf-8") as handle:
+            handle.write(entry.to_json() + "\n")

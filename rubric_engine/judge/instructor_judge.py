@@ -1,0 +1,129 @@
+"""The judge: instructor's patch → re-ask → parse loop around a backend call (SPEC §4).
+
+instructor (JSON mode) adds the verdict's JSON Schema to the system message, parses the reply
+with the rubric's verdict model, and on a validation error re-asks with the error text (which
+lists the valid choices) up to ``max_reasks`` times. Transport retries happen below it, in the
+backend, under the one :class:`~rubric_engine.judge.retry.RetryPolicy`. When re-asks run out,
+or transport fails for good, the row becomes a ``JUDGE_ERROR`` value; nothing is raised.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import logging
+from typing import Any
+
+from pydantic import ValidationError
+
+from rubric_engine.judge.backends import Backend, CallContext, CassetteMiss
+from rubric_engine.judge.protocol import JudgeOutcome, JudgeRequest
+from rubric_engine.results import JudgeError, JudgeErrorKind
+from rubric_engine.rubric.model import EvalRubric
+from rubric_engine.verdict import verdict_model
+
+_CALL: contextvars.ContextVar[CallContext] = contextvars.ContextVar("rubric_eval_call")
+
+DEFAULT_PARAMS: dict[str, Any] = {"temperature": 0.0, "max_tokens": 1024}
+
+
+def _first_line(exc: BaseException) -> str:
+    if isinstance(exc, ValidationError):
+        return "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'verdict'}: {e['msg']}" for e in exc.errors()
+        )
+    if isinstance(exc, json.JSONDecodeError):
+        return f"reply is not a JSON object ({exc.msg})"
+    return (str(exc).splitlines() or [type(exc).__name__])[0]
+
+
+class InstructorJudge:
+    """Judges rows with one rubric through instructor and a :class:`Backend`.
+
+    Args:
+        backend: where responses come from (live, record, replay).
+        rubric: the task's snapshot; fixes the verdict model.
+        model: litellm model name, e.g. ``openai/gpt-4o-mini``.
+        params: sampling parameters (temperature, max_tokens …); part of the cassette key.
+        max_reasks: re-asks after the first answer when it fails validation (SPEC §4: bounded).
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        rubric: EvalRubric,
+        model: str,
+        params: dict[str, Any] | None = None,
+        max_reasks: int = 2,
+    ) -> None:
+        import instructor
+
+        # instructor logs every failed attempt at ERROR; a failed row is a value here
+        logging.getLogger("instructor").setLevel(logging.CRITICAL)
+        self.backend = backend
+        self.model = model
+        self.params = {**DEFAULT_PARAMS, **(params or {})}
+        self.max_reasks = max_reasks
+        self.verdict_model = verdict_model(rubric)
+        self._client = instructor.from_litellm(self._complete, mode=instructor.Mode.JSON)
+        self._client.on("parse:error", self._on_parse_error)
+
+    async def _complete(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.backend.complete(kwargs, _CALL.get())
+
+    @staticmethod
+    def _on_parse_error(error: Exception, *args: Any, **kwargs: Any) -> None:
+        _CALL.get().reasks.append(_first_line(error))
+
+    async def judge(self, request: JudgeRequest) -> JudgeOutcome:
+        """Judge one row. Never raises for a per-row failure; see module docstring."""
+        from instructor.core.exceptions import IncompleteOutputException, InstructorRetryException
+
+        call = CallContext(request=request)
+        token = _CALL.set(call)
+        error: JudgeError | None = None
+        verdict = None
+        try:
+            verdict = await self._client.create(
+                response_model=self.verdict_model,
+                messages=[dict(m) for m in request.messages],
+                model=self.model,
+                context={"row_id": request.row_id,
+                         "case_requirement_ids": list(request.case_requirement_ids)},
+                max_retries=self.max_reasks,
+                **self.params,
+            )
+        except IncompleteOutputException:
+            error = JudgeError(kind=JudgeErrorKind.TRUNCATED, attempts=len(call.responses),
+                               message="the judge's output was cut off at max_tokens")
+        except InstructorRetryException as exc:
+            error = self._classify(exc, call)
+        finally:
+            _CALL.reset(token)
+        # the last parse error is the final failure, not a re-ask
+        reasks = call.reasks[:-1] if error is not None and error.kind == "INVALID_OUTPUT" \
+            else call.reasks
+        outcome = JudgeOutcome(verdict=verdict, error=error, attempts=call.attempts,
+                               reasks=reasks, cassette_key=call.key)
+        self.backend.finish(call, outcome)
+        return outcome
+
+    def _classify(self, exc: Exception, call: CallContext) -> JudgeError:
+        cause = exc.__cause__ or exc
+        attempts = len(call.responses)
+        if isinstance(cause, CassetteMiss):
+            return JudgeError(kind=JudgeErrorKind.CASSETTE_MISS, message=str(cause),
+                              attempts=attempts, cassette_key=cause.key)
+        if isinstance(cause, ValidationError | json.JSONDecodeError) or type(
+            cause
+        ).__name__ == "ResponseParsingError":
+            return JudgeError(kind=JudgeErrorKind.INVALID_OUTPUT, attempts=attempts,
+                              message=f"no valid verdict after {attempts} answer(s): "
+                                      f"{_first_line(cause)}")
+        if isinstance(cause, AssertionError) and "refusal" in str(cause).lower():
+            return JudgeError(kind=JudgeErrorKind.REFUSED, attempts=attempts,
+                              message=_first_line(cause))
+        failed = [a.error for a in call.attempts if a.error]
+        detail = failed[-1] if failed else _first_line(cause)
+        return JudgeError(kind=JudgeErrorKind.TRANSPORT, attempts=len(call.attempts),
+                          message=f"provider call failed: {detail}")

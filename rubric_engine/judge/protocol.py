@@ -1,0 +1,96 @@
+"""The judge as a small protocol of the core (STYLE.md "Shape").
+
+The pipeline hands a :class:`JudgeRequest` to anything with ``async judge(request)`` and gets a
+:class:`JudgeOutcome` back: a validated verdict, or a :class:`~rubric_engine.results.JudgeError`
+value — never an exception for a per-row failure. Live, record, replay and test judges
+implement it at the edge.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from rubric_engine.results import JudgeError
+from rubric_engine.verdict import VerdictBase
+
+
+@dataclass(frozen=True)
+class JudgeRequest:
+    """One call's worth of input.
+
+    Attributes:
+        row_id: the row judged.
+        messages: chat messages ``[{"role", "content"}, …]``; system first.
+        case_requirement_ids: the row's case-level IDs the verdict may name.
+        rubric_hash: the snapshot's content hash (part of the cassette key).
+        prompt_hash: the template's hash (part of the cassette key).
+    """
+
+    row_id: str
+    messages: tuple[dict[str, str], ...]
+    case_requirement_ids: tuple[str, ...]
+    rubric_hash: str
+    prompt_hash: str
+
+
+@dataclass
+class Attempt:
+    """One request the provider (or cassette) answered, or one that failed in transport.
+
+    Attributes:
+        response: the raw provider response in OpenAI chat-completion wire format, or ``None``.
+        error: transport error text when there is no response.
+        latency_ms: wall time of the call in milliseconds.
+        prompt_tokens / completion_tokens: from the response's ``usage``; 0 when absent.
+        cost_usd: provider cost when the model's price is known, else ``None``.
+    """
+
+    response: dict[str, Any] | None
+    error: str | None = None
+    latency_ms: float = 0.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = None
+
+
+@dataclass
+class JudgeOutcome:
+    """The result of judging one row: exactly one of ``verdict`` and ``error`` is set.
+
+    Attributes:
+        reasks: why each re-ask happened (validation messages), in order.
+        attempts: every provider call made for this row, failed ones included (cost counts them).
+        cassette_key: the canonical request key (set in every mode).
+    """
+
+    verdict: VerdictBase | None
+    error: JudgeError | None
+    attempts: list[Attempt] = field(default_factory=list)
+    reasks: list[str] = field(default_factory=list)
+    cassette_key: str | None = None
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(a.prompt_tokens for a in self.attempts)
+
+    @property
+    def completion_tokens(self) -> int:
+        return sum(a.completion_tokens for a in self.attempts)
+
+    @property
+    def latency_ms(self) -> float:
+        return sum(a.latency_ms for a in self.attempts)
+
+    @property
+    def cost_usd(self) -> float | None:
+        costs = [a.cost_usd for a in self.attempts if a.cost_usd is not None]
+        return sum(costs) if costs else None
+
+
+class Judge(Protocol):
+    """Anything that can judge one row."""
+
+    async def judge(self, request: JudgeRequest) -> JudgeOutcome:
+        """Judge one row; per-row failures come back as ``JudgeOutcome.error``."""
+        ...

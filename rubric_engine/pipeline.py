@@ -1,0 +1,121 @@
+"""The scoring pipeline: the one orchestrator that wires the edges and owns concurrency.
+
+Rows stream from the input; ``concurrency`` workers judge them; each finished row is
+normalized (or becomes a ``JUDGE_ERROR`` value) and written to the store at once, so memory
+stays flat and an interrupted run keeps what it finished.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from rubric_engine.dialogue.model import DialogueRow
+from rubric_engine.judge.protocol import Judge, JudgeOutcome, JudgeRequest
+from rubric_engine.normalize import normalize_verdict
+from rubric_engine.prompt import PromptTemplate, render_system, render_user
+from rubric_engine.results import ProtocolWarning, RowResult, RowStatus, WarningCode
+from rubric_engine.rubric.case_level import case_requirements
+from rubric_engine.rubric.model import EvalRubric, HardRequirement
+from rubric_engine.store import StoredRow, TaskStore
+
+
+@dataclass(frozen=True)
+class PreparedRow:
+    seq: int
+    row: DialogueRow
+    case_requirements: tuple[HardRequirement, ...]
+    request: JudgeRequest
+
+
+class RequestBuilder:
+    """Renders judge requests for one rubric and template; the system text is rendered once."""
+
+    def __init__(self, rubric: EvalRubric, template: PromptTemplate) -> None:
+        self.rubric = rubric
+        self.template = template
+        self.system_text = render_system(template, rubric)
+        self.rubric_hash = rubric.content_hash()
+
+    def prepare(self, seq: int, row: DialogueRow) -> PreparedRow:
+        reqs = case_requirements(row.expected_behavior, row.negative_behavior)
+        user_text = render_user(self.template, self.rubric, row, reqs)
+        request = JudgeRequest(
+            row_id=row.row_id,
+            messages=({"role": "system", "content": self.system_text},
+                      {"role": "user", "content": user_text}),
+            case_requirement_ids=tuple(r.id for r in reqs),
+            rubric_hash=self.rubric_hash,
+            prompt_hash=self.template.hash,
+        )
+        return PreparedRow(seq=seq, row=row, case_requirements=reqs, request=request)
+
+
+def row_result(rubric: EvalRubric, prepared: PreparedRow, outcome: JudgeOutcome) -> RowResult:
+    """Normalize a verdict, or turn a judge error into a ``JUDGE_ERROR`` row (never a score)."""
+    reasked = tuple(ProtocolWarning(code=WarningCode.JUDGE_REASKED, detail=why[:500])
+                    for why in outcome.reasks)
+    if outcome.verdict is None:
+        return RowResult(row_id=prepared.row.row_id, status=RowStatus.JUDGE_ERROR,
+                         warnings=reasked, error=outcome.error)
+    return normalize_verdict(rubric, outcome.verdict, prepared.row.row_id,
+                             prepared.case_requirements, reasked)
+
+
+def stored_row(prepared: PreparedRow, outcome: JudgeOutcome, result: RowResult) -> StoredRow:
+    return StoredRow(
+        seq=prepared.seq,
+        result=result,
+        dialogue=prepared.row.model_dump(mode="json", by_alias=True),
+        raw_attempts=[{"response": a.response, "error": a.error,
+                       "latencyMs": round(a.latency_ms, 1)} for a in outcome.attempts],
+        calls=len(outcome.attempts),
+        prompt_tokens=outcome.prompt_tokens,
+        completion_tokens=outcome.completion_tokens,
+        cost_usd=outcome.cost_usd,
+        latency_ms=round(outcome.latency_ms, 1),
+        cassette_key=outcome.cassette_key,
+    )
+
+
+async def run_batch(
+    rows: Iterable[DialogueRow],
+    builder: RequestBuilder,
+    judge: Judge,
+    store: TaskStore,
+    task_id: str,
+    concurrency: int = 8,
+    on_row: Callable[[RowResult], None] | None = None,
+) -> None:
+    """Judge every row with at most ``concurrency`` calls in flight; store each as it ends.
+
+    Args:
+        rows: validated rows in input order (streamed; not held in memory).
+        concurrency: at least 1.
+        on_row: called after each row is stored (progress bars).
+    """
+    queue: asyncio.Queue[PreparedRow | None] = asyncio.Queue(maxsize=2 * concurrency)
+
+    async def worker() -> None:
+        while (prepared := await queue.get()) is not None:
+            outcome = await judge.judge(prepared.request)
+            result = row_result(builder.rubric, prepared, outcome)
+            store.add_row(task_id, stored_row(prepared, outcome, result))
+            if on_row is not None:
+                on_row(result)
+
+    async def produce() -> None:
+        for seq, row in enumerate(rows):
+            await queue.put(builder.prepare(seq, row))
+        for _ in range(workers):
+            await queue.put(None)
+
+    workers = max(1, concurrency)
+    try:
+        async with asyncio.TaskGroup() as group:
+            for _ in range(workers):
+                group.create_task(worker())
+            group.create_task(produce())
+    finally:
+        store.commit()

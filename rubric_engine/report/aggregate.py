@@ -1,0 +1,211 @@
+"""Aggregate a task's stored rows into the report structure (SPEC §9; seed 003 §四).
+
+Input is only what the store holds: the task record (with its rubric snapshot) and its rows.
+Output is a JSON-ready dict whose key order and number formatting are fixed, so rebuilding a
+report from the same task gives the same bytes. Pure: no I/O, no clock.
+
+Rules: mean scores use SCORED rows only; compliance per requirement is
+FOLLOWED / (FOLLOWED + PARTIAL + VIOLATED) with NOT_APPLICABLE and JUDGE_ERROR rows outside
+every denominator (SPEC §5 step 7); ``null`` when the denominator is 0.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from rubric_engine.results import RequirementStatus, RowResult, RowStatus
+from rubric_engine.rubric.model import EvalRubric
+
+LOWEST_ROWS = 10
+_STATUS_FIELD = {
+    RequirementStatus.FOLLOWED: "followed",
+    RequirementStatus.PARTIAL: "partial",
+    RequirementStatus.VIOLATED: "violated",
+    RequirementStatus.NOT_APPLICABLE: "notApplicable",
+}
+
+
+@dataclass(frozen=True)
+class RowUsage:
+    """Per-row judge usage as stored."""
+
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float | None
+    latency_ms: float
+
+
+def _mean(values: list[int]) -> float | None:
+    return round(sum(values) / len(values), 4) if values else None
+
+
+def _ratio(num: int, den: int) -> float | None:
+    return round(num / den, 4) if den else None
+
+
+def build_report(
+    task: dict[str, Any], rubric: EvalRubric, rows: Iterable[tuple[RowResult, RowUsage]]
+) -> dict[str, Any]:
+    """Build the report dict.
+
+    Args:
+        task: the ``task`` section (id, rubric key/version/hash, prompt, model …) as stored.
+        rubric: the task's own snapshot, never the current file.
+        rows: results in input order with their usage.
+
+    Returns:
+        ``{task, totals, redFlags, intents, requirements, lowestRows, judgeErrors, warnings,
+        usage}`` — see README "Report format".
+    """
+    results: list[RowResult] = []
+    usage = Counter[str]()
+    cost = 0.0
+    costed = 0
+    latencies: list[float] = []
+    for result, row_usage in rows:
+        results.append(result)
+        usage["calls"] += row_usage.calls
+        usage["promptTokens"] += row_usage.prompt_tokens
+        usage["completionTokens"] += row_usage.completion_tokens
+        if row_usage.cost_usd is not None:
+            cost += row_usage.cost_usd
+            costed += 1
+        latencies.append(row_usage.latency_ms)
+
+    scored = [r for r in results if r.status is RowStatus.SCORED]
+    errors = [r for r in results if r.status is RowStatus.JUDGE_ERROR]
+    finals = [r.final_score for r in scored if r.final_score is not None]
+    return {
+        "task": task,
+        "totals": {
+            "rows": len(results),
+            "scored": len(scored),
+            "judgeErrors": len(errors),
+            "meanScore": _mean(finals),
+            "meanJudgeScore": _mean([r.judge_score for r in scored if r.judge_score is not None]),
+            "cappedRows": sum(1 for r in scored if r.capped_by),
+            "rowsWithRedFlags": sum(1 for r in scored if r.red_flag_types),
+            "scoreDistribution": {
+                str(s): finals.count(s)
+                for s in range(rubric.score_scale.min, rubric.score_scale.max + 1)
+            },
+        },
+        "redFlags": _red_flags(rubric, scored),
+        "intents": _intents(rubric, scored),
+        "requirements": _requirements(rubric, scored),
+        "lowestRows": _lowest(scored),
+        "judgeErrors": [
+            {"rowId": r.row_id, "kind": str(r.error.kind) if r.error else None,
+             "message": r.error.message if r.error else None}
+            for r in errors
+        ],
+        "warnings": dict(sorted(Counter(str(w.code) for r in results for w in r.warnings).items())),
+        "usage": {
+            "calls": usage["calls"],
+            "promptTokens": usage["promptTokens"],
+            "completionTokens": usage["completionTokens"],
+            "costUsd": round(cost, 6) if costed else None,
+            "latencyMsMean": round(sum(latencies) / len(latencies), 1) if latencies else None,
+            "latencyMsP95": _p95(latencies),
+        },
+    }
+
+
+def _p95(values: list[float]) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))], 1)
+
+
+def _red_flags(rubric: EvalRubric, scored: list[RowResult]) -> list[dict[str, Any]]:
+    """Every declared type (zero counts too) plus orphans; most frequent first."""
+    texts = {f.type: f.text for f in rubric.red_flags}
+    order = {t: i for i, t in enumerate(rubric.red_flag_types)}
+    hits: dict[str, list[str]] = {t: [] for t in rubric.red_flag_types}
+    for r in scored:
+        for flag in r.red_flag_types:
+            hits.setdefault(flag, []).append(r.row_id)
+    return [
+        {"type": t, "text": texts.get(t), "count": len(ids), "rowIds": ids}
+        for t, ids in sorted(hits.items(), key=lambda kv: (-len(kv[1]), order.get(kv[0], 1e9)))
+    ]
+
+
+def _intents(rubric: EvalRubric, scored: list[RowResult]) -> list[dict[str, Any]]:
+    out = []
+    for intent in rubric.intents:
+        mine = [r for r in scored if r.intent_key == intent.key]
+        out.append({
+            "intentKey": intent.key,
+            "name": intent.name,
+            "rows": len(mine),
+            "meanScore": _mean([r.final_score for r in mine if r.final_score is not None]),
+            "redFlagCount": sum(len(r.red_flag_types) for r in mine),
+            "rowsWithRedFlags": sum(1 for r in mine if r.red_flag_types),
+        })
+    return out
+
+
+def _requirements(rubric: EvalRubric, scored: list[RowResult]) -> list[dict[str, Any]]:
+    """Pack requirements in pack order (zeros included), then case-level ones as first seen."""
+    counts: dict[str, Counter[str]] = {}
+    for r in scored:
+        for entry in r.reference_basis:
+            counts.setdefault(entry.requirement_id, Counter())[_STATUS_FIELD[entry.status]] += 1
+    rows: list[dict[str, Any]] = []
+    known = set()
+    owners: list[tuple[str | None, Any]] = [(None, req) for req in rubric.common_requirements]
+    for intent in rubric.intents:
+        owners.extend((intent.key, req) for req in intent.requirements)
+    for intent_key, req in owners:
+        known.add(req.id)
+        rows.append(_requirement_row(req.id, intent_key, req.category, req.critical,
+                                     req.text, counts.get(req.id, Counter())))
+    for rid, counter in counts.items():
+        if rid not in known:
+            rows.append(_requirement_row(rid, None, "CASE", False, None, counter))
+    return rows
+
+
+def _requirement_row(
+    rid: str, intent_key: str | None, category: str, critical: bool, text: str | None,
+    counter: Counter[str],
+) -> dict[str, Any]:
+    judged = counter["followed"] + counter["partial"] + counter["violated"]
+    return {
+        "id": rid,
+        "intentKey": intent_key,
+        "category": category,
+        "critical": critical,
+        "followed": counter["followed"],
+        "partial": counter["partial"],
+        "violated": counter["violated"],
+        "notApplicable": counter["notApplicable"],
+        "compliance": _ratio(counter["followed"], judged),
+        "text": text,
+    }
+
+
+def _lowest(scored: list[RowResult]) -> list[dict[str, Any]]:
+    indexed = sorted(enumerate(scored), key=lambda ir: (ir[1].final_score or 0, ir[0]))
+    return [
+        {
+            "rowId": r.row_id,
+            "finalScore": r.final_score,
+            "judgeScore": r.judge_score,
+            "intentKey": r.intent_key,
+            "violatedRequirementIds": [e.requirement_id for e in r.reference_basis
+                                       if e.status is RequirementStatus.VIOLATED],
+            "partialRequirementIds": [e.requirement_id for e in r.reference_basis
+                                      if e.status is RequirementStatus.PARTIAL],
+            "redFlagTypes": list(r.red_flag_types),
+            "cappedBy": list(r.capped_by),
+            "scoreExplanation": r.score_explanation,
+        }
+        for _, r in indexed[:LOWEST_ROWS]
+    ]

@@ -1,0 +1,235 @@
+"""The task store: one SQLite file (SPEC §3, issue "task store").
+
+A **task** keeps everything needed to rebuild its report without reading current files: the
+rubric key, version, status, full snapshot and content hash; the prompt version, hash and the
+rendered system prompt; the engine version; the judge mode, model and parameters; the inputs.
+Each **row** keeps its dialogue, the raw judge responses of every attempt, the normalized
+result (referenceBasis, scores, warnings), tokens, cost and latency.
+
+Rows are committed in small batches as they finish, so an interrupted run keeps its work.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rubric_engine.errors import StoreError, TaskNotFoundError
+from rubric_engine.results import RowResult
+
+SCHEMA_VERSION = 1
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS tasks (
+    id TEXT PRIMARY KEY,
+    created_at TEXT NOT NULL,
+    finished_at TEXT,
+    state TEXT NOT NULL,
+    rubric_key TEXT NOT NULL,
+    rubric_version INTEGER NOT NULL,
+    rubric_status TEXT NOT NULL,
+    rubric_hash TEXT NOT NULL,
+    rubric_snapshot TEXT NOT NULL,
+    prompt_version TEXT NOT NULL,
+    prompt_hash TEXT NOT NULL,
+    prompt_system TEXT NOT NULL,
+    engine_version TEXT NOT NULL,
+    analysis_version TEXT NOT NULL,
+    judge_mode TEXT NOT NULL,
+    model TEXT NOT NULL,
+    judge_params TEXT NOT NULL,
+    inputs TEXT NOT NULL,
+    row_count INTEGER NOT NULL,
+    extra TEXT NOT NULL DEFAULT '{}'
+);
+CREATE TABLE IF NOT EXISTS rows (
+    task_id TEXT NOT NULL REFERENCES tasks(id),
+    seq INTEGER NOT NULL,
+    row_id TEXT NOT NULL,
+    status TEXT NOT NULL,
+    final_score INTEGER,
+    result TEXT NOT NULL,
+    dialogue TEXT NOT NULL,
+    raw_attempts TEXT NOT NULL,
+    calls INTEGER NOT NULL,
+    prompt_tokens INTEGER NOT NULL,
+    completion_tokens INTEGER NOT NULL,
+    cost_usd REAL,
+    latency_ms REAL NOT NULL,
+    cassette_key TEXT,
+    PRIMARY KEY (task_id, row_id)
+);
+CREATE INDEX IF NOT EXISTS rows_by_seq ON rows (task_id, seq);
+"""
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
+def new_task_id() -> str:
+    """``YYYYMMDD-HHMMSS-xxxxxx`` (UTC time, 6 random hex digits)."""
+    return datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
+
+
+@dataclass(frozen=True)
+class TaskRecord:
+    """A task as stored. JSON columns are decoded."""
+
+    id: str
+    created_at: str
+    finished_at: str | None
+    state: str
+    rubric_key: str
+    rubric_version: int
+    rubric_status: str
+    rubric_hash: str
+    rubric_snapshot: dict[str, Any]
+    prompt_version: str
+    prompt_hash: str
+    prompt_system: str
+    engine_version: str
+    analysis_version: str
+    judge_mode: str
+    model: str
+    judge_params: dict[str, Any]
+    inputs: list[dict[str, Any]]
+    row_count: int
+    extra: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class StoredRow:
+    seq: int
+    result: RowResult
+    dialogue: dict[str, Any]
+    raw_attempts: list[dict[str, Any]]
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float | None
+    latency_ms: float
+    cassette_key: str | None
+
+
+class TaskStore:
+    """SQLite task store. Use as a context manager or call :meth:`close`.
+
+    Raises:
+        StoreError: the file cannot be opened or was written by a newer schema.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, timeout=30)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._db.executescript(_SCHEMA)
+            found = self._db.execute("SELECT value FROM meta WHERE name='schema'").fetchone()
+            if found is None:
+                self._db.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+                self._db.commit()
+            elif int(found[0]) > SCHEMA_VERSION:
+                raise StoreError(f"{self.path}: store schema {found[0]} is newer than this "
+                                 f"rubric-eval understands ({SCHEMA_VERSION}); upgrade rubric-eval")
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path}: cannot open task store ({exc}); pass another "
+                             "--store path or move the broken file away") from exc
+        self._pending = 0
+
+    def __enter__(self) -> TaskStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._db.commit()
+        self._db.close()
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def create_task(self, task: TaskRecord) -> None:
+        self._db.execute(
+            "INSERT INTO tasks VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (task.id, task.created_at, task.finished_at, task.state, task.rubric_key,
+             task.rubric_version, task.rubric_status, task.rubric_hash,
+             _dumps(task.rubric_snapshot), task.prompt_version, task.prompt_hash,
+             task.prompt_system, task.engine_version, task.analysis_version, task.judge_mode,
+             task.model, _dumps(task.judge_params), _dumps(task.inputs), task.row_count,
+             _dumps(task.extra)),
+        )
+        self._db.commit()
+
+    def add_row(self, task_id: str, row: StoredRow, commit_every: int = 25) -> None:
+        """Insert one finished row; commits every ``commit_every`` rows."""
+        r = row.result
+        self._db.execute(
+            "INSERT OR REPLACE INTO rows VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (task_id, row.seq, r.row_id, str(r.status), r.final_score, _dumps(r.to_json_dict()),
+             _dumps(row.dialogue), _dumps(row.raw_attempts), row.calls, row.prompt_tokens,
+             row.completion_tokens, row.cost_usd, row.latency_ms, row.cassette_key),
+        )
+        self._pending += 1
+        if self._pending >= commit_every:
+            self.commit()
+
+    def commit(self) -> None:
+        self._db.commit()
+        self._pending = 0
+
+    def finish_task(self, task_id: str, state: str, extra: dict[str, Any]) -> None:
+        self._db.execute(
+            "UPDATE tasks SET state=?, finished_at=?, extra=? WHERE id=?",
+            (state, datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), _dumps(extra), task_id),
+        )
+        self.commit()
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def task(self, task_id: str) -> TaskRecord:
+        """Raises: TaskNotFoundError: no such task; names the store and how to list tasks."""
+        cursor = self._db.execute("SELECT * FROM tasks WHERE id=?", (task_id,))
+        found = cursor.fetchone()
+        if found is None:
+            raise TaskNotFoundError(f"task {task_id!r} not found in {self.path}; "
+                                    "`rubric-eval tasks --store PATH` lists the tasks")
+        names = [d[0] for d in cursor.description]
+        data = dict(zip(names, found, strict=True))
+        for name in ("rubric_snapshot", "judge_params", "inputs", "extra"):
+            data[name] = json.loads(data[name])
+        return TaskRecord(**data)
+
+    def tasks(self) -> list[TaskRecord]:
+        ids = [r[0] for r in self._db.execute("SELECT id FROM tasks ORDER BY created_at, id")]
+        return [self.task(i) for i in ids]
+
+    def rows(self, task_id: str) -> Iterator[StoredRow]:
+        """Rows of a task in input order."""
+        for found in self._db.execute(
+            "SELECT seq, result, dialogue, raw_attempts, calls, prompt_tokens, completion_tokens,"
+            " cost_usd, latency_ms, cassette_key FROM rows WHERE task_id=? ORDER BY seq",
+            (task_id,),
+        ):
+            yield StoredRow(
+                seq=found[0], result=RowResult.model_validate_json(found[1]),
+                dialogue=json.loads(found[2]), raw_attempts=json.loads(found[3]), calls=found[4],
+                prompt_tokens=found[5], completion_tokens=found[6], cost_usd=found[7],
+                latency_ms=found[8], cassette_key=found[9],
+            )
+
+    def results(self, task_id: str) -> Iterator[tuple[RowResult, int, int, int, float | None, float]]:
+        """Lightweight row results for reports: (result, calls, prompt, completion, cost, ms)."""
+        for found in self._db.execute(
+            "SELECT result, calls, prompt_tokens, completion_tokens, cost_usd, latency_ms "
+            "FROM rows WHERE task_id=? ORDER BY seq", (task_id,),
+        ):
+            yield (RowResult.model_validate_json(found[0]), *found[1:])
