@@ -126,7 +126,7 @@ def _run_score(options: Any, quiet: bool) -> ScoreResult:
     def start(task_id: str, total: int) -> None:
         state["bar"] = progress.add_task(f"scoring {options.rubric.name}", total=total)
         if not console.is_terminal and not quiet:
-            console.print(f"task {task_id}: scoring {total} row(s) …")
+            typer.echo(f"task {task_id}: scoring {total} row(s) …", err=True)
 
     with progress:
         return score(options, on_start=start,

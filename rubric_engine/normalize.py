@@ -68,8 +68,10 @@ def normalize_verdict(
     Returns:
         A ``SCORED`` row. Steps: (1) applicable = common ∪ intent ∪ case-level; (2) de-duplicate,
         drop IDs of other intents (warning); (3) one basis entry per applicable requirement,
-        ``observableInData: false`` always NOT_APPLICABLE; (4) red-flag backfill both ways,
-        orphans kept and counted; (5) ``finalScore = min(judgeScore, caps of VIOLATED)``.
+        ``observableInData: false`` always NOT_APPLICABLE; (4) red-flag backfill both ways —
+        a reported flag with no violated requirement of its type marks the least severe
+        applicable critical requirement of that type VIOLATED (see ``_backfill_red_flags``),
+        orphans are kept and counted; (5) ``finalScore = min(judgeScore, caps of VIOLATED)``.
 
     Raises:
         KeyError: ``verdict.intent_key`` is not in ``rubric`` (cannot happen for a verdict of
@@ -147,14 +149,19 @@ def _backfill_red_flags(
         flags.add(flag)
         if flag in violated_types:
             continue
-        targets = [r for r in critical if r.red_flag_type == flag]
-        if not targets:
+        candidates = [r for r in critical if r.red_flag_type == flag]
+        if not candidates:
             warnings.append(ProtocolWarning(code=WarningCode.ORPHAN_RED_FLAG, red_flag_type=flag))
             continue
-        for req in targets:
-            status[req.id] = (V.VIOLATED, BasisSource.BACKFILL)
-            warnings.append(ProtocolWarning(code=WarningCode.RED_FLAG_BACKFILLED,
-                                            requirement_id=req.id, red_flag_type=flag))
+        # The least severe candidate (highest cap; no cap is highest), first in pack order.
+        # Marking every candidate would let an extra violation *raise* the score: naming the
+        # mildest rule of the type would stop the backfill of a harsher one.
+        target = max(candidates, key=lambda r: (r.violation_score is None, r.violation_score or 0))
+        status[target.id] = (V.VIOLATED, BasisSource.BACKFILL)
+        others = [r.id for r in candidates if r is not target]
+        warnings.append(ProtocolWarning(
+            code=WarningCode.RED_FLAG_BACKFILLED, requirement_id=target.id, red_flag_type=flag,
+            detail=f"also of this type: {', '.join(others)}" if others else None))
     for req in critical:
         if status[req.id][0] is V.VIOLATED and req.red_flag_type not in flags:
             assert req.red_flag_type is not None

@@ -57,8 +57,8 @@ class WarningCode(StrEnum):
     UNOBSERVABLE_REPORTED = "UNOBSERVABLE_REPORTED"
     #: a VIOLATED critical requirement whose red-flag type the judge did not report; added
     RED_FLAG_ADDED = "RED_FLAG_ADDED"
-    #: a reported red flag with no violated requirement of its type; the applicable critical
-    #: requirement(s) of that type were marked VIOLATED (source ``backfill``)
+    #: a reported red flag with no violated requirement of its type; the least severe applicable
+    #: critical requirement of that type was marked VIOLATED (source ``backfill``)
     RED_FLAG_BACKFILLED = "RED_FLAG_BACKFILLED"
     #: a reported red flag with no applicable critical requirement of its type; kept, counted
     ORPHAN_RED_FLAG = "ORPHAN_RED_FLAG"

@@ -32,7 +32,7 @@ def _cell(text: Any) -> str:
 def render_markdown(report: dict[str, Any]) -> str:
     """Review report: red flags first, then totals, intents, requirements, lowest rows."""
     task, totals = report["task"], report["totals"]
-    draft = " (DRAFT rubric)" if task.get("rubricStatus") == "DRAFT" else ""
+    draft = " — a draft, not a published version" if task.get("rubricStatus") == "DRAFT" else ""
     out = [
         f"# rubric-eval report — task {task['id']}",
         "",
@@ -99,10 +99,16 @@ def render_markdown(report: dict[str, Any]) -> str:
     out += ["", "## Usage", "",
             f"- Judge calls: {usage['calls']} (re-asks and failed attempts included)",
             f"- Tokens: {usage['promptTokens']} prompt, {usage['completionTokens']} completion",
-            f"- Cost: {'$' + format(usage['costUsd'], '.4f') if usage['costUsd'] is not None else 'unknown (model price not known)'}",
+            f"- Cost: {_cost(usage['costUsd'])}",
             f"- Latency per row: mean {_fmt(usage['latencyMsMean'], 1)} ms, "
             f"p95 {_fmt(usage['latencyMsP95'], 1)} ms", ""]
-    return "\n".join(out)
+    return "\n".join(out) + "\n"
+
+
+def _cost(cost: float | None) -> str:
+    if cost is None:
+        return "not known (replayed calls, or a model without a published price)"
+    return f"${cost:.4f}"
 
 
 def _provenance(counts: dict[str, int] | None) -> str:

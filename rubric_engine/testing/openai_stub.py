@@ -1,0 +1,206 @@
+"""A scriptable OpenAI-compatible chat-completions server on loopback, for tests and demos.
+
+It serves ``POST /v1/chat/completions`` on ``127.0.0.1`` only, over real sockets, so the live
+judge path (litellm → HTTP → instructor → normalization → store) runs with no provider and no
+cassette. A *responder* decides each answer from the request body; helpers build responders
+from a file of verdicts keyed by rowId.
+
+    python -m rubric_engine.testing.openai_stub --verdicts verdicts.jsonl --port 8765
+    rubric-eval score rows.jsonl -r rubrics/health_cs.yaml --mode live \
+        --api-base http://127.0.0.1:8765/v1 --model openai/stub-judge
+
+Every request is kept in ``StubServer.requests`` (headers without ``Authorization``), so
+tests can count the attempts the server saw.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+_ROW_ID = re.compile(r"^rowId: (.+)$", re.MULTILINE)
+
+
+@dataclass
+class StubReply:
+    """One scripted answer.
+
+    Attributes:
+        status: HTTP status; non-200 sends an OpenAI-style error body.
+        content: the assistant message content (the judge's text).
+        tool_calls: OpenAI ``tool_calls`` list, if the verdict comes as a tool call.
+        finish_reason: ``stop``, ``length``, ``content_filter`` …
+        headers: extra response headers (``Retry-After`` …).
+        delay_s: seconds to wait before answering (latency, timeouts).
+        usage: token counts; estimated from lengths when omitted.
+    """
+
+    status: int = 200
+    content: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    finish_reason: str = "stop"
+    headers: dict[str, str] = field(default_factory=dict)
+    delay_s: float = 0.0
+    usage: dict[str, int] | None = None
+
+
+Responder = Callable[[dict[str, Any]], StubReply]
+
+
+def row_id_of(body: dict[str, Any]) -> str | None:
+    """The ``rowId: …`` line of the first user message that has one."""
+    for message in body.get("messages") or []:
+        content = message.get("content")
+        if message.get("role") == "user" and isinstance(content, str):
+            found = _ROW_ID.search(content)
+            if found:
+                return found.group(1).strip()
+    return None
+
+
+def verdicts_responder(verdicts: dict[str, dict[str, Any]]) -> Responder:
+    """Answer each request with the verdict JSON of its rowId; 404 for an unknown row."""
+
+    def respond(body: dict[str, Any]) -> StubReply:
+        row_id = row_id_of(body)
+        if row_id is None or row_id not in verdicts:
+            return StubReply(status=404, content=f"no scripted verdict for rowId {row_id!r}")
+        return StubReply(content=json.dumps(verdicts[row_id], ensure_ascii=False))
+
+    return respond
+
+
+def load_verdicts(path: Path) -> dict[str, dict[str, Any]]:
+    """Read a JSONL file of verdicts (each with ``rowId``)."""
+    out: dict[str, dict[str, Any]] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            verdict = json.loads(line)
+            out[str(verdict["rowId"])] = verdict
+    return out
+
+
+class StubServer:
+    """The server. Use as a context manager; ``base_url`` ends in ``/v1``."""
+
+    def __init__(self, responder: Responder, port: int = 0) -> None:
+        self.responder = responder
+        self.requests: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                return None
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length)
+                try:
+                    body = json.loads(raw or b"{}")
+                except json.JSONDecodeError:
+                    self._send(400, {"error": {"message": "body is not JSON"}}, {})
+                    return
+                headers = {k.lower(): v for k, v in self.headers.items()
+                           if k.lower() != "authorization"}
+                with stub._lock:
+                    stub.requests.append({"path": self.path, "body": body, "headers": headers,
+                                          "at": time.monotonic()})
+                if not self.path.rstrip("/").endswith("/chat/completions"):
+                    self._send(404, {"error": {"message": f"unknown path {self.path}"}}, {})
+                    return
+                reply = stub.responder(body)
+                if reply.delay_s:
+                    time.sleep(reply.delay_s)
+                if reply.status != 200:
+                    self._send(reply.status, {"error": {"message": reply.content or "error",
+                                                        "type": "stub_error"}}, reply.headers)
+                    return
+                self._send(200, completion(body, reply), reply.headers)
+
+            def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str]) -> None:
+                data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    for name, value in headers.items():
+                        self.send_header(name, value)
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (timeout tests)
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def start(self) -> StubServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self) -> StubServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def completion(body: dict[str, Any], reply: StubReply) -> dict[str, Any]:
+    """An OpenAI ``chat.completion`` object for a scripted reply."""
+    message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+    if reply.tool_calls:
+        message["tool_calls"] = reply.tool_calls
+    prompt_chars = sum(len(str(m.get("content") or "")) for m in body.get("messages") or [])
+    usage = reply.usage or {
+        "prompt_tokens": max(1, prompt_chars // 4),
+        "completion_tokens": max(1, len(reply.content or "") // 4),
+    }
+    usage.setdefault("total_tokens", usage["prompt_tokens"] + usage["completion_tokens"])
+    return {
+        "id": f"chatcmpl-stub-{int(time.time() * 1000)}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": str(body.get("model") or "stub-judge"),
+        "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason}],
+        "usage": usage,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--verdicts", type=Path, required=True,
+                        help="JSONL of verdicts, each with rowId")
+    parser.add_argument("--port", type=int, default=8765)
+    args = parser.parse_args()
+    server = StubServer(verdicts_responder(load_verdicts(args.verdicts)), port=args.port)
+    print(f"stub judge on {server.base_url} (Ctrl-C stops)", flush=True)
+    server.start()
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()

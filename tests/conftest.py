@@ -1,0 +1,93 @@
+"""Shared fixtures. The network is blocked for the whole session: only loopback connects."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_DATA = ROOT.parent / "shared" / "data"
+RUBRICS = ROOT / "rubrics"
+CASES = ROOT / "cases"
+CASSETTES = ROOT / "cassettes"
+
+_real_connect = socket.socket.connect
+
+
+def _loopback_only(self: socket.socket, address: object) -> object:
+    host = address[0] if isinstance(address, tuple) else None
+    if isinstance(host, str) and host != "localhost":
+        try:
+            allowed = ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            allowed = False
+        if not allowed:
+            raise ConnectionRefusedError(f"tests may only connect to loopback, not {host}")
+    return _real_connect(self, address)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _block_network() -> object:
+    socket.socket.connect = _loopback_only  # type: ignore[method-assign]
+    yield
+    socket.socket.connect = _real_connect  # type: ignore[method-assign]
+
+
+def shared_data(*parts: str) -> Path:
+    """A file under ../shared/data; tests that need it skip when it is absent."""
+    path = SHARED_DATA.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"shared data not available: {path}")
+    return path
+
+
+MINI_RUBRIC = """\
+key: mini
+name: Mini pack for tests
+version: 1
+status: DRAFT
+language: en
+scoreScale: {min: 1, max: 5}
+commonRequirements:
+  - {id: COMMON_LEAK, category: BRAND, text: Never reveal the knowledge base or prompts., critical: true, redFlagType: BACKEND_EXPOSURE, violationScore: 1}
+  - {id: COMMON_TONE, category: TONE, text: Be concise and polite., violationScore: 3}
+  - {id: COMMON_CARD_SOURCE, category: KNOWLEDGE, text: Cards come from the product catalogue., observableInData: false, critical: true, redFlagType: CARD_VIOLATION, violationScore: 1}
+intents:
+  - key: REFUND
+    name: Refund
+    triggerHints: the user asks for money back
+    requirements:
+      - {id: REFUND_VERIFY, category: PROCESS, text: Verify the order before promising anything., violationScore: 2}
+      - {id: REFUND_NO_PROMISE, category: SAFETY, text: Never promise a refund outcome., critical: true, redFlagType: FALSE_PROMISE, violationScore: 2}
+      - {id: REFUND_NO_PROMISE_AMOUNT, category: SAFETY, text: Never promise an amount., critical: true, redFlagType: FALSE_PROMISE}
+  - key: CHAT
+    name: Chit-chat
+    triggerHints: greetings and small talk
+    requirements:
+      - {id: CHAT_SHORT, category: TONE, text: Keep it short.}
+redFlags:
+  - {type: BACKEND_EXPOSURE, text: reveals internals}
+  - {type: FALSE_PROMISE, text: promises an outcome}
+  - {type: CARD_VIOLATION, text: card where none is allowed}
+  - {type: PRICE_DISCLOSURE, text: invents a price}
+"""
+
+
+@pytest.fixture()
+def mini_rubric_path(tmp_path: Path) -> Path:
+    path = tmp_path / "mini.yaml"
+    path.write_text(MINI_RUBRIC, encoding="utf-8")
+    return path
+
+
+@pytest.fixture()
+def mini_rubric(mini_rubric_path: Path):  # type: ignore[no-untyped-def]
+    from rubric_engine.rubric import load_rubric
+
+    return load_rubric(mini_rubric_path)
