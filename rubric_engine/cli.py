@@ -168,7 +168,7 @@ def _print_summary(result: ScoreResult) -> None:
                             "–" if m is None else f"{m:.2f}", str(intent["redFlagCount"]))
     console.print(intents)
     worst = sorted((r for r in report["requirements"] if r["violated"] or r["partial"]),
-                   key=lambda r: (r["compliance"] if r["compliance"] is not None else 1, r["id"]))
+                   key=lambda r: (-(r["violated"] + r["partial"]), r["compliance"] or 0, r["id"]))
     if worst:
         low = Table(title="Least-followed requirements", title_justify="left")
         for column in ("requirement", "violated", "partial", "compliance"):
@@ -234,7 +234,8 @@ def tasks(store: StoreOpt = DEFAULT_STORE) -> None:
 
         _require_store(store)
         table = Table()
-        for column in ("task", "created", "state", "rubric", "judge", "rows"):
+        table.add_column("task", no_wrap=True, min_width=22)
+        for column in ("created", "state", "rubric", "judge", "rows"):
             table.add_column(column)
         with TaskStore(store) as opened:
             for t in opened.tasks():

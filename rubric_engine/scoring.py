@@ -26,6 +26,7 @@ from rubric_engine.judge.backends import (
     ReplayBackend,
 )
 from rubric_engine.judge.instructor_judge import DEFAULT_PARAMS, InstructorJudge
+from rubric_engine.judge.retry import RetryPolicy
 from rubric_engine.pipeline import RequestBuilder, run_batch
 from rubric_engine.prompt import DEFAULT_PROMPT, load_prompt
 from rubric_engine.report import ReportFiles, report_for_task, write_reports
@@ -59,6 +60,7 @@ class ScoreOptions:
     temperature: float = 0.0
     max_tokens: int = 1024
     timeout_s: float = 120.0
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
 
 
 @dataclass
@@ -117,7 +119,7 @@ def score(
     params = {**DEFAULT_PARAMS, "temperature": float(options.temperature),
               "max_tokens": int(options.max_tokens)}
     live = LiveSettings(api_base=options.api_base, api_key_env=options.api_key_env,
-                        timeout_s=options.timeout_s)
+                        timeout_s=options.timeout_s, retry=options.retry)
     replay: ReplayBackend | None = None
     backend: ReplayBackend | LiveBackend
     if options.mode == "replay":

@@ -156,7 +156,8 @@ class LiveBackend:
                 try:
                     response = await self._litellm.acompletion(**kwargs, **transport)
                 except Exception as exc:  # every transport failure is logged, then judged
-                    call.attempts.append(Attempt(response=None, error=_describe(exc),
+                    error = _describe(exc).replace(transport.get("api_key") or "\0", "[redacted]")
+                    call.attempts.append(Attempt(response=None, error=error,
                                                  latency_ms=(time.perf_counter() - started) * 1e3))
                     raise
                 latency = (time.perf_counter() - started) * 1e3

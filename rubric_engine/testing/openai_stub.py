@@ -9,13 +9,15 @@ from a file of verdicts keyed by rowId.
     rubric-eval score rows.jsonl -r rubrics/health_cs.yaml --mode live \
         --api-base http://127.0.0.1:8765/v1 --model openai/stub-judge
 
-Every request is kept in ``StubServer.requests`` (headers without ``Authorization``), so
-tests can count the attempts the server saw.
+Every request is kept in ``StubServer.requests`` (headers without ``Authorization``; only
+the SHA-256 of its value, as ``authSha256``), so tests can count the attempts the server saw
+and check which key was sent without holding the key.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import re
 import threading
@@ -78,6 +80,24 @@ def verdicts_responder(verdicts: dict[str, dict[str, Any]]) -> Responder:
     return respond
 
 
+def scripted_responder(script: dict[str, list[StubReply]]) -> Responder:
+    """Answer the n-th request for a rowId with ``script[rowId][n]`` (the last one repeats)."""
+    seen: dict[str, int] = {}
+    lock = threading.Lock()
+
+    def respond(body: dict[str, Any]) -> StubReply:
+        row_id = row_id_of(body) or ""
+        replies = script.get(row_id)
+        if not replies:
+            return StubReply(status=404, content=f"no script for rowId {row_id!r}")
+        with lock:
+            n = seen.get(row_id, 0)
+            seen[row_id] = n + 1
+        return replies[min(n, len(replies) - 1)]
+
+    return respond
+
+
 def load_verdicts(path: Path) -> dict[str, dict[str, Any]]:
     """Read a JSONL file of verdicts (each with ``rowId``)."""
     out: dict[str, dict[str, Any]] = {}
@@ -113,9 +133,12 @@ class StubServer:
                     return
                 headers = {k.lower(): v for k, v in self.headers.items()
                            if k.lower() != "authorization"}
+                auth = self.headers.get("Authorization")
                 with stub._lock:
-                    stub.requests.append({"path": self.path, "body": body, "headers": headers,
-                                          "at": time.monotonic()})
+                    stub.requests.append({
+                        "path": self.path, "body": body, "headers": headers,
+                        "authSha256": hashlib.sha256(auth.encode()).hexdigest() if auth else None,
+                        "at": time.monotonic()})
                 if not self.path.rstrip("/").endswith("/chat/completions"):
                     self._send(404, {"error": {"message": f"unknown path {self.path}"}}, {})
                     return

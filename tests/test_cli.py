@@ -1,0 +1,105 @@
+"""The command line as a user meets it: messages, exit codes, nothing lost on bad input."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from rubric_engine.cli import app
+from tests.conftest import CASES, CASSETTES, RUBRICS
+
+runner = CliRunner()
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = runner.invoke(app, [str(a) for a in args])
+    return result.exit_code, result.output
+
+
+def test_help_lists_the_commands() -> None:
+    code, out = run("--help")
+    assert code == 0
+    for command in ("score", "report", "tasks", "rubric", "cassette", "prompt"):
+        assert command in out
+
+
+def test_score_then_report_rebuilds_the_same_json(tmp_path: Path) -> None:
+    store = tmp_path / "s.sqlite"
+    code, out = run("score", CASES / "health_consult_zh.jsonl", "-r", RUBRICS / "health_cs.yaml",
+                    "--store", store, "--out", tmp_path / "out", "--cassettes", CASSETTES, "-q")
+    assert code == 0, out
+    task_id = re.search(r"task id: (\S+)", out).group(1)  # type: ignore[union-attr]
+    assert "MEDICAL_OVERREACH" in out
+    code, rebuilt = run("report", task_id, "--store", store, "--format", "json")
+    assert code == 0
+    assert rebuilt == (tmp_path / "out" / "report.json").read_text(encoding="utf-8")
+    code, listing = run("tasks", "--store", store)
+    assert code == 0 and task_id in listing
+
+
+def test_malformed_dataset_exits_2_and_scores_nothing(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"rowId": "a", "messages": [{"role": "assistant", "content": "x"}]}\n'
+                   "{oops\n", encoding="utf-8")
+    store = tmp_path / "s.sqlite"
+    code, out = run("score", bad, "-r", RUBRICS / "health_cs.yaml", "--store", store)
+    assert code == 2
+    assert f"{bad}:2" in out and "not valid JSON" in out and "nothing was scored" in out
+    assert not store.exists()
+
+
+def test_broken_rubric_exits_2_with_lines(tmp_path: Path) -> None:
+    pack = tmp_path / "p.yaml"
+    pack.write_text((RUBRICS / "airline_cs.yaml").read_text(encoding="utf-8").replace(
+        "redFlagType: POLICY_VIOLATION", "redFlagType: POLICY_VIOLATIONS", 1), encoding="utf-8")
+    code, out = run("rubric", "validate", pack)
+    assert code == 2
+    assert re.search(rf"{re.escape(str(pack))}:\d+: .*redFlagType: 'POLICY_VIOLATIONS' is not "
+                     r"declared in redFlags; valid: UNAUTHORIZED_ACTION, POLICY_VIOLATION", out)
+    code, out = run("score", CASES / "airline_tau2_dev.json", "-r", pack,
+                    "--store", tmp_path / "s.sqlite")
+    assert code == 2 and "POLICY_VIOLATIONS" in out
+
+
+def test_replay_miss_exits_4_and_says_how_to_record(tmp_path: Path) -> None:
+    code, out = run("score", CASES / "health_consult_zh.jsonl", "-r", RUBRICS / "health_cs.yaml",
+                    "--store", tmp_path / "s.sqlite", "--out", tmp_path / "out",
+                    "--cassettes", tmp_path / "empty", "-q")
+    assert code == 4
+    assert "26 row(s) had no cassette entry" in out
+    assert "key sha256:" in out and "--mode record" in out
+    rows = (tmp_path / "out" / "rows.jsonl").read_text(encoding="utf-8").splitlines()
+    assert {json.loads(r)["error"]["kind"] for r in rows} == {"CASSETTE_MISS"}
+
+
+def test_changed_model_miss_names_the_difference(tmp_path: Path) -> None:
+    code, out = run("score", CASES / "health_consult_zh.jsonl", "-r", RUBRICS / "health_cs.yaml",
+                    "--store", tmp_path / "s.sqlite", "--out", tmp_path / "out",
+                    "--cassettes", CASSETTES, "--model", "openai/gpt-4.1", "-q")
+    assert code == 4 and "the model differs (cassette has 'openai/gpt-4o-mini')" in out
+
+
+def test_bad_options_are_named(tmp_path: Path) -> None:
+    code, out = run("score", CASES / "health_consult_zh.jsonl", "-r", RUBRICS / "health_cs.yaml",
+                    "--mode", "dry", "--store", tmp_path / "s.sqlite")
+    assert code == 2 and "replay, record, live" in out
+    code, out = run("report", "no-such-task", "--store", tmp_path / "missing.sqlite")
+    assert code == 3 and "no task store here" in out
+
+
+def test_unknown_task_is_named(tmp_path: Path) -> None:
+    store = tmp_path / "s.sqlite"
+    run("score", CASES / "health_consult_zh.jsonl", "-r", RUBRICS / "health_cs.yaml",
+        "--store", store, "--out", tmp_path / "out", "--cassettes", CASSETTES, "-q")
+    code, out = run("report", "nope", "--store", store)
+    assert code == 3 and "task 'nope' not found" in out and "rubric-eval tasks" in out
+
+
+def test_prompt_show_prints_both_messages() -> None:
+    code, out = run("prompt", "show", CASES / "airline_tau2_dev.json", "-r",
+                    RUBRICS / "airline_cs.yaml", "--row", "airline-3")
+    assert code == 0
+    assert "===== system =====" in out and "rowId: airline-3" in out

@@ -1,0 +1,119 @@
+"""Dialogue input (SPEC §8): adapters, and broken rows reported with line numbers first."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rubric_engine.dialogue.readers import DialogueSource
+from rubric_engine.errors import DatasetError
+from tests.conftest import CASES
+
+
+def write_jsonl(path: Path, rows: list[object]) -> Path:
+    path.write_text("\n".join(r if isinstance(r, str) else json.dumps(r, ensure_ascii=False)
+                              for r in rows) + "\n", encoding="utf-8")
+    return path
+
+
+def test_openai_messages_with_string_tool_arguments(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "chat.jsonl", [{
+        "rowId": "o1",
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "Where is order 7?"}]},
+            {"role": "assistant", "content": None, "tool_calls": [{
+                "id": "c1", "type": "function",
+                "function": {"name": "lookup", "arguments": "{\"order\": 7}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "{\"status\": \"shipped\"}"},
+            {"role": "assistant", "content": "It has shipped."},
+        ],
+        "scenario": "orders",
+    }])
+    source = DialogueSource(path)
+    assert source.validate() == 1
+    row = next(iter(source))
+    assert row.messages[0].content == "Where is order 7?"
+    call = row.messages[1].tool_calls[0]
+    assert (call.name, call.arguments_text()) == ("lookup", "{\"order\": 7}")
+    assert row.messages[2].tool_call_id == "c1"
+    assert row.metadata == {"scenario": "orders"}
+
+
+def test_sharegpt_conversations_with_function_calls(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "sg.jsonl", [{"conversations": [
+        {"from": "human", "value": "天气？"},
+        {"from": "function_call", "value": "{\"name\": \"weather\", \"arguments\": {\"city\": \"京\"}}"},
+        {"from": "observation", "value": "{\"temp\": 3}"},
+        {"from": "gpt", "value": "3 度。"},
+    ]}])
+    row = next(iter(DialogueSource(path)))
+    assert row.row_id == "sg-1"  # file stem + line when no id is given
+    assert [m.role for m in row.messages] == ["user", "assistant", "tool", "assistant"]
+    assert row.messages[1].tool_calls[0].name == "weather"
+
+
+def test_tau2_simulations_use_each_simulations_own_criteria() -> None:
+    source = DialogueSource(CASES / "airline_tau2_dev.json")
+    assert source.validate() == 25
+    rows = {r.row_id: r for r in source}
+    first = rows["airline-0"]
+    # the published file labels this HAT039-delay conversation with task 0 (a cancellation);
+    # its own reward_info holds the assertions it was graded on
+    assert first.expected_behavior[0].startswith("Agent confirms that flight HAT039")
+    assert first.metadata["taskListDisagrees"] is True
+    assert first.metadata["reward"] == 0.0
+    wrapped = [m for r in rows.values() for m in r.messages
+               if m.role == "assistant" and m.content and m.content.lstrip().startswith('{"message"')]
+    assert wrapped == []  # {"message": ...} wrappers are unwrapped
+
+
+def test_malformed_rows_reported_with_lines_before_any_judge_call(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "bad.jsonl", [
+        {"rowId": "ok", "messages": [{"role": "user", "content": "hi"},
+                                     {"role": "assistant", "content": "hello"}]},
+        "{not json",
+        {"rowId": "x", "messages": [{"role": "user", "content": "only the user"}]},
+        {"rowId": "y", "messages": [{"role": "robot", "content": "?"},
+                                    {"role": "assistant", "content": "!"}]},
+        {"rowId": "ok", "messages": [{"role": "assistant", "content": "dup"}]},
+        {"rowId": "z"},
+    ])
+    with pytest.raises(DatasetError) as info:
+        DialogueSource(path).validate()
+    where = {p.where.rsplit(":", 1)[-1]: p for p in info.value.problems}
+    assert set(where) == {"2", "3", "4", "5", "6"}
+    assert "not valid JSON" in where["2"].message
+    assert "no assistant turn" in where["3"].message
+    assert where["4"].field == "messages[0].role" and "'assistant'" in where["4"].message
+    assert "duplicate rowId 'ok'" in where["5"].message
+    assert "missing" in where["6"].message
+    assert "nothing was scored" in str(info.value)
+
+
+def test_json_array_and_wrong_top_level(tmp_path: Path) -> None:
+    rows = tmp_path / "rows.json"
+    rows.write_text(json.dumps([{"id": 1, "messages": [{"role": "assistant", "content": "a"}]}]))
+    assert next(iter(DialogueSource(rows))).row_id == "1"
+    wrong = tmp_path / "wrong.json"
+    wrong.write_text('{"hello": 1}')
+    with pytest.raises(DatasetError, match="array of rows or a tau2-bench results file"):
+        DialogueSource(wrong).validate()
+
+
+def test_empty_and_missing_files(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n\n")
+    with pytest.raises(DatasetError, match="no rows found"):
+        DialogueSource(empty).validate()
+    with pytest.raises(DatasetError, match="not found"):
+        DialogueSource(tmp_path / "missing.jsonl").validate()
+
+
+def test_demo_health_cases_are_real_questions() -> None:
+    source = DialogueSource(CASES / "health_consult_zh.jsonl")
+    assert source.validate() >= 20
+    for row in source:
+        assert row.metadata["source"].startswith("medicalgpt-zh")
+        assert row.messages[0].role == "user"
