@@ -58,7 +58,7 @@ def _guard(fn: Any) -> Any:
 @app.command()
 def score(
     inputs: Annotated[list[Path], typer.Argument(help="Dialogue files: .jsonl rows, a .json "
-                                                 "array, or a tau2-bench results .json.")],
+                                                 "array or tau2-bench results file, or .csv.")],
     rubric: Annotated[Path, typer.Option("--rubric", "-r", help="Rubric pack file (YAML).")],
     mode: Annotated[str, typer.Option(help="replay: answer from cassettes, offline; record: "
                                       "call the provider and save cassettes; live: call the "
@@ -76,7 +76,7 @@ def score(
     store: StoreOpt = DEFAULT_STORE,
     out: Annotated[Path | None, typer.Option(help="Report folder (default "
                                              "reports/<task id>).")] = None,
-    input_format: Annotated[str, typer.Option(help="auto, jsonl, json or tau2.")] = "auto",
+    input_format: Annotated[str, typer.Option(help="auto, jsonl, json or csv.")] = "auto",
     max_reasks: Annotated[int, typer.Option(min=0, help="Re-asks after an invalid verdict.")] = 2,
     temperature: Annotated[float, typer.Option(help="Judge sampling temperature.")] = 0.0,
     max_tokens: Annotated[int, typer.Option(min=16, help="Judge output token limit.")] = 1024,
@@ -287,7 +287,7 @@ def prompt_show(
     input_file: Annotated[Path, typer.Argument(help="Dialogue file.")],
     rubric: Annotated[Path, typer.Option("--rubric", "-r", help="Rubric pack file.")],
     row: Annotated[str | None, typer.Option(help="rowId to show (default: the first).")] = None,
-    input_format: Annotated[str, typer.Option(help="auto, jsonl, json or tau2.")] = "auto",
+    input_format: Annotated[str, typer.Option(help="auto, jsonl, json or csv.")] = "auto",
 ) -> None:
     """Print the system and user messages the judge receives for one row."""
 

@@ -33,6 +33,14 @@ class Problem:
         return f"{location}: {self.message}"
 
 
+def format_loc(loc: tuple[str | int, ...] | list[str | int]) -> str:
+    """A field path as people write it: ``intents[1].requirements[0].id``."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
 class RubricEvalError(Exception):
     """Base of every error rubric-eval raises on purpose. ``exit_code`` is what the CLI returns."""
 

@@ -117,3 +117,69 @@ def test_demo_health_cases_are_real_questions() -> None:
     for row in source:
         assert row.metadata["source"].startswith("medicalgpt-zh")
         assert row.messages[0].role == "user"
+
+
+def test_taubench_v1_trajectories_drop_the_policy_system_message(tmp_path: Path) -> None:
+    path = tmp_path / "airline_trajectories.json"
+    path.write_text(json.dumps([{
+        "task_id": 3, "trial": 1, "reward": 1.0,
+        "info": {"task": {"user_id": "u1", "actions": [{"name": "cancel_reservation",
+                                                        "kwargs": {"reservation_id": "R1"}}],
+                          "outputs": []}},
+        "traj": [{"role": "system", "content": "# Airline Agent Policy ..."},
+                 {"role": "user", "content": "cancel R1"},
+                 {"role": "assistant", "content": None, "tool_calls": [
+                     {"id": "c", "type": "function",
+                      "function": {"name": "cancel_reservation",
+                                   "arguments": "{\"reservation_id\": \"R1\"}"}}]},
+                 {"role": "tool", "tool_call_id": "c", "name": "cancel_reservation",
+                  "content": "ok"},
+                 {"role": "assistant", "content": "Cancelled."}]}]))
+    row = next(iter(DialogueSource(path)))
+    assert row.row_id == "airline-3-t1"
+    assert [m.role for m in row.messages] == ["user", "assistant", "tool", "assistant"]
+    assert row.reference_output["expectedActions"][0]["name"] == "cancel_reservation"
+    assert row.metadata["reward"] == 1.0
+
+
+def test_taubench_v1_shared_file_reads_whole() -> None:
+    from tests.conftest import shared_data
+
+    source = DialogueSource(shared_data("tau-bench", "airline_trajectories_gpt-4o_dev.json"))
+    assert source.validate() == 50
+    assert next(iter(source)).row_id == "airline-0-t0"
+
+
+def test_flattened_transcript(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "flat.jsonl", [{"messages_display":
+        "user: my gift card balance?\nassistant: None\ntool: {\"balance\": 10}\n"
+        "assistant: It is $10.\nIt never expires."}])
+    row = next(iter(DialogueSource(path)))
+    assert [m.role for m in row.messages] == ["user", "assistant", "tool", "assistant"]
+    assert row.messages[1].tool_calls[0].name == "(unrecorded tool call)"
+    assert row.messages[3].content == "It is $10.\nIt never expires."
+
+
+def test_csv_with_quoted_multiline_fields(tmp_path: Path) -> None:
+    path = tmp_path / "rows.csv"
+    path.write_text('rowId,question,answer,scenario\n'
+                    'c1,"头疼三天了,\n怎么办？","请问还有别的症状吗？",triage\n'
+                    'c2,hi,,x\n', encoding="utf-8")
+    with pytest.raises(DatasetError) as info:
+        DialogueSource(path).validate()
+    assert [p.where for p in info.value.problems] == [f"{path}:4"]
+    path.write_text('rowId,question,answer,scenario\n'
+                    'c1,"头疼三天了,\n怎么办？","请问还有别的症状吗？",triage\n', encoding="utf-8")
+    row = next(iter(DialogueSource(path)))
+    assert row.messages[0].content == "头疼三天了,\n怎么办？"
+    assert row.metadata == {"scenario": "triage"}
+
+
+def test_non_utf8_and_folder_inputs(tmp_path: Path) -> None:
+    latin = tmp_path / "latin.jsonl"
+    latin.write_bytes('{"messages": [{"role": "assistant", "content": "caf\xe9"}]}\n'
+                      .encode("latin-1"))
+    with pytest.raises(DatasetError, match="not UTF-8 text .* save the file as UTF-8"):
+        DialogueSource(latin).validate()
+    with pytest.raises(DatasetError, match="a folder, not a file"):
+        DialogueSource(tmp_path).validate()

@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from rubric_engine.errors import Problem, RubricError
+from rubric_engine.errors import Problem, RubricError, format_loc
 from rubric_engine.rubric.checks import rubric_problems
 from rubric_engine.rubric.model import EvalRubric
 
@@ -33,13 +33,6 @@ def _line_index(node: yaml.Node, path: tuple[str | int, ...] = ()) -> LineIndex:
         for i, item in enumerate(node.value):
             index.update(_line_index(item, (*path, i)))
     return index
-
-
-def _format_loc(loc: tuple[str | int, ...]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
 
 
 def _line_for(loc: tuple[str | int, ...], lines: LineIndex) -> int | None:
@@ -90,7 +83,7 @@ def _validation_problems(
             message = err["msg"]
             if err["type"] == "string_pattern_mismatch" and loc and loc[-1] in ("id", "key", "type"):
                 message += " (IDs and types are UPPER_SNAKE_CASE; a pack key is lower_snake_case)"
-        found.append((_line_for(loc, lines), _format_loc(loc), message))
+        found.append((_line_for(loc, lines), format_loc(loc), message))
     return found
 
 

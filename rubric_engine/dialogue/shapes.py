@@ -1,0 +1,172 @@
+"""Row shapes: map one input object, in any supported shape, to a :class:`DialogueRow`.
+
+Shapes of the conversation:
+
+* ``messages`` — OpenAI chat messages (``tool_calls`` with ``function.arguments`` as a JSON
+  string, ``tool`` turns with ``tool_call_id``), or tau2-style tool calls ``{id, name,
+  arguments}``; content may be a string, ``null`` or a list of text parts.
+* ``conversations`` — ShareGPT turns ``{from, value}`` with ``human``/``gpt``/``system`` and
+  ``function_call``/``observation`` tool turns.
+* ``traj`` — a tau-bench (v1) trajectory: OpenAI messages whose ``system`` message (the policy
+  the agent was given) is dropped, since the rubric carries the rules.
+* ``messages_display`` — a flattened transcript, lines prefixed ``user:``/``assistant:``/``tool:``;
+  ``assistant: None`` is a tool call whose name and arguments were not recorded.
+
+Other top-level fields besides the row fields are kept in ``metadata``. Pure.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from rubric_engine.dialogue.model import DialogueRow
+
+ID_KEYS = ("rowId", "row_id", "id", "case_id", "caseId")
+_ROW_KEYS = {
+    *ID_KEYS, "messages", "conversations", "traj", "messages_display", "referenceOutput",
+    "reference_output", "trace", "expectedBehavior", "expected_behavior", "negativeBehavior",
+    "negative_behavior", "metadata",
+}
+_SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
+                   "system": "system", "function_call": "assistant", "observation": "tool"}
+_DISPLAY_LINE = re.compile(r"^(user|assistant|tool|system): ?(.*)$")
+UNRECORDED_TOOL = "(unrecorded tool call)"
+
+
+class RowShapeError(ValueError):
+    """A row's shape cannot be mapped to a dialogue; ``field`` says where."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def _text(content: Any, field: str) -> str | None:
+    if content is None or isinstance(content, str):
+        return content
+    if isinstance(content, list):  # OpenAI content parts
+        return "\n".join(p.get("text", "") for p in content if isinstance(p, dict) and "text" in p)
+    raise RowShapeError(field, "content must be a string, a list of text parts or null, not "
+                               f"{type(content).__name__}")
+
+
+def _tool_call(raw: Any, field: str) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        raise RowShapeError(field, "a tool call must be an object with a name and arguments")
+    function = raw.get("function")
+    if isinstance(function, dict):  # OpenAI: {id, type, function: {name, arguments}}
+        return {"id": raw.get("id"), "name": function.get("name"),
+                "arguments": function.get("arguments")}
+    return {"id": raw.get("id"), "name": raw.get("name"), "arguments": raw.get("arguments")}
+
+
+def _message(raw: Any, field: str) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        raise RowShapeError(field, "each message must be an object with role and content")
+    calls = raw.get("tool_calls") or raw.get("toolCalls") or []
+    if not isinstance(calls, list):
+        raise RowShapeError(f"{field}.tool_calls", "tool_calls must be a list")
+    role = raw.get("role")
+    call_id = raw.get("tool_call_id") or raw.get("toolCallId")
+    if role == "tool" and call_id is None:
+        call_id = raw.get("id")
+    return {
+        "role": role,
+        "content": _text(raw.get("content"), f"{field}.content"),
+        "tool_calls": [_tool_call(c, f"{field}.tool_calls[{i}]") for i, c in enumerate(calls)],
+        "tool_call_id": call_id,
+        "name": raw.get("name"),
+    }
+
+
+def _sharegpt_message(raw: Any, field: str) -> dict[str, Any]:
+    if not isinstance(raw, dict) or "from" not in raw:
+        raise RowShapeError(field, "a ShareGPT turn is an object {from, value}")
+    speaker, value = raw["from"], raw.get("value")
+    role = _SHAREGPT_ROLES.get(speaker)
+    if role is None:
+        raise RowShapeError(f"{field}.from", f"unknown speaker {speaker!r}; valid: "
+                                             f"{', '.join(_SHAREGPT_ROLES)}")
+    if speaker == "function_call":
+        try:
+            call = json.loads(value) if isinstance(value, str) else value
+        except json.JSONDecodeError as exc:
+            raise RowShapeError(f"{field}.value", f"function_call value is not JSON: {exc}") \
+                from exc
+        if not isinstance(call, dict):
+            raise RowShapeError(f"{field}.value", "function_call value must be {name, arguments}")
+        return {"role": "assistant", "content": None,
+                "tool_calls": [{"name": call.get("name"), "arguments": call.get("arguments")}]}
+    return {"role": role, "content": _text(value, f"{field}.value")}
+
+
+def _display_messages(text: Any) -> list[dict[str, Any]]:
+    if not isinstance(text, str):
+        raise RowShapeError("messages_display", "must be the transcript as one string")
+    messages: list[dict[str, Any]] = []
+    for line in text.splitlines():
+        found = _DISPLAY_LINE.match(line)
+        if found:
+            role, content = found.groups()
+            if role == "assistant" and content.strip() == "None":
+                messages.append({"role": "assistant", "content": None,
+                                 "tool_calls": [{"name": UNRECORDED_TOOL}]})
+            else:
+                messages.append({"role": role, "content": content})
+        elif messages and messages[-1]["content"] is not None:
+            messages[-1]["content"] += "\n" + line
+        elif line.strip():
+            raise RowShapeError("messages_display", f"line {line[:40]!r} has no role prefix "
+                                                    "(user:, assistant:, tool:, system:)")
+    return messages
+
+
+def _conversation(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    if isinstance(obj.get("messages"), list):
+        return [_message(m, f"messages[{i}]") for i, m in enumerate(obj["messages"])]
+    if isinstance(obj.get("conversations"), list):
+        return [_sharegpt_message(m, f"conversations[{i}]")
+                for i, m in enumerate(obj["conversations"])]
+    if isinstance(obj.get("traj"), list):
+        return [_message(m, f"traj[{i}]") for i, m in enumerate(obj["traj"])
+                if not (isinstance(m, dict) and m.get("role") == "system")]
+    if "messages_display" in obj:
+        return _display_messages(obj["messages_display"])
+    raise RowShapeError("messages", "missing: a row needs `messages` (OpenAI chat format), "
+                                    "`conversations` (ShareGPT), `traj` (tau-bench) or "
+                                    "`messages_display` (flattened transcript)")
+
+
+def row_from_object(obj: Any, default_id: str) -> DialogueRow:
+    """Map one input object (any supported shape) to a :class:`DialogueRow`.
+
+    Args:
+        obj: the decoded JSON object.
+        default_id: the rowId when the object has none (``<file stem>-<line>``).
+
+    Raises:
+        RowShapeError: the object's shape is not a dialogue.
+        pydantic.ValidationError: a field has the wrong type or value.
+    """
+    if not isinstance(obj, dict):
+        raise RowShapeError("", "each row must be a JSON object with `messages` or "
+                                "`conversations`")
+    messages = _conversation(obj)
+    if not any(m["role"] == "assistant" for m in messages):
+        raise RowShapeError("messages", "no assistant turn: there is nothing to evaluate")
+    row_id = next((obj[k] for k in ID_KEYS if obj.get(k) not in (None, "")), default_id)
+    metadata = dict(obj["metadata"]) if isinstance(obj.get("metadata"), dict) else {}
+    for key, value in obj.items():
+        if key not in _ROW_KEYS:
+            metadata.setdefault(key, value)
+    return DialogueRow.model_validate({
+        "row_id": str(row_id),
+        "messages": messages,
+        "reference_output": obj.get("referenceOutput", obj.get("reference_output")),
+        "trace": obj.get("trace"),
+        "expected_behavior": obj.get("expectedBehavior", obj.get("expected_behavior")) or (),
+        "negative_behavior": obj.get("negativeBehavior", obj.get("negative_behavior")) or (),
+        "metadata": metadata,
+    })

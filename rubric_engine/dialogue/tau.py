@@ -1,0 +1,135 @@
+"""tau-bench adapters: tau2 results files and tau-bench (v1) trajectory arrays (SPEC §8).
+
+* tau2 ``{tasks, simulations}``: one row per simulation, ``rowId = {domain}-{task_id}``
+  (``-t{trial}`` when a task ran more than once). The assertions and actions a simulation was
+  graded on (its own ``reward_info``) become case-level ``expectedBehavior`` and the
+  ``referenceOutput``; assistant texts wrapped as ``{"message": …}`` are unwrapped.
+* tau-bench v1 ``[{task_id, trial, reward, info, traj}]``: ``rowId = {domain}-{task_id}-t{trial}``
+  (the domain from the file name: ``airline``/``retail``, else ``tau``); the expected tool
+  calls and outputs of ``info.task`` become the ``referenceOutput``.
+
+Pure: they map decoded JSON to row objects for :func:`~rubric_engine.dialogue.shapes.row_from_object`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+
+def _unwrap_tau2_content(content: Any) -> Any:
+    """tau2 assistant texts are sometimes ``{"message": "..."}``; the user read the message."""
+    if isinstance(content, str) and content.lstrip().startswith("{"):
+        try:
+            parsed = json.loads(content)
+        except json.JSONDecodeError:
+            return content
+        if isinstance(parsed, dict) and set(parsed) == {"message"} and isinstance(
+            parsed["message"], str
+        ):
+            return parsed["message"]
+    return content
+
+
+def tau2_rows(data: dict[str, Any]) -> Iterator[tuple[str, Any, str]]:
+    """Yield ``(where, row object, default id)`` for each simulation of a tau2 results file."""
+    info = data.get("info") or {}
+    domain = ((info.get("environment_info") or {}).get("domain_name")) or "tau2"
+    tasks = {str(t.get("id")): t for t in data.get("tasks") or [] if isinstance(t, dict)}
+    sims = data.get("simulations") or []
+    trials: dict[str, int] = {}
+    for sim in sims:
+        tid = str(sim.get("task_id"))
+        trials[tid] = trials.get(tid, 0) + 1
+    for i, sim in enumerate(sims):
+        tid = str(sim.get("task_id"))
+        row_id = f"{domain}-{tid}" + (f"-t{sim.get('trial', 0)}" if trials[tid] > 1 else "")
+        task = tasks.get(tid, {})
+        reward_info = sim.get("reward_info") or {}
+        criteria, criteria_source = _tau2_criteria(task, reward_info)
+        messages = []
+        for m in sim.get("messages") or []:
+            if isinstance(m, dict) and m.get("role") == "assistant":
+                m = {**m, "content": _unwrap_tau2_content(m.get("content"))}
+            messages.append(m)
+        yield f"simulations[{i}]", {
+            "rowId": row_id,
+            "messages": messages,
+            "expectedBehavior": criteria["nl_assertions"],
+            "referenceOutput": {
+                "expectedActions": criteria["actions"],
+                "communicateInfo": criteria["communicate_info"],
+            },
+            "metadata": {
+                "source": "tau2-bench",
+                "domain": domain,
+                "taskId": tid,
+                "trial": sim.get("trial"),
+                "simulationId": sim.get("id"),
+                "reward": reward_info.get("reward"),
+                "terminationReason": sim.get("termination_reason"),
+                "criteriaSource": criteria_source,
+                "taskListDisagrees": criteria_source == "reward_info"
+                and criteria != _tau2_task_criteria(task),
+            },
+        }, row_id
+
+
+def _tau2_task_criteria(task: dict[str, Any]) -> dict[str, list[Any]]:
+    criteria = task.get("evaluation_criteria") or {}
+    return {
+        "nl_assertions": list(criteria.get("nl_assertions") or []),
+        "actions": [{"name": a.get("name"), "arguments": a.get("arguments")}
+                    for a in criteria.get("actions") or []],
+        "communicate_info": list(criteria.get("communicate_info") or []),
+    }
+
+
+def _tau2_criteria(
+    task: dict[str, Any], reward_info: dict[str, Any]
+) -> tuple[dict[str, list[Any]], str]:
+    """The criteria a simulation was actually graded against.
+
+    Some published tau2 result files label simulations with the wrong ``task_id`` (24 of the 25
+    airline dev simulations disagree with their ``tasks`` entry), while each simulation's own
+    ``reward_info`` lists the assertions and actions it was graded on. Prefer those.
+    """
+    if not any(reward_info.get(k) for k in ("nl_assertions", "action_checks",
+                                             "communicate_checks")):
+        return _tau2_task_criteria(task), "tasks"
+    return {
+        "nl_assertions": [a.get("nl_assertion") for a in reward_info.get("nl_assertions") or []
+                          if isinstance(a, dict) and a.get("nl_assertion")],
+        "actions": [{"name": (c.get("action") or {}).get("name"),
+                     "arguments": (c.get("action") or {}).get("arguments")}
+                    for c in reward_info.get("action_checks") or [] if isinstance(c, dict)],
+        "communicate_info": [c.get("info") for c in reward_info.get("communicate_checks") or []
+                             if isinstance(c, dict) and c.get("info")],
+    }, "reward_info"
+
+
+def is_taubench_trajectory(obj: Any) -> bool:
+    return isinstance(obj, dict) and isinstance(obj.get("traj"), list) and "task_id" in obj
+
+
+def taubench_domain(file_stem: str) -> str:
+    stem = file_stem.lower()
+    return next((d for d in ("airline", "retail") if d in stem), "tau")
+
+
+def taubench_row(obj: dict[str, Any], domain: str) -> dict[str, Any]:
+    """A tau-bench v1 trajectory element as a row object."""
+    task = (obj.get("info") or {}).get("task") or {}
+    return {
+        "rowId": f"{domain}-{obj.get('task_id')}-t{obj.get('trial', 0)}",
+        "traj": obj["traj"],
+        "referenceOutput": {
+            "expectedActions": [{"name": a.get("name"), "arguments": a.get("kwargs")}
+                                for a in task.get("actions") or [] if isinstance(a, dict)],
+            "expectedOutputs": task.get("outputs") or [],
+        },
+        "metadata": {"source": "tau-bench", "domain": domain, "taskId": obj.get("task_id"),
+                     "trial": obj.get("trial"), "reward": obj.get("reward"),
+                     "userId": task.get("user_id")},
+    }
