@@ -44,9 +44,9 @@ def _cut(text: str, start: str, end: str) -> tuple[str, list[str]]:
         kept.append(text[position:begin])
         finish = text.find(end, begin + len(start))
         if finish < 0:
-            cut.append(text[begin + len(start):])
+            cut.append(text[begin + len(start) :])
             break
-        cut.append(text[begin + len(start):finish])
+        cut.append(text[begin + len(start) : finish])
         position = finish + len(end)
     return "".join(kept), cut
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from rubric_engine.cassette import CassetteEntry
+from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.dialogue.readers import DialogueSource
 from rubric_engine.errors import CassetteError, InputError
 from rubric_engine.judge.backends import CallContext, chat_completion
@@ -69,8 +70,10 @@ class _AuthoredBackend:
     async def complete(self, kwargs: dict[str, Any], call: CallContext) -> Any:
         key = call.keyed(kwargs)
         if call.responses:
-            raise CassetteError(f"authored verdict for row {call.request.row_id!r} failed "
-                                f"validation: {call.reasks[-1] if call.reasks else '?'}")
+            raise CassetteError(
+                f"authored verdict for row {call.request.row_id!r} failed "
+                f"validation: {call.reasks[-1] if call.reasks else '?'}"
+            )
         content = json.dumps(self.verdicts[call.request.row_id], ensure_ascii=False)
         prompt_tokens = self._count(model=self.model, messages=kwargs["messages"])
         completion_tokens = self._count(model=self.model, text=content)
@@ -79,24 +82,41 @@ class _AuthoredBackend:
             "object": "chat.completion",
             "created": 0,
             "model": self.model.split("/")[-1],
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": content}}],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                      "total_tokens": prompt_tokens + completion_tokens},
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": content},
+                }
+            ],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
         }
         call.responses.append(raw)
-        call.attempts.append(Attempt(response=raw, prompt_tokens=prompt_tokens,
-                                     completion_tokens=completion_tokens))
+        call.attempts.append(
+            Attempt(response=raw, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
+        )
         return chat_completion(raw)
 
     def finish(self, call: CallContext, outcome: JudgeOutcome) -> None:
         if outcome.error is not None:
-            raise CassetteError(f"authored verdict for row {call.request.row_id!r} is not valid "
-                                f"under the rubric: {outcome.error.message}")
+            raise CassetteError(
+                f"authored verdict for row {call.request.row_id!r} is not valid "
+                f"under the rubric: {outcome.error.message}"
+            )
         assert call.key is not None and call.parts is not None
-        self.entries.append(CassetteEntry(
-            key=call.key, row_id=call.request.row_id, key_parts=call.parts,
-            provenance=self.provenance, attempts=[{"response": call.responses[0]}]))
+        self.entries.append(
+            CassetteEntry(
+                key=call.key,
+                row_id=call.request.row_id,
+                key_parts=call.parts,
+                provenance=self.provenance,
+                attempts=[{"response": call.responses[0]}],
+            )
+        )
 
 
 def author_cassette(
@@ -119,12 +139,15 @@ def author_cassette(
     verdicts = _read_verdicts(verdicts_path)
     backend = _AuthoredBackend(verdicts, model)
     backend.provenance = {
-        "kind": "authored", "author": author, "method": method,
-        "authoredAt": datetime.now(UTC).strftime("%Y-%m-%d"), "usage": USAGE_NOTE,
+        "kind": "authored",
+        "author": author,
+        "method": method,
+        "authoredAt": datetime.now(UTC).strftime("%Y-%m-%d"),
+        "usage": USAGE_NOTE,
         "verdicts": verdicts_path.name,
     }
     judge = InstructorJudge(backend, rubric, model, dict(DEFAULT_PARAMS), max_reasks=0)
-    rows = []
+    rows: list[DialogueRow] = []
     for path in inputs:
         source = DialogueSource(path)
         source.validate()
@@ -132,8 +155,10 @@ def author_cassette(
     missing = [r.row_id for r in rows if r.row_id not in verdicts]
     extra = sorted(set(verdicts) - {r.row_id for r in rows})
     if missing or extra:
-        raise InputError(f"{verdicts_path}: verdicts and rows do not match; rows without a "
-                         f"verdict: {missing or 'none'}; verdicts without a row: {extra or 'none'}")
+        raise InputError(
+            f"{verdicts_path}: verdicts and rows do not match; rows without a "
+            f"verdict: {missing or 'none'}; verdicts without a row: {extra or 'none'}"
+        )
 
     async def run() -> None:
         for seq, row in enumerate(rows):

@@ -38,8 +38,18 @@ _REQUIRED_PROVENANCE = {
     "authored": ("author", "authoredAt", "method"),
 }
 #: request fields that change the answer; everything else is transport
-KEY_PARAMS = ("temperature", "top_p", "max_tokens", "max_completion_tokens", "seed", "stop",
-              "n", "response_format", "tools", "tool_choice")
+KEY_PARAMS = (
+    "temperature",
+    "top_p",
+    "max_tokens",
+    "max_completion_tokens",
+    "seed",
+    "stop",
+    "n",
+    "response_format",
+    "tools",
+    "tool_choice",
+)
 _RESPONSE_FIELDS = ("id", "object", "created", "model", "choices", "usage", "system_fingerprint")
 _MESSAGE_FIELDS = ("role", "content", "tool_calls", "function_call", "refusal")
 
@@ -52,8 +62,7 @@ def _digest(value: Any) -> str:
 def key_parts(request: dict[str, Any], rubric_hash: str, prompt_hash: str) -> dict[str, str]:
     """The named parts of a request's canonical key (see module docstring)."""
     params = {k: request[k] for k in KEY_PARAMS if request.get(k) is not None}
-    schema = {k: params.pop(k) for k in ("response_format", "tools", "tool_choice")
-              if k in params}
+    schema = {k: params.pop(k) for k in ("response_format", "tools", "tool_choice") if k in params}
     return {
         "model": str(request.get("model")),
         "paramsHash": _digest(params),
@@ -75,16 +84,21 @@ def sanitize_response(response: dict[str, Any]) -> dict[str, Any]:
     choices = []
     for choice in response.get("choices") or []:
         message = choice.get("message") or {}
-        choices.append({
-            "index": choice.get("index", 0),
-            "finish_reason": choice.get("finish_reason"),
-            "message": {k: message[k] for k in _MESSAGE_FIELDS if message.get(k) is not None},
-        })
+        choices.append(
+            {
+                "index": choice.get("index", 0),
+                "finish_reason": choice.get("finish_reason"),
+                "message": {k: message[k] for k in _MESSAGE_FIELDS if message.get(k) is not None},
+            }
+        )
     out["choices"] = choices
     usage = response.get("usage")
     if isinstance(usage, dict):
-        out["usage"] = {k: usage[k] for k in ("prompt_tokens", "completion_tokens",
-                                              "total_tokens") if usage.get(k) is not None}
+        out["usage"] = {
+            k: usage[k]
+            for k in ("prompt_tokens", "completion_tokens", "total_tokens")
+            if usage.get(k) is not None
+        }
     return out
 
 
@@ -98,19 +112,23 @@ class CassetteEntry:
     where: str = ""
 
     def to_json(self) -> str:
-        return json.dumps({
-            "format": FORMAT,
-            "key": self.key,
-            "rowId": self.row_id,
-            "keyParts": self.key_parts,
-            "provenance": self.provenance,
-            "attempts": self.attempts,
-        }, ensure_ascii=False, sort_keys=False)
+        return json.dumps(
+            {
+                "format": FORMAT,
+                "key": self.key,
+                "rowId": self.row_id,
+                "keyParts": self.key_parts,
+                "provenance": self.provenance,
+                "attempts": self.attempts,
+            },
+            ensure_ascii=False,
+            sort_keys=False,
+        )
 
 
 def _entry_from(obj: Any, where: str) -> CassetteEntry:
     if not isinstance(obj, dict) or obj.get("format") != FORMAT:
-        raise CassetteError(f"{where}: not a cassette entry (expected \"format\": \"{FORMAT}\")")
+        raise CassetteError(f'{where}: not a cassette entry (expected "format": "{FORMAT}")')
     prov = obj.get("provenance")
     kind = prov.get("kind") if isinstance(prov, dict) else None
     if kind not in _REQUIRED_PROVENANCE:
@@ -123,15 +141,23 @@ def _entry_from(obj: Any, where: str) -> CassetteEntry:
     if missing:
         raise CassetteError(f"{where}: {kind} provenance lacks {', '.join(missing)}")
     attempts = obj.get("attempts")
-    if not isinstance(attempts, list) or not attempts or not all(
-        isinstance(a, dict) and isinstance(a.get("response"), dict) for a in attempts
+    if (
+        not isinstance(attempts, list)
+        or not attempts
+        or not all(isinstance(a, dict) and isinstance(a.get("response"), dict) for a in attempts)
     ):
         raise CassetteError(f"{where}: attempts must be a non-empty list of {{response: …}}")
     for name in ("key", "rowId", "keyParts"):
         if not obj.get(name):
             raise CassetteError(f"{where}: missing {name}")
-    return CassetteEntry(key=obj["key"], row_id=str(obj["rowId"]), key_parts=obj["keyParts"],
-                         provenance=prov, attempts=attempts, where=where)
+    return CassetteEntry(
+        key=obj["key"],
+        row_id=str(obj["rowId"]),
+        key_parts=obj["keyParts"],
+        provenance=prov,
+        attempts=attempts,
+        where=where,
+    )
 
 
 def read_entries(path: Path) -> Iterable[CassetteEntry]:
@@ -185,8 +211,9 @@ class CassetteIndex:
             "schemaHash": "the verdict schema or output mode differs",
             "messagesHash": "the dialogue or rendered prompt differs",
         }
-        return (f"an entry for row {row_id!r} exists at {best.where} but " +
-                "; ".join(hints.get(k, k) for k in differ))
+        return f"an entry for row {row_id!r} exists at {best.where} but " + "; ".join(
+            hints.get(k, k) for k in differ
+        )
 
     def provenance_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, cast
 
 import typer
 
@@ -23,8 +23,9 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-rubric_app = typer.Typer(help="Validate rubric packs and export their JSON Schema.",
-                         no_args_is_help=True)
+rubric_app = typer.Typer(
+    help="Validate rubric packs and export their JSON Schema.", no_args_is_help=True
+)
 cassette_app = typer.Typer(help="Check and author judge cassettes.", no_args_is_help=True)
 prompt_app = typer.Typer(help="Show what the judge is sent.", no_args_is_help=True)
 app.add_typer(rubric_app, name="rubric")
@@ -32,8 +33,9 @@ app.add_typer(cassette_app, name="cassette")
 app.add_typer(prompt_app, name="prompt")
 
 EXIT_CASSETTE_MISS = 4
-StoreOpt = Annotated[Path, typer.Option("--store", help="SQLite task store.",
-                                        envvar="RUBRIC_EVAL_STORE")]
+StoreOpt = Annotated[
+    Path, typer.Option("--store", help="SQLite task store.", envvar="RUBRIC_EVAL_STORE")
+]
 DEFAULT_STORE = Path(".rubric-eval/store.sqlite")
 
 
@@ -57,25 +59,43 @@ def _guard(fn: Any) -> Any:
 
 @app.command()
 def score(
-    inputs: Annotated[list[Path], typer.Argument(help="Dialogue files: .jsonl rows, a .json "
-                                                 "array or tau2-bench results file, or .csv.")],
+    inputs: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Dialogue files: .jsonl rows, a .json array or tau2-bench results file, or .csv."
+        ),
+    ],
     rubric: Annotated[Path, typer.Option("--rubric", "-r", help="Rubric pack file (YAML).")],
-    mode: Annotated[str, typer.Option(help="replay: answer from cassettes, offline; record: "
-                                      "call the provider and save cassettes; live: call the "
-                                      "provider.")] = "replay",
-    cassettes: Annotated[Path, typer.Option(help="Cassette folder (replay reads all *.jsonl "
-                                            "under it; record appends to "
-                                            "DIR/<rubricKey>/<input>.jsonl).")] = Path("cassettes"),
-    model: Annotated[str, typer.Option(help="litellm model name of the judge.")]
-    = "openai/gpt-4o-mini",
-    api_base: Annotated[str | None, typer.Option(help="OpenAI-compatible base URL, e.g. "
-                                                 "http://127.0.0.1:8000/v1.")] = None,
-    api_key_env: Annotated[str, typer.Option(help="Environment variable holding the API key "
-                                             "(never stored).")] = "OPENAI_API_KEY",
+    mode: Annotated[
+        str,
+        typer.Option(
+            help="replay: answer from cassettes, offline; record: "
+            "call the provider and save cassettes; live: call the "
+            "provider."
+        ),
+    ] = "replay",
+    cassettes: Annotated[
+        Path,
+        typer.Option(
+            help="Cassette folder (replay reads all *.jsonl "
+            "under it; record appends to "
+            "DIR/<rubricKey>/<input>.jsonl)."
+        ),
+    ] = Path("cassettes"),
+    model: Annotated[
+        str, typer.Option(help="litellm model name of the judge.")
+    ] = "openai/gpt-4o-mini",
+    api_base: Annotated[
+        str | None, typer.Option(help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1.")
+    ] = None,
+    api_key_env: Annotated[
+        str, typer.Option(help="Environment variable holding the API key (never stored).")
+    ] = "OPENAI_API_KEY",
     concurrency: Annotated[int, typer.Option(min=1, help="Judge calls in flight.")] = 8,
     store: StoreOpt = DEFAULT_STORE,
-    out: Annotated[Path | None, typer.Option(help="Report folder (default "
-                                             "reports/<task id>).")] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="Report folder (default reports/<task id>).")
+    ] = None,
     input_format: Annotated[str, typer.Option(help="auto, jsonl, json or csv.")] = "auto",
     max_reasks: Annotated[int, typer.Option(min=0, help="Re-asks after an invalid verdict.")] = 2,
     temperature: Annotated[float, typer.Option(help="Judge sampling temperature.")] = 0.0,
@@ -84,20 +104,35 @@ def score(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Score dialogue files with a rubric pack; print a summary and the task id."""
-    from rubric_engine.dialogue.readers import INPUT_FORMATS
+    from rubric_engine.dialogue.readers import INPUT_FORMATS, InputFormat
     from rubric_engine.errors import ConfigurationError
-    from rubric_engine.scoring import MODES, ScoreOptions
+    from rubric_engine.scoring import MODES, Mode, ScoreOptions
 
     if mode not in MODES:
         _fail(ConfigurationError(f"--mode {mode!r} is not valid; use one of {', '.join(MODES)}"))
     if input_format not in INPUT_FORMATS:
-        _fail(ConfigurationError(f"--input-format {input_format!r} is not valid; use one of "
-                                 f"{', '.join(INPUT_FORMATS)}"))
+        _fail(
+            ConfigurationError(
+                f"--input-format {input_format!r} is not valid; use one of "
+                f"{', '.join(INPUT_FORMATS)}"
+            )
+        )
     options = ScoreOptions(
-        inputs=inputs, rubric=rubric, mode=mode, cassettes=cassettes,  # type: ignore[arg-type]
-        model=model, api_base=api_base, api_key_env=api_key_env, concurrency=concurrency,
-        store=store, out=out, input_format=input_format,  # type: ignore[arg-type]
-        max_reasks=max_reasks, temperature=temperature, max_tokens=max_tokens, timeout_s=timeout,
+        inputs=inputs,
+        rubric=rubric,
+        mode=cast(Mode, mode),
+        cassettes=cassettes,
+        model=model,
+        api_base=api_base,
+        api_key_env=api_key_env,
+        concurrency=concurrency,
+        store=store,
+        out=out,
+        input_format=cast(InputFormat, input_format),
+        max_reasks=max_reasks,
+        temperature=temperature,
+        max_tokens=max_tokens,
+        timeout_s=timeout,
     )
     result = _guard(lambda: _run_score(options, quiet))
     _print_summary(result)
@@ -107,7 +142,9 @@ def score(
             f"error: {len(result.cassette_misses)} row(s) had no cassette entry and are "
             f"JUDGE_ERROR. First: {first.message if first else ''}\n"
             "Record them with the same options plus `--mode record` (needs the provider and its "
-            "API key), or point --cassettes at the folder that holds them.", err=True)
+            "API key), or point --cassettes at the folder that holds them.",
+            err=True,
+        )
         raise typer.Exit(EXIT_CASSETTE_MISS)
 
 
@@ -118,9 +155,14 @@ def _run_score(options: Any, quiet: bool) -> ScoreResult:
     from rubric_engine.scoring import score
 
     console = Console(stderr=True)
-    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
-                        MofNCompleteColumn(), TimeElapsedColumn(), console=console,
-                        disable=quiet or not console.is_terminal)
+    progress = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        disable=quiet or not console.is_terminal,
+    )
     state: dict[str, Any] = {}
 
     def start(task_id: str, total: int) -> None:
@@ -129,8 +171,7 @@ def _run_score(options: Any, quiet: bool) -> ScoreResult:
             typer.echo(f"task {task_id}: scoring {total} row(s) …", err=True)
 
     with progress:
-        return score(options, on_start=start,
-                     on_row=lambda _row: progress.advance(state["bar"]))
+        return score(options, on_start=start, on_row=lambda _row: progress.advance(state["bar"]))
 
 
 def _print_summary(result: ScoreResult) -> None:
@@ -140,13 +181,17 @@ def _print_summary(result: ScoreResult) -> None:
     report = result.report
     task, totals = report["task"], report["totals"]
     console = Console()
-    console.print(f"[bold]task {task['id']}[/bold] · rubric {task['rubricKey']} "
-                  f"v{task['rubricVersion']} ({task['rubricStatus']}) · judge {task['model']} "
-                  f"({task['judgeMode']})")
+    console.print(
+        f"[bold]task {task['id']}[/bold] · rubric {task['rubricKey']} "
+        f"v{task['rubricVersion']} ({task['rubricStatus']}) · judge {task['model']} "
+        f"({task['judgeMode']})"
+    )
     mean = totals["meanScore"]
-    console.print(f"rows {totals['rows']} · scored {totals['scored']} · JUDGE_ERROR "
-                  f"{totals['judgeErrors']} · mean score "
-                  f"{'–' if mean is None else f'{mean:.2f}'} · capped {totals['cappedRows']}")
+    console.print(
+        f"rows {totals['rows']} · scored {totals['scored']} · JUDGE_ERROR "
+        f"{totals['judgeErrors']} · mean score "
+        f"{'–' if mean is None else f'{mean:.2f}'} · capped {totals['cappedRows']}"
+    )
     flags = [f for f in report["redFlags"] if f["count"]]
     table = Table(title="Red flags", title_justify="left")
     table.add_column("type")
@@ -164,18 +209,28 @@ def _print_summary(result: ScoreResult) -> None:
     for intent in report["intents"]:
         if intent["rows"]:
             m = intent["meanScore"]
-            intents.add_row(intent["intentKey"], str(intent["rows"]),
-                            "–" if m is None else f"{m:.2f}", str(intent["redFlagCount"]))
+            intents.add_row(
+                intent["intentKey"],
+                str(intent["rows"]),
+                "–" if m is None else f"{m:.2f}",
+                str(intent["redFlagCount"]),
+            )
     console.print(intents)
-    worst = sorted((r for r in report["requirements"] if r["violated"] or r["partial"]),
-                   key=lambda r: (-(r["violated"] + r["partial"]), r["compliance"] or 0, r["id"]))
+    worst = sorted(
+        (r for r in report["requirements"] if r["violated"] or r["partial"]),
+        key=lambda r: (-(r["violated"] + r["partial"]), r["compliance"] or 0, r["id"]),
+    )
     if worst:
         low = Table(title="Least-followed requirements", title_justify="left")
         for column in ("requirement", "violated", "partial", "compliance"):
             low.add_column(column, justify="left" if column == "requirement" else "right")
         for r in worst[:8]:
-            low.add_row(r["id"], str(r["violated"]), str(r["partial"]),
-                        "–" if r["compliance"] is None else f"{r['compliance'] * 100:.0f}%")
+            low.add_row(
+                r["id"],
+                str(r["violated"]),
+                str(r["partial"]),
+                "–" if r["compliance"] is None else f"{r['compliance'] * 100:.0f}%",
+            )
         console.print(low)
     files = result.files
     console.print(f"reports: {files.json}  {files.markdown}  {files.rows}")
@@ -186,10 +241,12 @@ def _print_summary(result: ScoreResult) -> None:
 def report(
     task_id: Annotated[str, typer.Argument(help="Task id printed by `score`.")],
     store: StoreOpt = DEFAULT_STORE,
-    format: Annotated[str, typer.Option("--format", help="json or md (printed to stdout "
-                                        "unless --out is given).")] = "md",
-    out: Annotated[Path | None, typer.Option(help="Write report.json, report.md and rows.jsonl "
-                                             "here.")] = None,
+    format: Annotated[
+        str, typer.Option("--format", help="json or md (printed to stdout unless --out is given).")
+    ] = "md",
+    out: Annotated[
+        Path | None, typer.Option(help="Write report.json, report.md and rows.jsonl here.")
+    ] = None,
 ) -> None:
     """Rebuild a task's report from the store (its own rubric snapshot, not current files)."""
     from rubric_engine.errors import ConfigurationError
@@ -218,8 +275,9 @@ def _require_store(store: Path) -> None:
     from rubric_engine.errors import StoreError
 
     if not store.is_file():
-        raise StoreError(f"{store}: no task store here; run `rubric-eval score` first or pass "
-                         "--store PATH")
+        raise StoreError(
+            f"{store}: no task store here; run `rubric-eval score` first or pass --store PATH"
+        )
 
 
 @app.command()
@@ -239,8 +297,14 @@ def tasks(store: StoreOpt = DEFAULT_STORE) -> None:
             table.add_column(column)
         with TaskStore(store) as opened:
             for t in opened.tasks():
-                table.add_row(t.id, t.created_at, t.state, f"{t.rubric_key} v{t.rubric_version}",
-                              f"{t.model} ({t.judge_mode})", str(t.row_count))
+                table.add_row(
+                    t.id,
+                    t.created_at,
+                    t.state,
+                    f"{t.rubric_key} v{t.rubric_version}",
+                    f"{t.model} ({t.judge_mode})",
+                    str(t.row_count),
+                )
         Console().print(table)
 
     _guard(run)
@@ -260,9 +324,11 @@ def rubric_validate(files: Annotated[list[Path], typer.Argument(help="Pack files
             failed += 1
             typer.echo(f"error: {exc}", err=True)
             continue
-        typer.echo(f"ok: {path}: {pack.key} v{pack.version} ({pack.status}), "
-                   f"{len(pack.intents)} intents, {len(pack.requirements_by_id)} requirements, "
-                   f"{len(pack.red_flags)} red-flag types, hash {pack.content_hash()}")
+        typer.echo(
+            f"ok: {path}: {pack.key} v{pack.version} ({pack.status}), "
+            f"{len(pack.intents)} intents, {len(pack.requirements_by_id)} requirements, "
+            f"{len(pack.red_flags)} red-flag types, hash {pack.content_hash()}"
+        )
     if failed:
         raise typer.Exit(2)
 
@@ -323,8 +389,10 @@ def cassette_check(
 
         index = CassetteIndex.load(folder)
         counts = index.provenance_counts()
-        typer.echo(f"{folder}: {len(index.by_key)} entries; " +
-                   (", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "empty"))
+        typer.echo(
+            f"{folder}: {len(index.by_key)} entries; "
+            + (", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "empty")
+        )
 
     _guard(run)
 
@@ -333,13 +401,19 @@ def cassette_check(
 def cassette_author(
     inputs: Annotated[list[Path], typer.Argument(help="Dialogue files the verdicts judge.")],
     rubric: Annotated[Path, typer.Option("--rubric", "-r", help="Rubric pack file.")],
-    verdicts: Annotated[Path, typer.Option(help="JSONL of hand-written verdicts, one per row "
-                                           "(the judge's JSON fields, rowId required).")],
+    verdicts: Annotated[
+        Path,
+        typer.Option(
+            help="JSONL of hand-written verdicts, one per row "
+            "(the judge's JSON fields, rowId required)."
+        ),
+    ],
     author: Annotated[str, typer.Option(help="Who judged the dialogues.")],
     method: Annotated[str, typer.Option(help="How they were judged.")],
     out: Annotated[Path, typer.Option(help="Cassette file to write (replaced).")],
-    model: Annotated[str, typer.Option(help="Model the requests are keyed for.")]
-    = "openai/gpt-4o-mini",
+    model: Annotated[
+        str, typer.Option(help="Model the requests are keyed for.")
+    ] = "openai/gpt-4o-mini",
 ) -> None:
     """Turn hand-written verdicts into an `authored` cassette keyed like a real run."""
 

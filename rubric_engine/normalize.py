@@ -29,8 +29,9 @@ def _dedupe(ids: Sequence[str], warnings: list[ProtocolWarning]) -> list[str]:
     seen: dict[str, None] = {}
     for rid in ids:
         if rid in seen:
-            warnings.append(ProtocolWarning(code=WarningCode.DUPLICATE_REQUIREMENT_ID,
-                                            requirement_id=rid))
+            warnings.append(
+                ProtocolWarning(code=WarningCode.DUPLICATE_REQUIREMENT_ID, requirement_id=rid)
+            )
         seen[rid] = None
     return list(seen)
 
@@ -43,8 +44,9 @@ def _keep_applicable(
         if rid in applicable:
             kept.add(rid)
         else:
-            warnings.append(ProtocolWarning(code=WarningCode.CROSS_INTENT_REQUIREMENT,
-                                            requirement_id=rid))
+            warnings.append(
+                ProtocolWarning(code=WarningCode.CROSS_INTENT_REQUIREMENT, requirement_id=rid)
+            )
     return kept
 
 
@@ -94,8 +96,9 @@ def normalize_verdict(
     for req in applicable_list:
         if not req.observable_in_data:
             if req.id in violated_ids or req.id in partial_ids:
-                warnings.append(ProtocolWarning(code=WarningCode.UNOBSERVABLE_REPORTED,
-                                                requirement_id=req.id))
+                warnings.append(
+                    ProtocolWarning(code=WarningCode.UNOBSERVABLE_REPORTED, requirement_id=req.id)
+                )
             status[req.id] = (V.NOT_APPLICABLE, BasisSource.DEFAULT)
         elif req.id in violated_ids:
             status[req.id] = (V.VIOLATED, BasisSource.JUDGE)
@@ -110,10 +113,15 @@ def normalize_verdict(
 
     if final_score == rubric.score_scale.min and not flags:
         warnings.append(ProtocolWarning(code=WarningCode.MIN_SCORE_WITHOUT_RED_FLAG))
-    if (not rubric.output_parsing.questions_card.enabled
-            and verdict.questions_check != QuestionsCheck.NOT_PRESENT):
-        warnings.append(ProtocolWarning(code=WarningCode.QUESTIONS_CHECK_WITHOUT_CARD,
-                                        detail=str(verdict.questions_check)))
+    if (
+        not rubric.output_parsing.questions_card.enabled
+        and verdict.questions_check != QuestionsCheck.NOT_PRESENT
+    ):
+        warnings.append(
+            ProtocolWarning(
+                code=WarningCode.QUESTIONS_CHECK_WITHOUT_CARD, detail=str(verdict.questions_check)
+            )
+        )
 
     order = {t: i for i, t in enumerate(rubric.red_flag_types)}
     return RowResult(
@@ -159,15 +167,25 @@ def _backfill_red_flags(
         target = max(candidates, key=lambda r: (r.violation_score is None, r.violation_score or 0))
         status[target.id] = (V.VIOLATED, BasisSource.BACKFILL)
         others = [r.id for r in candidates if r is not target]
-        warnings.append(ProtocolWarning(
-            code=WarningCode.RED_FLAG_BACKFILLED, requirement_id=target.id, red_flag_type=flag,
-            detail=f"also of this type: {', '.join(others)}" if others else None))
+        warnings.append(
+            ProtocolWarning(
+                code=WarningCode.RED_FLAG_BACKFILLED,
+                requirement_id=target.id,
+                red_flag_type=flag,
+                detail=f"also of this type: {', '.join(others)}" if others else None,
+            )
+        )
     for req in critical:
         if status[req.id][0] is V.VIOLATED and req.red_flag_type not in flags:
             assert req.red_flag_type is not None
             flags.add(req.red_flag_type)
-            warnings.append(ProtocolWarning(code=WarningCode.RED_FLAG_ADDED,
-                                            requirement_id=req.id, red_flag_type=req.red_flag_type))
+            warnings.append(
+                ProtocolWarning(
+                    code=WarningCode.RED_FLAG_ADDED,
+                    requirement_id=req.id,
+                    red_flag_type=req.red_flag_type,
+                )
+            )
     return flags
 
 

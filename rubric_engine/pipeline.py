@@ -43,8 +43,10 @@ class RequestBuilder:
         user_text = render_user(self.template, self.rubric, row, reqs)
         request = JudgeRequest(
             row_id=row.row_id,
-            messages=({"role": "system", "content": self.system_text},
-                      {"role": "user", "content": user_text}),
+            messages=(
+                {"role": "system", "content": self.system_text},
+                {"role": "user", "content": user_text},
+            ),
             case_requirement_ids=tuple(r.id for r in reqs),
             rubric_hash=self.rubric_hash,
             prompt_hash=self.template.hash,
@@ -54,13 +56,19 @@ class RequestBuilder:
 
 def row_result(rubric: EvalRubric, prepared: PreparedRow, outcome: JudgeOutcome) -> RowResult:
     """Normalize a verdict, or turn a judge error into a ``JUDGE_ERROR`` row (never a score)."""
-    reasked = tuple(ProtocolWarning(code=WarningCode.JUDGE_REASKED, detail=why[:500])
-                    for why in outcome.reasks)
+    reasked = tuple(
+        ProtocolWarning(code=WarningCode.JUDGE_REASKED, detail=why[:500]) for why in outcome.reasks
+    )
     if outcome.verdict is None:
-        return RowResult(row_id=prepared.row.row_id, status=RowStatus.JUDGE_ERROR,
-                         warnings=reasked, error=outcome.error)
-    return normalize_verdict(rubric, outcome.verdict, prepared.row.row_id,
-                             prepared.case_requirements, reasked)
+        return RowResult(
+            row_id=prepared.row.row_id,
+            status=RowStatus.JUDGE_ERROR,
+            warnings=reasked,
+            error=outcome.error,
+        )
+    return normalize_verdict(
+        rubric, outcome.verdict, prepared.row.row_id, prepared.case_requirements, reasked
+    )
 
 
 def stored_row(prepared: PreparedRow, outcome: JudgeOutcome, result: RowResult) -> StoredRow:
@@ -68,8 +76,10 @@ def stored_row(prepared: PreparedRow, outcome: JudgeOutcome, result: RowResult) 
         seq=prepared.seq,
         result=result,
         dialogue=prepared.row.model_dump(mode="json", by_alias=True),
-        raw_attempts=[{"response": a.response, "error": a.error,
-                       "latencyMs": round(a.latency_ms, 1)} for a in outcome.attempts],
+        raw_attempts=[
+            {"response": a.response, "error": a.error, "latencyMs": round(a.latency_ms, 1)}
+            for a in outcome.attempts
+        ],
         calls=len(outcome.attempts),
         prompt_tokens=outcome.prompt_tokens,
         completion_tokens=outcome.completion_tokens,

@@ -131,9 +131,7 @@ def render_dialogue(row: DialogueRow, rubric: EvalRubric) -> RenderedDialogue:
     lines: list[str] = []
     cards: list[tuple[int, str]] = []
     tool_names: dict[str, str] = {}
-    turn = 0
-    for message in row.messages:
-        turn += 1
+    for turn, message in enumerate(row.messages, start=1):
         if message.role == "assistant":
             if message.content:
                 parsed = parse_agent_output(message.content, rubric.output_parsing)

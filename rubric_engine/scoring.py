@@ -81,15 +81,17 @@ def _file_sha256(path: Path) -> str:
 
 def _validate(options: ScoreOptions) -> tuple[list[DialogueSource], int]:
     if options.mode not in MODES:
-        raise ConfigurationError(f"--mode {options.mode!r} is not valid; use one of "
-                                 f"{', '.join(MODES)}")
+        raise ConfigurationError(
+            f"--mode {options.mode!r} is not valid; use one of {', '.join(MODES)}"
+        )
     if options.concurrency < 1:
         raise ConfigurationError("--concurrency must be at least 1")
     if options.max_reasks < 0:
         raise ConfigurationError("--max-reasks must be 0 or more")
     if options.api_base and options.mode == "replay":
-        raise ConfigurationError("--api-base is for --mode live or record; replay never calls "
-                                 "a provider")
+        raise ConfigurationError(
+            "--api-base is for --mode live or record; replay never calls a provider"
+        )
     sources = [DialogueSource(Path(p), options.input_format) for p in options.inputs]
     seen: dict[str, str] = {}
     total = sum(source.validate(seen) for source in sources)  # all files, before any judge call
@@ -116,10 +118,17 @@ def score(
     rubric = load_rubric(options.rubric)
     template = load_prompt(options.prompt_version)
     sources, total = _validate(options)
-    params = {**DEFAULT_PARAMS, "temperature": float(options.temperature),
-              "max_tokens": int(options.max_tokens)}
-    live = LiveSettings(api_base=options.api_base, api_key_env=options.api_key_env,
-                        timeout_s=options.timeout_s, retry=options.retry)
+    params = {
+        **DEFAULT_PARAMS,
+        "temperature": float(options.temperature),
+        "max_tokens": int(options.max_tokens),
+    }
+    live = LiveSettings(
+        api_base=options.api_base,
+        api_key_env=options.api_key_env,
+        timeout_s=options.timeout_s,
+        retry=options.retry,
+    )
     replay: ReplayBackend | None = None
     backend: ReplayBackend | LiveBackend
     if options.mode == "replay":
@@ -135,29 +144,36 @@ def score(
 
     task_id = new_task_id()
     with TaskStore(options.store) as store:
-        store.create_task(TaskRecord(
-            id=task_id,
-            created_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            finished_at=None,
-            state="RUNNING",
-            rubric_key=rubric.key,
-            rubric_version=rubric.version,
-            rubric_status=str(rubric.status),
-            rubric_hash=rubric.content_hash(),
-            rubric_snapshot=rubric.snapshot(),
-            prompt_version=template.version,
-            prompt_hash=template.hash,
-            prompt_system=builder.system_text,
-            engine_version=__version__,
-            analysis_version=ANALYSIS_VERSION,
-            judge_mode=options.mode,
-            model=options.model,
-            judge_params={**params, "maxReasks": options.max_reasks,
-                          "outputMode": "instructor/JSON"},
-            inputs=[{"path": Path(s.path).name, "sha256": _file_sha256(s.path)} for s in sources],
-            row_count=total,
-            extra={},
-        ))
+        store.create_task(
+            TaskRecord(
+                id=task_id,
+                created_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                finished_at=None,
+                state="RUNNING",
+                rubric_key=rubric.key,
+                rubric_version=rubric.version,
+                rubric_status=str(rubric.status),
+                rubric_hash=rubric.content_hash(),
+                rubric_snapshot=rubric.snapshot(),
+                prompt_version=template.version,
+                prompt_hash=template.hash,
+                prompt_system=builder.system_text,
+                engine_version=__version__,
+                analysis_version=ANALYSIS_VERSION,
+                judge_mode=options.mode,
+                model=options.model,
+                judge_params={
+                    **params,
+                    "maxReasks": options.max_reasks,
+                    "outputMode": "instructor/JSON",
+                },
+                inputs=[
+                    {"path": Path(s.path).name, "sha256": _file_sha256(s.path)} for s in sources
+                ],
+                row_count=total,
+                extra={},
+            )
+        )
         if on_start is not None:
             on_start(task_id, total)
         misses: list[RowResult] = []
@@ -170,8 +186,11 @@ def score(
                 on_row(result)
 
         try:
-            asyncio.run(run_batch(_all_rows(sources), builder, judge, store, task_id,
-                                  options.concurrency, track))
+            asyncio.run(
+                run_batch(
+                    _all_rows(sources), builder, judge, store, task_id, options.concurrency, track
+                )
+            )
         except BaseException:
             store.finish_task(task_id, "INTERRUPTED", {})
             raise
@@ -180,8 +199,9 @@ def score(
                 entry = replay.index.by_key.get(stored.cassette_key or "")
                 if entry is not None:
                     provenance[entry.provenance["kind"]] += 1
-        store.finish_task(task_id, "COMPLETED",
-                          {"cassettes": dict(sorted(provenance.items()))} if replay else {})
+        store.finish_task(
+            task_id, "COMPLETED", {"cassettes": dict(sorted(provenance.items()))} if replay else {}
+        )
         report = report_for_task(store, task_id)
         out = options.out or Path("reports") / task_id
         files = write_reports(store, task_id, report, out)

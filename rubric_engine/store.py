@@ -138,11 +138,15 @@ class TaskStore:
                 self._db.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
                 self._db.commit()
             elif int(found[0]) > SCHEMA_VERSION:
-                raise StoreError(f"{self.path}: store schema {found[0]} is newer than this "
-                                 f"rubric-eval understands ({SCHEMA_VERSION}); upgrade rubric-eval")
+                raise StoreError(
+                    f"{self.path}: store schema {found[0]} is newer than this "
+                    f"rubric-eval understands ({SCHEMA_VERSION}); upgrade rubric-eval"
+                )
         except sqlite3.DatabaseError as exc:
-            raise StoreError(f"{self.path}: cannot open task store ({exc}); pass another "
-                             "--store path or move the broken file away") from exc
+            raise StoreError(
+                f"{self.path}: cannot open task store ({exc}); pass another "
+                "--store path or move the broken file away"
+            ) from exc
         self._pending = 0
 
     def __enter__(self) -> TaskStore:
@@ -160,12 +164,28 @@ class TaskStore:
     def create_task(self, task: TaskRecord) -> None:
         self._db.execute(
             "INSERT INTO tasks VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (task.id, task.created_at, task.finished_at, task.state, task.rubric_key,
-             task.rubric_version, task.rubric_status, task.rubric_hash,
-             _dumps(task.rubric_snapshot), task.prompt_version, task.prompt_hash,
-             task.prompt_system, task.engine_version, task.analysis_version, task.judge_mode,
-             task.model, _dumps(task.judge_params), _dumps(task.inputs), task.row_count,
-             _dumps(task.extra)),
+            (
+                task.id,
+                task.created_at,
+                task.finished_at,
+                task.state,
+                task.rubric_key,
+                task.rubric_version,
+                task.rubric_status,
+                task.rubric_hash,
+                _dumps(task.rubric_snapshot),
+                task.prompt_version,
+                task.prompt_hash,
+                task.prompt_system,
+                task.engine_version,
+                task.analysis_version,
+                task.judge_mode,
+                task.model,
+                _dumps(task.judge_params),
+                _dumps(task.inputs),
+                task.row_count,
+                _dumps(task.extra),
+            ),
         )
         self._db.commit()
 
@@ -174,9 +194,22 @@ class TaskStore:
         r = row.result
         self._db.execute(
             "INSERT OR REPLACE INTO rows VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (task_id, row.seq, r.row_id, str(r.status), r.final_score, _dumps(r.to_json_dict()),
-             _dumps(row.dialogue), _dumps(row.raw_attempts), row.calls, row.prompt_tokens,
-             row.completion_tokens, row.cost_usd, row.latency_ms, row.cassette_key),
+            (
+                task_id,
+                row.seq,
+                r.row_id,
+                str(r.status),
+                r.final_score,
+                _dumps(r.to_json_dict()),
+                _dumps(row.dialogue),
+                _dumps(row.raw_attempts),
+                row.calls,
+                row.prompt_tokens,
+                row.completion_tokens,
+                row.cost_usd,
+                row.latency_ms,
+                row.cassette_key,
+            ),
         )
         self._pending += 1
         if self._pending >= commit_every:
@@ -200,8 +233,10 @@ class TaskStore:
         cursor = self._db.execute("SELECT * FROM tasks WHERE id=?", (task_id,))
         found = cursor.fetchone()
         if found is None:
-            raise TaskNotFoundError(f"task {task_id!r} not found in {self.path}; "
-                                    "`rubric-eval tasks --store PATH` lists the tasks")
+            raise TaskNotFoundError(
+                f"task {task_id!r} not found in {self.path}; "
+                "`rubric-eval tasks --store PATH` lists the tasks"
+            )
         names = [d[0] for d in cursor.description]
         data = dict(zip(names, found, strict=True))
         for name in ("rubric_snapshot", "judge_params", "inputs", "extra"):
@@ -220,16 +255,25 @@ class TaskStore:
             (task_id,),
         ):
             yield StoredRow(
-                seq=found[0], result=RowResult.model_validate_json(found[1]),
-                dialogue=json.loads(found[2]), raw_attempts=json.loads(found[3]), calls=found[4],
-                prompt_tokens=found[5], completion_tokens=found[6], cost_usd=found[7],
-                latency_ms=found[8], cassette_key=found[9],
+                seq=found[0],
+                result=RowResult.model_validate_json(found[1]),
+                dialogue=json.loads(found[2]),
+                raw_attempts=json.loads(found[3]),
+                calls=found[4],
+                prompt_tokens=found[5],
+                completion_tokens=found[6],
+                cost_usd=found[7],
+                latency_ms=found[8],
+                cassette_key=found[9],
             )
 
-    def results(self, task_id: str) -> Iterator[tuple[RowResult, int, int, int, float | None, float]]:
+    def results(
+        self, task_id: str
+    ) -> Iterator[tuple[RowResult, int, int, int, float | None, float]]:
         """Lightweight row results for reports: (result, calls, prompt, completion, cost, ms)."""
         for found in self._db.execute(
             "SELECT result, calls, prompt_tokens, completion_tokens, cost_usd, latency_ms "
-            "FROM rows WHERE task_id=? ORDER BY seq", (task_id,),
+            "FROM rows WHERE task_id=? ORDER BY seq",
+            (task_id,),
         ):
             yield (RowResult.model_validate_json(found[0]), *found[1:])

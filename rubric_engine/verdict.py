@@ -54,7 +54,9 @@ from pydantic.alias_generators import to_camel
 
 from rubric_engine.rubric.model import ID_PATTERN, EvalRubric
 
-_INVISIBLE = re.compile(r"[\u0000-\u001f\u007f-\u009f\u200b-\u200f\u2028-\u202f\u2060-\u206f\ufeff]")
+_INVISIBLE = re.compile(
+    r"[\u0000-\u001f\u007f-\u009f\u200b-\u200f\u2028-\u202f\u2060-\u206f\ufeff]"
+)
 _INTEGER = re.compile(r"^[+-]?\d+$")
 
 
@@ -198,8 +200,7 @@ class VerdictBase(BaseModel):
         found = _match(value, canonical_lookup(QuestionsCheck))
         if found is None:
             raise ValueError(
-                f"questionsCheck {value!r} is invalid; use one of "
-                f"{', '.join(QuestionsCheck)}"
+                f"questionsCheck {value!r} is invalid; use one of {', '.join(QuestionsCheck)}"
             )
         return found
 
@@ -258,25 +259,50 @@ def _verdict_model(
     requirement_ids: tuple[str, ...],
     scale: tuple[int, int],
 ) -> type[VerdictBase]:
-    flag_items: dict[str, Any] = {"type": "string", "enum": list(flags)} if flags else {
-        "type": "string"}
+    flag_items: dict[str, Any] = (
+        {"type": "string", "enum": list(flags)} if flags else {"type": "string"}
+    )
     model = create_model(
         "JudgeVerdict",
         __base__=VerdictBase,
-        intent_key=(str, Field(description="Exactly one intent key from the rubric's list.",
-                               json_schema_extra={"enum": list(intents)})),
-        score=(int, Field(description="Integer score inside the rubric's score scale.",
-                          json_schema_extra={"minimum": scale[0], "maximum": scale[1]})),
-        red_flag_types=(list[str], Field(
-            default_factory=list, description="Red-line types this dialogue crossed; [] if none.",
-            json_schema_extra={"items": flag_items})),
-        unmet_requirement_ids=(list[str], Field(
-            default_factory=list,
-            description="IDs of applicable requirements that were VIOLATED.",
-            json_schema_extra={"items": {"type": "string", "pattern": ID_PATTERN}})),
-        partial_requirement_ids=(list[str], Field(
-            default_factory=list, description="IDs of applicable requirements only partly met.",
-            json_schema_extra={"items": {"type": "string", "pattern": ID_PATTERN}})),
+        intent_key=(
+            str,
+            Field(
+                description="Exactly one intent key from the rubric's list.",
+                json_schema_extra={"enum": list(intents)},
+            ),
+        ),
+        score=(
+            int,
+            Field(
+                description="Integer score inside the rubric's score scale.",
+                json_schema_extra={"minimum": scale[0], "maximum": scale[1]},
+            ),
+        ),
+        red_flag_types=(
+            list[str],
+            Field(
+                default_factory=list,
+                description="Red-line types this dialogue crossed; [] if none.",
+                json_schema_extra={"items": flag_items},
+            ),
+        ),
+        unmet_requirement_ids=(
+            list[str],
+            Field(
+                default_factory=list,
+                description="IDs of applicable requirements that were VIOLATED.",
+                json_schema_extra={"items": {"type": "string", "pattern": ID_PATTERN}},
+            ),
+        ),
+        partial_requirement_ids=(
+            list[str],
+            Field(
+                default_factory=list,
+                description="IDs of applicable requirements only partly met.",
+                json_schema_extra={"items": {"type": "string", "pattern": ID_PATTERN}},
+            ),
+        ),
     )
     model._intents = canonical_lookup(intents)
     model._flags = canonical_lookup(flags)

@@ -28,8 +28,19 @@ def test_help_lists_the_commands() -> None:
 
 def test_score_then_report_rebuilds_the_same_json(tmp_path: Path) -> None:
     store = tmp_path / "s.sqlite"
-    code, out = run("score", CASES / "health_consult_zh.jsonl", "-r", RUBRICS / "health_cs.yaml",
-                    "--store", store, "--out", tmp_path / "out", "--cassettes", CASSETTES, "-q")
+    code, out = run(
+        "score",
+        CASES / "health_consult_zh.jsonl",
+        "-r",
+        RUBRICS / "health_cs.yaml",
+        "--store",
+        store,
+        "--out",
+        tmp_path / "out",
+        "--cassettes",
+        CASSETTES,
+        "-q",
+    )
     assert code == 0, out
     task_id = re.search(r"task id: (\S+)", out).group(1)  # type: ignore[union-attr]
     assert "MEDICAL_OVERREACH" in out
@@ -42,8 +53,10 @@ def test_score_then_report_rebuilds_the_same_json(tmp_path: Path) -> None:
 
 def test_malformed_dataset_exits_2_and_scores_nothing(tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"rowId": "a", "messages": [{"role": "assistant", "content": "x"}]}\n'
-                   "{oops\n", encoding="utf-8")
+    bad.write_text(
+        '{"rowId": "a", "messages": [{"role": "assistant", "content": "x"}]}\n{oops\n',
+        encoding="utf-8",
+    )
     store = tmp_path / "s.sqlite"
     code, out = run("score", bad, "-r", RUBRICS / "health_cs.yaml", "--store", store)
     assert code == 2
@@ -53,21 +66,39 @@ def test_malformed_dataset_exits_2_and_scores_nothing(tmp_path: Path) -> None:
 
 def test_broken_rubric_exits_2_with_lines(tmp_path: Path) -> None:
     pack = tmp_path / "p.yaml"
-    pack.write_text((RUBRICS / "airline_cs.yaml").read_text(encoding="utf-8").replace(
-        "redFlagType: POLICY_VIOLATION", "redFlagType: POLICY_VIOLATIONS", 1), encoding="utf-8")
+    pack.write_text(
+        (RUBRICS / "airline_cs.yaml")
+        .read_text(encoding="utf-8")
+        .replace("redFlagType: POLICY_VIOLATION", "redFlagType: POLICY_VIOLATIONS", 1),
+        encoding="utf-8",
+    )
     code, out = run("rubric", "validate", pack)
     assert code == 2
-    assert re.search(rf"{re.escape(str(pack))}:\d+: .*redFlagType: 'POLICY_VIOLATIONS' is not "
-                     r"declared in redFlags; valid: UNAUTHORIZED_ACTION, POLICY_VIOLATION", out)
-    code, out = run("score", CASES / "airline_tau2_dev.json", "-r", pack,
-                    "--store", tmp_path / "s.sqlite")
+    assert re.search(
+        rf"{re.escape(str(pack))}:\d+: .*redFlagType: 'POLICY_VIOLATIONS' is not "
+        r"declared in redFlags; valid: UNAUTHORIZED_ACTION, POLICY_VIOLATION",
+        out,
+    )
+    code, out = run(
+        "score", CASES / "airline_tau2_dev.json", "-r", pack, "--store", tmp_path / "s.sqlite"
+    )
     assert code == 2 and "POLICY_VIOLATIONS" in out
 
 
 def test_replay_miss_exits_4_and_says_how_to_record(tmp_path: Path) -> None:
-    code, out = run("score", CASES / "health_consult_zh.jsonl", "-r", RUBRICS / "health_cs.yaml",
-                    "--store", tmp_path / "s.sqlite", "--out", tmp_path / "out",
-                    "--cassettes", tmp_path / "empty", "-q")
+    code, out = run(
+        "score",
+        CASES / "health_consult_zh.jsonl",
+        "-r",
+        RUBRICS / "health_cs.yaml",
+        "--store",
+        tmp_path / "s.sqlite",
+        "--out",
+        tmp_path / "out",
+        "--cassettes",
+        tmp_path / "empty",
+        "-q",
+    )
     assert code == 4
     assert "26 row(s) had no cassette entry" in out
     assert "key sha256:" in out and "--mode record" in out
@@ -76,15 +107,35 @@ def test_replay_miss_exits_4_and_says_how_to_record(tmp_path: Path) -> None:
 
 
 def test_changed_model_miss_names_the_difference(tmp_path: Path) -> None:
-    code, out = run("score", CASES / "health_consult_zh.jsonl", "-r", RUBRICS / "health_cs.yaml",
-                    "--store", tmp_path / "s.sqlite", "--out", tmp_path / "out",
-                    "--cassettes", CASSETTES, "--model", "openai/gpt-4.1", "-q")
+    code, out = run(
+        "score",
+        CASES / "health_consult_zh.jsonl",
+        "-r",
+        RUBRICS / "health_cs.yaml",
+        "--store",
+        tmp_path / "s.sqlite",
+        "--out",
+        tmp_path / "out",
+        "--cassettes",
+        CASSETTES,
+        "--model",
+        "openai/gpt-4.1",
+        "-q",
+    )
     assert code == 4 and "the model differs (cassette has 'openai/gpt-4o-mini')" in out
 
 
 def test_bad_options_are_named(tmp_path: Path) -> None:
-    code, out = run("score", CASES / "health_consult_zh.jsonl", "-r", RUBRICS / "health_cs.yaml",
-                    "--mode", "dry", "--store", tmp_path / "s.sqlite")
+    code, out = run(
+        "score",
+        CASES / "health_consult_zh.jsonl",
+        "-r",
+        RUBRICS / "health_cs.yaml",
+        "--mode",
+        "dry",
+        "--store",
+        tmp_path / "s.sqlite",
+    )
     assert code == 2 and "replay, record, live" in out
     code, out = run("report", "no-such-task", "--store", tmp_path / "missing.sqlite")
     assert code == 3 and "no task store here" in out
@@ -92,14 +143,32 @@ def test_bad_options_are_named(tmp_path: Path) -> None:
 
 def test_unknown_task_is_named(tmp_path: Path) -> None:
     store = tmp_path / "s.sqlite"
-    run("score", CASES / "health_consult_zh.jsonl", "-r", RUBRICS / "health_cs.yaml",
-        "--store", store, "--out", tmp_path / "out", "--cassettes", CASSETTES, "-q")
+    run(
+        "score",
+        CASES / "health_consult_zh.jsonl",
+        "-r",
+        RUBRICS / "health_cs.yaml",
+        "--store",
+        store,
+        "--out",
+        tmp_path / "out",
+        "--cassettes",
+        CASSETTES,
+        "-q",
+    )
     code, out = run("report", "nope", "--store", store)
     assert code == 3 and "task 'nope' not found" in out and "rubric-eval tasks" in out
 
 
 def test_prompt_show_prints_both_messages() -> None:
-    code, out = run("prompt", "show", CASES / "airline_tau2_dev.json", "-r",
-                    RUBRICS / "airline_cs.yaml", "--row", "airline-3")
+    code, out = run(
+        "prompt",
+        "show",
+        CASES / "airline_tau2_dev.json",
+        "-r",
+        RUBRICS / "airline_cs.yaml",
+        "--row",
+        "airline-3",
+    )
     assert code == 0
     assert "===== system =====" in out and "rowId: airline-3" in out

@@ -22,9 +22,15 @@ DEMOS = [
 
 @pytest.mark.parametrize(("cases", "pack", "rows"), DEMOS)
 def test_demo_batch_replays_offline(tmp_path: Path, cases: str, pack: str, rows: int) -> None:
-    result = score(ScoreOptions(inputs=[CASES / cases], rubric=RUBRICS / pack,
-                                store=tmp_path / "s.sqlite", out=tmp_path / "out",
-                                cassettes=CASSETTES))
+    result = score(
+        ScoreOptions(
+            inputs=[CASES / cases],
+            rubric=RUBRICS / pack,
+            store=tmp_path / "s.sqlite",
+            out=tmp_path / "out",
+            cassettes=CASSETTES,
+        )
+    )
     report = result.report
     assert result.cassette_misses == []
     assert report["totals"]["rows"] == rows and report["totals"]["judgeErrors"] == 0
@@ -33,8 +39,18 @@ def test_demo_batch_replays_offline(tmp_path: Path, cases: str, pack: str, rows:
     lines = result.files.rows.read_text(encoding="utf-8").splitlines()
     assert len(lines) == rows
     first = json.loads(lines[0])
-    assert set(first) >= {"rowId", "status", "intentKey", "judgeScore", "finalScore", "cappedBy",
-                          "redFlagTypes", "referenceBasis", "warnings", "error"}
+    assert set(first) >= {
+        "rowId",
+        "status",
+        "intentKey",
+        "judgeScore",
+        "finalScore",
+        "cappedBy",
+        "redFlagTypes",
+        "referenceBasis",
+        "warnings",
+        "error",
+    }
     assert report["redFlags"][0]["count"] > 0  # both demos contain red-line crossings
     md = result.files.markdown.read_text(encoding="utf-8")
     assert md.index("## Red flags") < md.index("## Per intent") < md.index("## Per requirement")
@@ -44,13 +60,21 @@ def test_report_is_byte_identical_after_the_rubric_file_changes(tmp_path: Path) 
     pack = tmp_path / "health_cs.yaml"
     shutil.copy(RUBRICS / "health_cs.yaml", pack)
     store_path = tmp_path / "s.sqlite"
-    result = score(ScoreOptions(inputs=[CASES / "health_consult_zh.jsonl"], rubric=pack,
-                                store=store_path, out=tmp_path / "out", cassettes=CASSETTES))
+    result = score(
+        ScoreOptions(
+            inputs=[CASES / "health_consult_zh.jsonl"],
+            rubric=pack,
+            store=store_path,
+            out=tmp_path / "out",
+            cassettes=CASSETTES,
+        )
+    )
     before_json = result.files.json.read_bytes()
     before_md = result.files.markdown.read_bytes()
     text = pack.read_text(encoding="utf-8")
     edited = text.replace("violationScore: 1", "violationScore: 3").replace(
-        "name: 健康咨询", "name: 健康咨询（改）")
+        "name: 健康咨询", "name: 健康咨询（改）"
+    )
     assert edited != text
     pack.write_text(edited, encoding="utf-8")
     with TaskStore(store_path) as store:
@@ -60,9 +84,15 @@ def test_report_is_byte_identical_after_the_rubric_file_changes(tmp_path: Path) 
 
 
 def test_task_keeps_its_snapshot_and_versions(tmp_path: Path) -> None:
-    result = score(ScoreOptions(inputs=[CASES / "airline_tau2_dev.json"],
-                                rubric=RUBRICS / "airline_cs.yaml", store=tmp_path / "s.sqlite",
-                                out=tmp_path / "out", cassettes=CASSETTES))
+    result = score(
+        ScoreOptions(
+            inputs=[CASES / "airline_tau2_dev.json"],
+            rubric=RUBRICS / "airline_cs.yaml",
+            store=tmp_path / "s.sqlite",
+            out=tmp_path / "out",
+            cassettes=CASSETTES,
+        )
+    )
     with TaskStore(tmp_path / "s.sqlite") as store:
         task = store.task(result.task_id)
         stored = list(store.rows(result.task_id))

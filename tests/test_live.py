@@ -21,9 +21,17 @@ SENTINEL = "sk-SENTINEL-6f1e2d3c4b5a-never-store-me"
 
 
 def verdict(row_id: str, **fields: Any) -> StubReply:
-    body = {"rowId": row_id, "intentKey": "HEALTH_CONSULTATION", "score": 3, "redFlagTypes": [],
-            "scoreExplanation": "scripted for a test", "unmetRequirementIds": [],
-            "partialRequirementIds": [], "questionsCheck": "NOT_PRESENT", "questionsIssues": []}
+    body = {
+        "rowId": row_id,
+        "intentKey": "HEALTH_CONSULTATION",
+        "score": 3,
+        "redFlagTypes": [],
+        "scoreExplanation": "scripted for a test",
+        "unmetRequirementIds": [],
+        "partialRequirementIds": [],
+        "questionsCheck": "NOT_PRESENT",
+        "questionsIssues": [],
+    }
     body.update(fields)
     return StubReply(content=json.dumps(body, ensure_ascii=False))
 
@@ -34,20 +42,28 @@ SCRIPT = {
     # a red flag with no rule named -> the type's applicable rule is backfilled, cap 1
     "unseen-10": [verdict("unseen-10", score=4, redFlagTypes=["SAFETY_OMISSION"])],
     # a string score and a lower-case ID: cleaned; the red line adds its flag, cap 1
-    "unseen-21": [verdict("unseen-21", score="4",
-                          unmetRequirementIds=["intent_health_no_prescription"])],
+    "unseen-21": [
+        verdict("unseen-21", score="4", unmetRequirementIds=["intent_health_no_prescription"])
+    ],
     # first answer names an intent the pack does not have -> re-asked, then valid
-    "unseen-36": [verdict("unseen-36", intentKey="HEALTH"),
-                  verdict("unseen-36", score=2, partialRequirementIds=["INTENT_HEALTH_TRIAGE"])],
+    "unseen-36": [
+        verdict("unseen-36", intentKey="HEALTH"),
+        verdict("unseen-36", score=2, partialRequirementIds=["INTENT_HEALTH_TRIAGE"]),
+    ],
 }
 
 
 def options(tmp_path: Path, server: StubServer | None, **extra: Any) -> ScoreOptions:
     base: dict[str, Any] = {
-        "inputs": [UNSEEN], "rubric": RUBRICS / "health_cs.yaml",
-        "mode": "live" if server else "replay", "model": "openai/stub-judge",
-        "api_base": server.base_url if server else None, "store": tmp_path / "store.sqlite",
-        "out": tmp_path / "out", "cassettes": tmp_path / "cassettes", "concurrency": 3,
+        "inputs": [UNSEEN],
+        "rubric": RUBRICS / "health_cs.yaml",
+        "mode": "live" if server else "replay",
+        "model": "openai/stub-judge",
+        "api_base": server.base_url if server else None,
+        "store": tmp_path / "store.sqlite",
+        "out": tmp_path / "out",
+        "cassettes": tmp_path / "cassettes",
+        "concurrency": 3,
         "retry": RetryPolicy(max_attempts=4, base_s=0.01, max_wait_s=0.05),
         "api_key_env": "RUBRIC_EVAL_TEST_KEY",
     }
@@ -64,7 +80,9 @@ def test_live_path_normalizes_unseen_dialogues(tmp_path: Path) -> None:
         result = score(options(tmp_path, server))
     rows = rows_by_id(result.files.rows)
     assert (rows["unseen-5"]["finalScore"], rows["unseen-5"]["cappedBy"]) == (
-        2, ["INTENT_HEALTH_ON_TOPIC"])
+        2,
+        ["INTENT_HEALTH_ON_TOPIC"],
+    )
     backfilled = {e["requirementId"]: e for e in rows["unseen-10"]["referenceBasis"]}
     assert backfilled["INTENT_HEALTH_RED_FLAG_REFERRAL"]["source"] == "backfill"
     assert rows["unseen-10"]["finalScore"] == 1
@@ -81,8 +99,9 @@ def test_live_path_normalizes_unseen_dialogues(tmp_path: Path) -> None:
     assert not (tmp_path / "cassettes").exists()  # live mode needs and writes no cassette
 
 
-def test_record_then_replay_gives_the_same_results(tmp_path: Path,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_record_then_replay_gives_the_same_results(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("RUBRIC_EVAL_TEST_KEY", SENTINEL)
     with StubServer(scripted_responder(SCRIPT)) as server:
         recorded = score(options(tmp_path, server, mode="record", out=tmp_path / "rec"))
@@ -91,8 +110,11 @@ def test_record_then_replay_gives_the_same_results(tmp_path: Path,
     replayed = score(options(tmp_path, None, out=tmp_path / "rep"))
     assert rows_by_id(recorded.files.rows) == rows_by_id(replayed.files.rows)
     assert replayed.report["task"]["cassettes"] == {"recorded": 4}
-    entries = [json.loads(line) for f in (tmp_path / "cassettes").rglob("*.jsonl")
-               for line in f.read_text(encoding="utf-8").splitlines()]
+    entries = [
+        json.loads(line)
+        for f in (tmp_path / "cassettes").rglob("*.jsonl")
+        for line in f.read_text(encoding="utf-8").splitlines()
+    ]
     assert len(entries) == 4
     assert {e["provenance"]["kind"] for e in entries} == {"recorded"}
     assert max(len(e["attempts"]) for e in entries) == 2  # the re-asked row keeps both answers
@@ -113,15 +135,19 @@ def test_invalid_answers_become_judge_error_and_the_batch_goes_on(tmp_path: Path
     assert [w["code"] for w in bad["warnings"]] == ["JUDGE_REASKED", "JUDGE_REASKED"]
     assert result.report["totals"]["judgeErrors"] == 1
     assert result.report["totals"]["scored"] == 3
-    assert sum(1 for r in server.requests if "unseen-5" in json.dumps(r["body"],
-                                                                       ensure_ascii=False)) == 3
+    assert (
+        sum(1 for r in server.requests if "unseen-5" in json.dumps(r["body"], ensure_ascii=False))
+        == 3
+    )
 
 
 def test_server_errors_are_retried_and_auth_errors_are_not(tmp_path: Path) -> None:
     script = dict(SCRIPT)
-    script["unseen-5"] = [StubReply(status=503, content="busy"),
-                          StubReply(status=429, content="slow down", headers={"Retry-After": "0"}),
-                          SCRIPT["unseen-5"][0]]
+    script["unseen-5"] = [
+        StubReply(status=503, content="busy"),
+        StubReply(status=429, content="slow down", headers={"Retry-After": "0"}),
+        SCRIPT["unseen-5"][0],
+    ]
     script["unseen-10"] = [StubReply(status=401, content="bad key")]
     with StubServer(scripted_responder(script)) as server:
         result = score(options(tmp_path, server))
@@ -132,8 +158,12 @@ def test_server_errors_are_retried_and_auth_errors_are_not(tmp_path: Path) -> No
     assert "401" in rows["unseen-10"]["error"]["message"]
 
     def seen(row_id: str) -> int:
-        return sum(1 for r in server.requests if f"rowId: {row_id}\n" in
-                   json.dumps(r["body"], ensure_ascii=False).replace("\\n", "\n"))
+        return sum(
+            1
+            for r in server.requests
+            if f"rowId: {row_id}\n"
+            in json.dumps(r["body"], ensure_ascii=False).replace("\\n", "\n")
+        )
 
     assert seen("unseen-5") == 3  # 503, 429, then the answer: retries do not stack
     assert seen("unseen-10") == 1  # 401 is never retried

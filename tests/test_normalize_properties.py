@@ -71,8 +71,9 @@ def test_caps_hold_and_are_named(case: Any) -> None:
     rubric, fields = case
     result = run(rubric, fields)
     reqs = rubric.requirements_by_id
-    violated = [e.requirement_id for e in result.reference_basis
-                if e.status is RequirementStatus.VIOLATED]
+    violated = [
+        e.requirement_id for e in result.reference_basis if e.status is RequirementStatus.VIOLATED
+    ]
     caps = [reqs[i].violation_score for i in violated if reqs[i].violation_score is not None]
     assert result.final_score == min([result.judge_score, *caps])
     assert all(reqs[i].violation_score == result.final_score for i in result.capped_by)
@@ -105,12 +106,18 @@ def test_order_and_duplicates_do_not_matter(case: Any, rnd: Any) -> None:
 def test_not_applicable_never_changes_the_score(case: Any) -> None:
     rubric, fields = case
     hidden = [r.id for r in rubric.requirements_by_id.values() if not r.observable_in_data]
-    more = {**fields, "unmetRequirementIds": [*fields["unmetRequirementIds"], *hidden],
-            "partialRequirementIds": [*fields["partialRequirementIds"], *hidden]}
+    more = {
+        **fields,
+        "unmetRequirementIds": [*fields["unmetRequirementIds"], *hidden],
+        "partialRequirementIds": [*fields["partialRequirementIds"], *hidden],
+    }
     base, loud = run(rubric, fields), run(rubric, more)
     assert (loud.final_score, loud.red_flag_types) == (base.final_score, base.red_flag_types)
-    assert all(e.status is RequirementStatus.NOT_APPLICABLE for e in loud.reference_basis
-               if e.requirement_id in hidden)
+    assert all(
+        e.status is RequirementStatus.NOT_APPLICABLE
+        for e in loud.reference_basis
+        if e.requirement_id in hidden
+    )
 
 
 @settings(max_examples=200, deadline=None)

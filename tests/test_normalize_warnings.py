@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,11 +16,18 @@ S = RequirementStatus
 
 
 def judge(rubric: Any, case_ids: tuple[str, ...] = (), **fields: Any) -> Any:
-    base = {"rowId": "r1", "intentKey": "REFUND", "score": 4, "redFlagTypes": [],
-            "unmetRequirementIds": [], "partialRequirementIds": []}
+    base = {
+        "rowId": "r1",
+        "intentKey": "REFUND",
+        "score": 4,
+        "redFlagTypes": [],
+        "unmetRequirementIds": [],
+        "partialRequirementIds": [],
+    }
     base.update(fields)
     return verdict_model(rubric).model_validate(
-        base, context={"row_id": "r1", "case_requirement_ids": list(case_ids)})
+        base, context={"row_id": "r1", "case_requirement_ids": list(case_ids)}
+    )
 
 
 def codes(result: Any) -> list[str]:
@@ -32,8 +40,9 @@ def status(result: Any) -> dict[str, tuple[S, BasisSource]]:
 
 def test_seed_example_cap_and_backfill(mini_rubric: Any) -> None:
     # seed 003 §八: judge says 3 but lists a requirement capped at 1 -> final 1, red flag added
-    result = normalize_verdict(mini_rubric, judge(mini_rubric, score=3,
-                                                  unmetRequirementIds=["COMMON_LEAK"]), "r1")
+    result = normalize_verdict(
+        mini_rubric, judge(mini_rubric, score=3, unmetRequirementIds=["COMMON_LEAK"]), "r1"
+    )
     assert (result.judge_score, result.final_score) == (3, 1)
     assert result.capped_by == ("COMMON_LEAK",)
     assert result.red_flag_types == ("BACKEND_EXPOSURE",)
@@ -43,16 +52,22 @@ def test_seed_example_cap_and_backfill(mini_rubric: Any) -> None:
 def test_full_reference_basis_in_pack_order(mini_rubric: Any) -> None:
     result = normalize_verdict(mini_rubric, judge(mini_rubric), "r1")
     assert [e.requirement_id for e in result.reference_basis] == [
-        "COMMON_LEAK", "COMMON_TONE", "COMMON_CARD_SOURCE", "REFUND_VERIFY", "REFUND_NO_PROMISE",
-        "REFUND_NO_PROMISE_AMOUNT"]
+        "COMMON_LEAK",
+        "COMMON_TONE",
+        "COMMON_CARD_SOURCE",
+        "REFUND_VERIFY",
+        "REFUND_NO_PROMISE",
+        "REFUND_NO_PROMISE_AMOUNT",
+    ]
     assert status(result)["COMMON_CARD_SOURCE"] == (S.NOT_APPLICABLE, BasisSource.DEFAULT)
     assert status(result)["COMMON_TONE"] == (S.FOLLOWED, BasisSource.DEFAULT)
     assert result.warnings == ()
 
 
 def test_cross_intent_requirement_dropped(mini_rubric: Any) -> None:
-    result = normalize_verdict(mini_rubric, judge(mini_rubric, unmetRequirementIds=["CHAT_SHORT"]),
-                               "r1")
+    result = normalize_verdict(
+        mini_rubric, judge(mini_rubric, unmetRequirementIds=["CHAT_SHORT"]), "r1"
+    )
     assert codes(result) == ["CROSS_INTENT_REQUIREMENT"]
     assert "CHAT_SHORT" not in status(result)
     assert result.final_score == 4
@@ -60,16 +75,24 @@ def test_cross_intent_requirement_dropped(mini_rubric: Any) -> None:
 
 def test_duplicate_requirement_id(mini_rubric: Any) -> None:
     result = normalize_verdict(
-        mini_rubric, judge(mini_rubric, unmetRequirementIds=["REFUND_VERIFY", "refund_verify "]),
-        "r1")
+        mini_rubric,
+        judge(mini_rubric, unmetRequirementIds=["REFUND_VERIFY", "refund_verify "]),
+        "r1",
+    )
     assert codes(result) == ["DUPLICATE_REQUIREMENT_ID"]
     assert status(result)["REFUND_VERIFY"] == (S.VIOLATED, BasisSource.JUDGE)
 
 
 def test_unmet_and_partial_violated_wins(mini_rubric: Any) -> None:
-    result = normalize_verdict(mini_rubric, judge(
-        mini_rubric, unmetRequirementIds=["REFUND_VERIFY"],
-        partialRequirementIds=["REFUND_VERIFY", "COMMON_TONE"]), "r1")
+    result = normalize_verdict(
+        mini_rubric,
+        judge(
+            mini_rubric,
+            unmetRequirementIds=["REFUND_VERIFY"],
+            partialRequirementIds=["REFUND_VERIFY", "COMMON_TONE"],
+        ),
+        "r1",
+    )
     assert codes(result) == ["UNMET_AND_PARTIAL"]
     assert status(result)["REFUND_VERIFY"][0] is S.VIOLATED
     assert status(result)["COMMON_TONE"] == (S.PARTIAL, BasisSource.JUDGE)
@@ -77,16 +100,18 @@ def test_unmet_and_partial_violated_wins(mini_rubric: Any) -> None:
 
 
 def test_unobservable_reported_stays_not_applicable(mini_rubric: Any) -> None:
-    result = normalize_verdict(mini_rubric, judge(
-        mini_rubric, unmetRequirementIds=["COMMON_CARD_SOURCE"]), "r1")
+    result = normalize_verdict(
+        mini_rubric, judge(mini_rubric, unmetRequirementIds=["COMMON_CARD_SOURCE"]), "r1"
+    )
     assert codes(result) == ["UNOBSERVABLE_REPORTED"]
     assert status(result)["COMMON_CARD_SOURCE"] == (S.NOT_APPLICABLE, BasisSource.DEFAULT)
     assert result.final_score == 4 and result.red_flag_types == ()
 
 
 def test_red_flag_backfilled_marks_the_least_severe_critical_of_type(mini_rubric: Any) -> None:
-    result = normalize_verdict(mini_rubric, judge(mini_rubric, redFlagTypes=["FALSE_PROMISE"]),
-                               "r1")
+    result = normalize_verdict(
+        mini_rubric, judge(mini_rubric, redFlagTypes=["FALSE_PROMISE"]), "r1"
+    )
     assert codes(result) == ["RED_FLAG_BACKFILLED"]
     assert result.warnings[0].requirement_id == "REFUND_NO_PROMISE_AMOUNT"  # no cap: mildest
     assert result.warnings[0].detail == "also of this type: REFUND_NO_PROMISE"
@@ -99,18 +124,29 @@ def test_red_flag_backfilled_marks_the_least_severe_critical_of_type(mini_rubric
 def test_backfill_never_makes_an_extra_violation_raise_the_score(mini_rubric: Any) -> None:
     # regression (found by hypothesis on airline_cs): backfilling *every* critical requirement
     # of a flag type scored a flag alone lower than the flag plus its mildest named rule
-    alone = normalize_verdict(mini_rubric, judge(mini_rubric, redFlagTypes=["FALSE_PROMISE"]),
-                              "r1")
-    named = normalize_verdict(mini_rubric, judge(
-        mini_rubric, redFlagTypes=["FALSE_PROMISE"],
-        unmetRequirementIds=["REFUND_NO_PROMISE_AMOUNT"]), "r1")
+    alone = normalize_verdict(mini_rubric, judge(mini_rubric, redFlagTypes=["FALSE_PROMISE"]), "r1")
+    named = normalize_verdict(
+        mini_rubric,
+        judge(
+            mini_rubric,
+            redFlagTypes=["FALSE_PROMISE"],
+            unmetRequirementIds=["REFUND_NO_PROMISE_AMOUNT"],
+        ),
+        "r1",
+    )
     assert named.final_score <= alone.final_score
 
 
 def test_no_backfill_when_a_violated_requirement_carries_the_flag(mini_rubric: Any) -> None:
-    result = normalize_verdict(mini_rubric, judge(
-        mini_rubric, redFlagTypes=["FALSE_PROMISE"],
-        unmetRequirementIds=["REFUND_NO_PROMISE_AMOUNT"]), "r1")
+    result = normalize_verdict(
+        mini_rubric,
+        judge(
+            mini_rubric,
+            redFlagTypes=["FALSE_PROMISE"],
+            unmetRequirementIds=["REFUND_NO_PROMISE_AMOUNT"],
+        ),
+        "r1",
+    )
     assert result.warnings == ()
     assert status(result)["REFUND_NO_PROMISE"][0] is S.FOLLOWED
 
@@ -141,11 +177,19 @@ def test_judge_reasked_is_carried_through(mini_rubric: Any) -> None:
     from rubric_engine.pipeline import RequestBuilder, row_result
     from rubric_engine.prompt import load_prompt
 
-    row = DialogueRow.model_validate({"rowId": "r1", "messages": [
-        {"role": "user", "content": "refund?"}, {"role": "assistant", "content": "Sure."}]})
+    row = DialogueRow.model_validate(
+        {
+            "rowId": "r1",
+            "messages": [
+                {"role": "user", "content": "refund?"},
+                {"role": "assistant", "content": "Sure."},
+            ],
+        }
+    )
     prepared = RequestBuilder(mini_rubric, load_prompt()).prepare(0, row)
-    outcome = JudgeOutcome(verdict=judge(mini_rubric), error=None,
-                           reasks=["intentKey: 'REFUNDS' is not in the rubric"])
+    outcome = JudgeOutcome(
+        verdict=judge(mini_rubric), error=None, reasks=["intentKey: 'REFUNDS' is not in the rubric"]
+    )
     result = row_result(mini_rubric, prepared, outcome)
     assert codes(result) == ["JUDGE_REASKED"]
     assert result.warnings[0].detail == "intentKey: 'REFUNDS' is not in the rubric"
@@ -156,8 +200,12 @@ def test_case_level_requirements_join_the_applicable_set(mini_rubric: Any) -> No
     reqs = case_requirements(("Greets the user by name",), ("Asks for the card PIN",))
     ids = tuple(r.id for r in reqs)
     assert ids[0].startswith("CASE_EXPECTED_") and ids[1].startswith("CASE_NEGATIVE_")
-    result = normalize_verdict(mini_rubric, judge(mini_rubric, case_ids=ids,
-                                                  unmetRequirementIds=[ids[1].lower()]), "r1", reqs)
+    result = normalize_verdict(
+        mini_rubric,
+        judge(mini_rubric, case_ids=ids, unmetRequirementIds=[ids[1].lower()]),
+        "r1",
+        reqs,
+    )
     assert status(result)[ids[1]] == (S.VIOLATED, BasisSource.JUDGE)
     assert status(result)[ids[0]] == (S.FOLLOWED, BasisSource.DEFAULT)
 
@@ -169,6 +217,6 @@ def test_case_ids_are_stable_under_reordering_and_whitespace() -> None:
 
 
 def test_every_warning_code_has_an_example_here() -> None:
-    source = open(__file__, encoding="utf-8").read()
+    source = Path(__file__).read_text(encoding="utf-8")
     missing = [c.value for c in WarningCode if c.value not in source]
     assert missing == []

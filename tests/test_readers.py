@@ -13,41 +13,67 @@ from tests.conftest import CASES
 
 
 def write_jsonl(path: Path, rows: list[object]) -> Path:
-    path.write_text("\n".join(r if isinstance(r, str) else json.dumps(r, ensure_ascii=False)
-                              for r in rows) + "\n", encoding="utf-8")
+    path.write_text(
+        "\n".join(r if isinstance(r, str) else json.dumps(r, ensure_ascii=False) for r in rows)
+        + "\n",
+        encoding="utf-8",
+    )
     return path
 
 
 def test_openai_messages_with_string_tool_arguments(tmp_path: Path) -> None:
-    path = write_jsonl(tmp_path / "chat.jsonl", [{
-        "rowId": "o1",
-        "messages": [
-            {"role": "user", "content": [{"type": "text", "text": "Where is order 7?"}]},
-            {"role": "assistant", "content": None, "tool_calls": [{
-                "id": "c1", "type": "function",
-                "function": {"name": "lookup", "arguments": "{\"order\": 7}"}}]},
-            {"role": "tool", "tool_call_id": "c1", "content": "{\"status\": \"shipped\"}"},
-            {"role": "assistant", "content": "It has shipped."},
+    path = write_jsonl(
+        tmp_path / "chat.jsonl",
+        [
+            {
+                "rowId": "o1",
+                "messages": [
+                    {"role": "user", "content": [{"type": "text", "text": "Where is order 7?"}]},
+                    {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [
+                            {
+                                "id": "c1",
+                                "type": "function",
+                                "function": {"name": "lookup", "arguments": '{"order": 7}'},
+                            }
+                        ],
+                    },
+                    {"role": "tool", "tool_call_id": "c1", "content": '{"status": "shipped"}'},
+                    {"role": "assistant", "content": "It has shipped."},
+                ],
+                "scenario": "orders",
+            }
         ],
-        "scenario": "orders",
-    }])
+    )
     source = DialogueSource(path)
     assert source.validate() == 1
     row = next(iter(source))
     assert row.messages[0].content == "Where is order 7?"
     call = row.messages[1].tool_calls[0]
-    assert (call.name, call.arguments_text()) == ("lookup", "{\"order\": 7}")
+    assert (call.name, call.arguments_text()) == ("lookup", '{"order": 7}')
     assert row.messages[2].tool_call_id == "c1"
     assert row.metadata == {"scenario": "orders"}
 
 
 def test_sharegpt_conversations_with_function_calls(tmp_path: Path) -> None:
-    path = write_jsonl(tmp_path / "sg.jsonl", [{"conversations": [
-        {"from": "human", "value": "天气？"},
-        {"from": "function_call", "value": "{\"name\": \"weather\", \"arguments\": {\"city\": \"京\"}}"},
-        {"from": "observation", "value": "{\"temp\": 3}"},
-        {"from": "gpt", "value": "3 度。"},
-    ]}])
+    path = write_jsonl(
+        tmp_path / "sg.jsonl",
+        [
+            {
+                "conversations": [
+                    {"from": "human", "value": "天气？"},
+                    {
+                        "from": "function_call",
+                        "value": '{"name": "weather", "arguments": {"city": "京"}}',
+                    },
+                    {"from": "observation", "value": '{"temp": 3}'},
+                    {"from": "gpt", "value": "3 度。"},
+                ]
+            }
+        ],
+    )
     row = next(iter(DialogueSource(path)))
     assert row.row_id == "sg-1"  # file stem + line when no id is given
     assert [m.role for m in row.messages] == ["user", "assistant", "tool", "assistant"]
@@ -64,22 +90,39 @@ def test_tau2_simulations_use_each_simulations_own_criteria() -> None:
     assert first.expected_behavior[0].startswith("Agent confirms that flight HAT039")
     assert first.metadata["taskListDisagrees"] is True
     assert first.metadata["reward"] == 0.0
-    wrapped = [m for r in rows.values() for m in r.messages
-               if m.role == "assistant" and m.content and m.content.lstrip().startswith('{"message"')]
+    wrapped = [
+        m
+        for r in rows.values()
+        for m in r.messages
+        if m.role == "assistant" and m.content and m.content.lstrip().startswith('{"message"')
+    ]
     assert wrapped == []  # {"message": ...} wrappers are unwrapped
 
 
 def test_malformed_rows_reported_with_lines_before_any_judge_call(tmp_path: Path) -> None:
-    path = write_jsonl(tmp_path / "bad.jsonl", [
-        {"rowId": "ok", "messages": [{"role": "user", "content": "hi"},
-                                     {"role": "assistant", "content": "hello"}]},
-        "{not json",
-        {"rowId": "x", "messages": [{"role": "user", "content": "only the user"}]},
-        {"rowId": "y", "messages": [{"role": "robot", "content": "?"},
-                                    {"role": "assistant", "content": "!"}]},
-        {"rowId": "ok", "messages": [{"role": "assistant", "content": "dup"}]},
-        {"rowId": "z"},
-    ])
+    path = write_jsonl(
+        tmp_path / "bad.jsonl",
+        [
+            {
+                "rowId": "ok",
+                "messages": [
+                    {"role": "user", "content": "hi"},
+                    {"role": "assistant", "content": "hello"},
+                ],
+            },
+            "{not json",
+            {"rowId": "x", "messages": [{"role": "user", "content": "only the user"}]},
+            {
+                "rowId": "y",
+                "messages": [
+                    {"role": "robot", "content": "?"},
+                    {"role": "assistant", "content": "!"},
+                ],
+            },
+            {"rowId": "ok", "messages": [{"role": "assistant", "content": "dup"}]},
+            {"rowId": "z"},
+        ],
+    )
     with pytest.raises(DatasetError) as info:
         DialogueSource(path).validate()
     where = {p.where.rsplit(":", 1)[-1]: p for p in info.value.problems}
@@ -121,20 +164,51 @@ def test_demo_health_cases_are_real_questions() -> None:
 
 def test_taubench_v1_trajectories_drop_the_policy_system_message(tmp_path: Path) -> None:
     path = tmp_path / "airline_trajectories.json"
-    path.write_text(json.dumps([{
-        "task_id": 3, "trial": 1, "reward": 1.0,
-        "info": {"task": {"user_id": "u1", "actions": [{"name": "cancel_reservation",
-                                                        "kwargs": {"reservation_id": "R1"}}],
-                          "outputs": []}},
-        "traj": [{"role": "system", "content": "# Airline Agent Policy ..."},
-                 {"role": "user", "content": "cancel R1"},
-                 {"role": "assistant", "content": None, "tool_calls": [
-                     {"id": "c", "type": "function",
-                      "function": {"name": "cancel_reservation",
-                                   "arguments": "{\"reservation_id\": \"R1\"}"}}]},
-                 {"role": "tool", "tool_call_id": "c", "name": "cancel_reservation",
-                  "content": "ok"},
-                 {"role": "assistant", "content": "Cancelled."}]}]))
+    path.write_text(
+        json.dumps(
+            [
+                {
+                    "task_id": 3,
+                    "trial": 1,
+                    "reward": 1.0,
+                    "info": {
+                        "task": {
+                            "user_id": "u1",
+                            "actions": [
+                                {"name": "cancel_reservation", "kwargs": {"reservation_id": "R1"}}
+                            ],
+                            "outputs": [],
+                        }
+                    },
+                    "traj": [
+                        {"role": "system", "content": "# Airline Agent Policy ..."},
+                        {"role": "user", "content": "cancel R1"},
+                        {
+                            "role": "assistant",
+                            "content": None,
+                            "tool_calls": [
+                                {
+                                    "id": "c",
+                                    "type": "function",
+                                    "function": {
+                                        "name": "cancel_reservation",
+                                        "arguments": '{"reservation_id": "R1"}',
+                                    },
+                                }
+                            ],
+                        },
+                        {
+                            "role": "tool",
+                            "tool_call_id": "c",
+                            "name": "cancel_reservation",
+                            "content": "ok",
+                        },
+                        {"role": "assistant", "content": "Cancelled."},
+                    ],
+                }
+            ]
+        )
+    )
     row = next(iter(DialogueSource(path)))
     assert row.row_id == "airline-3-t1"
     assert [m.role for m in row.messages] == ["user", "assistant", "tool", "assistant"]
@@ -151,9 +225,15 @@ def test_taubench_v1_shared_file_reads_whole() -> None:
 
 
 def test_flattened_transcript(tmp_path: Path) -> None:
-    path = write_jsonl(tmp_path / "flat.jsonl", [{"messages_display":
-        "user: my gift card balance?\nassistant: None\ntool: {\"balance\": 10}\n"
-        "assistant: It is $10.\nIt never expires."}])
+    path = write_jsonl(
+        tmp_path / "flat.jsonl",
+        [
+            {
+                "messages_display": "user: my gift card balance?\nassistant: None\n"
+                'tool: {"balance": 10}\nassistant: It is $10.\nIt never expires.'
+            }
+        ],
+    )
     row = next(iter(DialogueSource(path)))
     assert [m.role for m in row.messages] == ["user", "assistant", "tool", "assistant"]
     assert row.messages[1].tool_calls[0].name == "(unrecorded tool call)"
@@ -162,14 +242,20 @@ def test_flattened_transcript(tmp_path: Path) -> None:
 
 def test_csv_with_quoted_multiline_fields(tmp_path: Path) -> None:
     path = tmp_path / "rows.csv"
-    path.write_text('rowId,question,answer,scenario\n'
-                    'c1,"头疼三天了,\n怎么办？","请问还有别的症状吗？",triage\n'
-                    'c2,hi,,x\n', encoding="utf-8")
+    path.write_text(
+        "rowId,question,answer,scenario\n"
+        'c1,"头疼三天了,\n怎么办？","请问还有别的症状吗？",triage\n'
+        "c2,hi,,x\n",
+        encoding="utf-8",
+    )
     with pytest.raises(DatasetError) as info:
         DialogueSource(path).validate()
     assert [p.where for p in info.value.problems] == [f"{path}:4"]
-    path.write_text('rowId,question,answer,scenario\n'
-                    'c1,"头疼三天了,\n怎么办？","请问还有别的症状吗？",triage\n', encoding="utf-8")
+    path.write_text(
+        "rowId,question,answer,scenario\n"
+        'c1,"头疼三天了,\n怎么办？","请问还有别的症状吗？",triage\n',
+        encoding="utf-8",
+    )
     row = next(iter(DialogueSource(path)))
     assert row.messages[0].content == "头疼三天了,\n怎么办？"
     assert row.metadata == {"scenario": "triage"}
@@ -177,9 +263,10 @@ def test_csv_with_quoted_multiline_fields(tmp_path: Path) -> None:
 
 def test_non_utf8_and_folder_inputs(tmp_path: Path) -> None:
     latin = tmp_path / "latin.jsonl"
-    latin.write_bytes('{"messages": [{"role": "assistant", "content": "caf\xe9"}]}\n'
-                      .encode("latin-1"))
-    with pytest.raises(DatasetError, match="not UTF-8 text .* save the file as UTF-8"):
+    latin.write_bytes(
+        '{"messages": [{"role": "assistant", "content": "caf\xe9"}]}\n'.encode("latin-1")
+    )
+    with pytest.raises(DatasetError, match=r"not UTF-8 text .* save the file as UTF-8"):
         DialogueSource(latin).validate()
     with pytest.raises(DatasetError, match="a folder, not a file"):
         DialogueSource(tmp_path).validate()

@@ -13,23 +13,35 @@ from rubric_engine.errors import RubricError
 from rubric_engine.rubric import load_rubric, rubric_json_schema
 from tests.conftest import RUBRICS
 
-SEED_RED_FLAGS = ["MEDICAL_OVERREACH", "SAFETY_OMISSION", "COMPETITOR_MENTION", "PRICE_DISCLOSURE",
-                  "BACKEND_EXPOSURE", "FUNCTIONAL_MISLEAD", "BRAND_TERM_VIOLATION",
-                  "CARD_VIOLATION"]
+SEED_RED_FLAGS = [
+    "MEDICAL_OVERREACH",
+    "SAFETY_OMISSION",
+    "COMPETITOR_MENTION",
+    "PRICE_DISCLOSURE",
+    "BACKEND_EXPOSURE",
+    "FUNCTIONAL_MISLEAD",
+    "BRAND_TERM_VIOLATION",
+    "CARD_VIOLATION",
+]
 
 
 def test_health_pack_has_the_seed_structure() -> None:
     pack = load_rubric(RUBRICS / "health_cs.yaml")
     assert pack.language == "zh"
-    assert [i.key for i in pack.intents] == ["HEALTH_CONSULTATION", "PRODUCT_RECOMMENDATION",
-                                            "AFTER_SALES_QUALITY", "CHIT_CHAT"]
+    assert [i.key for i in pack.intents] == [
+        "HEALTH_CONSULTATION",
+        "PRODUCT_RECOMMENDATION",
+        "AFTER_SALES_QUALITY",
+        "CHIT_CHAT",
+    ]
     assert list(pack.red_flag_types) == SEED_RED_FLAGS
     reqs = pack.requirements_by_id.values()
     assert {r.violation_score for r in reqs} >= {1, 2, 3}
     assert any(not r.observable_in_data for r in reqs)
     assert pack.output_parsing.thinking_markers and pack.output_parsing.questions_card.enabled
     assert {"INTENT_HEALTH_FOLLOWUP", "INTENT_HEALTH_TRIAGE", "COMMON_BACKEND_EXPOSURE"} <= set(
-        pack.requirements_by_id)
+        pack.requirements_by_id
+    )
     flagged = {r.red_flag_type for r in reqs if r.critical and r.observable_in_data}
     assert flagged == set(SEED_RED_FLAGS)  # every red-flag type is reachable
 
@@ -43,8 +55,9 @@ def test_airline_pack_loads() -> None:
 
 def test_shipped_schema_file_is_current_and_validates_the_packs() -> None:
     shipped = json.loads((RUBRICS / "rubric.schema.json").read_text(encoding="utf-8"))
-    assert shipped == rubric_json_schema(), "run `rubric-eval rubric schema --out " \
-                                            "rubrics/rubric.schema.json`"
+    assert shipped == rubric_json_schema(), (
+        "run `rubric-eval rubric schema --out rubrics/rubric.schema.json`"
+    )
     for name in ("health_cs.yaml", "airline_cs.yaml"):
         jsonschema.validate(yaml.safe_load((RUBRICS / name).read_text(encoding="utf-8")), shipped)
 
@@ -88,8 +101,10 @@ def test_every_problem_reported_at_once_with_lines(tmp_path: Path) -> None:
     assert ("3", "version") in found
     assert ("5", "scoreScale") in found
     assert ("10", "commonRequirements[0].critical") not in found
-    assert ("11", "commonRequirements[0].redFlagType") in found or \
-        ("7", "commonRequirements[0].redFlagType") in found
+    assert ("11", "commonRequirements[0].redFlagType") in found or (
+        "7",
+        "commonRequirements[0].redFlagType",
+    ) in found
     assert ("11", "commonRequirements[0].violationScore") in found
     assert ("12", "commonRequirements[0].colour") in found
     assert ("13", "commonRequirements[1].id") in found

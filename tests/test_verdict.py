@@ -14,12 +14,21 @@ def validate(rubric: Any, row_id: str = "r1", case_ids: tuple[str, ...] = (), **
     base: dict[str, Any] = {"rowId": row_id, "intentKey": "REFUND", "score": 3}
     base.update(fields)
     return verdict_model(rubric).model_validate(
-        base, context={"row_id": row_id, "case_requirement_ids": list(case_ids)})
+        base, context={"row_id": row_id, "case_requirement_ids": list(case_ids)}
+    )
 
 
-@pytest.mark.parametrize(("sent", "got"), [
-    (4, 4), (4.0, 4), ("4", 4), (" 4 ", 4), ("４", 4), ("+4", 4),
-])
+@pytest.mark.parametrize(
+    ("sent", "got"),
+    [
+        (4, 4),
+        (4.0, 4),
+        ("4", 4),
+        (" 4 ", 4),
+        ("４", 4),
+        ("+4", 4),
+    ],
+)
 def test_accepted_scores(sent: Any, got: int) -> None:
     assert coerce_score(sent, 1, 5) == got
 
@@ -36,8 +45,12 @@ def test_boolean_is_never_a_score_even_in_range() -> None:
 
 
 def test_ids_are_cleaned_to_the_pack_spelling(mini_rubric: Any) -> None:
-    v = validate(mini_rubric, intentKey=" refund\u200b ", redFlagTypes=["false_promise"],
-                 unmetRequirementIds=["\ufeffRefund_Verify", "ＣＯＭＭＯＮ＿ＬＥＡＫ"])
+    v = validate(
+        mini_rubric,
+        intentKey=" refund\u200b ",
+        redFlagTypes=["false_promise"],
+        unmetRequirementIds=["\ufeffRefund_Verify", "ＣＯＭＭＯＮ＿ＬＥＡＫ"],
+    )
     assert v.intent_key == "REFUND"
     assert v.red_flag_types == ["FALSE_PROMISE"]
     assert v.unmet_requirement_ids == ["REFUND_VERIFY", "COMMON_LEAK"]
@@ -45,8 +58,12 @@ def test_ids_are_cleaned_to_the_pack_spelling(mini_rubric: Any) -> None:
 
 def test_unknown_values_list_the_valid_choices(mini_rubric: Any) -> None:
     with pytest.raises(ValidationError) as info:
-        validate(mini_rubric, intentKey="REFUNDS", redFlagTypes=["LEAK"],
-                 unmetRequirementIds=["NOT_A_RULE"])
+        validate(
+            mini_rubric,
+            intentKey="REFUNDS",
+            redFlagTypes=["LEAK"],
+            unmetRequirementIds=["NOT_A_RULE"],
+        )
     text = str(info.value)
     assert "choose exactly one of: REFUND, CHAT" in text
     assert "'LEAK' is not a red-flag type" in text and "BACKEND_EXPOSURE" in text
@@ -60,18 +77,22 @@ def test_row_id_must_match_and_may_be_omitted(mini_rubric: Any) -> None:
 
 
 def test_case_level_ids_only_for_their_row(mini_rubric: Any) -> None:
-    ok = validate(mini_rubric, case_ids=("CASE_EXPECTED_ABCD1234",),
-                  unmetRequirementIds=["case_expected_abcd1234"])
+    ok = validate(
+        mini_rubric,
+        case_ids=("CASE_EXPECTED_ABCD1234",),
+        unmetRequirementIds=["case_expected_abcd1234"],
+    )
     assert ok.unmet_requirement_ids == ["CASE_EXPECTED_ABCD1234"]
     with pytest.raises(ValidationError):
         validate(mini_rubric, unmetRequirementIds=["CASE_EXPECTED_ABCD1234"])
 
 
 def test_questions_check_values(mini_rubric: Any) -> None:
-    assert validate(mini_rubric, questionsCheck="has_issues").questions_check \
+    assert (
+        validate(mini_rubric, questionsCheck="has_issues").questions_check
         is QuestionsCheck.HAS_ISSUES
-    assert validate(mini_rubric, questionsCheck=None).questions_check \
-        is QuestionsCheck.NOT_PRESENT
+    )
+    assert validate(mini_rubric, questionsCheck=None).questions_check is QuestionsCheck.NOT_PRESENT
     with pytest.raises(ValidationError, match="NOT_PRESENT, OK, HAS_ISSUES"):
         validate(mini_rubric, questionsCheck="MAYBE")
 

@@ -51,15 +51,19 @@ def _csv_object(record: dict[str, str]) -> dict[str, Any]:
         try:
             obj["messages"] = json.loads(obj["messages"])
         except json.JSONDecodeError as exc:
-            raise RowShapeError("messages", f"the messages column is not a JSON array ({exc.msg})"
-                                ) from exc
+            raise RowShapeError(
+                "messages", f"the messages column is not a JSON array ({exc.msg})"
+            ) from exc
         return obj
     user = next((c for c in _CSV_USER if obj.get(c)), None)
     assistant = next((c for c in _CSV_ASSISTANT if obj.get(c)), None)
     if assistant is None:
-        raise RowShapeError("", "a CSV row needs a `messages` column (JSON) or an `assistant` "
-                                f"column (or one of {', '.join(_CSV_ASSISTANT)}) plus a `user` "
-                                "column")
+        raise RowShapeError(
+            "",
+            "a CSV row needs a `messages` column (JSON) or an `assistant` "
+            f"column (or one of {', '.join(_CSV_ASSISTANT)}) plus a `user` "
+            "column",
+        )
     messages = [{"role": "user", "content": obj.pop(user)}] if user else []
     messages.append({"role": "assistant", "content": obj.pop(assistant)})
     obj["messages"] = messages
@@ -127,15 +131,30 @@ class DialogueSource:
                     obj = taubench_row(obj, domain)
                 yield f"{self.path}: [{i}]", obj, f"{stem}-{i + 1}"
         else:
-            yield str(self.path), RowShapeError(
-                "", "a .json input must be an array of rows or a tau2-bench results file "
-                    "{tasks, simulations}; for one row per line use .jsonl"), stem
+            yield (
+                str(self.path),
+                RowShapeError(
+                    "",
+                    "a .json input must be an array of rows or a tau2-bench results file "
+                    "{tasks, simulations}; for one row per line use .jsonl",
+                ),
+                stem,
+            )
 
     def _parse(self) -> Iterator[Parsed]:
         for where, obj, default_id in self._objects():
             if isinstance(obj, json.JSONDecodeError):
-                yield where, [Problem(where, "", f"not valid JSON ({obj.msg} at column "
-                                                 f"{obj.colno}); each line must be one JSON object")]
+                yield (
+                    where,
+                    [
+                        Problem(
+                            where,
+                            "",
+                            f"not valid JSON ({obj.msg} at column "
+                            f"{obj.colno}); each line must be one JSON object",
+                        )
+                    ],
+                )
             elif isinstance(obj, RowShapeError):
                 yield where, [Problem(where, obj.field, str(obj))]
             else:
@@ -144,8 +163,13 @@ class DialogueSource:
                 except RowShapeError as exc:
                     yield where, [Problem(where, exc.field, str(exc))]
                 except ValidationError as exc:
-                    yield where, [Problem(where, format_loc(err["loc"]), err["msg"])
-                                  for err in exc.errors()]
+                    yield (
+                        where,
+                        [
+                            Problem(where, format_loc(err["loc"]), err["msg"])
+                            for err in exc.errors()
+                        ],
+                    )
 
     def validate(self, seen: dict[str, str] | None = None) -> int:
         """Check every row; return the row count.
@@ -159,8 +183,9 @@ class DialogueSource:
         """
         if not self.path.is_file():
             what = "a folder, not a file" if self.path.is_dir() else "not found"
-            raise DatasetError(f"{self.path}: input file {what}; pass .jsonl, .json or .csv "
-                               "dialogue files")
+            raise DatasetError(
+                f"{self.path}: input file {what}; pass .jsonl, .json or .csv dialogue files"
+            )
         problems: list[Problem] = []
         seen = {} if seen is None else seen
         count = 0
@@ -169,18 +194,27 @@ class DialogueSource:
                 if isinstance(parsed, list):
                     problems.extend(parsed)
                 elif parsed.row_id in seen:
-                    problems.append(Problem(where, "rowId", f"duplicate rowId {parsed.row_id!r} "
-                                            f"(first at {seen[parsed.row_id]}); rowIds must be "
-                                            "unique within a task"))
+                    problems.append(
+                        Problem(
+                            where,
+                            "rowId",
+                            f"duplicate rowId {parsed.row_id!r} "
+                            f"(first at {seen[parsed.row_id]}); rowIds must be "
+                            "unique within a task",
+                        )
+                    )
                 else:
                     count += 1
                     seen[parsed.row_id] = where
         except UnicodeDecodeError as exc:
-            raise DatasetError(f"{self.path}: not UTF-8 text ({exc.reason} at byte "
-                               f"{exc.start}); save the file as UTF-8") from exc
+            raise DatasetError(
+                f"{self.path}: not UTF-8 text ({exc.reason} at byte "
+                f"{exc.start}); save the file as UTF-8"
+            ) from exc
         except csv.Error as exc:
-            raise DatasetError(f"{self.path}: not valid CSV ({exc}); quote fields that hold "
-                               "commas or line breaks") from exc
+            raise DatasetError(
+                f"{self.path}: not valid CSV ({exc}); quote fields that hold commas or line breaks"
+            ) from exc
         if problems:
             shown = problems[:MAX_PROBLEMS]
             more = len(problems) - len(shown)
@@ -190,8 +224,9 @@ class DialogueSource:
                 shown,
             )
         if count == 0:
-            raise DatasetError(f"{self.path}: no rows found; expected one JSON object per line "
-                               "with `messages`")
+            raise DatasetError(
+                f"{self.path}: no rows found; expected one JSON object per line with `messages`"
+            )
         return count
 
     def __iter__(self) -> Iterator[DialogueRow]:

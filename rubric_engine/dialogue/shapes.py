@@ -25,12 +25,29 @@ from rubric_engine.dialogue.model import DialogueRow
 
 ID_KEYS = ("rowId", "row_id", "id", "case_id", "caseId")
 _ROW_KEYS = {
-    *ID_KEYS, "messages", "conversations", "traj", "messages_display", "referenceOutput",
-    "reference_output", "trace", "expectedBehavior", "expected_behavior", "negativeBehavior",
-    "negative_behavior", "metadata",
+    *ID_KEYS,
+    "messages",
+    "conversations",
+    "traj",
+    "messages_display",
+    "referenceOutput",
+    "reference_output",
+    "trace",
+    "expectedBehavior",
+    "expected_behavior",
+    "negativeBehavior",
+    "negative_behavior",
+    "metadata",
 }
-_SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
-                   "system": "system", "function_call": "assistant", "observation": "tool"}
+_SHAREGPT_ROLES = {
+    "human": "user",
+    "user": "user",
+    "gpt": "assistant",
+    "assistant": "assistant",
+    "system": "system",
+    "function_call": "assistant",
+    "observation": "tool",
+}
 _DISPLAY_LINE = re.compile(r"^(user|assistant|tool|system): ?(.*)$")
 UNRECORDED_TOOL = "(unrecorded tool call)"
 
@@ -48,8 +65,10 @@ def _text(content: Any, field: str) -> str | None:
         return content
     if isinstance(content, list):  # OpenAI content parts
         return "\n".join(p.get("text", "") for p in content if isinstance(p, dict) and "text" in p)
-    raise RowShapeError(field, "content must be a string, a list of text parts or null, not "
-                               f"{type(content).__name__}")
+    raise RowShapeError(
+        field,
+        f"content must be a string, a list of text parts or null, not {type(content).__name__}",
+    )
 
 
 def _tool_call(raw: Any, field: str) -> dict[str, Any]:
@@ -57,8 +76,11 @@ def _tool_call(raw: Any, field: str) -> dict[str, Any]:
         raise RowShapeError(field, "a tool call must be an object with a name and arguments")
     function = raw.get("function")
     if isinstance(function, dict):  # OpenAI: {id, type, function: {name, arguments}}
-        return {"id": raw.get("id"), "name": function.get("name"),
-                "arguments": function.get("arguments")}
+        return {
+            "id": raw.get("id"),
+            "name": function.get("name"),
+            "arguments": function.get("arguments"),
+        }
     return {"id": raw.get("id"), "name": raw.get("name"), "arguments": raw.get("arguments")}
 
 
@@ -87,18 +109,23 @@ def _sharegpt_message(raw: Any, field: str) -> dict[str, Any]:
     speaker, value = raw["from"], raw.get("value")
     role = _SHAREGPT_ROLES.get(speaker)
     if role is None:
-        raise RowShapeError(f"{field}.from", f"unknown speaker {speaker!r}; valid: "
-                                             f"{', '.join(_SHAREGPT_ROLES)}")
+        raise RowShapeError(
+            f"{field}.from", f"unknown speaker {speaker!r}; valid: {', '.join(_SHAREGPT_ROLES)}"
+        )
     if speaker == "function_call":
         try:
             call = json.loads(value) if isinstance(value, str) else value
         except json.JSONDecodeError as exc:
-            raise RowShapeError(f"{field}.value", f"function_call value is not JSON: {exc}") \
-                from exc
+            raise RowShapeError(
+                f"{field}.value", f"function_call value is not JSON: {exc}"
+            ) from exc
         if not isinstance(call, dict):
             raise RowShapeError(f"{field}.value", "function_call value must be {name, arguments}")
-        return {"role": "assistant", "content": None,
-                "tool_calls": [{"name": call.get("name"), "arguments": call.get("arguments")}]}
+        return {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"name": call.get("name"), "arguments": call.get("arguments")}],
+        }
     return {"role": role, "content": _text(value, f"{field}.value")}
 
 
@@ -111,15 +138,22 @@ def _display_messages(text: Any) -> list[dict[str, Any]]:
         if found:
             role, content = found.groups()
             if role == "assistant" and content.strip() == "None":
-                messages.append({"role": "assistant", "content": None,
-                                 "tool_calls": [{"name": UNRECORDED_TOOL}]})
+                messages.append(
+                    {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [{"name": UNRECORDED_TOOL}],
+                    }
+                )
             else:
                 messages.append({"role": role, "content": content})
         elif messages and messages[-1]["content"] is not None:
             messages[-1]["content"] += "\n" + line
         elif line.strip():
-            raise RowShapeError("messages_display", f"line {line[:40]!r} has no role prefix "
-                                                    "(user:, assistant:, tool:, system:)")
+            raise RowShapeError(
+                "messages_display",
+                f"line {line[:40]!r} has no role prefix (user:, assistant:, tool:, system:)",
+            )
     return messages
 
 
@@ -127,16 +161,23 @@ def _conversation(obj: dict[str, Any]) -> list[dict[str, Any]]:
     if isinstance(obj.get("messages"), list):
         return [_message(m, f"messages[{i}]") for i, m in enumerate(obj["messages"])]
     if isinstance(obj.get("conversations"), list):
-        return [_sharegpt_message(m, f"conversations[{i}]")
-                for i, m in enumerate(obj["conversations"])]
+        return [
+            _sharegpt_message(m, f"conversations[{i}]") for i, m in enumerate(obj["conversations"])
+        ]
     if isinstance(obj.get("traj"), list):
-        return [_message(m, f"traj[{i}]") for i, m in enumerate(obj["traj"])
-                if not (isinstance(m, dict) and m.get("role") == "system")]
+        return [
+            _message(m, f"traj[{i}]")
+            for i, m in enumerate(obj["traj"])
+            if not (isinstance(m, dict) and m.get("role") == "system")
+        ]
     if "messages_display" in obj:
         return _display_messages(obj["messages_display"])
-    raise RowShapeError("messages", "missing: a row needs `messages` (OpenAI chat format), "
-                                    "`conversations` (ShareGPT), `traj` (tau-bench) or "
-                                    "`messages_display` (flattened transcript)")
+    raise RowShapeError(
+        "messages",
+        "missing: a row needs `messages` (OpenAI chat format), "
+        "`conversations` (ShareGPT), `traj` (tau-bench) or "
+        "`messages_display` (flattened transcript)",
+    )
 
 
 def row_from_object(obj: Any, default_id: str) -> DialogueRow:
@@ -151,8 +192,7 @@ def row_from_object(obj: Any, default_id: str) -> DialogueRow:
         pydantic.ValidationError: a field has the wrong type or value.
     """
     if not isinstance(obj, dict):
-        raise RowShapeError("", "each row must be a JSON object with `messages` or "
-                                "`conversations`")
+        raise RowShapeError("", "each row must be a JSON object with `messages` or `conversations`")
     messages = _conversation(obj)
     if not any(m["role"] == "assistant" for m in messages):
         raise RowShapeError("messages", "no assistant turn: there is nothing to evaluate")
@@ -161,12 +201,14 @@ def row_from_object(obj: Any, default_id: str) -> DialogueRow:
     for key, value in obj.items():
         if key not in _ROW_KEYS:
             metadata.setdefault(key, value)
-    return DialogueRow.model_validate({
-        "row_id": str(row_id),
-        "messages": messages,
-        "reference_output": obj.get("referenceOutput", obj.get("reference_output")),
-        "trace": obj.get("trace"),
-        "expected_behavior": obj.get("expectedBehavior", obj.get("expected_behavior")) or (),
-        "negative_behavior": obj.get("negativeBehavior", obj.get("negative_behavior")) or (),
-        "metadata": metadata,
-    })
+    return DialogueRow.model_validate(
+        {
+            "row_id": str(row_id),
+            "messages": messages,
+            "reference_output": obj.get("referenceOutput", obj.get("reference_output")),
+            "trace": obj.get("trace"),
+            "expected_behavior": obj.get("expectedBehavior", obj.get("expected_behavior")) or (),
+            "negative_behavior": obj.get("negativeBehavior", obj.get("negative_behavior")) or (),
+            "metadata": metadata,
+        }
+    )

@@ -8,7 +8,8 @@
   (the domain from the file name: ``airline``/``retail``, else ``tau``); the expected tool
   calls and outputs of ``info.task`` become the ``referenceOutput``.
 
-Pure: they map decoded JSON to row objects for :func:`~rubric_engine.dialogue.shapes.row_from_object`.
+Pure: they map decoded JSON to row objects for
+:func:`~rubric_engine.dialogue.shapes.row_from_object`.
 """
 
 from __future__ import annotations
@@ -25,8 +26,10 @@ def _unwrap_tau2_content(content: Any) -> Any:
             parsed = json.loads(content)
         except json.JSONDecodeError:
             return content
-        if isinstance(parsed, dict) and set(parsed) == {"message"} and isinstance(
-            parsed["message"], str
+        if (
+            isinstance(parsed, dict)
+            and set(parsed) == {"message"}
+            and isinstance(parsed["message"], str)
         ):
             return parsed["message"]
     return content
@@ -53,35 +56,41 @@ def tau2_rows(data: dict[str, Any]) -> Iterator[tuple[str, Any, str]]:
             if isinstance(m, dict) and m.get("role") == "assistant":
                 m = {**m, "content": _unwrap_tau2_content(m.get("content"))}
             messages.append(m)
-        yield f"simulations[{i}]", {
-            "rowId": row_id,
-            "messages": messages,
-            "expectedBehavior": criteria["nl_assertions"],
-            "referenceOutput": {
-                "expectedActions": criteria["actions"],
-                "communicateInfo": criteria["communicate_info"],
+        yield (
+            f"simulations[{i}]",
+            {
+                "rowId": row_id,
+                "messages": messages,
+                "expectedBehavior": criteria["nl_assertions"],
+                "referenceOutput": {
+                    "expectedActions": criteria["actions"],
+                    "communicateInfo": criteria["communicate_info"],
+                },
+                "metadata": {
+                    "source": "tau2-bench",
+                    "domain": domain,
+                    "taskId": tid,
+                    "trial": sim.get("trial"),
+                    "simulationId": sim.get("id"),
+                    "reward": reward_info.get("reward"),
+                    "terminationReason": sim.get("termination_reason"),
+                    "criteriaSource": criteria_source,
+                    "taskListDisagrees": criteria_source == "reward_info"
+                    and criteria != _tau2_task_criteria(task),
+                },
             },
-            "metadata": {
-                "source": "tau2-bench",
-                "domain": domain,
-                "taskId": tid,
-                "trial": sim.get("trial"),
-                "simulationId": sim.get("id"),
-                "reward": reward_info.get("reward"),
-                "terminationReason": sim.get("termination_reason"),
-                "criteriaSource": criteria_source,
-                "taskListDisagrees": criteria_source == "reward_info"
-                and criteria != _tau2_task_criteria(task),
-            },
-        }, row_id
+            row_id,
+        )
 
 
 def _tau2_task_criteria(task: dict[str, Any]) -> dict[str, list[Any]]:
     criteria = task.get("evaluation_criteria") or {}
     return {
         "nl_assertions": list(criteria.get("nl_assertions") or []),
-        "actions": [{"name": a.get("name"), "arguments": a.get("arguments")}
-                    for a in criteria.get("actions") or []],
+        "actions": [
+            {"name": a.get("name"), "arguments": a.get("arguments")}
+            for a in criteria.get("actions") or []
+        ],
         "communicate_info": list(criteria.get("communicate_info") or []),
     }
 
@@ -95,17 +104,29 @@ def _tau2_criteria(
     airline dev simulations disagree with their ``tasks`` entry), while each simulation's own
     ``reward_info`` lists the assertions and actions it was graded on. Prefer those.
     """
-    if not any(reward_info.get(k) for k in ("nl_assertions", "action_checks",
-                                             "communicate_checks")):
+    if not any(
+        reward_info.get(k) for k in ("nl_assertions", "action_checks", "communicate_checks")
+    ):
         return _tau2_task_criteria(task), "tasks"
     return {
-        "nl_assertions": [a.get("nl_assertion") for a in reward_info.get("nl_assertions") or []
-                          if isinstance(a, dict) and a.get("nl_assertion")],
-        "actions": [{"name": (c.get("action") or {}).get("name"),
-                     "arguments": (c.get("action") or {}).get("arguments")}
-                    for c in reward_info.get("action_checks") or [] if isinstance(c, dict)],
-        "communicate_info": [c.get("info") for c in reward_info.get("communicate_checks") or []
-                             if isinstance(c, dict) and c.get("info")],
+        "nl_assertions": [
+            a.get("nl_assertion")
+            for a in reward_info.get("nl_assertions") or []
+            if isinstance(a, dict) and a.get("nl_assertion")
+        ],
+        "actions": [
+            {
+                "name": (c.get("action") or {}).get("name"),
+                "arguments": (c.get("action") or {}).get("arguments"),
+            }
+            for c in reward_info.get("action_checks") or []
+            if isinstance(c, dict)
+        ],
+        "communicate_info": [
+            c.get("info")
+            for c in reward_info.get("communicate_checks") or []
+            if isinstance(c, dict) and c.get("info")
+        ],
     }, "reward_info"
 
 
@@ -125,11 +146,19 @@ def taubench_row(obj: dict[str, Any], domain: str) -> dict[str, Any]:
         "rowId": f"{domain}-{obj.get('task_id')}-t{obj.get('trial', 0)}",
         "traj": obj["traj"],
         "referenceOutput": {
-            "expectedActions": [{"name": a.get("name"), "arguments": a.get("kwargs")}
-                                for a in task.get("actions") or [] if isinstance(a, dict)],
+            "expectedActions": [
+                {"name": a.get("name"), "arguments": a.get("kwargs")}
+                for a in task.get("actions") or []
+                if isinstance(a, dict)
+            ],
             "expectedOutputs": task.get("outputs") or [],
         },
-        "metadata": {"source": "tau-bench", "domain": domain, "taskId": obj.get("task_id"),
-                     "trial": obj.get("trial"), "reward": obj.get("reward"),
-                     "userId": task.get("user_id")},
+        "metadata": {
+            "source": "tau-bench",
+            "domain": domain,
+            "taskId": obj.get("task_id"),
+            "trial": obj.get("trial"),
+            "reward": obj.get("reward"),
+            "userId": task.get("user_id"),
+        },
     }

@@ -83,20 +83,32 @@ class ReplayBackend:
         entry = self.index.by_key.get(key)
         if entry is None:
             assert call.parts is not None
-            raise CassetteMiss(key, f"cassette miss for row {call.request.row_id!r}, key {key}: "
-                               f"{self.index.explain_miss(call.request.row_id, call.parts)}")
+            raise CassetteMiss(
+                key,
+                f"cassette miss for row {call.request.row_id!r}, key {key}: "
+                f"{self.index.explain_miss(call.request.row_id, call.parts)}",
+            )
         served = len(call.responses)
         if served >= len(entry.attempts):
-            raise CassetteMiss(key, f"cassette {entry.where} holds {len(entry.attempts)} "
-                               f"response(s) for row {call.request.row_id!r} but the judge asked "
-                               f"for response {served + 1} (a re-ask)")
+            raise CassetteMiss(
+                key,
+                f"cassette {entry.where} holds {len(entry.attempts)} "
+                f"response(s) for row {call.request.row_id!r} but the judge asked "
+                f"for response {served + 1} (a re-ask)",
+            )
         started = time.perf_counter()
         raw = entry.attempts[served]["response"]
         response = chat_completion(raw)
         prompt, completion = _usage(raw)
         call.responses.append(raw)
-        call.attempts.append(Attempt(response=raw, latency_ms=(time.perf_counter() - started) * 1e3,
-                                     prompt_tokens=prompt, completion_tokens=completion))
+        call.attempts.append(
+            Attempt(
+                response=raw,
+                latency_ms=(time.perf_counter() - started) * 1e3,
+                prompt_tokens=prompt,
+                completion_tokens=completion,
+            )
+        )
         return response
 
     def finish(self, call: CallContext, outcome: JudgeOutcome) -> None:
@@ -157,16 +169,27 @@ class LiveBackend:
                     response = await self._litellm.acompletion(**kwargs, **transport)
                 except Exception as exc:  # every transport failure is logged, then judged
                     error = _describe(exc).replace(transport.get("api_key") or "\0", "[redacted]")
-                    call.attempts.append(Attempt(response=None, error=error,
-                                                 latency_ms=(time.perf_counter() - started) * 1e3))
+                    call.attempts.append(
+                        Attempt(
+                            response=None,
+                            error=error,
+                            latency_ms=(time.perf_counter() - started) * 1e3,
+                        )
+                    )
                     raise
                 latency = (time.perf_counter() - started) * 1e3
                 raw = sanitize_response(response.model_dump(mode="json"))
                 prompt, completion = _usage(raw)
                 call.responses.append(raw)
-                call.attempts.append(Attempt(response=raw, latency_ms=latency, prompt_tokens=prompt,
-                                             completion_tokens=completion,
-                                             cost_usd=self._cost(response)))
+                call.attempts.append(
+                    Attempt(
+                        response=raw,
+                        latency_ms=latency,
+                        prompt_tokens=prompt,
+                        completion_tokens=completion,
+                        cost_usd=self._cost(response),
+                    )
+                )
                 return response
         raise AssertionError("unreachable: tenacity re-raises the last error")
 
@@ -194,19 +217,34 @@ class RecordBackend(LiveBackend):
         if outcome.error is not None and outcome.error.kind == "TRANSPORT":
             return
         model = str(call.responses[-1].get("model") or call.parts["model"])
-        self.writer.write(CassetteEntry(
-            key=call.key, row_id=call.request.row_id, key_parts=call.parts,
-            provenance={"kind": "recorded", "provider": self.provider, "model": model,
-                        "recordedAt": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")},
-            attempts=[{"response": r, "latencyMs": round(a.latency_ms, 1)}
-                      for r, a in zip(call.responses,
-                                      [a for a in call.attempts if a.response is not None],
-                                      strict=True)],
-        ))
+        self.writer.write(
+            CassetteEntry(
+                key=call.key,
+                row_id=call.request.row_id,
+                key_parts=call.parts,
+                provenance={
+                    "kind": "recorded",
+                    "provider": self.provider,
+                    "model": model,
+                    "recordedAt": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                },
+                attempts=[
+                    {"response": r, "latencyMs": round(a.latency_ms, 1)}
+                    for r, a in zip(
+                        call.responses,
+                        [a for a in call.attempts if a.response is not None],
+                        strict=True,
+                    )
+                ],
+            )
+        )
 
 
 def _describe(exc: BaseException) -> str:
     status = getattr(exc, "status_code", None)
     text = str(exc).splitlines()[0] if str(exc) else ""
-    return f"{type(exc).__name__}" + (f" (HTTP {status})" if status else "") + (
-        f": {text[:300]}" if text else "")
+    return (
+        f"{type(exc).__name__}"
+        + (f" (HTTP {status})" if status else "")
+        + (f": {text[:300]}" if text else "")
+    )

@@ -65,7 +65,7 @@ class InstructorJudge:
         self.params = {**DEFAULT_PARAMS, **(params or {})}
         self.max_reasks = max_reasks
         self.verdict_model = verdict_model(rubric)
-        self._client = instructor.from_litellm(self._complete, mode=instructor.Mode.JSON)
+        self._client: Any = instructor.from_litellm(self._complete, mode=instructor.Mode.JSON)
         self._client.on("parse:error", self._on_parse_error)
 
     async def _complete(self, *args: Any, **kwargs: Any) -> Any:
@@ -88,23 +88,36 @@ class InstructorJudge:
                 response_model=self.verdict_model,
                 messages=[dict(m) for m in request.messages],
                 model=self.model,
-                context={"row_id": request.row_id,
-                         "case_requirement_ids": list(request.case_requirement_ids)},
+                context={
+                    "row_id": request.row_id,
+                    "case_requirement_ids": list(request.case_requirement_ids),
+                },
                 max_retries=self.max_reasks,
                 **self.params,
             )
         except IncompleteOutputException:
-            error = JudgeError(kind=JudgeErrorKind.TRUNCATED, attempts=len(call.responses),
-                               message="the judge's output was cut off at max_tokens")
+            error = JudgeError(
+                kind=JudgeErrorKind.TRUNCATED,
+                attempts=len(call.responses),
+                message="the judge's output was cut off at max_tokens",
+            )
         except InstructorRetryException as exc:
             error = self._classify(exc, call)
         finally:
             _CALL.reset(token)
         # the last parse error is the final failure, not a re-ask
-        reasks = call.reasks[:-1] if error is not None and error.kind == "INVALID_OUTPUT" \
+        reasks = (
+            call.reasks[:-1]
+            if error is not None and error.kind == "INVALID_OUTPUT"
             else call.reasks
-        outcome = JudgeOutcome(verdict=verdict, error=error, attempts=call.attempts,
-                               reasks=reasks, cassette_key=call.key)
+        )
+        outcome = JudgeOutcome(
+            verdict=verdict,
+            error=error,
+            attempts=call.attempts,
+            reasks=reasks,
+            cassette_key=call.key,
+        )
         self.backend.finish(call, outcome)
         return outcome
 
@@ -112,18 +125,29 @@ class InstructorJudge:
         cause = exc.__cause__ or exc
         attempts = len(call.responses)
         if isinstance(cause, CassetteMiss):
-            return JudgeError(kind=JudgeErrorKind.CASSETTE_MISS, message=str(cause),
-                              attempts=attempts, cassette_key=cause.key)
-        if isinstance(cause, ValidationError | json.JSONDecodeError) or type(
-            cause
-        ).__name__ == "ResponseParsingError":
-            return JudgeError(kind=JudgeErrorKind.INVALID_OUTPUT, attempts=attempts,
-                              message=f"no valid verdict after {attempts} answer(s): "
-                                      f"{_first_line(cause)}")
+            return JudgeError(
+                kind=JudgeErrorKind.CASSETTE_MISS,
+                message=str(cause),
+                attempts=attempts,
+                cassette_key=cause.key,
+            )
+        if (
+            isinstance(cause, ValidationError | json.JSONDecodeError)
+            or type(cause).__name__ == "ResponseParsingError"
+        ):
+            return JudgeError(
+                kind=JudgeErrorKind.INVALID_OUTPUT,
+                attempts=attempts,
+                message=f"no valid verdict after {attempts} answer(s): {_first_line(cause)}",
+            )
         if isinstance(cause, AssertionError) and "refusal" in str(cause).lower():
-            return JudgeError(kind=JudgeErrorKind.REFUSED, attempts=attempts,
-                              message=_first_line(cause))
+            return JudgeError(
+                kind=JudgeErrorKind.REFUSED, attempts=attempts, message=_first_line(cause)
+            )
         failed = [a.error for a in call.attempts if a.error]
         detail = failed[-1] if failed else _first_line(cause)
-        return JudgeError(kind=JudgeErrorKind.TRANSPORT, attempts=len(call.attempts),
-                          message=f"provider call failed: {detail}")
+        return JudgeError(
+            kind=JudgeErrorKind.TRANSPORT,
+            attempts=len(call.attempts),
+            message=f"provider call failed: {detail}",
+        )

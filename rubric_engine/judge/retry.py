@@ -18,8 +18,14 @@ from typing import Any
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
 RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
-_CONNECTION_ERRORS = ("APIConnectionError", "Timeout", "APITimeoutError", "ConnectError",
-                      "ReadTimeout", "ServerDisconnectedError")
+_CONNECTION_ERRORS = (
+    "APIConnectionError",
+    "Timeout",
+    "APITimeoutError",
+    "ConnectError",
+    "ReadTimeout",
+    "ServerDisconnectedError",
+)
 
 
 def status_of(exc: BaseException) -> int | None:

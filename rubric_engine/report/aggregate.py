@@ -99,8 +99,11 @@ def build_report(
         "requirements": _requirements(rubric, scored),
         "lowestRows": _lowest(scored),
         "judgeErrors": [
-            {"rowId": r.row_id, "kind": str(r.error.kind) if r.error else None,
-             "message": r.error.message if r.error else None}
+            {
+                "rowId": r.row_id,
+                "kind": str(r.error.kind) if r.error else None,
+                "message": r.error.message if r.error else None,
+            }
             for r in errors
         ],
         "warnings": dict(sorted(Counter(str(w.code) for r in results for w in r.warnings).items())),
@@ -140,14 +143,16 @@ def _intents(rubric: EvalRubric, scored: list[RowResult]) -> list[dict[str, Any]
     out = []
     for intent in rubric.intents:
         mine = [r for r in scored if r.intent_key == intent.key]
-        out.append({
-            "intentKey": intent.key,
-            "name": intent.name,
-            "rows": len(mine),
-            "meanScore": _mean([r.final_score for r in mine if r.final_score is not None]),
-            "redFlagCount": sum(len(r.red_flag_types) for r in mine),
-            "rowsWithRedFlags": sum(1 for r in mine if r.red_flag_types),
-        })
+        out.append(
+            {
+                "intentKey": intent.key,
+                "name": intent.name,
+                "rows": len(mine),
+                "meanScore": _mean([r.final_score for r in mine if r.final_score is not None]),
+                "redFlagCount": sum(len(r.red_flag_types) for r in mine),
+                "rowsWithRedFlags": sum(1 for r in mine if r.red_flag_types),
+            }
+        )
     return out
 
 
@@ -164,8 +169,16 @@ def _requirements(rubric: EvalRubric, scored: list[RowResult]) -> list[dict[str,
         owners.extend((intent.key, req) for req in intent.requirements)
     for intent_key, req in owners:
         known.add(req.id)
-        rows.append(_requirement_row(req.id, intent_key, req.category, req.critical,
-                                     req.text, counts.get(req.id, Counter())))
+        rows.append(
+            _requirement_row(
+                req.id,
+                intent_key,
+                req.category,
+                req.critical,
+                req.text,
+                counts.get(req.id, Counter()),
+            )
+        )
     for rid, counter in counts.items():
         if rid not in known:
             rows.append(_requirement_row(rid, None, "CASE", False, None, counter))
@@ -173,7 +186,11 @@ def _requirements(rubric: EvalRubric, scored: list[RowResult]) -> list[dict[str,
 
 
 def _requirement_row(
-    rid: str, intent_key: str | None, category: str, critical: bool, text: str | None,
+    rid: str,
+    intent_key: str | None,
+    category: str,
+    critical: bool,
+    text: str | None,
     counter: Counter[str],
 ) -> dict[str, Any]:
     judged = counter["followed"] + counter["partial"] + counter["violated"]
@@ -199,10 +216,14 @@ def _lowest(scored: list[RowResult]) -> list[dict[str, Any]]:
             "finalScore": r.final_score,
             "judgeScore": r.judge_score,
             "intentKey": r.intent_key,
-            "violatedRequirementIds": [e.requirement_id for e in r.reference_basis
-                                       if e.status is RequirementStatus.VIOLATED],
-            "partialRequirementIds": [e.requirement_id for e in r.reference_basis
-                                      if e.status is RequirementStatus.PARTIAL],
+            "violatedRequirementIds": [
+                e.requirement_id
+                for e in r.reference_basis
+                if e.status is RequirementStatus.VIOLATED
+            ],
+            "partialRequirementIds": [
+                e.requirement_id for e in r.reference_basis if e.status is RequirementStatus.PARTIAL
+            ],
             "redFlagTypes": list(r.red_flag_types),
             "cappedBy": list(r.capped_by),
             "scoreExplanation": r.score_explanation,

@@ -53,8 +53,9 @@ def render_markdown(report: dict[str, Any]) -> str:
     if flagged:
         out += ["| type | rows | example rows | meaning |", "|---|---:|---|---|"]
         for f in flagged:
-            examples = ", ".join(f["rowIds"][:EXAMPLE_ROWS]) + (" …" if f["count"] > EXAMPLE_ROWS
-                                                                else "")
+            examples = ", ".join(f["rowIds"][:EXAMPLE_ROWS]) + (
+                " …" if f["count"] > EXAMPLE_ROWS else ""
+            )
             out.append(f"| **{f['type']}** | {f['count']} | {examples} | {_cell(f['text'])} |")
     else:
         out.append("No red flags in scored rows.")
@@ -63,30 +64,55 @@ def render_markdown(report: dict[str, Any]) -> str:
         out += ["", f"Not seen: {', '.join(clear)}."]
     out += ["", "## Score distribution", "", "| score | rows |", "|---:|---:|"]
     out += [f"| {s} | {n} |" for s, n in totals["scoreDistribution"].items()]
-    out += ["", "## Per intent", "", "| intent | rows | mean score | red flags |",
-            "|---|---:|---:|---:|"]
-    out += [f"| {i['intentKey']} ({_cell(i['name'])}) | {i['rows']} | {_fmt(i['meanScore'])} | "
-            f"{i['redFlagCount']} |" for i in report["intents"]]
-    out += ["", "## Per requirement", "",
-            "| requirement | intent | category | followed | partial | violated | n/a | compliance |",
-            "|---|---|---|---:|---:|---:|---:|---:|"]
+    out += [
+        "",
+        "## Per intent",
+        "",
+        "| intent | rows | mean score | red flags |",
+        "|---|---:|---:|---:|",
+    ]
+    out += [
+        f"| {i['intentKey']} ({_cell(i['name'])}) | {i['rows']} | {_fmt(i['meanScore'])} | "
+        f"{i['redFlagCount']} |"
+        for i in report["intents"]
+    ]
+    out += [
+        "",
+        "## Per requirement",
+        "",
+        "| requirement | intent | category | followed | partial | violated | n/a | compliance |",
+        "|---|---|---|---:|---:|---:|---:|---:|",
+    ]
     for r in report["requirements"]:
         name = f"**{r['id']}**" if r["critical"] else r["id"]
-        out.append(f"| {name} | {r['intentKey'] or 'common' if r['category'] != 'CASE' else 'case'}"
-                   f" | {r['category']} | {r['followed']} | {r['partial']} | {r['violated']} | "
-                   f"{r['notApplicable']} | {_pct(r['compliance'])} |")
-    out += ["", "Bold requirements are red lines. Compliance = followed / (followed + partial + "
-            "violated); not-applicable and JUDGE_ERROR rows are outside the denominator.", ""]
-    out += ["## Lowest-scoring rows", "",
-            "| row | final | judge | intent | violated | red flags | capped by |",
-            "|---|---:|---:|---|---|---|---|"]
+        out.append(
+            f"| {name} | {r['intentKey'] or 'common' if r['category'] != 'CASE' else 'case'}"
+            f" | {r['category']} | {r['followed']} | {r['partial']} | {r['violated']} | "
+            f"{r['notApplicable']} | {_pct(r['compliance'])} |"
+        )
+    out += [
+        "",
+        "Bold requirements are red lines. Compliance = followed / (followed + partial + "
+        "violated); not-applicable and JUDGE_ERROR rows are outside the denominator.",
+        "",
+    ]
+    out += [
+        "## Lowest-scoring rows",
+        "",
+        "| row | final | judge | intent | violated | red flags | capped by |",
+        "|---|---:|---:|---|---|---|---|",
+    ]
     for r in report["lowestRows"]:
-        out.append(f"| {r['rowId']} | {r['finalScore']} | {r['judgeScore']} | {r['intentKey']} | "
-                   f"{', '.join(r['violatedRequirementIds']) or '–'} | "
-                   f"{', '.join(r['redFlagTypes']) or '–'} | {', '.join(r['cappedBy']) or '–'} |")
+        out.append(
+            f"| {r['rowId']} | {r['finalScore']} | {r['judgeScore']} | {r['intentKey']} | "
+            f"{', '.join(r['violatedRequirementIds']) or '–'} | "
+            f"{', '.join(r['redFlagTypes']) or '–'} | {', '.join(r['cappedBy']) or '–'} |"
+        )
     out += ["", f"## JUDGE_ERROR rows ({totals['judgeErrors']})", ""]
     if report["judgeErrors"]:
-        out += [f"- `{e['rowId']}` {e['kind']}: {_cell(e['message'])}" for e in report["judgeErrors"]]
+        out += [
+            f"- `{e['rowId']}` {e['kind']}: {_cell(e['message'])}" for e in report["judgeErrors"]
+        ]
     else:
         out.append("None.")
     out += ["", "## Protocol warnings", ""]
@@ -96,12 +122,17 @@ def render_markdown(report: dict[str, Any]) -> str:
     else:
         out.append("None.")
     usage = report["usage"]
-    out += ["", "## Usage", "",
-            f"- Judge calls: {usage['calls']} (re-asks and failed attempts included)",
-            f"- Tokens: {usage['promptTokens']} prompt, {usage['completionTokens']} completion",
-            f"- Cost: {_cost(usage['costUsd'])}",
-            f"- Latency per row: mean {_fmt(usage['latencyMsMean'], 1)} ms, "
-            f"p95 {_fmt(usage['latencyMsP95'], 1)} ms", ""]
+    out += [
+        "",
+        "## Usage",
+        "",
+        f"- Judge calls: {usage['calls']} (re-asks and failed attempts included)",
+        f"- Tokens: {usage['promptTokens']} prompt, {usage['completionTokens']} completion",
+        f"- Cost: {_cost(usage['costUsd'])}",
+        f"- Latency per row: mean {_fmt(usage['latencyMsMean'], 1)} ms, "
+        f"p95 {_fmt(usage['latencyMsP95'], 1)} ms",
+        "",
+    ]
     return "\n".join(out) + "\n"
 
 

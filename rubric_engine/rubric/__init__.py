@@ -1,6 +1,11 @@
 """Rubric packs: models, cross-field checks and YAML loading (SPEC §2)."""
 
-from rubric_engine.rubric.loader import dump_json_schema, load_rubric, parse_rubric, rubric_json_schema
+from rubric_engine.rubric.loader import (
+    dump_json_schema,
+    load_rubric,
+    parse_rubric,
+    rubric_json_schema,
+)
 from rubric_engine.rubric.model import (
     EvalRubric,
     HardRequirement,

@@ -46,7 +46,11 @@ def case_requirements(
             rid = _derived_id(prefix, text)
             found.setdefault(
                 rid,
-                HardRequirement(id=rid, category=CASE_CATEGORY, text=template.format(text.strip()),
-                                source="case"),
+                HardRequirement(
+                    id=rid,
+                    category=CASE_CATEGORY,
+                    text=template.format(text.strip()),
+                    source="case",
+                ),
             )
     return tuple(found.values())

@@ -88,7 +88,10 @@ def rubric_problems(data: Any) -> list[FieldProblem]:
             if isinstance(key, str):
                 if key in seen_keys:
                     problems.append(
-                        (f"intents[{j}].key", f"intent key {key!r} already used at {seen_keys[key]}")
+                        (
+                            f"intents[{j}].key",
+                            f"intent key {key!r} already used at {seen_keys[key]}",
+                        )
                     )
                 else:
                     seen_keys[key] = f"intents[{j}]"
@@ -114,28 +117,40 @@ def _requirement_problems(
     if isinstance(rid, str):
         if rid in seen_ids:
             problems.append(
-                (f"{path}.id", f"requirement ID {rid!r} already used at {seen_ids[rid]}; IDs are "
-                 "unique across the whole pack (common and every intent)")
+                (
+                    f"{path}.id",
+                    f"requirement ID {rid!r} already used at {seen_ids[rid]}; IDs are "
+                    "unique across the whole pack (common and every intent)",
+                )
             )
         else:
             seen_ids[rid] = path
     category = req.get("category")
     if isinstance(category, str) and category not in categories:
         problems.append(
-            (f"{path}.category", f"unknown category {category!r}; valid: "
-             f"{', '.join(sorted(categories))} (add your own under the pack's `categories`)")
+            (
+                f"{path}.category",
+                f"unknown category {category!r}; valid: "
+                f"{', '.join(sorted(categories))} (add your own under the pack's `categories`)",
+            )
         )
     flag = req.get("redFlagType")
     if req.get("critical") is True and not flag:
         problems.append(
-            (f"{path}.redFlagType", "a critical requirement needs a redFlagType; valid: "
-             f"{', '.join(declared_flags) or '(declare types under redFlags first)'}")
+            (
+                f"{path}.redFlagType",
+                "a critical requirement needs a redFlagType; valid: "
+                f"{', '.join(declared_flags) or '(declare types under redFlags first)'}",
+            )
         )
     if isinstance(flag, str) and flag not in declared_flags:
         problems.append(
-            (f"{path}.redFlagType", f"{flag!r} is not declared in redFlags; valid: "
-             f"{', '.join(declared_flags) or '(none declared)'}; add it to redFlags or fix the "
-             "spelling")
+            (
+                f"{path}.redFlagType",
+                f"{flag!r} is not declared in redFlags; valid: "
+                f"{', '.join(declared_flags) or '(none declared)'}; add it to redFlags or fix the "
+                "spelling",
+            )
         )
     cap = req.get("violationScore")
     if scale is not None and isinstance(cap, int) and not isinstance(cap, bool):

@@ -81,7 +81,11 @@ def _validation_problems(
             message = "required field is missing"
         else:
             message = err["msg"]
-            if err["type"] == "string_pattern_mismatch" and loc and loc[-1] in ("id", "key", "type"):
+            if (
+                err["type"] == "string_pattern_mismatch"
+                and loc
+                and loc[-1] in ("id", "key", "type")
+            ):
                 message += " (IDs and types are UPPER_SNAKE_CASE; a pack key is lower_snake_case)"
         found.append((_line_for(loc, lines), format_loc(loc), message))
     return found
@@ -148,7 +152,7 @@ def load_rubric(path: str | Path) -> EvalRubric:
         raise RubricError(f"{path}: cannot read rubric file ({exc}); save it as UTF-8") from exc
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.load(text, Loader=yaml.SafeLoader)  # noqa: S506 - SafeLoader
+        data = yaml.load(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)
@@ -167,8 +171,10 @@ def rubric_json_schema() -> dict[str, Any]:
     for name in ("thinkingMarkers", "questionsCard"):
         field = parsing[name]
         shorthand = {"type": "boolean", "description": "shorthand: true = the default markers"}
-        parsing[name] = {"anyOf": [shorthand, {k: v for k, v in field.items() if k != "default"}],
-                         "default": field.get("default")}
+        parsing[name] = {
+            "anyOf": [shorthand, {k: v for k, v in field.items() if k != "default"}],
+            "default": field.get("default"),
+        }
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "rubric-eval rubric pack"
     return schema

@@ -131,14 +131,22 @@ class StubServer:
                 except json.JSONDecodeError:
                     self._send(400, {"error": {"message": "body is not JSON"}}, {})
                     return
-                headers = {k.lower(): v for k, v in self.headers.items()
-                           if k.lower() != "authorization"}
+                headers = {
+                    k.lower(): v for k, v in self.headers.items() if k.lower() != "authorization"
+                }
                 auth = self.headers.get("Authorization")
                 with stub._lock:
-                    stub.requests.append({
-                        "path": self.path, "body": body, "headers": headers,
-                        "authSha256": hashlib.sha256(auth.encode()).hexdigest() if auth else None,
-                        "at": time.monotonic()})
+                    stub.requests.append(
+                        {
+                            "path": self.path,
+                            "body": body,
+                            "headers": headers,
+                            "authSha256": hashlib.sha256(auth.encode()).hexdigest()
+                            if auth
+                            else None,
+                            "at": time.monotonic(),
+                        }
+                    )
                 if not self.path.rstrip("/").endswith("/chat/completions"):
                     self._send(404, {"error": {"message": f"unknown path {self.path}"}}, {})
                     return
@@ -146,8 +154,11 @@ class StubServer:
                 if reply.delay_s:
                     time.sleep(reply.delay_s)
                 if reply.status != 200:
-                    self._send(reply.status, {"error": {"message": reply.content or "error",
-                                                        "type": "stub_error"}}, reply.headers)
+                    self._send(
+                        reply.status,
+                        {"error": {"message": reply.content or "error", "type": "stub_error"}},
+                        reply.headers,
+                    )
                     return
                 self._send(200, completion(body, reply), reply.headers)
 
@@ -171,7 +182,7 @@ class StubServer:
     @property
     def base_url(self) -> str:
         host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        return f"http://{host!s}:{port}/v1"
 
     def start(self) -> StubServer:
         self._thread.start()
@@ -211,8 +222,9 @@ def completion(body: dict[str, Any], reply: StubReply) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--verdicts", type=Path, required=True,
-                        help="JSONL of verdicts, each with rowId")
+    parser.add_argument(
+        "--verdicts", type=Path, required=True, help="JSONL of verdicts, each with rowId"
+    )
     parser.add_argument("--port", type=int, default=8765)
     args = parser.parse_args()
     server = StubServer(verdicts_responder(load_verdicts(args.verdicts)), port=args.port)
