@@ -25,6 +25,7 @@ from rubric_engine.cassette import CassetteEntry
 from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.dialogue.readers import DialogueSource
 from rubric_engine.errors import CassetteError, InputError
+from rubric_engine.jsonl import read_jsonl
 from rubric_engine.judge.backends import CallContext, chat_completion
 from rubric_engine.judge.instructor_judge import DEFAULT_PARAMS, InstructorJudge
 from rubric_engine.judge.protocol import Attempt, JudgeOutcome
@@ -37,20 +38,13 @@ USAGE_NOTE = "usage estimated with litellm.token_counter; no provider reported i
 
 def _read_verdicts(path: Path) -> dict[str, dict[str, Any]]:
     verdicts: dict[str, dict[str, Any]] = {}
-    with path.open(encoding="utf-8") as handle:
-        for n, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{path}:{n}: not valid JSON ({exc.msg})") from exc
-            row_id = obj.get("rowId") if isinstance(obj, dict) else None
-            if not row_id:
-                raise InputError(f"{path}:{n}: a verdict needs its rowId")
-            if row_id in verdicts:
-                raise InputError(f"{path}:{n}: second verdict for rowId {row_id!r}")
-            verdicts[str(row_id)] = obj
+    for n, obj in read_jsonl(path, InputError):
+        row_id = obj.get("rowId") if isinstance(obj, dict) else None
+        if not row_id:
+            raise InputError(f"{path}:{n}: a verdict needs its rowId")
+        if row_id in verdicts:
+            raise InputError(f"{path}:{n}: second verdict for rowId {row_id!r}")
+        verdicts[str(row_id)] = obj
     return verdicts
 
 

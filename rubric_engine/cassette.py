@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from rubric_engine.errors import CassetteError
+from rubric_engine.jsonl import read_jsonl
 
 FORMAT = "rubric-eval-cassette/1"
 Provenance = Literal["recorded", "authored"]
@@ -166,15 +167,8 @@ def read_entries(path: Path) -> Iterable[CassetteEntry]:
     Raises:
         CassetteError: a line is not JSON, not an entry, or lacks provenance.
     """
-    with path.open(encoding="utf-8") as handle:
-        for n, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise CassetteError(f"{path}:{n}: not valid JSON ({exc.msg})") from exc
-            yield _entry_from(obj, f"{path}:{n}")
+    for n, obj in read_jsonl(path, CassetteError):
+        yield _entry_from(obj, f"{path}:{n}")
 
 
 @dataclass

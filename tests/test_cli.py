@@ -14,21 +14,14 @@ from tests.conftest import CASES, CASSETTES, RUBRICS
 runner = CliRunner()
 
 
-def run(*args: str) -> tuple[int, str]:
+def run(*args: object) -> tuple[int, str]:
     result = runner.invoke(app, [str(a) for a in args])
     return result.exit_code, result.output
 
 
-def test_help_lists_the_commands() -> None:
-    code, out = run("--help")
-    assert code == 0
-    for command in ("score", "report", "tasks", "rubric", "cassette", "prompt"):
-        assert command in out
-
-
-def test_score_then_report_rebuilds_the_same_json(tmp_path: Path) -> None:
-    store = tmp_path / "s.sqlite"
-    code, out = run(
+def score_demo(tmp_path: Path, store: Path, *extra: object) -> tuple[int, str]:
+    """Score the health demo batch into ``tmp_path/out``."""
+    return run(
         "score",
         CASES / "health_consult_zh.jsonl",
         "-r",
@@ -40,7 +33,20 @@ def test_score_then_report_rebuilds_the_same_json(tmp_path: Path) -> None:
         "--cassettes",
         CASSETTES,
         "-q",
+        *extra,
     )
+
+
+def test_help_lists_the_commands() -> None:
+    code, out = run("--help")
+    assert code == 0
+    for command in ("score", "report", "tasks", "rubric", "cassette", "prompt"):
+        assert command in out
+
+
+def test_score_then_report_rebuilds_the_same_json(tmp_path: Path) -> None:
+    store = tmp_path / "s.sqlite"
+    code, out = score_demo(tmp_path, store)
     assert code == 0, out
     task_id = re.search(r"task id: (\S+)", out).group(1)  # type: ignore[union-attr]
     assert "MEDICAL_OVERREACH" in out
@@ -143,19 +149,7 @@ def test_bad_options_are_named(tmp_path: Path) -> None:
 
 def test_unknown_task_is_named(tmp_path: Path) -> None:
     store = tmp_path / "s.sqlite"
-    run(
-        "score",
-        CASES / "health_consult_zh.jsonl",
-        "-r",
-        RUBRICS / "health_cs.yaml",
-        "--store",
-        store,
-        "--out",
-        tmp_path / "out",
-        "--cassettes",
-        CASSETTES,
-        "-q",
-    )
+    score_demo(tmp_path, store)
     code, out = run("report", "nope", "--store", store)
     assert code == 3 and "task 'nope' not found" in out and "rubric-eval tasks" in out
 

@@ -1,0 +1,26 @@
+"""Reading JSON Lines files with ``file:line`` in every error."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from rubric_engine.errors import RubricEvalError
+
+
+def read_jsonl(path: Path, error: type[RubricEvalError]) -> Iterator[tuple[int, Any]]:
+    """Yield ``(line number, decoded value)`` for each non-blank line.
+
+    Raises:
+        error: a line is not JSON, as ``error("<path>:<line>: not valid JSON (…)")``.
+    """
+    with path.open(encoding="utf-8") as handle:
+        for n, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield n, json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise error(f"{path}:{n}: not valid JSON ({exc.msg})") from exc
