@@ -34,12 +34,13 @@ Pure: no I/O.
 
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping
 from enum import StrEnum
 from functools import lru_cache
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 from pydantic import (
     BaseModel,
@@ -52,6 +53,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from rubric_engine.judge_reply import extract_verdict_json
 from rubric_engine.rubric.model import ID_PATTERN, EvalRubric
 
 _INVISIBLE = re.compile(
@@ -145,6 +147,25 @@ class VerdictBase(BaseModel):
         default_factory=list, description="Problems found in the questions card."
     )
 
+    @classmethod
+    def model_validate_json(
+        cls,
+        json_data: str | bytes | bytearray,
+        *,
+        strict: bool | None = None,
+        context: Any | None = None,
+        **_: Any,
+    ) -> Self:
+        """Validate the verdict found in a judge's reply (see :mod:`rubric_engine.judge_reply`).
+
+        Raises:
+            json.JSONDecodeError: the reply holds no JSON object.
+            pydantic.ValidationError: the object breaks the protocol.
+        """
+        text = json_data if isinstance(json_data, str) else bytes(json_data).decode("utf-8")
+        data = json.loads(extract_verdict_json(text))
+        return cls.model_validate(data, strict=strict, context=context)
+
     @model_validator(mode="before")
     @classmethod
     def _must_be_object(cls, data: Any) -> Any:
@@ -158,7 +179,7 @@ class VerdictBase(BaseModel):
         expected = (info.context or {}).get("row_id")
         if value is None or expected is None:
             return expected if value is None else str(value)
-        if clean_token(str(value)) != expected:
+        if clean_token(str(value)).casefold() != clean_token(expected).casefold():
             raise ValueError(f"rowId must be {expected!r}, the dialogue you are judging")
         return expected
 

@@ -171,6 +171,25 @@ def test_server_errors_are_retried_and_auth_errors_are_not(tmp_path: Path) -> No
     assert result.report["usage"]["calls"] == 3 + 1 + 1 + 2
 
 
+def test_real_judge_quirks_are_parsed_and_refusals_are_not_reasked(tmp_path: Path) -> None:
+    script = dict(SCRIPT)
+    fenced = SCRIPT["unseen-5"][0].content
+    script["unseen-5"] = [StubReply(content=f"Sure.\n```json\n{fenced}\n```")]
+    script["unseen-10"] = [StubReply(content=None, finish_reason="content_filter")]
+    echo = json.loads(SCRIPT["unseen-21"][0].content or "{}")
+    echo["rowId"] = "ＵＮＳＥＥＮ-21 "  # full-width, trailing space: the same row
+    script["unseen-21"] = [StubReply(content=json.dumps(echo, ensure_ascii=False))]
+    with StubServer(scripted_responder(script)) as server:
+        result = score(options(tmp_path, server))
+    rows = rows_by_id(result.files.rows)
+    assert rows["unseen-5"]["finalScore"] == 2 and rows["unseen-5"]["warnings"] == []
+    assert rows["unseen-10"]["error"]["kind"] == "REFUSED"
+    assert "content filter" in rows["unseen-10"]["error"]["message"]
+    assert rows["unseen-21"]["status"] == "SCORED"
+    calls = [r for r in server.requests if "unseen-10" in json.dumps(r["body"])]
+    assert len(calls) == 1  # a refusal is not re-asked
+
+
 def test_replay_miss_names_the_key_and_how_to_record(tmp_path: Path) -> None:
     result = score(options(tmp_path, None))
     assert len(result.cassette_misses) == 4

@@ -37,6 +37,23 @@ def _first_line(exc: BaseException) -> str:
     return (str(exc).splitlines() or [type(exc).__name__])[0]
 
 
+class JudgeRefusal(Exception):
+    """The provider refused or filtered the answer; re-asking the same request will not help."""
+
+
+def _raise_if_refused(response: Any) -> None:
+    choice = (getattr(response, "choices", None) or [None])[0]
+    if choice is None:
+        return
+    refusal = getattr(choice.message, "refusal", None)
+    if refusal:
+        raise JudgeRefusal(f"the judge refused: {str(refusal)[:300]}")
+    if choice.finish_reason == "content_filter":
+        raise JudgeRefusal(
+            "the provider's content filter stopped the answer (finish_reason content_filter)"
+        )
+
+
 class InstructorJudge:
     """Judges rows with one rubric through instructor and a :class:`Backend`.
 
@@ -69,7 +86,9 @@ class InstructorJudge:
         self._client.on("parse:error", self._on_parse_error)
 
     async def _complete(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.backend.complete(kwargs, _CALL.get())
+        response = await self.backend.complete(kwargs, _CALL.get())
+        _raise_if_refused(response)
+        return response
 
     @staticmethod
     def _on_parse_error(error: Exception, *args: Any, **kwargs: Any) -> None:
@@ -140,7 +159,7 @@ class InstructorJudge:
                 attempts=attempts,
                 message=f"no valid verdict after {attempts} answer(s): {_first_line(cause)}",
             )
-        if isinstance(cause, AssertionError) and "refusal" in str(cause).lower():
+        if isinstance(cause, JudgeRefusal):
             return JudgeError(
                 kind=JudgeErrorKind.REFUSED, attempts=attempts, message=_first_line(cause)
             )
