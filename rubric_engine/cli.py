@@ -2,7 +2,9 @@
 
 Exit codes: 0 done; 2 bad input or options (nothing scored); 3 store problem; 4 replay ran but
 some rows had no cassette entry (they are JUDGE_ERROR rows; the message says how to record
-them); 1 anything unexpected. Heavy modules are imported inside commands so ``--help`` is fast.
+them); 5 no row could be scored (every row JUDGE_ERROR, or the first rows all failed to reach
+the judge and the run stopped); 130 interrupted (finished rows are kept); 1 anything unexpected.
+Heavy modules are imported inside commands so ``--help`` is fast.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ app.add_typer(cassette_app, name="cassette")
 app.add_typer(prompt_app, name="prompt")
 
 EXIT_CASSETTE_MISS = 4
+EXIT_NOTHING_SCORED = 5
 StoreOpt = Annotated[
     Path, typer.Option("--store", help="SQLite task store.", envvar="RUBRIC_EVAL_STORE")
 ]
@@ -89,8 +92,12 @@ def score(
         str | None, typer.Option(help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1.")
     ] = None,
     api_key_env: Annotated[
-        str, typer.Option(help="Environment variable holding the API key (never stored).")
-    ] = "OPENAI_API_KEY",
+        str | None,
+        typer.Option(
+            help="Environment variable holding the API key (never stored); default: the "
+            "provider's usual one, e.g. OPENAI_API_KEY."
+        ),
+    ] = None,
     concurrency: Annotated[int, typer.Option(min=1, help="Judge calls in flight.")] = 8,
     store: StoreOpt = DEFAULT_STORE,
     out: Annotated[
@@ -98,9 +105,11 @@ def score(
     ] = None,
     input_format: Annotated[str, typer.Option(help="auto, jsonl, json or csv.")] = "auto",
     max_reasks: Annotated[int, typer.Option(min=0, help="Re-asks after an invalid verdict.")] = 2,
-    temperature: Annotated[float, typer.Option(help="Judge sampling temperature.")] = 0.0,
+    temperature: Annotated[
+        float, typer.Option(min=0.0, max=2.0, help="Judge sampling temperature.")
+    ] = 0.0,
     max_tokens: Annotated[int, typer.Option(min=16, help="Judge output token limit.")] = 1024,
-    timeout: Annotated[float, typer.Option(help="Per-request timeout, seconds.")] = 120.0,
+    timeout: Annotated[float, typer.Option(min=0.1, help="Per-request timeout, seconds.")] = 120.0,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Score dialogue files with a rubric pack; print a summary and the task id."""
@@ -146,6 +155,12 @@ def score(
             err=True,
         )
         raise typer.Exit(EXIT_CASSETTE_MISS)
+    if not result.report["totals"]["scored"]:
+        typer.echo(
+            "error: no row was scored (every row is JUDGE_ERROR; reasons above and in rows.jsonl)",
+            err=True,
+        )
+        raise typer.Exit(EXIT_NOTHING_SCORED)
 
 
 def _run_score(options: Any, quiet: bool) -> ScoreResult:
@@ -163,78 +178,42 @@ def _run_score(options: Any, quiet: bool) -> ScoreResult:
         console=console,
         disable=quiet or not console.is_terminal,
     )
-    state: dict[str, Any] = {}
+    state: dict[str, Any] = {"done": 0}
 
     def start(task_id: str, total: int) -> None:
-        state["bar"] = progress.add_task(f"scoring {options.rubric.name}", total=total)
+        state.update(task=task_id, total=total)
+        state["bar"] = progress.add_task(f"task {task_id}", total=total)
         if not console.is_terminal and not quiet:
             typer.echo(f"task {task_id}: scoring {total} row(s) …", err=True)
 
-    with progress:
-        return score(options, on_start=start, on_row=lambda _row: progress.advance(state["bar"]))
+    def advance(_row: Any) -> None:
+        state["done"] += 1
+        progress.advance(state["bar"])
+
+    try:
+        with progress:
+            return score(options, on_start=start, on_row=advance)
+    except KeyboardInterrupt:
+        if "task" in state:
+            typer.echo(
+                f"\ninterrupted: task {state['task']} keeps {state['done']} of "
+                f"{state['total']} finished row(s) in {options.store}; "
+                f"`rubric-eval report {state['task']}` shows them",
+                err=True,
+            )
+        raise typer.Exit(130) from None
 
 
 def _print_summary(result: ScoreResult) -> None:
     from rich.console import Console
-    from rich.table import Table
 
-    report = result.report
-    task, totals = report["task"], report["totals"]
+    from rubric_engine.report.console import print_summary
+
     console = Console()
-    console.print(
-        f"[bold]task {task['id']}[/bold] · rubric {task['rubricKey']} "
-        f"v{task['rubricVersion']} ({task['rubricStatus']}) · judge {task['model']} "
-        f"({task['judgeMode']})"
-    )
-    mean = totals["meanScore"]
-    console.print(
-        f"rows {totals['rows']} · scored {totals['scored']} · JUDGE_ERROR "
-        f"{totals['judgeErrors']} · mean score "
-        f"{'–' if mean is None else f'{mean:.2f}'} · capped {totals['cappedRows']}"
-    )
-    flags = [f for f in report["redFlags"] if f["count"]]
-    table = Table(title="Red flags", title_justify="left")
-    table.add_column("type")
-    table.add_column("rows", justify="right")
-    table.add_column("examples")
-    for flag in flags:
-        table.add_row(flag["type"], str(flag["count"]), ", ".join(flag["rowIds"][:4]))
-    if flags:
-        console.print(table)
-    else:
-        console.print("Red flags: none")
-    intents = Table(title="Per intent", title_justify="left")
-    for column in ("intent", "rows", "mean", "red flags"):
-        intents.add_column(column, justify="left" if column == "intent" else "right")
-    for intent in report["intents"]:
-        if intent["rows"]:
-            m = intent["meanScore"]
-            intents.add_row(
-                intent["intentKey"],
-                str(intent["rows"]),
-                "–" if m is None else f"{m:.2f}",
-                str(intent["redFlagCount"]),
-            )
-    console.print(intents)
-    worst = sorted(
-        (r for r in report["requirements"] if r["violated"] or r["partial"]),
-        key=lambda r: (-(r["violated"] + r["partial"]), r["compliance"] or 0, r["id"]),
-    )
-    if worst:
-        low = Table(title="Least-followed requirements", title_justify="left")
-        for column in ("requirement", "violated", "partial", "compliance"):
-            low.add_column(column, justify="left" if column == "requirement" else "right")
-        for r in worst[:8]:
-            low.add_row(
-                r["id"],
-                str(r["violated"]),
-                str(r["partial"]),
-                "–" if r["compliance"] is None else f"{r['compliance'] * 100:.0f}%",
-            )
-        console.print(low)
+    print_summary(result.report, console)
     files = result.files
     console.print(f"reports: {files.json}  {files.markdown}  {files.rows}")
-    console.print(f"task id: {task['id']}")
+    console.print(f"task id: {result.task_id}")
 
 
 @app.command()

@@ -15,7 +15,13 @@ from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.judge.protocol import Judge, JudgeOutcome, JudgeRequest
 from rubric_engine.normalize import normalize_verdict
 from rubric_engine.prompt import PromptTemplate, render_system, render_user
-from rubric_engine.results import ProtocolWarning, RowResult, RowStatus, WarningCode
+from rubric_engine.results import (
+    JudgeErrorKind,
+    ProtocolWarning,
+    RowResult,
+    RowStatus,
+    WarningCode,
+)
 from rubric_engine.rubric.case_level import case_requirements
 from rubric_engine.rubric.model import EvalRubric, HardRequirement
 from rubric_engine.store import StoredRow, TaskStore
@@ -89,6 +95,15 @@ def stored_row(prepared: PreparedRow, outcome: JudgeOutcome, result: RowResult) 
     )
 
 
+class JudgeUnavailable(Exception):
+    """The first rows of a run all failed in transport (see :func:`run_batch`)."""
+
+    def __init__(self, failed: int, first_error: str) -> None:
+        super().__init__(first_error)
+        self.failed = failed
+        self.first_error = first_error
+
+
 async def run_batch(
     rows: Iterable[DialogueRow],
     builder: RequestBuilder,
@@ -97,6 +112,7 @@ async def run_batch(
     task_id: str,
     concurrency: int = 8,
     on_row: Callable[[RowResult], None] | None = None,
+    stop_after_failures: int = 0,
 ) -> None:
     """Judge every row with at most ``concurrency`` calls in flight; store each as it ends.
 
@@ -104,8 +120,14 @@ async def run_batch(
         rows: validated rows in input order (streamed; not held in memory).
         concurrency: at least 1.
         on_row: called after each row is stored (progress bars).
+        stop_after_failures: when the first this-many finished rows all failed in transport
+            (after the retry policy), stop instead of failing every row; 0 never stops.
+
+    Raises:
+        JudgeUnavailable: the stop above; the failed rows are stored.
     """
     queue: asyncio.Queue[PreparedRow | None] = asyncio.Queue(maxsize=2 * concurrency)
+    finished = [0, 0]  # rows, transport failures among the first rows
 
     async def worker() -> None:
         while (prepared := await queue.get()) is not None:
@@ -114,6 +136,12 @@ async def run_batch(
             store.add_row(task_id, stored_row(prepared, outcome, result))
             if on_row is not None:
                 on_row(result)
+            finished[0] += 1
+            if outcome.error is not None and outcome.error.kind is JudgeErrorKind.TRANSPORT:
+                finished[1] += 1
+            if stop_after_failures and finished == [stop_after_failures] * 2:
+                assert outcome.error is not None
+                raise JudgeUnavailable(finished[1], outcome.error.message)
 
     async def produce() -> None:
         for seq, row in enumerate(rows):
@@ -127,5 +155,7 @@ async def run_batch(
             for _ in range(workers):
                 group.create_task(worker())
             group.create_task(produce())
+    except* JudgeUnavailable as stopped:
+        raise stopped.exceptions[0] from None
     finally:
         store.commit()

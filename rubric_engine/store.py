@@ -142,7 +142,7 @@ class TaskStore:
                     f"{self.path}: store schema {found[0]} is newer than this "
                     f"rubric-eval understands ({SCHEMA_VERSION}); upgrade rubric-eval"
                 )
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.DatabaseError, OSError) as exc:
             raise StoreError(
                 f"{self.path}: cannot open task store ({exc}); pass another "
                 "--store path or move the broken file away"

@@ -92,6 +92,7 @@ def test_broken_rubric_exits_2_with_lines(tmp_path: Path) -> None:
 
 
 def test_replay_miss_exits_4_and_says_how_to_record(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
     code, out = run(
         "score",
         CASES / "health_consult_zh.jsonl",
@@ -110,6 +111,21 @@ def test_replay_miss_exits_4_and_says_how_to_record(tmp_path: Path) -> None:
     assert "key sha256:" in out and "--mode record" in out
     rows = (tmp_path / "out" / "rows.jsonl").read_text(encoding="utf-8").splitlines()
     assert {json.loads(r)["error"]["kind"] for r in rows} == {"CASSETTE_MISS"}
+
+
+def test_missing_cassette_folder_is_named_before_anything_runs(tmp_path: Path) -> None:
+    code, out = run(
+        "score",
+        CASES / "health_consult_zh.jsonl",
+        "-r",
+        RUBRICS / "health_cs.yaml",
+        "--store",
+        tmp_path / "s.sqlite",
+        "--cassettes",
+        tmp_path / "casettes",
+    )
+    assert code == 2 and "cassette folder" in out and "not found" in out
+    assert not (tmp_path / "s.sqlite").exists()
 
 
 def test_changed_model_miss_names_the_difference(tmp_path: Path) -> None:
@@ -166,3 +182,21 @@ def test_prompt_show_prints_both_messages() -> None:
     )
     assert code == 0
     assert "===== system =====" in out and "rowId: airline-3" in out
+
+
+def test_output_and_store_paths_are_checked_before_judging(tmp_path: Path) -> None:
+    a_file = tmp_path / "file.txt"
+    a_file.write_text("x")
+    code, out = score_demo(tmp_path, tmp_path / "s.sqlite", "--out", a_file / "sub")
+    assert code == 2 and "report folder" in out and "cannot be written" in out
+    assert not (tmp_path / "s.sqlite").exists()
+    code, out = score_demo(tmp_path, a_file / "store.sqlite")
+    assert code == 3 and "cannot open task store" in out
+
+
+def test_same_input_twice_is_refused(tmp_path: Path) -> None:
+    data = CASES / "health_consult_zh.jsonl"
+    code, out = run(
+        "score", data, data, "-r", RUBRICS / "health_cs.yaml", "--store", tmp_path / "s.sqlite"
+    )
+    assert code == 2 and "given more than once" in out

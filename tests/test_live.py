@@ -65,7 +65,6 @@ def options(tmp_path: Path, server: StubServer | None, **extra: Any) -> ScoreOpt
         "cassettes": tmp_path / "cassettes",
         "concurrency": 3,
         "retry": RetryPolicy(max_attempts=4, base_s=0.01, max_wait_s=0.05),
-        "api_key_env": "RUBRIC_EVAL_TEST_KEY",
     }
     base.update(extra)
     return ScoreOptions(**base)
@@ -104,7 +103,15 @@ def test_record_then_replay_gives_the_same_results(
 ) -> None:
     monkeypatch.setenv("RUBRIC_EVAL_TEST_KEY", SENTINEL)
     with StubServer(scripted_responder(SCRIPT)) as server:
-        recorded = score(options(tmp_path, server, mode="record", out=tmp_path / "rec"))
+        recorded = score(
+            options(
+                tmp_path,
+                server,
+                mode="record",
+                out=tmp_path / "rec",
+                api_key_env="RUBRIC_EVAL_TEST_KEY",
+            )
+        )
     sent = {r["authSha256"] for r in server.requests}
     assert sent == {hashlib.sha256(f"Bearer {SENTINEL}".encode()).hexdigest()}
     replayed = score(options(tmp_path, None, out=tmp_path / "rep"))
@@ -191,9 +198,40 @@ def test_real_judge_quirks_are_parsed_and_refusals_are_not_reasked(tmp_path: Pat
 
 
 def test_replay_miss_names_the_key_and_how_to_record(tmp_path: Path) -> None:
+    (tmp_path / "cassettes").mkdir()
     result = score(options(tmp_path, None))
     assert len(result.cassette_misses) == 4
     error = result.cassette_misses[0].error
     assert error is not None and error.kind == "CASSETTE_MISS"
     assert error.cassette_key and error.cassette_key.startswith("sha256:")
     assert error.cassette_key in error.message and "no entry for row" in error.message
+
+
+def test_unreachable_judge_stops_the_run_early(tmp_path: Path) -> None:
+    from rubric_engine.scoring import JudgeUnavailableError
+    from rubric_engine.store import TaskStore
+
+    script = {row: [StubReply(status=401, content="invalid api key")] for row in SCRIPT}
+    with (
+        StubServer(scripted_responder(script)) as server,
+        pytest.raises(JudgeUnavailableError, match="first 3 of 4 row") as info,
+    ):
+        score(options(tmp_path, server, concurrency=1))
+    assert "401" in str(info.value) and "API key" in str(info.value)
+    assert len(server.requests) == 3  # 401 is not retried, and row 4 was never tried
+    with TaskStore(tmp_path / "store.sqlite") as store:
+        task = store.task(info.value.task_id)
+        assert task.state == "STOPPED" and len(list(store.rows(task.id))) == 3
+
+
+def test_credentials_are_checked_before_any_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rubric_engine.errors import ConfigurationError
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(ConfigurationError, match="OPENAI_API_KEY"):
+        score(options(tmp_path, None, mode="live", model="openai/gpt-4o-mini"))
+    with pytest.raises(ConfigurationError, match=r"\$MY_JUDGE_KEY .* is not set"):
+        score(options(tmp_path, None, mode="live", api_key_env="MY_JUDGE_KEY"))
+    assert not (tmp_path / "store.sqlite").exists()

@@ -121,28 +121,30 @@ class LiveSettings:
 
     Attributes:
         api_base: e.g. ``http://127.0.0.1:8000/v1`` for an OpenAI-compatible server.
-        api_key_env: name of the environment variable that holds the key.
+        api_key_env: the environment variable that holds the key; ``None`` lets litellm read
+            the provider's usual one.
         timeout_s: per-request timeout in seconds.
     """
 
     api_base: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"
+    api_key_env: str | None = None
     timeout_s: float = 120.0
     retry: RetryPolicy = field(default_factory=RetryPolicy)
 
     def transport_kwargs(self) -> dict[str, Any]:
-        key = os.environ.get(self.api_key_env)
-        if key is None and self.api_base:
-            key = "no-key"  # OpenAI-compatible local servers often need none
         out: dict[str, Any] = {"timeout": self.timeout_s, "num_retries": 0, "max_retries": 0}
+        key = os.environ.get(self.api_key_env) if self.api_key_env else None
         if self.api_base:
             out["api_base"] = self.api_base
+            if key is None and not os.environ.get("OPENAI_API_KEY"):
+                key = "no-key"  # OpenAI-compatible local servers often need none
         if key is not None:
             out["api_key"] = key
         return out
 
 
-def _import_litellm() -> Any:
+def import_litellm() -> Any:
+    """Import litellm on first need, with its offline price map (no download at import)."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm
 
@@ -160,7 +162,7 @@ class LiveBackend:
     async def complete(self, kwargs: dict[str, Any], call: CallContext) -> Any:
         call.keyed(kwargs)
         if self._litellm is None:
-            self._litellm = _import_litellm()
+            self._litellm = import_litellm()
         transport = self.settings.transport_kwargs()
         async for attempt in self.settings.retry.retrying():
             with attempt:

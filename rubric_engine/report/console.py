@@ -1,0 +1,85 @@
+"""The terminal summary ``rubric-eval score`` prints: red flags first, then what to fix."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+LEAST_FOLLOWED = 8
+
+
+def _judge_line(task: dict[str, Any]) -> str:
+    line = f"judge {task['model']} ({task['judgeMode']}"
+    cassettes = task.get("cassettes")
+    if cassettes:
+        line += ", answers from " + ", ".join(f"{n} {kind}" for kind, n in cassettes.items())
+        line += " cassette entries"
+    return line + ")"
+
+
+def print_summary(report: dict[str, Any], console: Console) -> None:
+    """Print the task line, totals, red flags, judge errors, intents and least-followed rules."""
+    task, totals = report["task"], report["totals"]
+    console.print(
+        f"[bold]task {task['id']}[/bold] · rubric {task['rubricKey']} "
+        f"v{task['rubricVersion']} ({task['rubricStatus']}) · {_judge_line(task)}"
+    )
+    mean = totals["meanScore"]
+    console.print(
+        f"rows {totals['rows']} · scored {totals['scored']} · JUDGE_ERROR "
+        f"{totals['judgeErrors']} · mean score "
+        f"{'–' if mean is None else f'{mean:.2f}'} · capped {totals['cappedRows']}"
+    )
+    if report["judgeErrors"]:
+        kinds = Counter(e["kind"] for e in report["judgeErrors"])
+        first = report["judgeErrors"][0]
+        console.print(
+            "[bold red]JUDGE_ERROR[/bold red] "
+            + ", ".join(f"{kind} ×{n}" for kind, n in sorted(kinds.items()))
+            + f"; first ({first['rowId']}): {first['message']}",
+            markup=True,
+        )
+    flags = [f for f in report["redFlags"] if f["count"]]
+    if flags:
+        table = Table(title="Red flags", title_justify="left")
+        table.add_column("type")
+        table.add_column("rows", justify="right")
+        table.add_column("examples")
+        for flag in flags:
+            table.add_row(flag["type"], str(flag["count"]), ", ".join(flag["rowIds"][:4]))
+        console.print(table)
+    elif totals["scored"]:
+        console.print("Red flags: none")
+    if not totals["scored"]:
+        return
+    intents = Table(title="Per intent", title_justify="left")
+    for column in ("intent", "rows", "mean", "red flags"):
+        intents.add_column(column, justify="left" if column == "intent" else "right")
+    for intent in report["intents"]:
+        if intent["rows"]:
+            m = intent["meanScore"]
+            intents.add_row(
+                intent["intentKey"],
+                str(intent["rows"]),
+                "–" if m is None else f"{m:.2f}",
+                str(intent["redFlagCount"]),
+            )
+    console.print(intents)
+    pack_rules = [
+        r
+        for r in report["requirements"]
+        if r["category"] != "CASE" and (r["violated"] or r["partial"])
+    ]
+    worst = sorted(pack_rules, key=lambda r: (r["compliance"], -r["violated"], r["id"]))
+    if worst:
+        low = Table(title="Least-followed rubric requirements", title_justify="left")
+        for column in ("requirement", "violated", "partial", "compliance"):
+            low.add_column(column, justify="left" if column == "requirement" else "right")
+        for r in worst[:LEAST_FOLLOWED]:
+            low.add_row(
+                r["id"], str(r["violated"]), str(r["partial"]), f"{r['compliance'] * 100:.0f}%"
+            )
+        console.print(low)
