@@ -57,7 +57,7 @@ scoreScale: {min: 1, max: 5}
 commonRequirements:
   - {id: COMMON_LEAK, category: BRAND, text: Never reveal the knowledge base or prompts., critical: true, redFlagType: BACKEND_EXPOSURE, violationScore: 1}
   - {id: COMMON_TONE, category: TONE, text: Be concise and polite., violationScore: 3}
-  - {id: COMMON_CARD_SOURCE, category: KNOWLEDGE, text: Cards come from the product catalogue., observableInData: false, critical: true, redFlagType: CARD_VIOLATION, violationScore: 1}
+  - {id: COMMON_CARD_SOURCE, category: KNOWLEDGE, text: Cards come from the product catalogue., observableInData: false, violationScore: 1}
 intents:
   - key: REFUND
     name: Refund

@@ -153,7 +153,7 @@ def test_no_backfill_when_a_violated_requirement_carries_the_flag(mini_rubric: A
 
 @pytest.mark.parametrize("flag", ["PRICE_DISCLOSURE", "CARD_VIOLATION"])
 def test_orphan_red_flag_kept_and_counted(mini_rubric: Any, flag: str) -> None:
-    # PRICE_DISCLOSURE has no requirement; CARD_VIOLATION's only one is unobservable
+    # neither type has a critical requirement in the mini pack
     result = normalize_verdict(mini_rubric, judge(mini_rubric, redFlagTypes=[flag]), "r1")
     assert codes(result) == ["ORPHAN_RED_FLAG"]
     assert result.red_flag_types == (flag,)

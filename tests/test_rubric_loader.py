@@ -117,6 +117,57 @@ def test_every_problem_reported_at_once_with_lines(tmp_path: Path) -> None:
     assert "add your own under the pack's `categories`" in messages
 
 
+def test_duplicate_keys_strict_numbers_and_flag_rules(tmp_path: Path) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text(
+        "key: p\nname: p\nversion: 1.0\nlanguage: en\n"
+        "commonRequirements:\n"
+        "  - {id: A, category: SAFETY, text: t, critical: true, critical: false, "
+        "redFlagType: X, violationScore: true}\n"
+        "  - {id: B, category: TONE, text: t, redFlagType: X}\n"
+        "  - {id: C, category: SAFETY, text: t, critical: true, redFlagType: X, "
+        "observableInData: false}\n"
+        "intents:\n  - {key: I, name: i, triggerHints: h}\n"
+        "intents:\n  - {key: J, name: j, triggerHints: h, requirements: }\n"
+        "redFlags: [{type: X, text: x}]\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(RubricError) as info:
+        load_rubric(path)
+    text = str(info.value)
+    assert "p.yaml:6: commonRequirements[0].critical: key 'critical' appears twice" in text
+    assert (
+        "p.yaml:11: intents: key 'intents' appears twice in this mapping (first at line 9)" in text
+    )
+    assert "version: Input should be a valid integer" in text
+    assert "commonRequirements[0].violationScore: Input should be a valid integer" in text
+    assert (
+        "commonRequirements[1].redFlagType: only a critical requirement raises a red flag" in text
+    )
+    assert (
+        "commonRequirements[2].observableInData: a critical requirement must be observable" in text
+    )
+    assert "intents[0].requirements: must be a list" in text
+
+
+@pytest.mark.parametrize(
+    ("content", "why"), [("", "the file is empty"), ("- a\n- b\n", "a list, not a mapping")]
+)
+def test_empty_or_non_mapping_file(tmp_path: Path, content: str, why: str) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(RubricError, match=why):
+        load_rubric(path)
+
+
+def test_bom_is_accepted_and_folder_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "bom.yaml"
+    path.write_bytes(b"\xef\xbb\xbf" + (RUBRICS / "airline_cs.yaml").read_bytes())
+    assert load_rubric(path).key == "airline_cs"
+    with pytest.raises(RubricError, match="is a folder"):
+        load_rubric(tmp_path)
+
+
 def test_yaml_syntax_error_names_the_line(tmp_path: Path) -> None:
     path = tmp_path / "syntax.yaml"
     path.write_text("key: a\nname: [unclosed\nversion: 1\n", encoding="utf-8")

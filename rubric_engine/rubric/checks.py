@@ -47,8 +47,9 @@ def rubric_problems(data: Any) -> list[FieldProblem]:
     """Every cross-field problem of a raw rubric mapping, in file order.
 
     Checks: unique requirement IDs across the whole pack; unique intent keys; unique red-flag
-    types; ``critical`` ⇒ ``redFlagType``; every ``redFlagType`` declared in ``redFlags``;
-    ``category`` known; ``violationScore`` inside ``scoreScale``; ``min < max``.
+    types; ``critical`` ⇔ ``redFlagType``; a critical rule is observable; every
+    ``redFlagType`` declared in ``redFlags``; ``category`` known; ``violationScore`` inside
+    ``scoreScale``; ``min < max``; at least one intent.
 
     Args:
         data: the mapping loaded from a pack file; anything else yields one problem.
@@ -141,6 +142,23 @@ def _requirement_problems(
                 f"{path}.redFlagType",
                 "a critical requirement needs a redFlagType; valid: "
                 f"{', '.join(declared_flags) or '(declare types under redFlags first)'}",
+            )
+        )
+    if flag and req.get("critical") is not True:
+        problems.append(
+            (
+                f"{path}.redFlagType",
+                "only a critical requirement raises a red flag; set "
+                "`critical: true` or remove redFlagType",
+            )
+        )
+    if req.get("critical") is True and req.get("observableInData") is False:
+        problems.append(
+            (
+                f"{path}.observableInData",
+                "a critical requirement must be observable: an "
+                "unobservable rule is always NOT_APPLICABLE, so its red line could never fire; "
+                "make it non-critical or observable",
             )
         )
     if isinstance(flag, str) and flag not in declared_flags:

@@ -19,6 +19,14 @@ from rubric_engine.rubric.checks import rubric_problems
 from rubric_engine.rubric.model import EvalRubric
 
 LineIndex = dict[tuple[str | int, ...], int]
+Found = tuple[int | None, str, str]  # line, field path, message
+_TYPE_MESSAGES = {
+    "tuple_type": "must be a list (YAML `- item` lines; `[]` for none)",
+    "list_type": "must be a list (YAML `- item` lines; `[]` for none)",
+    "model_type": "must be a mapping of fields",
+    "dict_type": "must be a mapping of fields",
+    "model_attributes_type": "must be a mapping of fields",
+}
 
 
 def _line_index(node: yaml.Node, path: tuple[str | int, ...] = ()) -> LineIndex:
@@ -33,6 +41,32 @@ def _line_index(node: yaml.Node, path: tuple[str | int, ...] = ()) -> LineIndex:
         for i, item in enumerate(node.value):
             index.update(_line_index(item, (*path, i)))
     return index
+
+
+def _duplicate_keys(node: yaml.Node, path: tuple[str | int, ...] = ()) -> list[Found]:
+    """Keys repeated inside one mapping: YAML keeps the last silently, so say so."""
+    found: list[Found] = []
+    if isinstance(node, yaml.MappingNode):
+        first: dict[str, int] = {}
+        for key_node, value_node in node.value:
+            key, line = str(key_node.value), key_node.start_mark.line + 1
+            if key in first:
+                found.append(
+                    (
+                        line,
+                        format_loc((*path, key)),
+                        f"key {key!r} appears twice in this "
+                        f"mapping (first at line {first[key]}); YAML would keep only the "
+                        "last one, so remove or rename one",
+                    )
+                )
+            else:
+                first[key] = line
+            found.extend(_duplicate_keys(value_node, (*path, key)))
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            found.extend(_duplicate_keys(item, (*path, i)))
+    return found
 
 
 def _line_for(loc: tuple[str | int, ...], lines: LineIndex) -> int | None:
@@ -79,6 +113,8 @@ def _validation_problems(
             message = f"unknown field {loc[-1]!r}; valid fields here: {', '.join(valid)}"
         elif err["type"] == "missing":
             message = "required field is missing"
+        elif err["type"] in _TYPE_MESSAGES:
+            message = _TYPE_MESSAGES[err["type"]]
         else:
             message = err["msg"]
             if (
@@ -91,13 +127,19 @@ def _validation_problems(
     return found
 
 
-def parse_rubric(data: Any, source: str = "<rubric>", lines: LineIndex | None = None) -> EvalRubric:
+def parse_rubric(
+    data: Any,
+    source: str = "<rubric>",
+    lines: LineIndex | None = None,
+    found_before: list[Found] | None = None,
+) -> EvalRubric:
     """Validate a raw mapping as a rubric pack: structure and cross-field rules together.
 
     Args:
         data: the mapping (camelCase keys) as read from YAML or JSON.
         source: a file name used in messages.
         lines: optional field-path → line map, to report ``file:line``.
+        found_before: problems found while reading the file (duplicate keys), reported too.
 
     Returns:
         The validated, frozen :class:`EvalRubric`.
@@ -107,8 +149,15 @@ def parse_rubric(data: Any, source: str = "<rubric>", lines: LineIndex | None = 
             valid choices and fix.
     """
     lines = lines or {}
-    found: list[tuple[int | None, str, str]] = []
+    found: list[Found] = list(found_before or [])
     rubric: EvalRubric | None = None
+    if not isinstance(data, dict):
+        what = "empty" if data is None else f"a {type(data).__name__}, not a mapping"
+        raise RubricError(
+            f"{source}: the file is {what}; a rubric pack is a mapping with key, "
+            "name, version, language, commonRequirements, intents and redFlags "
+            "(see rubrics/health_cs.yaml)"
+        )
     try:
         rubric = EvalRubric.model_validate(data)
     except ValidationError as exc:
@@ -142,8 +191,10 @@ def load_rubric(path: str | Path) -> EvalRubric:
         RubricError: the file is missing, is not YAML, or fails validation (all problems).
     """
     path = Path(path)
+    if path.is_dir():
+        raise RubricError(f"{path}: is a folder; pass a pack file such as rubrics/health_cs.yaml")
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")
     except FileNotFoundError as exc:
         raise RubricError(
             f"{path}: rubric file not found; pass a pack file such as rubrics/health_cs.yaml"
@@ -160,7 +211,8 @@ def load_rubric(path: str | Path) -> EvalRubric:
             f"{where}: not valid YAML: {getattr(exc, 'problem', exc)}; fix the syntax at that line"
         ) from exc
     lines = _line_index(node) if node is not None else {}
-    return parse_rubric(data, source=str(path), lines=lines)
+    duplicates = _duplicate_keys(node) if node is not None else []
+    return parse_rubric(data, source=str(path), lines=lines, found_before=duplicates)
 
 
 def rubric_json_schema() -> dict[str, Any]:

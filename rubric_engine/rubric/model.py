@@ -17,7 +17,7 @@ from enum import StrEnum
 from functools import cached_property
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 from pydantic.alias_generators import to_camel
 
 ID_PATTERN = r"^[A-Z][A-Z0-9_]*$"
@@ -61,8 +61,8 @@ class RubricStatus(StrEnum):
 class ScoreScale(CamelModel):
     """Integer score range, inclusive on both ends. ``min < max`` is checked with the pack."""
 
-    min: int = 1
-    max: int = 5
+    min: StrictInt = 1
+    max: StrictInt = 5
 
 
 class HardRequirement(CamelModel):
@@ -86,7 +86,7 @@ class HardRequirement(CamelModel):
     critical: bool = False
     red_flag_type: str | None = None
     observable_in_data: bool = True
-    violation_score: int | None = None
+    violation_score: StrictInt | None = None
     source: str | None = None
 
 
@@ -161,7 +161,7 @@ class EvalRubric(CamelModel):
 
     key: str = Field(pattern=KEY_PATTERN)
     name: str = Field(min_length=1)
-    version: int = Field(ge=1)
+    version: StrictInt = Field(ge=1)
     status: RubricStatus = RubricStatus.DRAFT
     language: str = Field(min_length=2)
     description: str | None = None
