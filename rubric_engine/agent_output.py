@@ -2,7 +2,8 @@
 
 * Thinking sections (``<think>…</think>`` or the pack's markers) are removed: the user never
   saw them, so they are not part of what is judged. An unclosed start marker hides the rest
-  of that message, as a chat UI would.
+  of that message, as a chat UI would; an end marker with no start before it (reasoning
+  models whose template holds the opening tag) hides everything before it.
 * A questions card (suggested follow-up questions between the pack's card markers) is cut out
   of the message and handed to the judge separately, so ``questionsCheck`` can judge it.
 
@@ -32,10 +33,15 @@ class ParsedAgentOutput:
 
 
 def _cut(text: str, start: str, end: str) -> tuple[str, list[str]]:
-    """Remove every ``start…end`` section; an unclosed start cuts to the end."""
+    """Remove every ``start…end`` section; an unclosed start cuts to the end, and an end with
+    no start before it (the start was in the chat template) cuts from the beginning."""
     kept: list[str] = []
     cut: list[str] = []
     position = 0
+    first_end, first_start = text.find(end), text.find(start)
+    if first_end >= 0 and (first_start < 0 or first_end < first_start):
+        cut.append(text[:first_end])
+        position = first_end + len(end)
     while True:
         begin = text.find(start, position)
         if begin < 0:

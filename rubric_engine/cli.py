@@ -365,7 +365,10 @@ def cassette_check(
 
     def run() -> None:
         from rubric_engine.cassette import CassetteIndex
+        from rubric_engine.errors import CassetteError
 
+        if not folder.is_dir():
+            raise CassetteError(f"{folder}: cassette folder not found")
         index = CassetteIndex.load(folder)
         counts = index.provenance_counts()
         typer.echo(

@@ -74,7 +74,9 @@ class StoreError(RubricEvalError):
 
 
 class TaskNotFoundError(StoreError):
-    """No task with the given id exists in the store."""
+    """No task with the given id exists in the store (a wrong argument, hence exit code 2)."""
+
+    exit_code = 2
 
 
 class CassetteError(RubricEvalError):

@@ -113,6 +113,9 @@ def normalize_verdict(
 
     if final_score == rubric.score_scale.min and not flags:
         warnings.append(ProtocolWarning(code=WarningCode.MIN_SCORE_WITHOUT_RED_FLAG))
+    explained = any(s is not V.FOLLOWED and s is not V.NOT_APPLICABLE for s, _ in status.values())
+    if judge_score <= rubric.score_scale.max - 2 and not explained:
+        warnings.append(ProtocolWarning(code=WarningCode.LOW_SCORE_WITHOUT_UNMET_REQUIREMENT))
     if (
         not rubric.output_parsing.questions_card.enabled
         and verdict.questions_check != QuestionsCheck.NOT_PRESENT

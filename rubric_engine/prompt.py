@@ -133,11 +133,13 @@ def render_dialogue(row: DialogueRow, rubric: EvalRubric) -> RenderedDialogue:
     tool_names: dict[str, str] = {}
     for turn, message in enumerate(row.messages, start=1):
         if message.role == "assistant":
-            if message.content:
-                parsed = parse_agent_output(message.content, rubric.output_parsing)
-                if parsed.text:
-                    lines.append(f"[{turn}] ASSISTANT:\n{parsed.text}")
-                cards.extend((turn, card) for card in parsed.cards)
+            parsed = parse_agent_output(message.content or "", rubric.output_parsing)
+            if parsed.text:
+                lines.append(f"[{turn}] ASSISTANT:\n{parsed.text}")
+            elif not message.tool_calls:
+                hidden = " (only reasoning the user never saw)" if parsed.thinking_sections else ""
+                lines.append(f"[{turn}] ASSISTANT:\n(empty reply{hidden})")
+            cards.extend((turn, card) for card in parsed.cards)
             for call in message.tool_calls:
                 if call.id:
                     tool_names[call.id] = call.name

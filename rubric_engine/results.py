@@ -64,6 +64,9 @@ class WarningCode(StrEnum):
     ORPHAN_RED_FLAG = "ORPHAN_RED_FLAG"
     #: the final score is the scale minimum but the row has no red flag
     MIN_SCORE_WITHOUT_RED_FLAG = "MIN_SCORE_WITHOUT_RED_FLAG"
+    #: the judge scored two or more points below the top but named no unmet or partial rule,
+    #: so nothing in the referenceBasis explains the score
+    LOW_SCORE_WITHOUT_UNMET_REQUIREMENT = "LOW_SCORE_WITHOUT_UNMET_REQUIREMENT"
     #: questionsCheck other than NOT_PRESENT while the pack has no questions card
     QUESTIONS_CHECK_WITHOUT_CARD = "QUESTIONS_CHECK_WITHOUT_CARD"
     #: the judge's first answer failed validation and it was asked again (detail: why)

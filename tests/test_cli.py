@@ -167,7 +167,7 @@ def test_unknown_task_is_named(tmp_path: Path) -> None:
     store = tmp_path / "s.sqlite"
     score_demo(tmp_path, store)
     code, out = run("report", "nope", "--store", store)
-    assert code == 3 and "task 'nope' not found" in out and "rubric-eval tasks" in out
+    assert code == 2 and "task 'nope' not found" in out and "rubric-eval tasks" in out
 
 
 def test_prompt_show_prints_both_messages() -> None:

@@ -208,6 +208,8 @@ def test_replay_miss_names_the_key_and_how_to_record(tmp_path: Path) -> None:
 
 
 def test_unreachable_judge_stops_the_run_early(tmp_path: Path) -> None:
+    from rubric_engine.report import report_for_task
+    from rubric_engine.report.render import render_markdown
     from rubric_engine.scoring import JudgeUnavailableError
     from rubric_engine.store import TaskStore
 
@@ -222,6 +224,8 @@ def test_unreachable_judge_stops_the_run_early(tmp_path: Path) -> None:
     with TaskStore(tmp_path / "store.sqlite") as store:
         task = store.task(info.value.task_id)
         assert task.state == "STOPPED" and len(list(store.rows(task.id))) == 3
+        markdown = render_markdown(report_for_task(store, task.id))
+    assert "**State: STOPPED** — 3 of 4 planned rows were judged" in markdown
 
 
 def test_credentials_are_checked_before_any_call(

@@ -161,9 +161,25 @@ def test_orphan_red_flag_kept_and_counted(mini_rubric: Any, flag: str) -> None:
 
 
 def test_min_score_without_red_flag(mini_rubric: Any) -> None:
-    result = normalize_verdict(mini_rubric, judge(mini_rubric, score=1), "r1")
+    result = normalize_verdict(
+        mini_rubric, judge(mini_rubric, score=1, partialRequirementIds=["COMMON_TONE"]), "r1"
+    )
     assert codes(result) == ["MIN_SCORE_WITHOUT_RED_FLAG"]
     assert result.final_score == 1
+
+
+@pytest.mark.parametrize(
+    ("score", "expected"), [(3, ["LOW_SCORE_WITHOUT_UNMET_REQUIREMENT"]), (4, [])]
+)
+def test_low_score_without_unmet_requirement(
+    mini_rubric: Any, score: int, expected: list[str]
+) -> None:
+    # regression: a 3 whose only listed rule was dropped as cross-intent was left unexplained
+    result = normalize_verdict(
+        mini_rubric, judge(mini_rubric, score=score, unmetRequirementIds=["CHAT_SHORT"]), "r1"
+    )
+    assert codes(result) == ["CROSS_INTENT_REQUIREMENT", *expected]
+    assert result.final_score == score
 
 
 def test_questions_check_without_card(mini_rubric: Any) -> None:

@@ -70,6 +70,33 @@ def test_thinking_stripped_and_cards_cut_out() -> None:
     assert off.text == "<think>kept</think>"
 
 
+def test_lone_closing_marker_hides_the_reasoning_before_it() -> None:
+    parsing = OutputParsing.model_validate({"thinkingMarkers": True})
+    parsed = parse_agent_output("推理过程：用户可能……</think>您好，请问症状持续多久了？", parsing)
+    assert parsed.text == "您好，请问症状持续多久了？" and parsed.thinking_sections == 1
+
+
+def test_empty_replies_stay_visible_to_the_judge() -> None:
+    pack = load_rubric(RUBRICS / "health_cs.yaml")
+    builder = RequestBuilder(pack, load_prompt())
+    for content, shown in [
+        ("", "(empty reply)"),
+        (None, "(empty reply)"),
+        ("<think>只想不说</think>", "(empty reply (only reasoning the user never saw))"),
+    ]:
+        r = DialogueRow.model_validate(
+            {
+                "rowId": "e",
+                "messages": [
+                    {"role": "user", "content": "hi"},
+                    {"role": "assistant", "content": content},
+                ],
+            }
+        )
+        user = builder.prepare(0, r).request.messages[1]["content"]
+        assert f"[2] ASSISTANT:\n{shown}" in user
+
+
 def test_health_prompt_shows_cards_separately_and_hides_thinking() -> None:
     pack = load_rubric(RUBRICS / "health_cs.yaml")
     builder = RequestBuilder(pack, load_prompt())

@@ -129,10 +129,47 @@ def test_malformed_rows_reported_with_lines_before_any_judge_call(tmp_path: Path
     assert set(where) == {"2", "3", "4", "5", "6"}
     assert "not valid JSON" in where["2"].message
     assert "no assistant turn" in where["3"].message
-    assert where["4"].field == "messages[0].role" and "'assistant'" in where["4"].message
+    assert where["4"].field == "messages[0].role"
+    assert where["4"].message == "unknown role 'robot'; valid: system, user, assistant, tool"
     assert "duplicate rowId 'ok'" in where["5"].message
     assert "missing" in where["6"].message
     assert "nothing was scored" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("row", "field", "why"),
+    [
+        ({"messages": "hello"}, "messages", "must be a list of turns, not str"),
+        (
+            {"rowId": {"a": 1}, "messages": [{"role": "assistant", "content": "x"}]},
+            "rowId",
+            "string or a number",
+        ),
+        (
+            {"messages": [{"role": "assistant", "content": "x"}], "metadata": [1]},
+            "metadata",
+            "mapping",
+        ),
+        (
+            {"messages": [{"role": "assistant", "content": "x"}], "expectedBehavior": "be nice"},
+            "expectedBehavior",
+            "list of strings",
+        ),
+        (
+            {"messages": [{"role": "assistant", "content": "x" * 400_001}]},
+            "messages",
+            "longer than any judge context holds",
+        ),
+    ],
+)
+def test_wrong_field_shapes_are_named(
+    tmp_path: Path, row: dict[str, object], field: str, why: str
+) -> None:
+    path = write_jsonl(tmp_path / "rows.jsonl", [row])
+    with pytest.raises(DatasetError) as info:
+        DialogueSource(path).validate()
+    (problem,) = info.value.problems
+    assert problem.field == field and why in problem.message
 
 
 def test_json_array_and_wrong_top_level(tmp_path: Path) -> None:

@@ -43,6 +43,11 @@ _CSV_USER = ("user", "query", "question", "input", "prompt")
 _CSV_ASSISTANT = ("assistant", "answer", "response", "output", "completion")
 
 Parsed = tuple[str, DialogueRow | list[Problem]]
+_EXPECTED = {
+    "jsonl": "one JSON object per line with `messages`",
+    "json": "an array of rows, or a tau2-bench file whose `simulations` list is not empty",
+    "csv": "a header line and one row per dialogue",
+}
 
 
 def _csv_object(record: dict[str, str]) -> dict[str, Any]:
@@ -96,7 +101,7 @@ class DialogueSource:
         """Yield ``(where, raw object or error, default id)`` in file order."""
         fmt, stem = self._resolved_format(), self.path.stem
         if fmt == "jsonl":
-            with self.path.open(encoding="utf-8") as handle:
+            with self.path.open(encoding="utf-8-sig") as handle:
                 for n, line in enumerate(handle, start=1):
                     if line.strip():
                         try:
@@ -104,7 +109,7 @@ class DialogueSource:
                         except json.JSONDecodeError as exc:
                             yield f"{self.path}:{n}", exc, f"{stem}-{n}"
         elif fmt == "csv":
-            with self.path.open(encoding="utf-8", newline="") as handle:
+            with self.path.open(encoding="utf-8-sig", newline="") as handle:
                 reader = csv.DictReader(handle)
                 for record in reader:
                     where = f"{self.path}:{reader.line_num}"
@@ -117,7 +122,7 @@ class DialogueSource:
 
     def _json_objects(self, stem: str) -> Iterator[tuple[str, Any, str]]:
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
+            data = json.loads(self.path.read_text(encoding="utf-8-sig"))
         except json.JSONDecodeError as exc:
             yield f"{self.path}:{exc.lineno}", exc, stem
             return

@@ -50,6 +50,9 @@ _SHAREGPT_ROLES = {
 }
 _DISPLAY_LINE = re.compile(r"^(user|assistant|tool|system): ?(.*)$")
 UNRECORDED_TOOL = "(unrecorded tool call)"
+ROLES = ("system", "user", "assistant", "tool")
+#: a row longer than this (characters of message text) is refused: no judge context holds it
+MAX_ROW_CHARS = 400_000
 
 
 class RowShapeError(ValueError):
@@ -91,6 +94,8 @@ def _message(raw: Any, field: str) -> dict[str, Any]:
     if not isinstance(calls, list):
         raise RowShapeError(f"{field}.tool_calls", "tool_calls must be a list")
     role = raw.get("role")
+    if role not in ROLES:
+        raise RowShapeError(f"{field}.role", f"unknown role {role!r}; valid: {', '.join(ROLES)}")
     call_id = raw.get("tool_call_id") or raw.get("toolCallId")
     if role == "tool" and call_id is None:
         call_id = raw.get("id")
@@ -158,6 +163,9 @@ def _display_messages(text: Any) -> list[dict[str, Any]]:
 
 
 def _conversation(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    for key in ("messages", "conversations", "traj"):
+        if key in obj and not isinstance(obj[key], list):
+            raise RowShapeError(key, f"must be a list of turns, not {type(obj[key]).__name__}")
     if isinstance(obj.get("messages"), list):
         return [_message(m, f"messages[{i}]") for i, m in enumerate(obj["messages"])]
     if isinstance(obj.get("conversations"), list):
@@ -196,7 +204,22 @@ def row_from_object(obj: Any, default_id: str) -> DialogueRow:
     messages = _conversation(obj)
     if not any(m["role"] == "assistant" for m in messages):
         raise RowShapeError("messages", "no assistant turn: there is nothing to evaluate")
+    size = sum(len(m.get("content") or "") for m in messages)
+    if size > MAX_ROW_CHARS:
+        raise RowShapeError(
+            "messages",
+            f"{size:,} characters of text: longer than any judge "
+            f"context holds (limit {MAX_ROW_CHARS:,}); trim the "
+            "dialogue or split it",
+        )
     row_id = next((obj[k] for k in ID_KEYS if obj.get(k) not in (None, "")), default_id)
+    if not isinstance(row_id, str | int):
+        raise RowShapeError("rowId", f"must be a string or a number, not {type(row_id).__name__}")
+    if "metadata" in obj and not isinstance(obj["metadata"], dict | None):
+        raise RowShapeError("metadata", "must be a mapping of names to values")
+    for key in ("expectedBehavior", "expected_behavior", "negativeBehavior", "negative_behavior"):
+        if isinstance(obj.get(key), str):
+            raise RowShapeError(key, "must be a list of strings (one behaviour each)")
     metadata = dict(obj["metadata"]) if isinstance(obj.get("metadata"), dict) else {}
     for key, value in obj.items():
         if key not in _ROW_KEYS:

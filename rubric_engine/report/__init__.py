@@ -36,6 +36,7 @@ def task_section(task: TaskRecord) -> dict[str, Any]:
         "judgeMode": task.judge_mode,
         "judgeParams": task.judge_params,
         "inputs": task.inputs,
+        "plannedRows": task.row_count,
     }
     if "cassettes" in task.extra:
         section["cassettes"] = task.extra["cassettes"]

@@ -46,9 +46,14 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"{totals['judgeErrors']} · mean score {_fmt(totals['meanScore'])} "
         f"(judge's own {_fmt(totals['meanJudgeScore'])}; {totals['cappedRows']} capped)",
         "",
-        "## Red flags",
-        "",
     ]
+    if task.get("state") != "COMPLETED":
+        out += [
+            f"**State: {task.get('state')}** — {totals['rows']} of {task.get('plannedRows')} "
+            "planned rows were judged; this report covers those rows only.",
+            "",
+        ]
+    out += ["## Red flags", ""]
     flagged = [f for f in report["redFlags"] if f["count"]]
     if flagged:
         out += ["| type | rows | example rows | meaning |", "|---|---:|---|---|"]
