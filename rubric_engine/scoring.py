@@ -128,10 +128,29 @@ def _check_inputs(options: ScoreOptions) -> tuple[list[DialogueSource], int]:
     return sources, total
 
 
+def effective_model(options: ScoreOptions) -> str:
+    """``--api-base`` means an OpenAI-compatible server: a bare model name gets ``openai/``."""
+    if options.api_base and "/" not in options.model:
+        return f"openai/{options.model}"
+    return options.model
+
+
 def _check_credentials(options: ScoreOptions) -> None:
-    """Live and record need a key unless a local ``--api-base`` is given (SPEC §11)."""
+    """Live and record need a known provider, and a key unless ``--api-base`` is given."""
     if options.mode == "replay":
         return
+    from rubric_engine.judge.backends import import_litellm
+
+    litellm = import_litellm()
+    model = effective_model(options)
+    try:
+        litellm.get_llm_provider(model=model, api_base=options.api_base)
+    except Exception as exc:  # litellm raises several kinds for an unknown provider
+        raise ConfigurationError(
+            f"--model {options.model!r}: litellm cannot tell which provider "
+            "serves it; write it as provider/model, e.g. "
+            "openai/gpt-4o-mini"
+        ) from exc
     if options.api_key_env is not None:
         if not os.environ.get(options.api_key_env):
             raise ConfigurationError(
@@ -141,9 +160,7 @@ def _check_credentials(options: ScoreOptions) -> None:
         return
     if options.api_base:
         return
-    from rubric_engine.judge.backends import import_litellm
-
-    missing = import_litellm().validate_environment(model=options.model).get("missing_keys")
+    missing = litellm.validate_environment(model=model).get("missing_keys")
     if missing:
         raise ConfigurationError(
             f"--mode {options.mode} with model {options.model!r} needs "
@@ -183,7 +200,7 @@ def _backend(options: ScoreOptions, rubric: EvalRubric) -> ReplayBackend | LiveB
     if options.mode == "record":
         stem = "+".join(Path(p).stem for p in options.inputs)
         writer = CassetteWriter(options.cassettes / rubric.key / f"{stem}.jsonl")
-        return RecordBackend(live, writer, provider=options.model.split("/")[0])
+        return RecordBackend(live, writer, provider=effective_model(options).split("/")[0])
     return LiveBackend(live)
 
 
@@ -213,7 +230,7 @@ def _task_record(
         engine_version=__version__,
         analysis_version=ANALYSIS_VERSION,
         judge_mode=options.mode,
-        model=options.model,
+        model=effective_model(options),
         judge_params={**params, "maxReasks": options.max_reasks, "outputMode": "instructor/JSON"},
         inputs=[{"path": Path(s.path).name, "sha256": _file_sha256(s.path)} for s in sources],
         row_count=total,
@@ -254,7 +271,8 @@ def score(
         "temperature": float(options.temperature),
         "max_tokens": int(options.max_tokens),
     }
-    judge = InstructorJudge(backend, rubric, options.model, params, options.max_reasks)
+    model = effective_model(options)
+    judge = InstructorJudge(backend, rubric, model, params, options.max_reasks)
     builder = RequestBuilder(rubric, template)
 
     with TaskStore(options.store) as store:

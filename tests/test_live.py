@@ -239,3 +239,18 @@ def test_credentials_are_checked_before_any_call(
     with pytest.raises(ConfigurationError, match=r"\$MY_JUDGE_KEY .* is not set"):
         score(options(tmp_path, None, mode="live", api_key_env="MY_JUDGE_KEY"))
     assert not (tmp_path / "store.sqlite").exists()
+
+
+def test_bare_model_name_with_api_base_means_openai_compatible(tmp_path: Path) -> None:
+    with StubServer(scripted_responder(SCRIPT)) as server:
+        result = score(options(tmp_path, server, model="my-local-judge"))
+    assert result.report["task"]["model"] == "openai/my-local-judge"
+    assert result.report["totals"]["scored"] == 4
+    assert {r["body"]["model"] for r in server.requests} == {"my-local-judge"}
+
+
+def test_unknown_provider_is_named_before_any_call(tmp_path: Path) -> None:
+    from rubric_engine.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="write it as provider/model"):
+        score(options(tmp_path, None, mode="live", model="no-such-model-xyz"))
