@@ -93,19 +93,7 @@ def test_broken_rubric_exits_2_with_lines(tmp_path: Path) -> None:
 
 def test_replay_miss_exits_4_and_says_how_to_record(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
-    code, out = run(
-        "score",
-        CASES / "health_consult_zh.jsonl",
-        "-r",
-        RUBRICS / "health_cs.yaml",
-        "--store",
-        tmp_path / "s.sqlite",
-        "--out",
-        tmp_path / "out",
-        "--cassettes",
-        tmp_path / "empty",
-        "-q",
-    )
+    code, out = score_demo(tmp_path, tmp_path / "s.sqlite", "--cassettes", tmp_path / "empty")
     assert code == 4
     assert "26 row(s) had no cassette entry" in out
     assert "key sha256:" in out and "--mode record" in out
@@ -114,36 +102,13 @@ def test_replay_miss_exits_4_and_says_how_to_record(tmp_path: Path) -> None:
 
 
 def test_missing_cassette_folder_is_named_before_anything_runs(tmp_path: Path) -> None:
-    code, out = run(
-        "score",
-        CASES / "health_consult_zh.jsonl",
-        "-r",
-        RUBRICS / "health_cs.yaml",
-        "--store",
-        tmp_path / "s.sqlite",
-        "--cassettes",
-        tmp_path / "casettes",
-    )
+    code, out = score_demo(tmp_path, tmp_path / "s.sqlite", "--cassettes", tmp_path / "casettes")
     assert code == 2 and "cassette folder" in out and "not found" in out
     assert not (tmp_path / "s.sqlite").exists()
 
 
 def test_changed_model_miss_names_the_difference(tmp_path: Path) -> None:
-    code, out = run(
-        "score",
-        CASES / "health_consult_zh.jsonl",
-        "-r",
-        RUBRICS / "health_cs.yaml",
-        "--store",
-        tmp_path / "s.sqlite",
-        "--out",
-        tmp_path / "out",
-        "--cassettes",
-        CASSETTES,
-        "--model",
-        "openai/gpt-4.1",
-        "-q",
-    )
+    code, out = score_demo(tmp_path, tmp_path / "s.sqlite", "--model", "openai/gpt-4.1")
     assert code == 4 and "the model differs (cassette has 'openai/gpt-4o-mini')" in out
 
 
