@@ -11,8 +11,11 @@ case-insensitively to the pack's spelling) and *reject* what is still unknown, w
 that lists the valid choices — instructor feeds that message back to the judge as a re-ask.
 The JSON Schema sent to the judge carries the same enumerations.
 
-Row-specific facts arrive through the validation context (``instructor``'s ``context=``):
-``{"row_id": str, "case_requirement_ids": [str, ...]}``.
+Row-specific facts arrive through the validation context
+``{"row_id": str, "case_requirement_ids": [str, ...]}``: pydantic's ``context=``, or
+:data:`ROW_CONTEXT` for the duration of one row's judge call. (Not instructor's ``context=``:
+instructor renders every message as a Jinja template with it, which would rewrite any
+``{{ … }}`` or ``{% … %}`` in a dialogue.)
 
 Accepted score values (anything else is re-asked; a boolean is never a score):
 
@@ -34,10 +37,12 @@ Pure: no I/O.
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping
+from contextvars import ContextVar
 from enum import StrEnum
 from functools import lru_cache
 from typing import Any, ClassVar, Self
@@ -56,6 +61,8 @@ from pydantic.alias_generators import to_camel
 from rubric_engine.judge_reply import extract_verdict_json
 from rubric_engine.rubric.model import ID_PATTERN, EvalRubric
 
+#: validation context of the row being judged, set by the judge edge around one call
+ROW_CONTEXT: ContextVar[dict[str, Any] | None] = ContextVar("rubric_eval_row_context", default=None)
 _INVISIBLE = re.compile(
     r"[\u0000-\u001f\u007f-\u009f\u200b-\u200f\u2028-\u202f\u2060-\u206f\ufeff]"
 )
@@ -158,13 +165,27 @@ class VerdictBase(BaseModel):
     ) -> Self:
         """Validate the verdict found in a judge's reply (see :mod:`rubric_engine.judge_reply`).
 
+        ``context`` defaults to :data:`ROW_CONTEXT`. ``strict`` is ignored: the validators of
+        this module decide what is accepted (the score table above), whoever calls.
+
         Raises:
             json.JSONDecodeError: the reply holds no JSON object.
             pydantic.ValidationError: the object breaks the protocol.
         """
         text = json_data if isinstance(json_data, str) else bytes(json_data).decode("utf-8")
         data = json.loads(extract_verdict_json(text))
-        return cls.model_validate(data, strict=strict, context=context)
+        return cls.model_validate(data, context=ROW_CONTEXT.get() if context is None else context)
+
+    @classmethod
+    def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """The JSON Schema, computed once per model (it goes into every judge request)."""
+        if args or kwargs:
+            return super().model_json_schema(*args, **kwargs)
+        cached = cls.__dict__.get("_schema_cache")
+        if cached is None:
+            cached = super().model_json_schema()
+            setattr(cls, "_schema_cache", cached)  # noqa: B010 - pydantic guards attributes
+        return copy.deepcopy(cached)
 
     @model_validator(mode="before")
     @classmethod

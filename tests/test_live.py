@@ -254,3 +254,29 @@ def test_unknown_provider_is_named_before_any_call(tmp_path: Path) -> None:
 
     with pytest.raises(ConfigurationError, match="write it as provider/model"):
         score(options(tmp_path, None, mode="live", model="no-such-model-xyz"))
+
+
+def test_template_syntax_in_a_dialogue_reaches_the_judge_unchanged(tmp_path: Path) -> None:
+    # regression: instructor renders messages as Jinja templates when given `context=`, which
+    # rewrote "{{ row_id }}" and crashed on a lone "{%" inside dialogues
+    text = "My code prints {{ row_id }} and {% if x %} — why?\n    indented line"
+    rows = tmp_path / "tpl.jsonl"
+    rows.write_text(
+        json.dumps(
+            {
+                "rowId": "tpl-1",
+                "messages": [
+                    {"role": "user", "content": text},
+                    {"role": "assistant", "content": "请提供完整的病历。"},
+                ],
+            },
+            ensure_ascii=False,
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    with StubServer(scripted_responder({"tpl-1": [verdict("tpl-1")]})) as server:
+        result = score(options(tmp_path, server, inputs=[rows]))
+    assert result.report["totals"]["scored"] == 1
+    sent = server.requests[0]["body"]["messages"][-1]["content"]
+    assert text in sent

@@ -20,7 +20,7 @@ from rubric_engine.judge.backends import Backend, CallContext, CassetteMiss
 from rubric_engine.judge.protocol import JudgeOutcome, JudgeRequest
 from rubric_engine.results import JudgeError, JudgeErrorKind
 from rubric_engine.rubric.model import EvalRubric
-from rubric_engine.verdict import verdict_model
+from rubric_engine.verdict import ROW_CONTEXT, verdict_model
 
 _CALL: contextvars.ContextVar[CallContext] = contextvars.ContextVar("rubric_eval_call")
 
@@ -81,7 +81,8 @@ class InstructorJudge:
         self.model = model
         self.params = {**DEFAULT_PARAMS, **(params or {})}
         self.max_reasks = max_reasks
-        self.verdict_model = verdict_model(rubric)
+        # wrapped once: instructor would otherwise build a new wrapper class on every call
+        self.verdict_model = instructor.response_schema(verdict_model(rubric))
         self._client: Any = instructor.from_litellm(self._complete, mode=instructor.Mode.JSON)
         self._client.on("parse:error", self._on_parse_error)
 
@@ -100,6 +101,9 @@ class InstructorJudge:
 
         call = CallContext(request=request)
         token = _CALL.set(call)
+        row = ROW_CONTEXT.set(
+            {"row_id": request.row_id, "case_requirement_ids": list(request.case_requirement_ids)}
+        )
         error: JudgeError | None = None
         verdict = None
         try:
@@ -107,10 +111,6 @@ class InstructorJudge:
                 response_model=self.verdict_model,
                 messages=[dict(m) for m in request.messages],
                 model=self.model,
-                context={
-                    "row_id": request.row_id,
-                    "case_requirement_ids": list(request.case_requirement_ids),
-                },
                 max_retries=self.max_reasks,
                 **self.params,
             )
@@ -123,6 +123,7 @@ class InstructorJudge:
         except InstructorRetryException as exc:
             error = self._classify(exc, call)
         finally:
+            ROW_CONTEXT.reset(row)
             _CALL.reset(token)
         # the last parse error is the final failure, not a re-ask
         reasks = (
