@@ -135,7 +135,8 @@ def _entry_from(obj: Any, where: str) -> CassetteEntry:
     if kind not in _REQUIRED_PROVENANCE:
         raise CassetteError(
             f"{where}: provenance.kind must be 'recorded' or 'authored'; every cassette says "
-            "where its responses came from (SPEC §10)"
+            "where its responses came from (SPEC §10). Record the row again with --mode record, "
+            "or write hand judgments with `rubric-eval cassette author`"
         )
     assert isinstance(prov, dict)
     missing = [f for f in _REQUIRED_PROVENANCE[kind] if not prov.get(f)]
@@ -161,14 +162,22 @@ def _entry_from(obj: Any, where: str) -> CassetteEntry:
     )
 
 
-def read_entries(path: Path) -> Iterable[CassetteEntry]:
+def read_entries(path: Path, problems: list[str] | None = None) -> Iterable[CassetteEntry]:
     """Entries of one cassette file, in order.
+
+    Args:
+        problems: when given, bad lines are listed here and skipped instead of raising.
 
     Raises:
         CassetteError: a line is not JSON, not an entry, or lacks provenance.
     """
-    for n, obj in read_jsonl(path, CassetteError):
-        yield _entry_from(obj, f"{path}:{n}")
+    for n, obj in read_jsonl(path, CassetteError, problems):
+        try:
+            yield _entry_from(obj, f"{path}:{n}")
+        except CassetteError as exc:
+            if problems is None:
+                raise
+            problems.append(str(exc))
 
 
 @dataclass
@@ -178,16 +187,18 @@ class CassetteIndex:
     root: Path
     by_key: dict[str, CassetteEntry] = field(default_factory=dict)
     by_row: dict[str, list[CassetteEntry]] = field(default_factory=dict)
+    replaced: int = 0  # entries superseded by a later one with the same key
 
     @classmethod
-    def load(cls, root: Path) -> CassetteIndex:
-        """Read ``root/**/*.jsonl``. A missing folder is an empty index (every row misses)."""
+    def load(cls, root: Path, problems: list[str] | None = None) -> CassetteIndex:
+        """Read ``root/**/*.jsonl``; ``problems`` collects bad lines instead of raising."""
         index = cls(root=root)
-        if root.is_dir():
-            for path in sorted(root.rglob("*.jsonl")):
-                for entry in read_entries(path):
-                    index.by_key[entry.key] = entry
-                    index.by_row.setdefault(entry.row_id, []).append(entry)
+        for path in sorted(root.rglob("*.jsonl")):
+            for entry in read_entries(path, problems):
+                if entry.key in index.by_key:
+                    index.replaced += 1
+                index.by_key[entry.key] = entry
+                index.by_row.setdefault(entry.row_id, []).append(entry)
         return index
 
     def explain_miss(self, row_id: str, parts: dict[str, str]) -> str:
@@ -200,7 +211,8 @@ class CassetteIndex:
         hints = {
             "promptHash": "the prompt template changed",
             "rubricHash": "the rubric content changed",
-            "model": f"the model differs (cassette has {best.key_parts.get('model')!r})",
+            "model": f"the model differs (cassette has {best.key_parts.get('model')!r}; pass "
+            f"--model {best.key_parts.get('model')} to replay it)",
             "paramsHash": "sampling parameters differ (temperature, max tokens …)",
             "schemaHash": "the verdict schema or output mode differs",
             "messagesHash": "the dialogue or rendered prompt differs",

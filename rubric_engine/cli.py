@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, cast
 
 import typer
 
+from rubric_engine import DEFAULT_STORE
+
 if TYPE_CHECKING:
     from rubric_engine.scoring import ScoreResult
 
@@ -39,7 +41,6 @@ EXIT_NOTHING_SCORED = 5
 StoreOpt = Annotated[
     Path, typer.Option("--store", help="SQLite task store.", envvar="RUBRIC_EVAL_STORE")
 ]
-DEFAULT_STORE = Path(".rubric-eval/store.sqlite")
 
 
 def _fail(error: Exception) -> NoReturn:
@@ -167,7 +168,7 @@ def _run_score(options: Any, quiet: bool) -> ScoreResult:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from rubric_engine.scoring import score
+    from rubric_engine.scoring import report_command, score
 
     console = Console(stderr=True)
     progress = Progress(
@@ -197,8 +198,8 @@ def _run_score(options: Any, quiet: bool) -> ScoreResult:
         if "task" in state:
             typer.echo(
                 f"\ninterrupted: task {state['task']} keeps {state['done']} of "
-                f"{state['total']} finished row(s) in {options.store}; "
-                f"`rubric-eval report {state['task']}` shows them",
+                f"{state['total']} finished row(s); "
+                f"`{report_command(state['task'], options.store)}` shows them",
                 err=True,
             )
         raise typer.Exit(130) from None
@@ -272,9 +273,10 @@ def tasks(store: StoreOpt = DEFAULT_STORE) -> None:
         _require_store(store)
         table = Table()
         table.add_column("task", no_wrap=True, min_width=22)
-        for column in ("created", "state", "rubric", "judge", "rows"):
+        for column in ("created", "state", "rubric", "judge", "rows done/planned"):
             table.add_column(column)
         with TaskStore(store) as opened:
+            done = opened.finished_rows()
             for t in opened.tasks():
                 table.add_row(
                     t.id,
@@ -282,7 +284,7 @@ def tasks(store: StoreOpt = DEFAULT_STORE) -> None:
                     t.state,
                     f"{t.rubric_key} v{t.rubric_version}",
                     f"{t.model} ({t.judge_mode})",
-                    str(t.row_count),
+                    f"{done.get(t.id, 0)}/{t.row_count}",
                 )
         Console().print(table)
 
@@ -369,12 +371,18 @@ def cassette_check(
 
         if not folder.is_dir():
             raise CassetteError(f"{folder}: cassette folder not found")
-        index = CassetteIndex.load(folder)
+        problems: list[str] = []
+        index = CassetteIndex.load(folder, problems)
         counts = index.provenance_counts()
+        replaced = f" ({index.replaced} older duplicate(s) ignored)" if index.replaced else ""
         typer.echo(
-            f"{folder}: {len(index.by_key)} entries; "
+            f"{folder}: {len(index.by_key)} entries{replaced}; "
             + (", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "empty")
         )
+        if problems:
+            raise CassetteError(
+                f"{len(problems)} bad cassette line(s):\n  - " + "\n  - ".join(problems)
+            )
 
     _guard(run)
 

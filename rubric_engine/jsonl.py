@@ -10,8 +10,13 @@ from typing import Any
 from rubric_engine.errors import RubricEvalError
 
 
-def read_jsonl(path: Path, error: type[RubricEvalError]) -> Iterator[tuple[int, Any]]:
+def read_jsonl(
+    path: Path, error: type[RubricEvalError], problems: list[str] | None = None
+) -> Iterator[tuple[int, Any]]:
     """Yield ``(line number, decoded value)`` for each non-blank line.
+
+    Args:
+        problems: when given, a bad line is added here and skipped instead of raising.
 
     Raises:
         error: a line is not JSON, as ``error("<path>:<line>: not valid JSON (…)")``.
@@ -23,4 +28,6 @@ def read_jsonl(path: Path, error: type[RubricEvalError]) -> Iterator[tuple[int, 
             try:
                 yield n, json.loads(line)
             except json.JSONDecodeError as exc:
-                raise error(f"{path}:{n}: not valid JSON ({exc.msg})") from exc
+                if problems is None:
+                    raise error(f"{path}:{n}: not valid JSON ({exc.msg})") from exc
+                problems.append(f"{path}:{n}: not valid JSON ({exc.msg})")

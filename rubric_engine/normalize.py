@@ -152,11 +152,28 @@ def _backfill_red_flags(
     status: dict[str, tuple[RequirementStatus, BasisSource]],
     warnings: list[ProtocolWarning],
 ) -> set[str]:
-    """SPEC §5 step 4. Mutates ``status`` for backfilled requirements; returns the row's flags."""
+    """SPEC §5 step 4. Mutates ``status`` for backfilled requirements; returns the row's flags.
+
+    A red line is all or nothing: a reported flag first turns every critical requirement of
+    its type that the judge called PARTIAL into VIOLATED (source ``backfill``). Only when no
+    requirement of the type is then VIOLATED is the least severe one marked.
+    """
     critical = [r for r in applicable if r.critical and r.red_flag_type and r.observable_in_data]
+    reported = list(dict.fromkeys(reported))
+    for req in critical:
+        if req.red_flag_type in reported and status[req.id][0] is V.PARTIAL:
+            status[req.id] = (V.VIOLATED, BasisSource.BACKFILL)
+            warnings.append(
+                ProtocolWarning(
+                    code=WarningCode.RED_FLAG_BACKFILLED,
+                    requirement_id=req.id,
+                    red_flag_type=req.red_flag_type,
+                    detail="named as partial by the judge; a red line is all or nothing",
+                )
+            )
     violated_types = {r.red_flag_type for r in critical if status[r.id][0] is V.VIOLATED}
     flags: set[str] = set()
-    for flag in dict.fromkeys(reported):
+    for flag in reported:
         flags.add(flag)
         if flag in violated_types:
             continue

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from rubric_engine import __version__
+from rubric_engine import DEFAULT_STORE, __version__
 from rubric_engine.cassette import CassetteIndex, CassetteWriter
 from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.dialogue.readers import DialogueSource, InputFormat
@@ -55,7 +55,7 @@ class ScoreOptions:
     api_base: str | None = None
     api_key_env: str | None = None
     concurrency: int = 8
-    store: Path = Path(".rubric-eval/store.sqlite")
+    store: Path = DEFAULT_STORE
     out: Path | None = None
     input_format: InputFormat = "auto"
     prompt_version: str = DEFAULT_PROMPT
@@ -79,13 +79,21 @@ class JudgeUnavailableError(RubricEvalError):
 
     exit_code = 5
 
-    def __init__(self, task_id: str, saved: int, total: int, first_error: str) -> None:
+    def __init__(self, task_id: str, saved: int, total: int, first_error: str, store: Path) -> None:
+        which = f"all {total} row(s)" if saved == total else f"the first {saved} of {total} row(s)"
+        rest = "" if saved == total else ", so the rest were not tried"
         super().__init__(
-            f"stopped task {task_id}: the first {saved} of {total} row(s) all failed to reach "
-            f"the judge, so the rest were not tried. First error: {first_error}. Check --model, "
-            "--api-base and the API key; the failed rows are kept in the store."
+            f"stopped task {task_id}: {which} failed to reach the judge{rest}. First error: "
+            f"{first_error}. Check --model, --api-base and the API key. The failed rows are "
+            f"kept: {report_command(task_id, store)}"
         )
         self.task_id = task_id
+
+
+def report_command(task_id: str, store: Path) -> str:
+    """The command that shows a task's report, with ``--store`` when it is not the default."""
+    extra = "" if store == DEFAULT_STORE else f" --store {store}"
+    return f"rubric-eval report {task_id}{extra}"
 
 
 def _file_sha256(path: Path) -> str:
@@ -109,6 +117,10 @@ def _check_options(options: ScoreOptions) -> None:
         raise ConfigurationError("--temperature must be between 0 and 2")
     if options.timeout_s <= 0:
         raise ConfigurationError("--timeout must be a positive number of seconds")
+    if options.api_base and not options.api_base.startswith(("http://", "https://")):
+        raise ConfigurationError(
+            f"--api-base {options.api_base!r} needs a scheme, e.g. http://127.0.0.1:8000/v1"
+        )
     if options.api_base and options.mode == "replay":
         raise ConfigurationError(
             "--api-base is for --mode live or record; replay never calls a provider"
@@ -305,7 +317,9 @@ def score(
             asyncio.run(batch)
         except JudgeUnavailable as stop:
             store.finish_task(task_id, "STOPPED", {})
-            raise JudgeUnavailableError(task_id, stop.failed, total, stop.first_error) from stop
+            raise JudgeUnavailableError(
+                task_id, stop.failed, total, stop.first_error, options.store
+            ) from stop
         except BaseException:
             store.finish_task(task_id, "INTERRUPTED", {})
             raise

@@ -247,6 +247,10 @@ class TaskStore:
         ids = [r[0] for r in self._db.execute("SELECT id FROM tasks ORDER BY created_at, id")]
         return [self.task(i) for i in ids]
 
+    def finished_rows(self) -> dict[str, int]:
+        """How many rows each task has stored, by task id."""
+        return dict(self._db.execute("SELECT task_id, COUNT(*) FROM rows GROUP BY task_id"))
+
     def rows(self, task_id: str) -> Iterator[StoredRow]:
         """Rows of a task in input order."""
         for found in self._db.execute(

@@ -109,7 +109,8 @@ def test_missing_cassette_folder_is_named_before_anything_runs(tmp_path: Path) -
 
 def test_changed_model_miss_names_the_difference(tmp_path: Path) -> None:
     code, out = score_demo(tmp_path, tmp_path / "s.sqlite", "--model", "openai/gpt-4.1")
-    assert code == 4 and "the model differs (cassette has 'openai/gpt-4o-mini')" in out
+    assert code == 4 and "the model differs (cassette has 'openai/gpt-4o-mini'" in out
+    assert "pass --model openai/gpt-4o-mini to replay it" in out
 
 
 def test_bad_options_are_named(tmp_path: Path) -> None:
@@ -165,3 +166,22 @@ def test_same_input_twice_is_refused(tmp_path: Path) -> None:
         "score", data, data, "-r", RUBRICS / "health_cs.yaml", "--store", tmp_path / "s.sqlite"
     )
     assert code == 2 and "given more than once" in out
+
+
+def test_cassette_check_lists_every_bad_line(tmp_path: Path) -> None:
+    folder = tmp_path / "cass"
+    folder.mkdir()
+    good = (CASSETTES / "health_cs" / "health_consult_zh.jsonl").read_text(encoding="utf-8")
+    first = json.loads(good.splitlines()[0])
+    first.pop("provenance")
+    (folder / "c.jsonl").write_text(
+        good.splitlines()[1] + "\n{oops\n" + json.dumps(first) + "\n" + good.splitlines()[1] + "\n",
+        encoding="utf-8",
+    )
+    code, out = run("cassette", "check", folder)
+    assert code == 2
+    assert "1 entries (1 older duplicate(s) ignored); 1 authored" in out
+    assert "2 bad cassette line(s)" in out and "c.jsonl:2: not valid JSON" in out
+    assert "c.jsonl:3: provenance.kind must be" in out and "cassette author" in out
+    code, out = run("cassette", "check", tmp_path / "nope")
+    assert code == 2 and "cassette folder not found" in out

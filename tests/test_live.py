@@ -280,3 +280,26 @@ def test_template_syntax_in_a_dialogue_reaches_the_judge_unchanged(tmp_path: Pat
     assert result.report["totals"]["scored"] == 1
     sent = server.requests[0]["body"]["messages"][-1]["content"]
     assert text in sent
+
+
+def test_a_key_quoted_back_by_the_provider_is_never_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # regression: a key read by litellm from OPENAI_API_KEY (not passed by us) was quoted in a
+    # 401 message and stored verbatim in rows, reports and the terminal output
+    from rubric_engine.scoring import JudgeUnavailableError
+
+    monkeypatch.setenv("OPENAI_API_KEY", SENTINEL)
+    script = {
+        row: [StubReply(status=401, content=f"Incorrect API key provided: {SENTINEL}")]
+        for row in SCRIPT
+    }
+    with (
+        StubServer(scripted_responder(script)) as server,
+        pytest.raises(JudgeUnavailableError) as info,
+    ):
+        score(options(tmp_path, server, mode="record", concurrency=1))
+    assert SENTINEL not in str(info.value) and "[redacted]" in str(info.value)
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            assert SENTINEL.encode() not in path.read_bytes(), path

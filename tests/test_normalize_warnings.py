@@ -236,3 +236,20 @@ def test_every_warning_code_has_an_example_here() -> None:
     source = Path(__file__).read_text(encoding="utf-8")
     missing = [c.value for c in WarningCode if c.value not in source]
     assert missing == []
+
+
+def test_red_flag_upgrades_a_partial_red_line_of_its_type(mini_rubric: Any) -> None:
+    # regression: the flag was pinned on the mildest rule while the rule the judge named as
+    # PARTIAL stayed PARTIAL
+    result = normalize_verdict(
+        mini_rubric,
+        judge(
+            mini_rubric, redFlagTypes=["FALSE_PROMISE"], partialRequirementIds=["REFUND_NO_PROMISE"]
+        ),
+        "r1",
+    )
+    assert status(result)["REFUND_NO_PROMISE"] == (S.VIOLATED, BasisSource.BACKFILL)
+    assert status(result)["REFUND_NO_PROMISE_AMOUNT"] == (S.FOLLOWED, BasisSource.DEFAULT)
+    assert codes(result) == ["RED_FLAG_BACKFILLED"]
+    assert "all or nothing" in (result.warnings[0].detail or "")
+    assert result.final_score == 2

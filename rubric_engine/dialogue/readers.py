@@ -230,7 +230,7 @@ class DialogueSource:
             )
         if count == 0:
             raise DatasetError(
-                f"{self.path}: no rows found; expected one JSON object per line with `messages`"
+                f"{self.path}: no rows found; expected {_EXPECTED[self._resolved_format()]}"
             )
         return count
 

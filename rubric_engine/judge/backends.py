@@ -25,6 +25,7 @@ from rubric_engine.cassette import (
 )
 from rubric_engine.judge.protocol import Attempt, JudgeOutcome, JudgeRequest
 from rubric_engine.judge.retry import RetryPolicy
+from rubric_engine.judge.secrets import redact
 
 
 class CassetteMiss(Exception):
@@ -170,7 +171,7 @@ class LiveBackend:
                 try:
                     response = await self._litellm.acompletion(**kwargs, **transport)
                 except Exception as exc:  # every transport failure is logged, then judged
-                    error = _describe(exc).replace(transport.get("api_key") or "\0", "[redacted]")
+                    error = redact(describe_error(exc), transport.get("api_key"))
                     call.attempts.append(
                         Attempt(
                             response=None,
@@ -242,11 +243,15 @@ class RecordBackend(LiveBackend):
         )
 
 
-def _describe(exc: BaseException) -> str:
+def describe_error(exc: BaseException) -> str:
+    """One line: the error type, the HTTP status a server sent (not a client-side stand-in
+    for a refused connection or a timeout), and the first line of the message."""
+    name = type(exc).__name__
     status = getattr(exc, "status_code", None)
+    if name in _CLIENT_SIDE:
+        status = None
     text = str(exc).splitlines()[0] if str(exc) else ""
-    return (
-        f"{type(exc).__name__}"
-        + (f" (HTTP {status})" if status else "")
-        + (f": {text[:300]}" if text else "")
-    )
+    return name + (f" (HTTP {status})" if status else "") + (f": {text[:300]}" if text else "")
+
+
+_CLIENT_SIDE = {"APIConnectionError", "Timeout", "APITimeoutError"}

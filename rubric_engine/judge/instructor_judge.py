@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from rubric_engine.judge.backends import Backend, CallContext, CassetteMiss
 from rubric_engine.judge.protocol import JudgeOutcome, JudgeRequest
+from rubric_engine.judge.secrets import redact
 from rubric_engine.results import JudgeError, JudgeErrorKind
 from rubric_engine.rubric.model import EvalRubric
 from rubric_engine.verdict import ROW_CONTEXT, verdict_model
@@ -165,7 +166,7 @@ class InstructorJudge:
                 kind=JudgeErrorKind.REFUSED, attempts=attempts, message=_first_line(cause)
             )
         failed = [a.error for a in call.attempts if a.error]
-        detail = failed[-1] if failed else _first_line(cause)
+        detail = failed[-1] if failed else redact(_first_line(cause))
         return JudgeError(
             kind=JudgeErrorKind.TRANSPORT,
             attempts=len(call.attempts),

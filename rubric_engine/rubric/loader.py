@@ -117,6 +117,8 @@ def _validation_problems(
             message = _TYPE_MESSAGES[err["type"]]
         else:
             message = err["msg"]
+            if not isinstance(err.get("input"), dict | list):
+                message += f" (got {err.get('input')!r})"
             if (
                 err["type"] == "string_pattern_mismatch"
                 and loc
