@@ -253,12 +253,15 @@ def test_taubench_v1_trajectories_drop_the_policy_system_message(tmp_path: Path)
     assert row.metadata["reward"] == 1.0
 
 
-def test_taubench_v1_shared_file_reads_whole() -> None:
-    from tests.conftest import shared_data
-
-    source = DialogueSource(shared_data("tau-bench", "airline_trajectories_gpt-4o_dev.json"))
-    assert source.validate() == 50
-    assert next(iter(source)).row_id == "airline-0-t0"
+def test_taubench_v1_real_trajectories() -> None:
+    # the first two elements of tau-bench's historical_trajectories/gpt-4o-airline.json (MIT)
+    source = DialogueSource(Path(__file__).parent / "data" / "airline_trajectories_taubench_2.json")
+    assert source.validate() == 2
+    rows = list(source)
+    assert [r.row_id for r in rows] == ["airline-0-t0", "airline-0-t1"]
+    assert all(m.role != "system" for r in rows for m in r.messages)
+    calls = [c for m in rows[0].messages for c in m.tool_calls]
+    assert calls and isinstance(calls[0].arguments, str)  # v1 keeps arguments as JSON strings
 
 
 def test_flattened_transcript(tmp_path: Path) -> None:
