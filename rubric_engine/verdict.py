@@ -124,7 +124,12 @@ class VerdictBase(BaseModel):
     Subclasses made by :func:`verdict_model` set the class-level lookup tables.
     """
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="ignore",
+        json_schema_extra=lambda schema, cls: _enumerate_pack(schema, cls),
+    )
 
     _intents: ClassVar[dict[str, str]] = {}
     _flags: ClassVar[dict[str, str]] = {}
@@ -257,6 +262,18 @@ class VerdictBase(BaseModel):
         return [] if value is None else value
 
 
+def _enumerate_pack(schema: dict[str, Any], cls: Any) -> None:
+    """Put the pack's closed sets into the schema the judge is sent."""
+    props = schema.get("properties", {})
+    if cls._intents:
+        props["intentKey"]["enum"] = list(cls._intents.values())
+    if cls._flags:
+        props["redFlagTypes"]["items"] = {"type": "string", "enum": list(cls._flags.values())}
+    props["score"]["minimum"], props["score"]["maximum"] = cls._scale
+    for name in ("unmetRequirementIds", "partialRequirementIds"):
+        props[name]["items"] = {"type": "string", "pattern": ID_PATTERN}
+
+
 def _clean_list(value: Any, lookup: Mapping[str, str], what: str, field: str) -> list[str]:
     if value is None:
         return []
@@ -301,51 +318,7 @@ def _verdict_model(
     requirement_ids: tuple[str, ...],
     scale: tuple[int, int],
 ) -> type[VerdictBase]:
-    flag_items: dict[str, Any] = (
-        {"type": "string", "enum": list(flags)} if flags else {"type": "string"}
-    )
-    model = create_model(
-        "JudgeVerdict",
-        __base__=VerdictBase,
-        intent_key=(
-            str,
-            Field(
-                description="Exactly one intent key from the rubric's list.",
-                json_schema_extra={"enum": list(intents)},
-            ),
-        ),
-        score=(
-            int,
-            Field(
-                description="Integer score inside the rubric's score scale.",
-                json_schema_extra={"minimum": scale[0], "maximum": scale[1]},
-            ),
-        ),
-        red_flag_types=(
-            list[str],
-            Field(
-                default_factory=list,
-                description="Red-line types this dialogue crossed; [] if none.",
-                json_schema_extra={"items": flag_items},
-            ),
-        ),
-        unmet_requirement_ids=(
-            list[str],
-            Field(
-                default_factory=list,
-                description="IDs of applicable requirements that were VIOLATED.",
-                json_schema_extra={"items": {"type": "string", "pattern": ID_PATTERN}},
-            ),
-        ),
-        partial_requirement_ids=(
-            list[str],
-            Field(
-                default_factory=list,
-                description="IDs of applicable requirements only partly met.",
-                json_schema_extra={"items": {"type": "string", "pattern": ID_PATTERN}},
-            ),
-        ),
-    )
+    model = create_model("JudgeVerdict", __base__=VerdictBase)
     model._intents = canonical_lookup(intents)
     model._flags = canonical_lookup(flags)
     model._requirements = canonical_lookup(requirement_ids)
