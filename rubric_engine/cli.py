@@ -114,19 +114,9 @@ def score(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Score dialogue files with a rubric pack; print a summary and the task id."""
-    from rubric_engine.dialogue.readers import INPUT_FORMATS, InputFormat
-    from rubric_engine.errors import ConfigurationError
-    from rubric_engine.scoring import MODES, Mode, ScoreOptions
+    from rubric_engine.dialogue.readers import InputFormat
+    from rubric_engine.scoring import Mode, ScoreOptions
 
-    if mode not in MODES:
-        _fail(ConfigurationError(f"--mode {mode!r} is not valid; use one of {', '.join(MODES)}"))
-    if input_format not in INPUT_FORMATS:
-        _fail(
-            ConfigurationError(
-                f"--input-format {input_format!r} is not valid; use one of "
-                f"{', '.join(INPUT_FORMATS)}"
-            )
-        )
     options = ScoreOptions(
         inputs=inputs,
         rubric=rubric,

@@ -20,7 +20,7 @@ from typing import Any, Literal
 from rubric_engine import DEFAULT_STORE, __version__
 from rubric_engine.cassette import CassetteIndex, CassetteWriter
 from rubric_engine.dialogue.model import DialogueRow
-from rubric_engine.dialogue.readers import DialogueSource, InputFormat
+from rubric_engine.dialogue.readers import INPUT_FORMATS, DialogueSource, InputFormat
 from rubric_engine.errors import ConfigurationError, RubricEvalError
 from rubric_engine.judge.backends import LiveBackend, LiveSettings, RecordBackend, ReplayBackend
 from rubric_engine.judge.instructor_judge import DEFAULT_PARAMS, InstructorJudge
@@ -108,6 +108,11 @@ def _check_options(options: ScoreOptions) -> None:
     if options.mode not in MODES:
         raise ConfigurationError(
             f"--mode {options.mode!r} is not valid; use one of {', '.join(MODES)}"
+        )
+    if options.input_format not in INPUT_FORMATS:
+        raise ConfigurationError(
+            f"--input-format {options.input_format!r} is not valid; use "
+            f"one of {', '.join(INPUT_FORMATS)}"
         )
     if options.concurrency < 1:
         raise ConfigurationError("--concurrency must be at least 1")

@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from rubric_engine.errors import format_loc
 from rubric_engine.judge.backends import Backend, CallContext, CassetteMiss
 from rubric_engine.judge.protocol import JudgeOutcome, JudgeRequest
 from rubric_engine.judge.secrets import redact
@@ -30,9 +31,7 @@ DEFAULT_PARAMS: dict[str, Any] = {"temperature": 0.0, "max_tokens": 1024}
 
 def _first_line(exc: BaseException) -> str:
     if isinstance(exc, ValidationError):
-        return "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'verdict'}: {e['msg']}" for e in exc.errors()
-        )
+        return "; ".join(f"{format_loc(e['loc']) or 'verdict'}: {e['msg']}" for e in exc.errors())
     if isinstance(exc, json.JSONDecodeError):
         return f"reply is not a JSON object ({exc.msg})"
     return (str(exc).splitlines() or [type(exc).__name__])[0]
