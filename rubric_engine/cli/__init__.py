@@ -1,0 +1,27 @@
+"""``rubric-eval`` command line: parse options, call the library, map errors to exit codes.
+
+Exit codes: 0 done; 2 bad input or options (nothing scored); 3 store problem; 4 replay ran but
+some rows had no cassette entry (they are JUDGE_ERROR rows; the message says how to record
+them); 5 no row could be scored (every row JUDGE_ERROR, or the first rows all failed to reach
+the judge and the run stopped); 130 interrupted (finished rows are kept); 1 anything unexpected.
+Heavy modules are imported inside commands so ``--help`` is fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from rubric_engine.cli._app import app
+
+__all__ = ["COMMAND_MODULES", "app", "main"]
+
+#: Each module registers its commands on import; this order is the order `--help` lists them in.
+#: A new command module goes here.
+COMMAND_MODULES = ("score_cmd", "report_cmd", "rubric_cmd", "tools_cmd")
+for _name in COMMAND_MODULES:
+    importlib.import_module(f"rubric_engine.cli.{_name}")
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

@@ -1,0 +1,3 @@
+from rubric_engine.cli import main
+
+main()

@@ -1,0 +1,57 @@
+"""The typer app, its sub-apps and the helpers every command shares."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+
+app = typer.Typer(
+    name="rubric-eval",
+    help="Score batches of real dialogues with versioned rubric packs and an LLM judge.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+rubric_app = typer.Typer(
+    help="Validate rubric packs and export their JSON Schema.", no_args_is_help=True
+)
+cassette_app = typer.Typer(help="Check and author judge cassettes.", no_args_is_help=True)
+prompt_app = typer.Typer(help="Show what the judge is sent.", no_args_is_help=True)
+app.add_typer(rubric_app, name="rubric")
+app.add_typer(cassette_app, name="cassette")
+app.add_typer(prompt_app, name="prompt")
+
+EXIT_CASSETTE_MISS = 4
+EXIT_NOTHING_SCORED = 5
+StoreOpt = Annotated[
+    Path, typer.Option("--store", help="SQLite task store.", envvar="RUBRIC_EVAL_STORE")
+]
+
+
+def _fail(error: Exception) -> NoReturn:
+    from rubric_engine.errors import RubricEvalError
+
+    code = error.exit_code if isinstance(error, RubricEvalError) else 1
+    typer.echo(f"error: {error}", err=True)
+    raise typer.Exit(code)
+
+
+def _guard(fn: Any) -> Any:
+    """Run a command body; turn our errors into a message and an exit code, no traceback."""
+    from rubric_engine.errors import RubricEvalError
+
+    try:
+        return fn()
+    except RubricEvalError as exc:
+        _fail(exc)
+
+
+def _require_store(store: Path) -> None:
+    from rubric_engine.errors import StoreError
+
+    if not store.is_file():
+        raise StoreError(
+            f"{store}: no task store here; run `rubric-eval score` first or pass --store PATH"
+        )

@@ -1,0 +1,77 @@
+"""`rubric-eval report` and `rubric-eval tasks`: read the task store."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from rubric_engine import DEFAULT_STORE
+from rubric_engine.cli._app import StoreOpt, _fail, _guard, _require_store, app
+
+
+@app.command()
+def report(
+    task_id: Annotated[str, typer.Argument(help="Task id printed by `score`.")],
+    store: StoreOpt = DEFAULT_STORE,
+    format: Annotated[
+        str, typer.Option("--format", help="json or md (printed to stdout unless --out is given).")
+    ] = "md",
+    out: Annotated[
+        Path | None, typer.Option(help="Write report.json, report.md and rows.jsonl here.")
+    ] = None,
+) -> None:
+    """Rebuild a task's report from the store (its own rubric snapshot, not current files)."""
+    from rubric_engine.errors import ConfigurationError
+
+    if format not in ("json", "md"):
+        _fail(ConfigurationError(f"--format {format!r} is not valid; use json or md"))
+
+    def run() -> None:
+        from rubric_engine.report import report_for_task, write_reports
+        from rubric_engine.report.render import render_json, render_markdown
+        from rubric_engine.store import TaskStore
+
+        _require_store(store)
+        with TaskStore(store) as opened:
+            built = report_for_task(opened, task_id)
+            if out is not None:
+                files = write_reports(opened, task_id, built, out)
+                typer.echo(f"wrote {files.json}, {files.markdown}, {files.rows}")
+            else:
+                sys.stdout.write(render_json(built) if format == "json" else render_markdown(built))
+
+    _guard(run)
+
+
+@app.command()
+def tasks(store: StoreOpt = DEFAULT_STORE) -> None:
+    """List the tasks in the store."""
+
+    def run() -> None:
+        from rich.console import Console
+        from rich.table import Table
+
+        from rubric_engine.store import TaskStore
+
+        _require_store(store)
+        table = Table()
+        table.add_column("task", no_wrap=True, min_width=22)
+        for column in ("created", "state", "rubric", "judge", "rows done/planned"):
+            table.add_column(column)
+        with TaskStore(store) as opened:
+            done = opened.finished_rows()
+            for t in opened.tasks():
+                table.add_row(
+                    t.id,
+                    t.created_at,
+                    t.state,
+                    f"{t.rubric_key} v{t.rubric_version}",
+                    f"{t.model} ({t.judge_mode})",
+                    f"{done.get(t.id, 0)}/{t.row_count}",
+                )
+        Console().print(table)
+
+    _guard(run)

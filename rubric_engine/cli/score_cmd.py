@@ -1,0 +1,160 @@
+"""`rubric-eval score`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, cast
+
+import typer
+
+from rubric_engine import DEFAULT_STORE
+from rubric_engine.cli._app import EXIT_CASSETTE_MISS, EXIT_NOTHING_SCORED, StoreOpt, _guard, app
+
+if TYPE_CHECKING:
+    from rubric_engine.scoring import ScoreResult
+
+
+@app.command()
+def score(
+    inputs: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Dialogue files: .jsonl rows, a .json array or tau2-bench results file, or .csv."
+        ),
+    ],
+    rubric: Annotated[Path, typer.Option("--rubric", "-r", help="Rubric pack file (YAML).")],
+    mode: Annotated[
+        str,
+        typer.Option(
+            help="replay: answer from cassettes, offline; record: "
+            "call the provider and save cassettes; live: call the "
+            "provider."
+        ),
+    ] = "replay",
+    cassettes: Annotated[
+        Path,
+        typer.Option(
+            help="Cassette folder (replay reads all *.jsonl "
+            "under it; record appends to "
+            "DIR/<rubricKey>/<input>.jsonl)."
+        ),
+    ] = Path("cassettes"),
+    model: Annotated[
+        str, typer.Option(help="litellm model name of the judge.")
+    ] = "openai/gpt-4o-mini",
+    api_base: Annotated[
+        str | None, typer.Option(help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1.")
+    ] = None,
+    api_key_env: Annotated[
+        str | None,
+        typer.Option(
+            help="Environment variable holding the API key (never stored); default: the "
+            "provider's usual one, e.g. OPENAI_API_KEY."
+        ),
+    ] = None,
+    concurrency: Annotated[int, typer.Option(min=1, help="Judge calls in flight.")] = 8,
+    store: StoreOpt = DEFAULT_STORE,
+    out: Annotated[
+        Path | None, typer.Option(help="Report folder (default reports/<task id>).")
+    ] = None,
+    input_format: Annotated[str, typer.Option(help="auto, jsonl, json or csv.")] = "auto",
+    max_reasks: Annotated[int, typer.Option(min=0, help="Re-asks after an invalid verdict.")] = 2,
+    temperature: Annotated[
+        float, typer.Option(min=0.0, max=2.0, help="Judge sampling temperature.")
+    ] = 0.0,
+    max_tokens: Annotated[int, typer.Option(min=16, help="Judge output token limit.")] = 1024,
+    timeout: Annotated[float, typer.Option(min=0.1, help="Per-request timeout, seconds.")] = 120.0,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+) -> None:
+    """Score dialogue files with a rubric pack; print a summary and the task id."""
+    from rubric_engine.dialogue.readers import InputFormat
+    from rubric_engine.scoring import Mode, ScoreOptions
+
+    options = ScoreOptions(
+        inputs=inputs,
+        rubric=rubric,
+        mode=cast(Mode, mode),
+        cassettes=cassettes,
+        model=model,
+        api_base=api_base,
+        api_key_env=api_key_env,
+        concurrency=concurrency,
+        store=store,
+        out=out,
+        input_format=cast(InputFormat, input_format),
+        max_reasks=max_reasks,
+        temperature=temperature,
+        max_tokens=max_tokens,
+        timeout_s=timeout,
+    )
+    result = _guard(lambda: _run_score(options, quiet))
+    _print_summary(result)
+    if result.cassette_misses:
+        first = result.cassette_misses[0].error
+        typer.echo(
+            f"error: {len(result.cassette_misses)} row(s) had no cassette entry and are "
+            f"JUDGE_ERROR. First: {first.message if first else ''}\n"
+            "Record them with the same options plus `--mode record` (needs the provider and its "
+            "API key), or point --cassettes at the folder that holds them.",
+            err=True,
+        )
+        raise typer.Exit(EXIT_CASSETTE_MISS)
+    if not result.report["totals"]["scored"]:
+        typer.echo(
+            "error: no row was scored (every row is JUDGE_ERROR; reasons above and in rows.jsonl)",
+            err=True,
+        )
+        raise typer.Exit(EXIT_NOTHING_SCORED)
+
+
+def _run_score(options: Any, quiet: bool) -> ScoreResult:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from rubric_engine.scoring import report_command, score
+
+    console = Console(stderr=True)
+    progress = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        disable=quiet or not console.is_terminal,
+    )
+    state: dict[str, Any] = {"done": 0}
+
+    def start(task_id: str, total: int) -> None:
+        state.update(task=task_id, total=total)
+        state["bar"] = progress.add_task(f"task {task_id}", total=total)
+        if not console.is_terminal and not quiet:
+            typer.echo(f"task {task_id}: scoring {total} row(s) …", err=True)
+
+    def advance(_row: Any) -> None:
+        state["done"] += 1
+        progress.advance(state["bar"])
+
+    try:
+        with progress:
+            return score(options, on_start=start, on_row=advance)
+    except KeyboardInterrupt:
+        if "task" in state:
+            typer.echo(
+                f"\ninterrupted: task {state['task']} keeps {state['done']} of "
+                f"{state['total']} finished row(s); "
+                f"`{report_command(state['task'], options.store)}` shows them",
+                err=True,
+            )
+        raise typer.Exit(130) from None
+
+
+def _print_summary(result: ScoreResult) -> None:
+    from rich.console import Console
+
+    from rubric_engine.report.console import print_summary
+
+    console = Console()
+    print_summary(result.report, console)
+    files = result.files
+    console.print(f"reports: {files.json}  {files.markdown}  {files.rows}")
+    console.print(f"task id: {result.task_id}")

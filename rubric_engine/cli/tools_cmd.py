@@ -1,0 +1,97 @@
+"""`rubric-eval prompt show` and `rubric-eval cassette check|author`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from rubric_engine.cli._app import _guard, cassette_app, prompt_app
+
+
+@prompt_app.command("show")
+def prompt_show(
+    input_file: Annotated[Path, typer.Argument(help="Dialogue file.")],
+    rubric: Annotated[Path, typer.Option("--rubric", "-r", help="Rubric pack file.")],
+    row: Annotated[str | None, typer.Option(help="rowId to show (default: the first).")] = None,
+    input_format: Annotated[str, typer.Option(help="auto, jsonl, json or csv.")] = "auto",
+) -> None:
+    """Print the system and user messages the judge receives for one row."""
+
+    def run() -> None:
+        from rubric_engine.dialogue.readers import DialogueSource
+        from rubric_engine.errors import DatasetError
+        from rubric_engine.pipeline import RequestBuilder
+        from rubric_engine.prompt import load_prompt
+        from rubric_engine.rubric import load_rubric
+
+        pack = load_rubric(rubric)
+        source = DialogueSource(input_file, input_format)  # type: ignore[arg-type]
+        source.validate()
+        builder = RequestBuilder(pack, load_prompt())
+        for seq, found in enumerate(source):
+            if row is None or found.row_id == row:
+                for message in builder.prepare(seq, found).request.messages:
+                    typer.echo(f"===== {message['role']} =====\n{message['content']}\n")
+                return
+        raise DatasetError(f"{input_file}: no row with rowId {row!r}")
+
+    _guard(run)
+
+
+@cassette_app.command("check")
+def cassette_check(
+    folder: Annotated[Path, typer.Argument(help="Cassette folder.")] = Path("cassettes"),
+) -> None:
+    """Validate every cassette under FOLDER and count entries by provenance."""
+
+    def run() -> None:
+        from rubric_engine.cassette import CassetteIndex
+        from rubric_engine.errors import CassetteError
+
+        if not folder.is_dir():
+            raise CassetteError(f"{folder}: cassette folder not found")
+        problems: list[str] = []
+        index = CassetteIndex.load(folder, problems)
+        counts = index.provenance_counts()
+        replaced = f" ({index.replaced} older duplicate(s) ignored)" if index.replaced else ""
+        typer.echo(
+            f"{folder}: {len(index.by_key)} entries{replaced}; "
+            + (", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "empty")
+        )
+        if problems:
+            raise CassetteError(
+                f"{len(problems)} bad cassette line(s):\n  - " + "\n  - ".join(problems)
+            )
+
+    _guard(run)
+
+
+@cassette_app.command("author")
+def cassette_author(
+    inputs: Annotated[list[Path], typer.Argument(help="Dialogue files the verdicts judge.")],
+    rubric: Annotated[Path, typer.Option("--rubric", "-r", help="Rubric pack file.")],
+    verdicts: Annotated[
+        Path,
+        typer.Option(
+            help="JSONL of hand-written verdicts, one per row "
+            "(the judge's JSON fields, rowId required)."
+        ),
+    ],
+    author: Annotated[str, typer.Option(help="Who judged the dialogues.")],
+    method: Annotated[str, typer.Option(help="How they were judged.")],
+    out: Annotated[Path, typer.Option(help="Cassette file to write (replaced).")],
+    model: Annotated[
+        str, typer.Option(help="Model the requests are keyed for.")
+    ] = "openai/gpt-4o-mini",
+) -> None:
+    """Turn hand-written verdicts into an `authored` cassette keyed like a real run."""
+
+    def run() -> None:
+        from rubric_engine.authoring import author_cassette
+
+        count = author_cassette(inputs, rubric, verdicts, author, method, out, model)
+        typer.echo(f"wrote {count} authored entries to {out}")
+
+    _guard(run)
