@@ -206,8 +206,11 @@ class EvalRubric(CamelModel):
         """The pack as a JSON-ready dict with camelCase keys, *without* ``status``.
 
         Status is lifecycle metadata: retiring a version must not change its content hash.
+        Fields left at their default are omitted, so a later engine that adds an optional field
+        (with a default) computes the same hash for an unchanged pack, and a version published
+        today is not reported as edited after an upgrade.
         """
-        data = self.model_dump(mode="json", by_alias=True)
+        data = self.model_dump(mode="json", by_alias=True, exclude_defaults=True)
         data.pop("status", None)
         return data
 
