@@ -27,9 +27,9 @@ from rubric_engine.judge.instructor_judge import DEFAULT_PARAMS, InstructorJudge
 from rubric_engine.judge.retry import RetryPolicy
 from rubric_engine.pipeline import JudgeUnavailable, RequestBuilder, run_batch
 from rubric_engine.prompt import DEFAULT_PROMPT, PromptTemplate, load_prompt
+from rubric_engine.registry import rubric_for_scoring
 from rubric_engine.report import ReportFiles, report_for_task, write_reports
 from rubric_engine.results import JudgeErrorKind, RowResult
-from rubric_engine.rubric.loader import load_rubric
 from rubric_engine.rubric.model import EvalRubric
 from rubric_engine.store import TaskRecord, TaskStore, new_task_id
 
@@ -48,7 +48,8 @@ class ScoreOptions:
     """
 
     inputs: Sequence[Path]
-    rubric: Path
+    #: a published ``KEY`` or ``KEY@N`` in ``store``, or a pack file (needs ``draft=True``)
+    rubric: str | Path
     mode: Mode = "replay"
     cassettes: Path = Path("cassettes")
     model: str = DEFAULT_MODEL
@@ -64,6 +65,8 @@ class ScoreOptions:
     max_tokens: int = 1024
     timeout_s: float = 120.0
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    #: allow a pack file (a draft) for a trial run; the task and report are marked DRAFT
+    draft: bool = False
 
 
 @dataclass
@@ -268,14 +271,15 @@ def score(
     """Score a batch and write ``report.json``, ``report.md`` and ``rows.jsonl``.
 
     Raises:
-        InputError: a rubric, dataset or option problem (nothing is scored).
+        InputError: a rubric, dataset or option problem (nothing is scored); LifecycleError
+            when the rubric is a file without ``draft``, or a RETIRED or unknown version.
         CassetteError: a cassette file is malformed (replay).
         StoreError: the store cannot be opened.
         JudgeUnavailableError: the first rows all failed to reach the judge; the run stopped.
         KeyboardInterrupt: passed on after the task is marked INTERRUPTED; finished rows stay.
     """
     _check_options(options)
-    rubric = load_rubric(options.rubric)
+    rubric = rubric_for_scoring(options.rubric, options.store, options.draft)
     template = load_prompt(options.prompt_version)
     sources, total = _check_inputs(options)
     backend = _backend(options, rubric)

@@ -23,7 +23,8 @@ from typing import Any
 from rubric_engine.errors import StoreError, TaskNotFoundError
 from rubric_engine.results import RowResult
 
-SCHEMA_VERSION = 1
+#: 2 added ``rubric_versions`` (the rubric registry, :mod:`rubric_engine.registry`).
+SCHEMA_VERSION = 2
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS tasks (
@@ -66,6 +67,17 @@ CREATE TABLE IF NOT EXISTS rows (
     PRIMARY KEY (task_id, row_id)
 );
 CREATE INDEX IF NOT EXISTS rows_by_seq ON rows (task_id, seq);
+CREATE TABLE IF NOT EXISTS rubric_versions (
+    rubric_key TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    content_hash TEXT NOT NULL,
+    snapshot TEXT NOT NULL,
+    source TEXT,
+    published_at TEXT NOT NULL,
+    retired_at TEXT,
+    PRIMARY KEY (rubric_key, version)
+);
 """
 
 
@@ -137,6 +149,11 @@ class TaskStore:
             if found is None:
                 self._db.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
                 self._db.commit()
+            elif int(found[0]) < SCHEMA_VERSION:  # the script above added the new tables
+                self._db.execute(
+                    "UPDATE meta SET value=? WHERE name='schema'", (str(SCHEMA_VERSION),)
+                )
+                self._db.commit()
             elif int(found[0]) > SCHEMA_VERSION:
                 raise StoreError(
                     f"{self.path}: store schema {found[0]} is newer than this "
@@ -148,6 +165,11 @@ class TaskStore:
                 "--store path or move the broken file away"
             ) from exc
         self._pending = 0
+
+    @property
+    def connection(self) -> sqlite3.Connection:
+        """The open SQLite connection, for modules that keep their own tables here."""
+        return self._db
 
     def __enter__(self) -> TaskStore:
         return self

@@ -26,6 +26,7 @@ def score_demo(tmp_path: Path, store: Path, *extra: object) -> tuple[int, str]:
         CASES / "health_consult_zh.jsonl",
         "-r",
         RUBRICS / "health_cs.yaml",
+        "--draft",
         "--store",
         store,
         "--out",
@@ -64,7 +65,7 @@ def test_malformed_dataset_exits_2_and_scores_nothing(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     store = tmp_path / "s.sqlite"
-    code, out = run("score", bad, "-r", RUBRICS / "health_cs.yaml", "--store", store)
+    code, out = run("score", bad, "-r", RUBRICS / "health_cs.yaml", "--draft", "--store", store)
     assert code == 2
     assert f"{bad}:2" in out and "not valid JSON" in out and "nothing was scored" in out
     assert not store.exists()
@@ -86,7 +87,13 @@ def test_broken_rubric_exits_2_with_lines(tmp_path: Path) -> None:
         out,
     )
     code, out = run(
-        "score", CASES / "airline_tau2_dev.json", "-r", pack, "--store", tmp_path / "s.sqlite"
+        "score",
+        CASES / "airline_tau2_dev.json",
+        "-r",
+        pack,
+        "--draft",
+        "--store",
+        tmp_path / "s.sqlite",
     )
     assert code == 2 and "POLICY_VIOLATIONS" in out
 
@@ -163,7 +170,14 @@ def test_output_and_store_paths_are_checked_before_judging(tmp_path: Path) -> No
 def test_same_input_twice_is_refused(tmp_path: Path) -> None:
     data = CASES / "health_consult_zh.jsonl"
     code, out = run(
-        "score", data, data, "-r", RUBRICS / "health_cs.yaml", "--store", tmp_path / "s.sqlite"
+        "score",
+        data,
+        data,
+        "-r",
+        RUBRICS / "health_cs.yaml",
+        "--draft",
+        "--store",
+        tmp_path / "s.sqlite",
     )
     assert code == 2 and "given more than once" in out
 

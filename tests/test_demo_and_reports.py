@@ -26,6 +26,7 @@ def test_demo_batch_replays_offline(tmp_path: Path, cases: str, pack: str, rows:
         ScoreOptions(
             inputs=[CASES / cases],
             rubric=RUBRICS / pack,
+            draft=True,
             store=tmp_path / "s.sqlite",
             out=tmp_path / "out",
             cassettes=CASSETTES,
@@ -64,6 +65,7 @@ def test_report_is_byte_identical_after_the_rubric_file_changes(tmp_path: Path) 
         ScoreOptions(
             inputs=[CASES / "health_consult_zh.jsonl"],
             rubric=pack,
+            draft=True,
             store=store_path,
             out=tmp_path / "out",
             cassettes=CASSETTES,
@@ -88,6 +90,7 @@ def test_task_keeps_its_snapshot_and_versions(tmp_path: Path) -> None:
         ScoreOptions(
             inputs=[CASES / "airline_tau2_dev.json"],
             rubric=RUBRICS / "airline_cs.yaml",
+            draft=True,
             store=tmp_path / "s.sqlite",
             out=tmp_path / "out",
             cassettes=CASSETTES,

@@ -57,6 +57,7 @@ def options(tmp_path: Path, server: StubServer | None, **extra: Any) -> ScoreOpt
     base: dict[str, Any] = {
         "inputs": [UNSEEN],
         "rubric": RUBRICS / "health_cs.yaml",
+        "draft": True,
         "mode": "live" if server else "replay",
         "model": "openai/stub-judge",
         "api_base": server.base_url if server else None,

@@ -15,7 +15,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 rubric_app = typer.Typer(
-    help="Validate rubric packs and export their JSON Schema.", no_args_is_help=True
+    help="Rubric packs and their lifecycle: validate, publish, retire, list, show, diff.",
+    no_args_is_help=True,
 )
 cassette_app = typer.Typer(help="Check and author judge cassettes.", no_args_is_help=True)
 prompt_app = typer.Typer(help="Show what the judge is sent.", no_args_is_help=True)

@@ -22,7 +22,15 @@ def score(
             help="Dialogue files: .jsonl rows, a .json array or tau2-bench results file, or .csv."
         ),
     ],
-    rubric: Annotated[Path, typer.Option("--rubric", "-r", help="Rubric pack file (YAML).")],
+    rubric: Annotated[
+        str,
+        typer.Option(
+            "--rubric",
+            "-r",
+            help="Published rubric KEY (its latest PUBLISHED version) or KEY@VERSION from the "
+            "store; or a pack FILE together with --draft.",
+        ),
+    ],
     mode: Annotated[
         str,
         typer.Option(
@@ -64,6 +72,14 @@ def score(
     ] = 0.0,
     max_tokens: Annotated[int, typer.Option(min=16, help="Judge output token limit.")] = 1024,
     timeout: Annotated[float, typer.Option(min=0.1, help="Per-request timeout, seconds.")] = 120.0,
+    draft: Annotated[
+        bool,
+        typer.Option(
+            "--draft",
+            help="Allow --rubric to be a pack file that is not published (a trial run; the task "
+            "and report say draft).",
+        ),
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Score dialogue files with a rubric pack; print a summary and the task id."""
@@ -86,6 +102,7 @@ def score(
         temperature=temperature,
         max_tokens=max_tokens,
         timeout_s=timeout,
+        draft=draft,
     )
     result = _guard(lambda: _run_score(options, quiet))
     _print_summary(result)

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rubric_engine.registry import verified_snapshot
 from rubric_engine.report.aggregate import RowUsage, build_report
 from rubric_engine.report.render import render_json, render_markdown
-from rubric_engine.rubric.loader import parse_rubric
 from rubric_engine.store import TaskRecord, TaskStore
 
 
@@ -46,12 +46,15 @@ def task_section(task: TaskRecord) -> dict[str, Any]:
 def report_for_task(store: TaskStore, task_id: str) -> dict[str, Any]:
     """Rebuild a task's report from the store alone.
 
+    The task's rubric snapshot is checked against the content hash recorded when the task ran
+    (SPEC §3): a report is never rebuilt from rules edited afterwards.
+
     Raises:
         TaskNotFoundError: no such task.
-        RubricError: the stored snapshot no longer validates (a damaged store).
+        StoreError: the stored snapshot no longer validates or no longer matches its hash.
     """
     task = store.task(task_id)
-    rubric = parse_rubric(task.rubric_snapshot, source=f"task {task_id} snapshot")
+    rubric = verified_snapshot(task.rubric_snapshot, task.rubric_hash, f"task {task_id}")
     rows = (
         (result, RowUsage(calls, prompt, completion, cost, latency))
         for result, calls, prompt, completion, cost, latency in store.results(task_id)

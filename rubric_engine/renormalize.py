@@ -1,0 +1,154 @@
+"""What-if for rubric authors: a stored task's judge outputs under another rubric version.
+
+``rubric-eval renormalize TASK --rubric KEY@N`` parses each row's stored final judge reply with
+the verdict model of the rubric the judge actually saw, then runs normalization (SPEC §5) with
+version N: its caps, observability, red-line and red-flag mapping. No judge is called. The result
+is a new task (judge mode ``renormalize``, ``extra.renormalizedFrom`` = the source task) whose
+report can be compared with the original. Changes that would need the judge to answer again
+(see :func:`rubric_engine.rubric.diff.renormalize_blockers`) are refused up front.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from rubric_engine.dialogue.model import DialogueRow
+from rubric_engine.errors import Problem, StoreError
+from rubric_engine.normalize import normalize_verdict
+from rubric_engine.registry import LifecycleError, rubric_for_scoring, verified_snapshot
+from rubric_engine.report import ReportFiles, report_for_task, write_reports
+from rubric_engine.results import RowResult, RowStatus, WarningCode
+from rubric_engine.rubric.case_level import case_requirements
+from rubric_engine.rubric.diff import RubricDiff, diff_rubrics, renormalize_blockers
+from rubric_engine.rubric.model import EvalRubric
+from rubric_engine.store import StoredRow, TaskStore, new_task_id
+from rubric_engine.verdict import verdict_model
+
+
+@dataclass(frozen=True)
+class RenormalizeResult:
+    task_id: str
+    source_task_id: str
+    diff: RubricDiff
+    report: dict[str, Any]
+    files: ReportFiles
+
+
+def _final_content(stored: StoredRow) -> str:
+    for attempt in reversed(stored.raw_attempts):
+        response = attempt.get("response")
+        if response:
+            content = response["choices"][0]["message"].get("content")
+            if isinstance(content, str):
+                return content
+    raise StoreError(f"row {stored.result.row_id}: no stored judge reply to re-apply")
+
+
+def _renormalized(stored: StoredRow, judged: EvalRubric, target: EvalRubric) -> RowResult:
+    result = stored.result
+    if result.status is not RowStatus.SCORED:
+        return result  # a JUDGE_ERROR stays one: there is no verdict to re-apply
+    row = DialogueRow.model_validate(stored.dialogue)
+    case_reqs = case_requirements(row.expected_behavior, row.negative_behavior)
+    context = {"row_id": row.row_id, "case_requirement_ids": [r.id for r in case_reqs]}
+    try:
+        verdict = verdict_model(judged).model_validate_json(_final_content(stored), context=context)
+    except (ValidationError, ValueError) as exc:
+        raise StoreError(
+            f"row {row.row_id}: its stored judge reply no longer parses under the rubric it was "
+            f"judged with ({exc}); the store was changed after the task ran"
+        ) from exc
+    known = set(target.requirements_by_id) | {r.id for r in case_reqs}
+    verdict = verdict.model_copy(
+        update={
+            "unmet_requirement_ids": [i for i in verdict.unmet_requirement_ids if i in known],
+            "partial_requirement_ids": [i for i in verdict.partial_requirement_ids if i in known],
+        }
+    )
+    reasked = [w for w in result.warnings if w.code is WarningCode.JUDGE_REASKED]
+    return normalize_verdict(target, verdict, row.row_id, case_reqs, reasked)
+
+
+def renormalize(
+    store_path: Path, task_id: str, rubric_ref: str, draft: bool = False, out: Path | None = None
+) -> RenormalizeResult:
+    """Make a new task from ``task_id``'s stored judge outputs under ``rubric_ref``.
+
+    Args:
+        rubric_ref: ``KEY@N`` / ``KEY`` in the store, or a pack file with ``draft=True``.
+        out: report folder (default ``reports/<new task id>``).
+
+    Raises:
+        TaskNotFoundError: no such task.
+        LifecycleError: another rubric key; a change that needs new judge calls (each listed);
+            the version is RETIRED or unknown.
+        StoreError: the task's snapshot or stored replies were altered.
+    """
+    target = rubric_for_scoring(rubric_ref, store_path, draft)
+    with TaskStore(store_path) as store:
+        source = store.task(task_id)
+        judged = verified_snapshot(source.rubric_snapshot, source.rubric_hash, f"task {task_id}")
+        if target.key != judged.key:
+            raise LifecycleError(
+                f"task {task_id} was judged with rubric {judged.key!r}; renormalize it with a "
+                f"version of {judged.key!r}, not {target.key!r}"
+            )
+        diff = diff_rubrics(judged, target)
+        blockers = renormalize_blockers(diff, target)
+        if blockers:
+            raise LifecycleError(
+                f"cannot re-apply task {task_id}'s judge outputs under {target.key} "
+                f"v{target.version} without new judge calls; score the rows again with "
+                f"`rubric-eval score … --rubric {target.key}@{target.version}` instead",
+                [Problem(f"{target.key} v{target.version}", "", b) for b in blockers],
+            )
+        new_id = new_task_id()
+        rows = list(store.rows(task_id))
+        store.create_task(
+            replace(
+                source,
+                id=new_id,
+                created_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                finished_at=None,
+                state="RUNNING",
+                rubric_version=target.version,
+                rubric_status=str(target.status),
+                rubric_hash=target.content_hash(),
+                rubric_snapshot=target.snapshot(),
+                judge_mode="renormalize",
+                row_count=len(rows),
+                extra={},
+            )
+        )
+        for stored in rows:
+            result = _renormalized(stored, judged, target)
+            store.add_row(
+                new_id,
+                replace(
+                    stored,
+                    result=result,
+                    calls=0,
+                    prompt_tokens=0,
+                    completion_tokens=0,
+                    cost_usd=0.0,
+                    latency_ms=0.0,
+                ),
+            )
+        store.finish_task(
+            new_id,
+            "COMPLETED",
+            {
+                "renormalizedFrom": task_id,
+                "judgedUnder": f"{judged.key} v{judged.version}",
+                "rubricChanges": json.loads(json.dumps(diff.to_json()["changes"])),
+            },
+        )
+        report = report_for_task(store, new_id)
+        files = write_reports(store, new_id, report, out or Path("reports") / new_id)
+    return RenormalizeResult(new_id, task_id, diff, report, files)
