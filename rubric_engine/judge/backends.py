@@ -46,6 +46,8 @@ class CallContext:
     reasks: list[str] = field(default_factory=list)
     key: str | None = None
     parts: dict[str, str] | None = None
+    #: set after a truncated answer: the re-ask's larger ``max_tokens`` (not part of the key)
+    max_tokens: int | None = None
 
     def keyed(self, kwargs: dict[str, Any]) -> str:
         """The canonical key of the row's *first* request; re-asks reuse it."""

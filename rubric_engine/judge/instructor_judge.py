@@ -54,6 +54,27 @@ def _raise_if_refused(response: Any) -> None:
         )
 
 
+def _verdict_from_tool_call(response: Any) -> None:
+    """A judge that answers with a tool call and empty content: its arguments are the reply.
+
+    The stored raw response is untouched; only the object instructor parses is filled in.
+    """
+    choice = (getattr(response, "choices", None) or [None])[0]
+    message = getattr(choice, "message", None)
+    if message is None or (message.content or "").strip() or not message.tool_calls:
+        return
+    for tool_call in reversed(message.tool_calls):
+        arguments = getattr(getattr(tool_call, "function", None), "arguments", None)
+        if isinstance(arguments, str) and arguments.strip():
+            message.content = arguments
+            return
+
+
+#: A truncated answer is asked again with ``max_tokens`` multiplied by this, up to the cap.
+TRUNCATION_GROWTH = 2
+MAX_TOKENS_CAP = 16384
+
+
 class InstructorJudge:
     """Judges rows with one rubric through instructor and a :class:`Backend`.
 
@@ -87,8 +108,12 @@ class InstructorJudge:
         self._client.on("parse:error", self._on_parse_error)
 
     async def _complete(self, *args: Any, **kwargs: Any) -> Any:
-        response = await self.backend.complete(kwargs, _CALL.get())
+        call = _CALL.get()
+        if call.max_tokens is not None:
+            kwargs["max_tokens"] = call.max_tokens  # a re-ask after truncation gets more room
+        response = await self.backend.complete(kwargs, call)
         _raise_if_refused(response)
+        _verdict_from_tool_call(response)
         return response
 
     @staticmethod
@@ -106,20 +131,33 @@ class InstructorJudge:
         )
         error: JudgeError | None = None
         verdict = None
+        room = int(self.params.get("max_tokens") or DEFAULT_PARAMS["max_tokens"])
         try:
-            verdict = await self._client.create(
-                response_model=self.verdict_model,
-                messages=[dict(m) for m in request.messages],
-                model=self.model,
-                max_retries=self.max_reasks,
-                **self.params,
-            )
-        except IncompleteOutputException:
-            error = JudgeError(
-                kind=JudgeErrorKind.TRUNCATED,
-                attempts=len(call.responses),
-                message="the judge's output was cut off at max_tokens",
-            )
+            for truncations in range(self.max_reasks + 1):
+                try:
+                    verdict = await self._client.create(
+                        response_model=self.verdict_model,
+                        messages=[dict(m) for m in request.messages],
+                        model=self.model,
+                        max_retries=self.max_reasks,
+                        **self.params,
+                    )
+                    break
+                except IncompleteOutputException:
+                    cut_at = room
+                    room = min(MAX_TOKENS_CAP, room * TRUNCATION_GROWTH)
+                    if truncations == self.max_reasks or cut_at >= MAX_TOKENS_CAP:
+                        error = JudgeError(
+                            kind=JudgeErrorKind.TRUNCATED,
+                            attempts=len(call.responses),
+                            message=f"the judge's output was cut off at max_tokens={cut_at} "
+                            f"{truncations + 1} time(s); raise --max-tokens",
+                        )
+                        break
+                    call.reasks.append(
+                        f"output cut off at max_tokens={cut_at}; asked again with {room}"
+                    )
+                    call.max_tokens = room
         except InstructorRetryException as exc:
             error = self._classify(exc, call)
         finally:

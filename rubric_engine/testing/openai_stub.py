@@ -43,6 +43,7 @@ class StubReply:
         headers: extra response headers (``Retry-After`` …).
         delay_s: seconds to wait before answering (latency, timeouts).
         usage: token counts; estimated from lengths when omitted.
+        refusal: the OpenAI ``message.refusal`` text of a model that declines to answer.
     """
 
     status: int = 200
@@ -52,6 +53,7 @@ class StubReply:
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
     usage: dict[str, int] | None = None
+    refusal: str | None = None
 
 
 Responder = Callable[[dict[str, Any]], StubReply]
@@ -204,6 +206,8 @@ def completion(body: dict[str, Any], reply: StubReply) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": reply.content}
     if reply.tool_calls:
         message["tool_calls"] = reply.tool_calls
+    if reply.refusal:
+        message["refusal"] = reply.refusal
     prompt_chars = sum(len(str(m.get("content") or "")) for m in body.get("messages") or [])
     usage = reply.usage or {
         "prompt_tokens": max(1, prompt_chars // 4),
