@@ -162,16 +162,19 @@ def _entry_from(obj: Any, where: str) -> CassetteEntry:
     )
 
 
-def read_entries(path: Path, problems: list[str] | None = None) -> Iterable[CassetteEntry]:
+def read_entries(
+    path: Path, problems: list[str] | None = None, torn: list[str] | None = None
+) -> Iterable[CassetteEntry]:
     """Entries of one cassette file, in order.
 
     Args:
         problems: when given, bad lines are listed here and skipped instead of raising.
+        torn: collects a half-written last line (a killed record run), which is skipped.
 
     Raises:
         CassetteError: a line is not JSON, not an entry, or lacks provenance.
     """
-    for n, obj in read_jsonl(path, CassetteError, problems):
+    for n, obj in read_jsonl(path, CassetteError, problems, torn):
         try:
             yield _entry_from(obj, f"{path}:{n}")
         except CassetteError as exc:
@@ -188,13 +191,14 @@ class CassetteIndex:
     by_key: dict[str, CassetteEntry] = field(default_factory=dict)
     by_row: dict[str, list[CassetteEntry]] = field(default_factory=dict)
     replaced: int = 0  # entries superseded by a later one with the same key
+    torn: list[str] = field(default_factory=list)  # half-written last lines, skipped
 
     @classmethod
     def load(cls, root: Path, problems: list[str] | None = None) -> CassetteIndex:
         """Read ``root/**/*.jsonl``; ``problems`` collects bad lines instead of raising."""
         index = cls(root=root)
         for path in sorted(root.rglob("*.jsonl")):
-            for entry in read_entries(path, problems):
+            for entry in read_entries(path, problems, index.torn):
                 if entry.key in index.by_key:
                     index.replaced += 1
                 index.by_key[entry.key] = entry
@@ -235,6 +239,17 @@ class CassetteWriter:
     def __init__(self, path: Path) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
+        self._drop_torn_tail()
+
+    def _drop_torn_tail(self) -> None:
+        """A killed writer may have left half a line: cut it so the next entry starts clean."""
+        if not self.path.is_file() or self.path.stat().st_size == 0:
+            return
+        with self.path.open("rb+") as handle:
+            data = handle.read()
+            if data.endswith(b"\n"):
+                return
+            handle.truncate(data.rfind(b"\n") + 1)
 
     def write(self, entry: CassetteEntry) -> None:
         with self.path.open("a", encoding="utf-8") as handle:

@@ -11,12 +11,17 @@ from rubric_engine.errors import RubricEvalError
 
 
 def read_jsonl(
-    path: Path, error: type[RubricEvalError], problems: list[str] | None = None
+    path: Path,
+    error: type[RubricEvalError],
+    problems: list[str] | None = None,
+    torn: list[str] | None = None,
 ) -> Iterator[tuple[int, Any]]:
     """Yield ``(line number, decoded value)`` for each non-blank line.
 
     Args:
         problems: when given, a bad line is added here and skipped instead of raising.
+        torn: when given, a last line with no newline that is not valid JSON — a record a
+            killed writer left half-written — is named here and skipped, never an error.
 
     Raises:
         error: a line is not JSON, as ``error("<path>:<line>: not valid JSON (…)")``.
@@ -28,6 +33,9 @@ def read_jsonl(
             try:
                 yield n, json.loads(line)
             except json.JSONDecodeError as exc:
+                if torn is not None and not line.endswith("\n"):
+                    torn.append(f"{path}:{n}")
+                    continue
                 if problems is None:
                     raise error(f"{path}:{n}: not valid JSON ({exc.msg})") from exc
                 problems.append(f"{path}:{n}: not valid JSON ({exc.msg})")

@@ -8,8 +8,8 @@ stays flat and an interrupted run keeps what it finished.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Container, Iterable
+from dataclasses import dataclass, field
 
 from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.judge.protocol import Judge, JudgeOutcome, JudgeRequest
@@ -95,6 +95,44 @@ def stored_row(prepared: PreparedRow, outcome: JudgeOutcome, result: RowResult) 
     )
 
 
+@dataclass
+class Budget:
+    """Per-run limits (``--max-calls``, ``--max-cost``); ``None`` = no limit.
+
+    A row is started only while the calls made plus one per row in flight stay within
+    ``max_calls`` (and likewise the cost, at the mean cost per call so far). Re-asks and
+    retries of rows already in flight may go past it; they are counted, never cut off.
+    """
+
+    max_calls: int | None = None
+    max_cost_usd: float | None = None
+    calls: int = 0
+    cost_usd: float = 0.0
+    stop_reason: str | None = None
+    #: set once the first row has finished, i.e. once a cost per call is known
+    first_spend: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def spend(self, outcome: JudgeOutcome) -> None:
+        self.calls += len(outcome.attempts)
+        self.cost_usd += outcome.cost_usd or 0.0
+        self.first_spend.set()
+
+    def allows_another_row(self, in_flight: int) -> bool:
+        if self.max_calls is not None and self.calls + in_flight + 1 > self.max_calls:
+            self.stop_reason = (
+                f"--max-calls {self.max_calls} reached ({self.calls} call(s) made, "
+                f"{in_flight} row(s) still in flight)"
+            )
+        elif self.max_cost_usd is not None and self.calls:
+            per_call = self.cost_usd / self.calls
+            if self.cost_usd + (in_flight + 1) * per_call > self.max_cost_usd:
+                self.stop_reason = (
+                    f"--max-cost {self.max_cost_usd:g} USD reached ({self.cost_usd:.4f} USD "
+                    f"spent in {self.calls} call(s))"
+                )
+        return self.stop_reason is None
+
+
 class JudgeUnavailable(Exception):
     """The first rows of a run all failed in transport (see :func:`run_batch`)."""
 
@@ -113,6 +151,8 @@ async def run_batch(
     concurrency: int = 8,
     on_row: Callable[[RowResult], None] | None = None,
     stop_after_failures: int = 0,
+    skip: Container[str] = frozenset(),
+    budget: Budget | None = None,
 ) -> None:
     """Judge every row with at most ``concurrency`` calls in flight; store each as it ends.
 
@@ -122,16 +162,26 @@ async def run_batch(
         on_row: called after each row is stored (progress bars).
         stop_after_failures: when the first this-many finished rows all failed in transport
             (after the retry policy), stop instead of failing every row; 0 never stops.
+        skip: rowIds already finished (``--resume``); their ``seq`` numbers are kept.
+        budget: when it runs out no new row starts; rows in flight finish and are stored,
+            and ``budget.stop_reason`` says why.
 
     Raises:
         JudgeUnavailable: the stop above; the failed rows are stored.
     """
     queue: asyncio.Queue[PreparedRow | None] = asyncio.Queue(maxsize=2 * concurrency)
     finished = [0, 0]  # rows, transport failures among the first rows
+    in_flight = [0]
 
     async def worker() -> None:
         while (prepared := await queue.get()) is not None:
-            outcome = await judge.judge(prepared.request)
+            in_flight[0] += 1
+            try:
+                outcome = await judge.judge(prepared.request)
+            finally:
+                in_flight[0] -= 1
+            if budget is not None:
+                budget.spend(outcome)
             result = row_result(builder.rubric, prepared, outcome)
             store.add_row(task_id, stored_row(prepared, outcome, result))
             if on_row is not None:
@@ -145,6 +195,15 @@ async def run_batch(
 
     async def produce() -> None:
         for seq, row in enumerate(rows):
+            if row.row_id in skip:
+                continue
+            if budget is not None:
+                ahead = in_flight[0] + queue.qsize()  # rows waiting will make calls too
+                if budget.max_cost_usd is not None and ahead and not budget.first_spend.is_set():
+                    await budget.first_spend.wait()  # a cost budget starts with one probe row
+                    ahead = in_flight[0] + queue.qsize()
+                if not budget.allows_another_row(ahead):
+                    break
             await queue.put(builder.prepare(seq, row))
         for _ in range(workers):
             await queue.put(None)

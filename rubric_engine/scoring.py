@@ -12,22 +12,24 @@ import hashlib
 import os
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from rubric_engine import DEFAULT_STORE, __version__
 from rubric_engine.cassette import CassetteIndex, CassetteWriter
 from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.dialogue.readers import INPUT_FORMATS, DialogueSource, InputFormat
-from rubric_engine.errors import ConfigurationError, RubricEvalError
+from rubric_engine.errors import ConfigurationError, RubricEvalError, StoreError
 from rubric_engine.judge.backends import LiveBackend, LiveSettings, RecordBackend, ReplayBackend
 from rubric_engine.judge.instructor_judge import DEFAULT_PARAMS, InstructorJudge
+from rubric_engine.judge.limiter import AdaptiveLimit
 from rubric_engine.judge.retry import RetryPolicy
-from rubric_engine.pipeline import JudgeUnavailable, RequestBuilder, run_batch
+from rubric_engine.pipeline import Budget, JudgeUnavailable, RequestBuilder, run_batch
 from rubric_engine.prompt import DEFAULT_PROMPT, PromptTemplate, load_prompt
-from rubric_engine.registry import rubric_for_scoring
+from rubric_engine.registry import rubric_for_scoring, verified_snapshot
 from rubric_engine.report import ReportFiles, report_for_task, write_reports
 from rubric_engine.results import JudgeErrorKind, RowResult
 from rubric_engine.rubric.model import EvalRubric
@@ -47,9 +49,9 @@ class ScoreOptions:
     provider's usual one (``OPENAI_API_KEY`` for ``openai/…``).
     """
 
-    inputs: Sequence[Path]
+    inputs: Sequence[Path] = ()
     #: a published ``KEY`` or ``KEY@N`` in ``store``, or a pack file (needs ``draft=True``)
-    rubric: str | Path
+    rubric: str | Path = ""
     mode: Mode = "replay"
     cassettes: Path = Path("cassettes")
     model: str = DEFAULT_MODEL
@@ -67,6 +69,12 @@ class ScoreOptions:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     #: allow a pack file (a draft) for a trial run; the task and report are marked DRAFT
     draft: bool = False
+    #: finish this stored task instead of starting one (inputs and rubric come from the task)
+    resume: str | None = None
+    #: stop starting rows once this many provider calls (failed ones and re-asks included)
+    max_calls: int | None = None
+    #: stop starting rows once this much is spent, in USD (needs a model litellm has a price for)
+    max_cost_usd: float | None = None
 
 
 @dataclass
@@ -75,6 +83,8 @@ class ScoreResult:
     report: dict[str, Any]
     files: ReportFiles
     cassette_misses: list[RowResult] = field(default_factory=list)
+    #: why the run stopped before every row was judged (a budget ran out), else ``None``
+    stopped: str | None = None
 
 
 class JudgeUnavailableError(RubricEvalError):
@@ -88,7 +98,8 @@ class JudgeUnavailableError(RubricEvalError):
         super().__init__(
             f"stopped task {task_id}: {which} failed to reach the judge{rest}. First error: "
             f"{first_error}. Check --model, --api-base and the API key. The failed rows are "
-            f"kept: {report_command(task_id, store)}"
+            f"kept: {report_command(task_id, store)}; once the judge is reachable, "
+            f"`{resume_command(task_id, store)}` judges them again"
         )
         self.task_id = task_id
 
@@ -97,6 +108,41 @@ def report_command(task_id: str, store: Path) -> str:
     """The command that shows a task's report, with ``--store`` when it is not the default."""
     extra = "" if store == DEFAULT_STORE else f" --store {store}"
     return f"rubric-eval report {task_id}{extra}"
+
+
+def resume_command(task_id: str, store: Path) -> str:
+    """The command that finishes a stopped or interrupted task."""
+    extra = "" if store == DEFAULT_STORE else f" --store {store}"
+    return f"rubric-eval score --resume {task_id}{extra}"
+
+
+#: JUDGE_ERROR kinds a resumed run judges again: the judge never answered these rows
+RETRIED_ON_RESUME = frozenset({JudgeErrorKind.TRANSPORT, JudgeErrorKind.CASSETTE_MISS})
+
+
+@contextmanager
+def task_lock(store: Path, task_id: str) -> Iterator[None]:
+    """Hold an exclusive lock on a task while it runs, so it is never run twice at once.
+
+    Raises:
+        StoreError: another process holds it.
+    """
+    import fcntl
+
+    folder = store.parent / "locks"
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / f"{task_id}.lock").open("a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise StoreError(
+                f"task {task_id} is being run by another rubric-eval process right now; let it "
+                "finish (or stop it) before resuming"
+            ) from None
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _file_sha256(path: Path) -> str:
@@ -108,6 +154,18 @@ def _file_sha256(path: Path) -> str:
 
 
 def _check_options(options: ScoreOptions) -> None:
+    if options.resume is not None and (options.inputs or options.rubric):
+        raise ConfigurationError(
+            "--resume takes the inputs and rubric the task started with; drop INPUT and --rubric"
+        )
+    if options.resume is None and not (options.inputs and options.rubric):
+        raise ConfigurationError(
+            "give INPUT file(s) and --rubric KEY (or --resume TASK to finish a stored task)"
+        )
+    if options.max_calls is not None and options.max_calls < 1:
+        raise ConfigurationError("--max-calls must be at least 1")
+    if options.max_cost_usd is not None and options.max_cost_usd <= 0:
+        raise ConfigurationError("--max-cost must be a positive number of USD")
     if options.mode not in MODES:
         raise ConfigurationError(
             f"--mode {options.mode!r} is not valid; use one of {', '.join(MODES)}"
@@ -189,6 +247,25 @@ def _check_credentials(options: ScoreOptions) -> None:
         )
 
 
+def _check_cost_known(options: ScoreOptions) -> None:
+    """``--max-cost`` can only be kept when litellm knows the model's price."""
+    if options.max_cost_usd is None or options.mode == "replay":
+        return
+    from rubric_engine.judge.backends import import_litellm
+
+    model = effective_model(options)
+    try:
+        info = import_litellm().get_model_info(model)
+        known = bool(info.get("input_cost_per_token"))
+    except Exception:  # litellm raises for a model it has no entry for
+        known = False
+    if not known:
+        raise ConfigurationError(
+            f"--max-cost needs a model litellm knows the price of, and {model!r} has none; "
+            "use --max-calls instead"
+        )
+
+
 def _check_writable(folder: Path, what: str) -> None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -211,6 +288,7 @@ def _backend(options: ScoreOptions, rubric: EvalRubric) -> ReplayBackend | LiveB
                 "run from the folder that holds it"
             )
         return ReplayBackend(CassetteIndex.load(options.cassettes))
+    limiter = AdaptiveLimit(options.concurrency)
     live = LiveSettings(
         api_base=options.api_base,
         api_key_env=options.api_key_env,
@@ -220,8 +298,10 @@ def _backend(options: ScoreOptions, rubric: EvalRubric) -> ReplayBackend | LiveB
     if options.mode == "record":
         stem = "+".join(Path(p).stem for p in options.inputs)
         writer = CassetteWriter(options.cassettes / rubric.key / f"{stem}.jsonl")
-        return RecordBackend(live, writer, provider=effective_model(options).split("/")[0])
-    return LiveBackend(live)
+        return RecordBackend(
+            live, writer, provider=effective_model(options).split("/")[0], limiter=limiter
+        )
+    return LiveBackend(live, limiter)
 
 
 def _task_record(
@@ -254,8 +334,23 @@ def _task_record(
         judge_params={**params, "maxReasks": options.max_reasks, "outputMode": "instructor/JSON"},
         inputs=[{"path": Path(s.path).name, "sha256": _file_sha256(s.path)} for s in sources],
         row_count=total,
-        extra={},
+        extra={"run": _run_settings(options)},
     )
+
+
+def _run_settings(options: ScoreOptions) -> dict[str, Any]:
+    """What ``--resume`` needs beyond the task's own fields. Names of secrets only."""
+    base = options.api_base
+    if base and "@" in base.split("//", 1)[-1].split("/", 1)[0]:
+        base = None  # credentials in the URL are never stored; pass --api-base on resume
+    return {
+        "inputs": [str(Path(p).resolve()) for p in options.inputs],
+        "inputFormat": options.input_format,
+        "cassettes": str(options.cassettes.resolve()),
+        "apiBase": base,
+        "apiKeyEnv": options.api_key_env,
+        "timeoutS": options.timeout_s,
+    }
 
 
 def _all_rows(sources: Sequence[DialogueSource]) -> Iterator[DialogueRow]:
@@ -268,22 +363,30 @@ def score(
     on_start: Callable[[str, int], None] | None = None,
     on_row: Callable[[RowResult], None] | None = None,
 ) -> ScoreResult:
-    """Score a batch and write ``report.json``, ``report.md`` and ``rows.jsonl``.
+    """Score a batch (or finish one, ``options.resume``) and write ``report.json``,
+    ``report.md`` and ``rows.jsonl``.
+
+    ``on_start(task_id, rows_to_judge)`` is called once the task exists; ``on_row`` after each
+    row is stored. When a budget runs out, the rows judged so far are reported and
+    ``ScoreResult.stopped`` says why (the task is STOPPED and can be resumed).
 
     Raises:
         InputError: a rubric, dataset or option problem (nothing is scored); LifecycleError
             when the rubric is a file without ``draft``, or a RETIRED or unknown version.
         CassetteError: a cassette file is malformed (replay).
-        StoreError: the store cannot be opened.
+        StoreError: the store cannot be opened; the task is running in another process.
         JudgeUnavailableError: the first rows all failed to reach the judge; the run stopped.
         KeyboardInterrupt: passed on after the task is marked INTERRUPTED; finished rows stay.
     """
     _check_options(options)
+    if options.resume is not None:
+        return _resume(options, options.resume, on_start, on_row)
     rubric = rubric_for_scoring(options.rubric, options.store, options.draft)
     template = load_prompt(options.prompt_version)
     sources, total = _check_inputs(options)
     backend = _backend(options, rubric)
     _check_credentials(options)
+    _check_cost_known(options)
     task_id = new_task_id()
     out = options.out or Path("reports") / task_id
     _check_writable(out, "report folder")
@@ -292,18 +395,114 @@ def score(
         "temperature": float(options.temperature),
         "max_tokens": int(options.max_tokens),
     }
-    model = effective_model(options)
-    judge = InstructorJudge(backend, rubric, model, params, options.max_reasks)
-    builder = RequestBuilder(rubric, template)
-
-    with TaskStore(options.store) as store:
+    run = _Run(options, rubric, template, params, sources, total, backend, out)
+    with TaskStore(options.store) as store, task_lock(options.store, task_id):
         store.create_task(
             _task_record(
-                task_id, options, rubric, template, builder.system_text, params, sources, total
+                task_id, options, rubric, template, run.builder.system_text, params, sources, total
             )
         )
+        return run.execute(store, task_id, frozenset(), on_start, on_row)
+
+
+def _resume(
+    options: ScoreOptions,
+    task_id: str,
+    on_start: Callable[[str, int], None] | None,
+    on_row: Callable[[RowResult], None] | None,
+) -> ScoreResult:
+    if not options.store.is_file():
+        raise StoreError(f"{options.store}: no task store here; pass --store PATH")
+    with TaskStore(options.store) as store, task_lock(options.store, task_id):
+        task = store.task(task_id)
+        run_settings = task.extra.get("run")
+        if task.judge_mode not in MODES or run_settings is None:
+            raise ConfigurationError(
+                f"task {task_id} ({task.judge_mode}) cannot be resumed: it keeps no run "
+                "settings; score its inputs again"
+            )
+        outcomes = store.row_outcomes(task_id)
+        done = frozenset(r for r, kind in outcomes.items() if kind not in RETRIED_ON_RESUME)
+        if task.state == "COMPLETED" and len(done) == task.row_count:
+            raise ConfigurationError(
+                f"task {task_id} is COMPLETED and every row has a result; nothing to resume "
+                f"(`{report_command(task_id, options.store)}` shows it)"
+            )
+        rubric = verified_snapshot(task.rubric_snapshot, task.rubric_hash, f"task {task_id}")
+        template = load_prompt(task.prompt_version)
+        if template.hash != task.prompt_hash:
+            raise ConfigurationError(
+                f"task {task_id} was judged with prompt {task.prompt_version} {task.prompt_hash}, "
+                f"and this rubric-eval's template has {template.hash}; resume it with the "
+                f"rubric-eval version that started it ({task.engine_version})"
+            )
+        params = {
+            k: v for k, v in task.judge_params.items() if k not in ("maxReasks", "outputMode")
+        }
+        resumed = replace(
+            options,
+            inputs=[Path(p) for p in run_settings["inputs"]],
+            input_format=run_settings["inputFormat"],
+            mode=cast(Mode, task.judge_mode),
+            cassettes=Path(run_settings["cassettes"]),
+            model=task.model,
+            api_base=options.api_base or run_settings.get("apiBase"),
+            api_key_env=options.api_key_env or run_settings.get("apiKeyEnv"),
+            timeout_s=float(run_settings.get("timeoutS") or options.timeout_s),
+            max_reasks=int(task.judge_params["maxReasks"]),
+        )
+        for recorded, path in zip(task.inputs, resumed.inputs, strict=True):
+            if not path.is_file() or _file_sha256(path) != recorded["sha256"]:
+                raise ConfigurationError(
+                    f"{path}: {'missing' if not path.is_file() else 'changed'} since task "
+                    f"{task_id} started ({recorded['sha256'][:19]}…); resume needs the same "
+                    "input file at the same place"
+                )
+        sources, total = _check_inputs(resumed)
+        backend = _backend(resumed, rubric)
+        _check_credentials(resumed)
+        _check_cost_known(resumed)
+        out = options.out or Path("reports") / task_id
+        _check_writable(out, "report folder")
+        store.set_state(task_id, "RUNNING")
+        run = _Run(resumed, rubric, template, params, sources, total, backend, out)
+        return run.execute(store, task_id, done, on_start, on_row)
+
+
+@dataclass
+class _Run:
+    """Everything one run needs once its task exists; :meth:`execute` judges the rows."""
+
+    options: ScoreOptions
+    rubric: EvalRubric
+    template: PromptTemplate
+    params: dict[str, Any]
+    sources: Sequence[DialogueSource]
+    total: int
+    backend: ReplayBackend | LiveBackend
+    out: Path
+    builder: RequestBuilder = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.builder = RequestBuilder(self.rubric, self.template)
+
+    def execute(
+        self,
+        store: TaskStore,
+        task_id: str,
+        done: frozenset[str],
+        on_start: Callable[[str, int], None] | None,
+        on_row: Callable[[RowResult], None] | None,
+    ) -> ScoreResult:
+        options = self.options
+        judge = InstructorJudge(
+            self.backend, self.rubric, effective_model(options), self.params, options.max_reasks
+        )
+        budget = None
+        if options.max_calls is not None or options.max_cost_usd is not None:
+            budget = Budget(options.max_calls, options.max_cost_usd)
         if on_start is not None:
-            on_start(task_id, total)
+            on_start(task_id, self.total - len(done))
         misses: list[RowResult] = []
 
         def track(result: RowResult) -> None:
@@ -313,26 +512,38 @@ def score(
                 on_row(result)
 
         batch = run_batch(
-            _all_rows(sources),
-            builder,
+            _all_rows(self.sources),
+            self.builder,
             judge,
             store,
             task_id,
             options.concurrency,
             track,
             stop_after_failures=0 if options.mode == "replay" else 3,
+            skip=done,
+            budget=budget,
         )
         try:
             asyncio.run(batch)
         except JudgeUnavailable as stop:
-            store.finish_task(task_id, "STOPPED", {})
+            store.finish_task(task_id, "STOPPED", {"stopReason": "the judge was unreachable"})
             raise JudgeUnavailableError(
-                task_id, stop.failed, total, stop.first_error, options.store
+                task_id, stop.failed, self.total, stop.first_error, options.store
             ) from stop
         except BaseException:
             store.finish_task(task_id, "INTERRUPTED", {})
             raise
-        extra: dict[str, Any] = {}
+        stopped = budget.stop_reason if budget is not None else None
+        store.finish_task(
+            task_id, "STOPPED" if stopped else "COMPLETED", self._extra(store, task_id, stopped)
+        )
+        report = report_for_task(store, task_id)
+        files = write_reports(store, task_id, report, self.out)
+        return ScoreResult(task_id, report, files, misses, stopped)
+
+    def _extra(self, store: TaskStore, task_id: str, stopped: str | None) -> dict[str, Any]:
+        extra: dict[str, Any] = {"stopReason": stopped}
+        backend = self.backend
         if isinstance(backend, ReplayBackend):
             extra["cassettes"] = dict(
                 sorted(
@@ -343,7 +554,6 @@ def score(
                     ).items()
                 )
             )
-        store.finish_task(task_id, "COMPLETED", extra)
-        report = report_for_task(store, task_id)
-        files = write_reports(store, task_id, report, out)
-    return ScoreResult(task_id=task_id, report=report, files=files, cassette_misses=misses)
+        else:
+            extra["concurrency"] = backend.limiter.stats()
+        return extra

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import secrets
 import sqlite3
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -25,6 +26,8 @@ from rubric_engine.results import RowResult
 
 #: 2 added ``rubric_versions`` (the rubric registry, :mod:`rubric_engine.registry`).
 SCHEMA_VERSION = 2
+#: a finished row is committed at most this many seconds after it was stored
+COMMIT_INTERVAL_S = 0.5
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS tasks (
@@ -165,6 +168,7 @@ class TaskStore:
                 "--store path or move the broken file away"
             ) from exc
         self._pending = 0
+        self._committed = time.monotonic()
 
     @property
     def connection(self) -> sqlite3.Connection:
@@ -212,7 +216,12 @@ class TaskStore:
         self._db.commit()
 
     def add_row(self, task_id: str, row: StoredRow, commit_every: int = 25) -> None:
-        """Insert one finished row; commits every ``commit_every`` rows."""
+        """Insert (or, on resume, replace) one finished row.
+
+        Commits every ``commit_every`` rows or every ``COMMIT_INTERVAL_S`` seconds, whichever
+        comes first, so a killed run loses at most that much work and never half a row
+        (SQLite transactions).
+        """
         r = row.result
         self._db.execute(
             "INSERT OR REPLACE INTO rows VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -234,19 +243,36 @@ class TaskStore:
             ),
         )
         self._pending += 1
-        if self._pending >= commit_every:
+        if self._pending >= commit_every or time.monotonic() - self._committed > COMMIT_INTERVAL_S:
             self.commit()
 
     def commit(self) -> None:
         self._db.commit()
         self._pending = 0
+        self._committed = time.monotonic()
 
     def finish_task(self, task_id: str, state: str, extra: dict[str, Any]) -> None:
+        """Set the task's end state; ``extra`` is merged into what the task already holds."""
+        merged = {**self.task(task_id).extra, **extra}
         self._db.execute(
             "UPDATE tasks SET state=?, finished_at=?, extra=? WHERE id=?",
-            (state, datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), _dumps(extra), task_id),
+            (state, datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), _dumps(merged), task_id),
         )
         self.commit()
+
+    def set_state(self, task_id: str, state: str) -> None:
+        """Mark a task RUNNING again (``--resume``)."""
+        self._db.execute("UPDATE tasks SET state=? WHERE id=?", (state, task_id))
+        self.commit()
+
+    def row_outcomes(self, task_id: str) -> dict[str, str | None]:
+        """rowId → the JUDGE_ERROR kind of each stored row (``None`` for a scored row)."""
+        out: dict[str, str | None] = {}
+        query = "SELECT row_id, result FROM rows WHERE task_id=?"
+        for row_id, result in self._db.execute(query, (task_id,)):
+            error = json.loads(result).get("error")
+            out[row_id] = error["kind"] if error else None
+        return out
 
     # -- reading -----------------------------------------------------------------------------
 

@@ -8,7 +8,14 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 import typer
 
 from rubric_engine import DEFAULT_STORE
-from rubric_engine.cli._app import EXIT_CASSETTE_MISS, EXIT_NOTHING_SCORED, StoreOpt, _guard, app
+from rubric_engine.cli._app import (
+    EXIT_BUDGET,
+    EXIT_CASSETTE_MISS,
+    EXIT_NOTHING_SCORED,
+    StoreOpt,
+    _guard,
+    app,
+)
 
 if TYPE_CHECKING:
     from rubric_engine.scoring import ScoreResult
@@ -17,11 +24,11 @@ if TYPE_CHECKING:
 @app.command()
 def score(
     inputs: Annotated[
-        list[Path],
+        list[Path] | None,
         typer.Argument(
             help="Dialogue files: .jsonl rows, a .json array or tau2-bench results file, or .csv."
         ),
-    ],
+    ] = None,
     rubric: Annotated[
         str,
         typer.Option(
@@ -30,7 +37,7 @@ def score(
             help="Published rubric KEY (its latest PUBLISHED version) or KEY@VERSION from the "
             "store; or a pack FILE together with --draft.",
         ),
-    ],
+    ] = "",
     mode: Annotated[
         str,
         typer.Option(
@@ -80,14 +87,38 @@ def score(
             "and report say draft).",
         ),
     ] = False,
+    resume: Annotated[
+        str | None,
+        typer.Option(
+            "--resume",
+            metavar="TASK",
+            help="Finish a stopped, interrupted or killed task: judge only its rows that have no "
+            "result (and rows that never reached the judge). Inputs, rubric, model and mode "
+            "come from the task.",
+        ),
+    ] = None,
+    max_calls: Annotated[
+        int | None,
+        typer.Option(
+            min=1, help="Budget: stop starting rows after this many judge calls (all attempts)."
+        ),
+    ] = None,
+    max_cost: Annotated[
+        float | None,
+        typer.Option(help="Budget: stop starting rows after this much spend, in USD."),
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
-    """Score dialogue files with a rubric pack; print a summary and the task id."""
+    """Score dialogue files with a rubric pack; print a summary and the task id.
+
+    Exit codes: 0 done, 2 bad input/options, 3 store problem, 4 cassette misses, 5 nothing
+    scored, 6 a budget (--max-calls/--max-cost) stopped the run, 130 interrupted.
+    """
     from rubric_engine.dialogue.readers import InputFormat
-    from rubric_engine.scoring import Mode, ScoreOptions
+    from rubric_engine.scoring import Mode, ScoreOptions, resume_command
 
     options = ScoreOptions(
-        inputs=inputs,
+        inputs=inputs or [],
         rubric=rubric,
         mode=cast(Mode, mode),
         cassettes=cassettes,
@@ -103,6 +134,9 @@ def score(
         max_tokens=max_tokens,
         timeout_s=timeout,
         draft=draft,
+        resume=resume,
+        max_calls=max_calls,
+        max_cost_usd=max_cost,
     )
     result = _guard(lambda: _run_score(options, quiet))
     _print_summary(result)
@@ -116,6 +150,15 @@ def score(
             err=True,
         )
         raise typer.Exit(EXIT_CASSETTE_MISS)
+    if result.stopped:
+        totals = result.report["totals"]
+        typer.echo(
+            f"stopped: {result.stopped}; {totals['rows']} of "
+            f"{result.report['task']['plannedRows']} row(s) have a result. Finish with "
+            f"`{resume_command(result.task_id, options.store)}` and a larger budget.",
+            err=True,
+        )
+        raise typer.Exit(EXIT_BUDGET)
     if not result.report["totals"]["scored"]:
         typer.echo(
             "error: no row was scored (every row is JUDGE_ERROR; reasons above and in rows.jsonl)",
@@ -128,7 +171,7 @@ def _run_score(options: Any, quiet: bool) -> ScoreResult:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from rubric_engine.scoring import report_command, score
+    from rubric_engine.scoring import report_command, resume_command, score
 
     console = Console(stderr=True)
     progress = Progress(
@@ -159,7 +202,8 @@ def _run_score(options: Any, quiet: bool) -> ScoreResult:
             typer.echo(
                 f"\ninterrupted: task {state['task']} keeps {state['done']} of "
                 f"{state['total']} finished row(s); "
-                f"`{report_command(state['task'], options.store)}` shows them",
+                f"`{report_command(state['task'], options.store)}` shows them; "
+                f"`{resume_command(state['task'], options.store)}` finishes the task",
                 err=True,
             )
         raise typer.Exit(130) from None

@@ -56,6 +56,8 @@ def cassette_check(
         index = CassetteIndex.load(folder, problems)
         counts = index.provenance_counts()
         replaced = f" ({index.replaced} older duplicate(s) ignored)" if index.replaced else ""
+        if index.torn:
+            replaced += f" (half-written last line skipped: {', '.join(index.torn)})"
         typer.echo(
             f"{folder}: {len(index.by_key)} entries{replaced}; "
             + (", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "empty")

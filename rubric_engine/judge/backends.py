@@ -23,8 +23,9 @@ from rubric_engine.cassette import (
     request_key,
     sanitize_response,
 )
+from rubric_engine.judge.limiter import AdaptiveLimit
 from rubric_engine.judge.protocol import Attempt, JudgeOutcome, JudgeRequest
-from rubric_engine.judge.retry import RetryPolicy
+from rubric_engine.judge.retry import RetryPolicy, status_of
 from rubric_engine.judge.secrets import redact
 
 
@@ -156,10 +157,15 @@ def import_litellm() -> Any:
 
 
 class LiveBackend:
-    """Calls the provider through litellm, retrying transport errors by :class:`RetryPolicy`."""
+    """Calls the provider through litellm, retrying transport errors by :class:`RetryPolicy`.
 
-    def __init__(self, settings: LiveSettings) -> None:
+    Each attempt holds a slot of ``limiter`` (adaptive concurrency) only while it is on the
+    wire; a 429 shrinks the limit, a success grows it back.
+    """
+
+    def __init__(self, settings: LiveSettings, limiter: AdaptiveLimit | None = None) -> None:
         self.settings = settings
+        self.limiter = limiter or AdaptiveLimit(64)
         self._litellm: Any = None
 
     async def complete(self, kwargs: dict[str, Any], call: CallContext) -> Any:
@@ -170,18 +176,21 @@ class LiveBackend:
         async for attempt in self.settings.retry.retrying():
             with attempt:
                 started = time.perf_counter()
-                try:
-                    response = await self._litellm.acompletion(**kwargs, **transport)
-                except Exception as exc:  # every transport failure is logged, then judged
-                    error = redact(describe_error(exc), transport.get("api_key"))
-                    call.attempts.append(
-                        Attempt(
-                            response=None,
-                            error=error,
-                            latency_ms=(time.perf_counter() - started) * 1e3,
+                async with self.limiter.slot() as ticket:
+                    try:
+                        response = await self._litellm.acompletion(**kwargs, **transport)
+                    except Exception as exc:  # every transport failure is logged, then judged
+                        if status_of(exc) == 429:
+                            self.limiter.on_rate_limited(ticket)
+                        call.attempts.append(
+                            Attempt(
+                                response=None,
+                                error=redact(describe_error(exc), transport.get("api_key")),
+                                latency_ms=(time.perf_counter() - started) * 1e3,
+                            )
                         )
-                    )
-                    raise
+                        raise
+                await self.limiter.on_success()
                 latency = (time.perf_counter() - started) * 1e3
                 raw = sanitize_response(response.model_dump(mode="json"))
                 prompt, completion = _usage(raw)
@@ -211,8 +220,14 @@ class LiveBackend:
 class RecordBackend(LiveBackend):
     """Live calls whose responses are appended to a cassette as ``recorded``."""
 
-    def __init__(self, settings: LiveSettings, writer: CassetteWriter, provider: str) -> None:
-        super().__init__(settings)
+    def __init__(
+        self,
+        settings: LiveSettings,
+        writer: CassetteWriter,
+        provider: str,
+        limiter: AdaptiveLimit | None = None,
+    ) -> None:
+        super().__init__(settings, limiter)
         self.writer = writer
         self.provider = provider
 

@@ -1,0 +1,298 @@
+"""Runs that survive real networks and real operators: resume after a kill, budgets, adaptive
+concurrency under 429s, task locks and half-written cassette lines (issue 6)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rubric_engine.cassette import CassetteWriter
+from rubric_engine.scoring import ScoreOptions, score, task_lock
+from rubric_engine.store import TaskStore
+from rubric_engine.testing.openai_stub import (
+    StubReply,
+    StubServer,
+    load_verdicts,
+    verdicts_responder,
+)
+from tests.conftest import CASES, CASSETTES, RUBRICS
+from tests.test_cli import run
+
+pytestmark = pytest.mark.live
+ROWS = CASES / "health_consult_zh.jsonl"
+VERDICTS = load_verdicts(CASES / "verdicts" / "health_cs.jsonl")
+
+
+def slow(latency_s: float) -> Any:
+    answer = verdicts_responder(VERDICTS)
+
+    def respond(body: dict[str, Any]) -> StubReply:
+        reply = answer(body)
+        reply.delay_s = latency_s
+        return reply
+
+    return respond
+
+
+def live_args(server: StubServer, store: Path, out: Path, *extra: str) -> list[str]:
+    return [
+        "score",
+        str(ROWS),
+        "-r",
+        str(RUBRICS / "health_cs.yaml"),
+        "--draft",
+        "--mode",
+        "live",
+        "--api-base",
+        server.base_url,
+        "--model",
+        "openai/stub-judge",
+        "--store",
+        str(store),
+        "--out",
+        str(out),
+        *extra,
+    ]
+
+
+def stored(store: Path) -> tuple[str, dict[str, dict[str, Any]]]:
+    with TaskStore(store) as opened:
+        (task,) = opened.tasks()
+        return task.id, {s.result.row_id: s.result.to_json_dict() for s in opened.rows(task.id)}
+
+
+def opened_rows(store: Path) -> dict[str, dict[str, Any]]:
+    return stored(store)[1]
+
+
+def row_ids(requests: list[dict[str, Any]]) -> list[str]:
+    from rubric_engine.testing.openai_stub import row_id_of
+
+    return [row_id_of(r["body"]) or "" for r in requests]
+
+
+def test_a_run_killed_at_a_random_moment_resumes_with_no_row_lost_or_scored_twice(
+    tmp_path: Path,
+) -> None:
+    store, kill_after = tmp_path / "s.sqlite", random.Random().randint(2, 18)
+    with StubServer(slow(0.12)) as server:
+        env = {**os.environ, "NO_COLOR": "1"}
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "rubric_engine.cli",
+                *live_args(server, store, tmp_path / "out", "--concurrency", "2"),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
+        deadline = time.monotonic() + 60
+        while len(server.requests) < kill_after and time.monotonic() < deadline:
+            time.sleep(0.01)
+        process.send_signal(signal.SIGKILL)
+        process.wait(30)
+        task_id, before = stored(store)
+        # rows answered before the kill are committed within COMMIT_INTERVAL_S; none may be
+        # when the kill comes within the first answers
+        assert len(before) < 26, f"killed after {kill_after} requests"
+        seen_before_resume = len(server.requests)
+
+        code, out = run(
+            "score",
+            "--resume",
+            task_id,
+            "--store",
+            store,
+            "--out",
+            tmp_path / "resumed",
+            "--concurrency",
+            "4",
+        )
+        assert code == 0, out
+        resumed_rows = row_ids(server.requests[seen_before_resume:])
+    _, after = stored(store)
+    assert len(after) == 26 and all(r["status"] == "SCORED" for r in after.values())
+    assert not set(resumed_rows) & set(before), "a row stored before the kill was judged again"
+    assert len(resumed_rows) == len(set(resumed_rows)) == 26 - len(before)
+    for row_id, result in before.items():
+        assert after[row_id] == result
+    with TaskStore(store) as opened:
+        assert opened.task(task_id).state == "COMPLETED"
+    lines = (tmp_path / "resumed" / "rows.jsonl").read_text("utf-8").splitlines()
+    assert len(lines) == 26
+
+
+def test_resume_refusals_say_what_to_do(tmp_path: Path) -> None:
+    store = tmp_path / "s.sqlite"
+    code, out = run(
+        "score",
+        ROWS,
+        "-r",
+        RUBRICS / "health_cs.yaml",
+        "--draft",
+        "--store",
+        store,
+        "--cassettes",
+        CASSETTES,
+        "--out",
+        tmp_path / "o",
+    )
+    task_id = out.rsplit("task id: ", 1)[1].split()[0]
+    code, out = run("score", "--resume", task_id, "--store", store)
+    assert code == 2 and "is COMPLETED and every row has a result; nothing to resume" in out
+    code, out = run("score", ROWS, "--resume", task_id, "--store", store)
+    assert code == 2 and "drop INPUT and --rubric" in out
+    code, out = run("score", "--store", store)
+    assert code == 2 and "give INPUT file(s) and --rubric KEY" in out
+    code, out = run("score", "--resume", "nope", "--store", store)
+    assert code == 2 and "task 'nope' not found" in out
+    with task_lock(store, task_id):
+        code, out = run("score", "--resume", task_id, "--store", store)
+    assert code == 3 and "is being run by another rubric-eval process" in out
+
+
+def test_resume_refuses_an_input_that_changed(tmp_path: Path) -> None:
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(ROWS.read_text("utf-8"), encoding="utf-8")
+    store = tmp_path / "s.sqlite"
+    with StubServer(slow(0.0)) as server:
+        args = live_args(server, store, tmp_path / "o", "--max-calls", "3")
+        args[1] = str(rows)
+        code, out = run(*args)
+        assert code == 6
+        rows.write_text(rows.read_text("utf-8").replace("医生", "大夫"), encoding="utf-8")
+        task_id, _ = stored(store)
+        code, out = run("score", "--resume", task_id, "--store", store)
+    assert code == 2 and "changed since task" in out and "same input file" in out
+
+
+def test_a_call_budget_stops_cleanly_and_resume_finishes(tmp_path: Path) -> None:
+    store = tmp_path / "s.sqlite"
+    with StubServer(slow(0.02)) as server:
+        code, out = run(*live_args(server, store, tmp_path / "o", "--max-calls", "7"))
+        assert code == 6
+        assert "stopped: --max-calls 7 reached" in out and "--resume" in out
+        assert len(server.requests) <= 7
+        task_id, rows = stored(store)
+        with TaskStore(store) as opened:
+            task = opened.task(task_id)
+        assert task.state == "STOPPED" and "max-calls 7" in task.extra["stopReason"]
+        report = json.loads((tmp_path / "o" / "report.json").read_text("utf-8"))
+        assert report["totals"]["rows"] == len(rows) <= 7
+        code, out = run("score", "--resume", task_id, "--store", store, "--max-calls", "100")
+        assert code == 0, out
+        assert len(server.requests) == 26  # every row judged exactly once over both runs
+    _, rows = stored(store)
+    assert len(rows) == 26
+
+
+def test_a_cost_budget_needs_a_known_price_and_stops_on_it(tmp_path: Path) -> None:
+    store = tmp_path / "s.sqlite"
+    with StubServer(slow(0.0)) as server:
+        code, out = run(*live_args(server, store, tmp_path / "o", "--max-cost", "0.01"))
+        assert code == 2 and "--max-cost needs a model litellm knows the price of" in out
+        args = live_args(server, store, tmp_path / "o", "--max-cost", "0.003")
+        args[args.index("openai/stub-judge")] = "openai/gpt-4o-mini"
+        code, out = run(*args)
+    assert code == 6 and "--max-cost 0.003 USD reached" in out
+    with TaskStore(store) as opened:
+        (task,) = opened.tasks()
+        spent = sum(s.cost_usd or 0 for s in opened.rows(task.id))
+    # about 0.0006 USD a row: a handful of rows, never the whole batch of 26
+    assert 0 < spent <= 0.003 * 1.2 and 2 < len(opened_rows(store)) < 10
+
+
+def test_concurrency_shrinks_on_429_and_grows_back(tmp_path: Path) -> None:
+    """A server that serves 2 requests at a time for its first 30 answers, then 16."""
+    copies = {f"{k}#{c}": v | {"rowId": f"{k}#{c}"} for k, v in VERDICTS.items() for c in range(3)}
+    answer = verdicts_responder(copies)
+    lock = threading.Lock()
+    state = {"active": 0, "answered": 0, "rejected": 0, "peak_late": 0}
+
+    def respond(body: dict[str, Any]) -> StubReply:
+        with lock:
+            capacity = 2 if state["answered"] < 30 else 16
+            if state["active"] >= capacity:
+                state["rejected"] += 1
+                return StubReply(
+                    status=429, content="rate limited", headers={"Retry-After": "0.05"}
+                )
+            state["active"] += 1
+            if state["answered"] >= 30:
+                state["peak_late"] = max(state["peak_late"], state["active"])
+        time.sleep(0.05)
+        with lock:
+            state["active"] -= 1
+            state["answered"] += 1
+        return answer(body)
+
+    many = tmp_path / "many.jsonl"
+    rows = ROWS.read_text("utf-8").splitlines()
+    with many.open("w", encoding="utf-8") as handle:
+        for copy in range(3):
+            for line in rows:
+                row = json.loads(line)
+                row["rowId"] = f"{row['rowId']}#{copy}"
+                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+    with StubServer(respond) as server:
+        result = score(
+            ScoreOptions(
+                inputs=[many],
+                rubric=RUBRICS / "health_cs.yaml",
+                draft=True,
+                mode="live",
+                model="openai/stub-judge",
+                api_base=server.base_url,
+                concurrency=8,
+                store=tmp_path / "s.sqlite",
+                out=tmp_path / "o",
+            )
+        )
+    assert result.report["totals"]["scored"] == 78
+    with TaskStore(tmp_path / "s.sqlite") as opened:
+        limits = opened.task(result.task_id).extra["concurrency"]
+    assert limits["max"] == 8 and limits["lowest"] <= 2  # shrank to what the server serves
+    assert limits["rateLimited"] == state["rejected"] > 0
+    assert state["rejected"] < 40  # without shrinking, 6 of 8 callers would hit 429 each round
+    assert state["peak_late"] >= 4  # and grew back once the server had room
+
+
+def test_a_half_written_cassette_line_is_skipped_and_cut_before_the_next_write(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "cassettes"
+    (folder / "health_cs").mkdir(parents=True)
+    source = CASSETTES / "health_cs" / "health_consult_zh.jsonl"
+    target = folder / "health_cs" / "health_consult_zh.jsonl"
+    lines = source.read_text("utf-8").splitlines(keepends=True)
+    target.write_text("".join(lines[:-1]) + lines[-1][: len(lines[-1]) // 2], encoding="utf-8")
+    code, out = run("cassette", "check", folder)
+    assert code == 0 and "25 entries" in out and "half-written last line skipped" in out
+    code, out = run(
+        "score",
+        ROWS,
+        "-r",
+        RUBRICS / "health_cs.yaml",
+        "--draft",
+        "--cassettes",
+        folder,
+        "--store",
+        tmp_path / "s.sqlite",
+        "--out",
+        tmp_path / "o",
+    )
+    assert code == 4 and "1 row(s) had no cassette entry" in out  # only the torn row
+    CassetteWriter(target)  # a record run reopening the file
+    assert target.read_text("utf-8") == "".join(lines[:-1])
