@@ -19,7 +19,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rubric_engine.report.clusters import issue_clusters
-from rubric_engine.report.outcome import VERDICTS, default_pass_score, mean, ratio, row_verdict
+from rubric_engine.report.outcome import (
+    STATUS_FIELD,
+    VERDICTS,
+    default_pass_score,
+    mean,
+    ratio,
+    row_verdict,
+)
 from rubric_engine.report.slices import slice_report
 from rubric_engine.results import RequirementStatus, RowResult, RowStatus
 from rubric_engine.rubric.model import EvalRubric
@@ -27,12 +34,6 @@ from rubric_engine.rubric.model import EvalRubric
 __all__ = ["VERDICTS", "RowFacts", "RowUsage", "build_report", "default_pass_score", "row_verdict"]
 
 LOWEST_ROWS = 10
-_STATUS_FIELD = {
-    RequirementStatus.FOLLOWED: "followed",
-    RequirementStatus.PARTIAL: "partial",
-    RequirementStatus.VIOLATED: "violated",
-    RequirementStatus.NOT_APPLICABLE: "notApplicable",
-}
 
 
 @dataclass(frozen=True)
@@ -250,7 +251,7 @@ def _requirements(rubric: EvalRubric, scored: list[RowResult]) -> list[dict[str,
     counts: dict[str, Counter[str]] = {}
     for r in scored:
         for entry in r.reference_basis:
-            counts.setdefault(entry.requirement_id, Counter())[_STATUS_FIELD[entry.status]] += 1
+            counts.setdefault(entry.requirement_id, Counter())[STATUS_FIELD[entry.status]] += 1
     rows: list[dict[str, Any]] = []
     known = set()
     owners: list[tuple[str | None, Any]] = [(None, req) for req in rubric.common_requirements]

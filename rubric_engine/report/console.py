@@ -33,6 +33,11 @@ def print_summary(report: dict[str, Any], console: Console) -> None:
         f"{totals['judgeErrors']} · mean score "
         f"{'–' if mean is None else f'{mean:.2f}'} · capped {totals['cappedRows']}"
     )
+    if totals["passRate"] is not None:
+        console.print(
+            f"pass rate {totals['passRate'] * 100:.1f}% ({totals['passedRows']} of "
+            f"{totals['scored']} scored rows: no red flag and score ≥ {totals['passScore']})"
+        )
     if report["judgeErrors"]:
         kinds = Counter(e["kind"] for e in report["judgeErrors"])
         first = report["judgeErrors"][0]

@@ -241,24 +241,11 @@ def _aggregate_items(
                 intent["meanScore"],
                 True,
             )
-    _numeric(
-        items,
-        "toolCallsMean",
-        "mean tool calls per row",
-        b["agent"]["toolCallsMean"],
-        c["agent"]["toolCallsMean"],
-        False,
-        up_only=True,
-    )
-    _numeric(
-        items,
-        "durationMsMean",
-        "mean agent duration (ms)",
-        b["agent"]["durationMsMean"],
-        c["agent"]["durationMsMean"],
-        False,
-        up_only=True,
-    )
+    for key, label in (
+        ("toolCallsMean", "mean tool calls per row"),
+        ("durationMsMean", "mean agent duration (ms)"),
+    ):
+        _numeric(items, key, label, b["agent"][key], c["agent"][key], False, up_only=True)
     for metric, base, cur, label in (
         ("verdictDistribution", bt["verdictDistribution"], ct["verdictDistribution"], "verdicts"),
         ("scoreDistribution", bt["scoreDistribution"], ct["scoreDistribution"], "scores"),

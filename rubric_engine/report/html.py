@@ -23,6 +23,7 @@ from rubric_engine.store import StoredRow
 CHART_WIDTH = 640
 BAR_HEIGHT = 22
 EXAMPLES_PER_FLAG = 5
+_STATUS_ORDER = ("VIOLATED", "PARTIAL", "FOLLOWED", "NOT_APPLICABLE")
 
 
 def _environment() -> Environment:
@@ -133,6 +134,8 @@ def row_details(rubric: EvalRubric, rows: list[StoredRow], pass_score: int) -> l
             }
             for e in r.reference_basis
         ]
+        # what went wrong first; pack order within each status (sorted() is stable)
+        basis.sort(key=lambda entry: _STATUS_ORDER.index(entry["status"]))
         out.append(
             {
                 "rowId": r.row_id,

@@ -14,10 +14,17 @@ score: seed 003 §四 puts red lines in their own bucket), ``PASS``, ``FAIL`` (s
 
 from __future__ import annotations
 
-from rubric_engine.results import RowResult, RowStatus
+from rubric_engine.results import RequirementStatus, RowResult, RowStatus
 from rubric_engine.rubric.model import EvalRubric
 
 VERDICTS = ("PASS", "FAIL", "RED_FLAG", "JUDGE_ERROR")
+#: the report field that counts each referenceBasis status
+STATUS_FIELD = {
+    RequirementStatus.FOLLOWED: "followed",
+    RequirementStatus.PARTIAL: "partial",
+    RequirementStatus.VIOLATED: "violated",
+    RequirementStatus.NOT_APPLICABLE: "notApplicable",
+}
 
 
 def default_pass_score(rubric: EvalRubric) -> int:

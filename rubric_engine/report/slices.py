@@ -14,18 +14,12 @@ from collections import Counter
 from typing import Any
 
 from rubric_engine.errors import ConfigurationError
-from rubric_engine.report.outcome import mean, ratio, row_verdict
-from rubric_engine.results import RequirementStatus, RowResult, RowStatus
+from rubric_engine.report.outcome import STATUS_FIELD, mean, ratio, row_verdict
+from rubric_engine.results import RowResult, RowStatus
 from rubric_engine.rubric.model import EvalRubric
 
 BUILTIN_SLICES = ("intent", "category")
 MISSING = "(missing)"
-_FIELD = {
-    RequirementStatus.FOLLOWED: "followed",
-    RequirementStatus.PARTIAL: "partial",
-    RequirementStatus.VIOLATED: "violated",
-    RequirementStatus.NOT_APPLICABLE: "notApplicable",
-}
 
 
 def slice_names(metadata: list[dict[str, Any]]) -> list[str]:
@@ -120,7 +114,7 @@ def _group(
     for r in scored:
         for entry in r.reference_basis:
             if only is None or only(entry.requirement_id):
-                counts.setdefault(entry.requirement_id, Counter())[_FIELD[entry.status]] += 1
+                counts.setdefault(entry.requirement_id, Counter())[STATUS_FIELD[entry.status]] += 1
     total: Counter[str] = Counter()
     for counter in counts.values():
         total.update(counter)
