@@ -73,6 +73,7 @@ def health_html(tmp_path_factory: pytest.TempPathFactory) -> Path:
             store=tmp / "s.sqlite",
             out=tmp / "out",
             cassettes=CASSETTES,
+            draft=True,
         )
     )
     assert result.files.html.is_file()

@@ -5,6 +5,8 @@ regressions, ``gate --no-regression`` fails CI and its JUnit XML names the faili
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -29,12 +31,14 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
     """(store, baseline task id, current task id)."""
     tmp = tmp_path_factory.mktemp("regression")
     store = tmp / "s.sqlite"
+    code, out = run("rubric", "publish", RUBRICS / "health_cs.yaml", "--store", store)
+    assert code == 0, out
     ids = []
     for name, cassettes in (("base", CASSETTES), ("worse", WORSE)):
         result = score(
             ScoreOptions(
                 inputs=[CASES / "health_consult_zh.jsonl"],
-                rubric=RUBRICS / "health_cs.yaml",
+                rubric="health_cs",
                 store=store,
                 out=tmp / name,
                 cassettes=cassettes,
@@ -133,6 +137,14 @@ def test_gate_passes_against_itself_and_on_met_thresholds(
     assert code == 0, out
     assert "3 of 3 check(s) hold" in out
     assert ET.parse(junit).getroot().get("failures") == "0"
+    # the baseline may live in another store, e.g. a CI artifact of the last accepted run
+    other = tmp_path / "baseline.sqlite"
+    shutil.copy(store, other)
+    code, out = run(
+        "gate", base, "--store", store, "--baseline", base, "--baseline-store", other,
+        "--no-regression",
+    )  # fmt: skip
+    assert code == 0 and "no regression against task" in out
 
 
 def test_unknown_metric_is_an_error_listing_the_valid_names(demo: tuple[Path, str, str]) -> None:
@@ -170,3 +182,37 @@ def test_report_slices_and_html_from_the_store(demo: tuple[Path, str, str]) -> N
     assert code == 0
     assert html.index('id="red-flags"') < html.index('id="summary"') < html.index('id="rows"')
     assert "http://" not in html and "https://" not in html
+
+
+def test_tasks_under_two_rubric_versions_are_compared_on_shared_ids(
+    demo: tuple[Path, str, str], tmp_path: Path
+) -> None:
+    """v2 drops COMMON_TRANSFER_PATH; `renormalize` re-scores the v1 task's judge outputs under
+    it, and the diff says it compared the two versions on the IDs both declare."""
+    import yaml
+
+    store, base, _ = demo
+    code, text = run("rubric", "show", "health_cs@1", "--format", "yaml", "--store", store)
+    assert code == 0, text
+    pack = yaml.safe_load(text)
+    pack["version"] = 2
+    pack["commonRequirements"] = [
+        r for r in pack["commonRequirements"] if r["id"] != "COMMON_TRANSFER_PATH"
+    ]
+    v2 = tmp_path / "health_v2.yaml"
+    v2.write_text(yaml.safe_dump(pack, allow_unicode=True, sort_keys=False), encoding="utf-8")
+    code, out = run("rubric", "publish", v2, "--store", store)
+    assert code == 0, out
+    code, out = run("renormalize", base, "-r", "health_cs@2", "--store", store, "--out", tmp_path)
+    assert code == 0, out
+    current = re.search(r"task id: (\S+)", out).group(1)  # type: ignore[union-attr]
+    code, out = run("diff", base, current, "--store", store, "--format", "json")
+    assert code == 0, out
+    comparison = json.loads(out)["rubricComparison"]
+    assert comparison["sameRubric"] is False
+    assert comparison["onlyInBaseline"] == ["COMMON_TRANSFER_PATH"]
+    assert comparison["baseline"]["version"] == 1 and comparison["current"]["version"] == 2
+    assert "compared on the 34 IDs both declare" in comparison["note"]
+    assert all("COMMON_TRANSFER_PATH" not in i["metric"] for i in json.loads(out)["items"])
+    code, text = run("diff", base, current, "--store", store)
+    assert "different rubrics (health_cs v1 → health_cs v2)" in text
