@@ -16,6 +16,7 @@ from rubric_engine.report.gate import (
     check_parameters,
     check_threshold,
     parse_threshold,
+    slice_fields,
 )
 from rubric_engine.results import (
     BasisEntry,
@@ -231,8 +232,10 @@ def test_rubric_versions_are_compared_on_shared_requirement_ids(mini_rubric: Eva
 
 
 def test_every_metric_reads_a_real_report(mini_rubric: EvalRubric) -> None:
-    built = report(mini_rubric, [row("a", 5), row("b", 2, violated=("REFUND_VERIFY",))])
+    rows = [row("a", 5), row("b", 2, violated=("REFUND_VERIFY",))]
+    built = report(mini_rubric, rows, by=("intent",))
     samples = {
+        "<FIELD>": "intent",
         "<KIND>": "INVALID_OUTPUT",
         "<TYPE>": "BACKEND_EXPOSURE",
         "<REQUIREMENT_ID>": "REFUND_VERIFY",
@@ -248,6 +251,16 @@ def test_every_metric_reads_a_real_report(mini_rubric: EvalRubric) -> None:
         assert result.passed or "no value" in result.message, metric.name
     assert check_threshold(parse_threshold("compliance.REFUND_VERIFY>=0.9"), built).passed is False
     assert check_threshold(parse_threshold("passRate==0.5"), built).passed is True
+
+
+def test_slice_metrics_take_the_worst_group(mini_rubric: EvalRubric) -> None:
+    rows = [row("a", 5), row("b", 2, violated=("REFUND_VERIFY",)), row("c", 5, intent="CHAT")]
+    meta = [{"scenario": "x"}, {"scenario": "x"}, {"scenario": "y"}]
+    thresholds = [parse_threshold("minPassRateBy.scenario>=0.6")]
+    assert slice_fields(thresholds) == ("scenario",)
+    built = report(mini_rubric, rows, meta, by=slice_fields(thresholds))
+    result = check_threshold(thresholds[0], built)
+    assert result.passed is False and "= 0.5" in result.message  # x: 1 of 2; y: 1 of 1
 
 
 def test_readme_lists_every_gate_metric() -> None:

@@ -118,6 +118,7 @@ def gate(
             check_parameters,
             check_threshold,
             parse_threshold,
+            slice_fields,
         )
         from rubric_engine.report.junit import junit_xml
         from rubric_engine.store import TaskStore
@@ -137,7 +138,7 @@ def gate(
         _require_store(store)
         with TaskStore(store) as opened:
             current = load_task(opened, task_id)
-        report = report_from_task(current, pass_score=pass_score)
+        report = report_from_task(current, pass_score=pass_score, by=slice_fields(parsed))
         check_parameters(parsed, report)
         checks = [check_threshold(t, report) for t in parsed]
         if no_regression and baseline is not None:

@@ -57,6 +57,18 @@ def _intent(field: str) -> Reader:
     return lambda report, key: next(i[field] for i in report["intents"] if i["intentKey"] == key)
 
 
+def _worst_group(field: str) -> Reader:
+    """Lowest value of ``field`` over the groups of the slice named by the parameter; groups
+    without a value (nothing scored) are left out."""
+
+    def read(report: dict[str, Any], by: str) -> float | None:
+        cut = next(c for c in report.get("slices", ()) if c["by"] == by)
+        values = [g[field] for g in cut["groups"] if g[field] is not None]
+        return min(values) if values else None
+
+    return read
+
+
 @dataclass(frozen=True)
 class Metric:
     """One gate metric. ``name`` may hold one ``<PARAM>`` placeholder."""
@@ -139,6 +151,22 @@ METRICS: tuple[Metric, ...] = (
         lambda r, code: r["warnings"].get(code, 0),
         lambda _: [str(c) for c in WarningCode],
     ),
+    Metric(
+        "minPassRateBy.<FIELD>",
+        "lowest pass rate over the groups of a slice (intent, category or a row metadata "
+        "field): every slice must pass (seed 004 C.9)",
+        _worst_group("passRate"),
+    ),
+    Metric(
+        "minMeanScoreBy.<FIELD>",
+        "lowest mean final score over the groups of a slice",
+        _worst_group("meanScore"),
+    ),
+    Metric(
+        "minComplianceBy.<FIELD>",
+        "lowest overall compliance over the groups of a slice",
+        _worst_group("compliance"),
+    ),
     Metric("toolCallsMean", "agent tool calls per row", lambda r, _: r["agent"]["toolCallsMean"]),
     Metric(
         "durationMsMean",
@@ -208,6 +236,13 @@ def parse_threshold(text: str) -> Threshold:
     raise ConfigurationError(
         f"--threshold {text!r}: unknown metric {name!r}; valid metrics: {', '.join(metric_names())}"
     )
+
+
+def slice_fields(thresholds: list[Threshold]) -> tuple[str, ...]:
+    """The ``--by`` slices the thresholds read (``minPassRateBy.scenario`` → ``scenario``), so the
+    report can be built with them; unknown fields are refused while slicing, with the valid
+    names."""
+    return tuple(dict.fromkeys(t.param for t in thresholds if t.metric.name.endswith("By.<FIELD>")))
 
 
 def check_parameters(thresholds: list[Threshold], report: dict[str, Any]) -> None:

@@ -65,7 +65,8 @@ def slice_report(
     else:
         if not any(name in m for m in metadata):
             raise ConfigurationError(
-                f"--by {name!r} is neither a built-in slice nor a metadata field of any row; "
+                f"slice {name!r} (--by, or a gate metric such as minPassRateBy.{name}) is "
+                "neither a built-in slice nor a metadata field of any row; "
                 f"valid: {', '.join(slice_names(metadata))}"
             )
         for i, m in enumerate(metadata):
