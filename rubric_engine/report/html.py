@@ -118,6 +118,7 @@ def row_details(rubric: EvalRubric, rows: list[StoredRow], pass_score: int) -> l
     """What the drill-down shows per row, in input order."""
     reqs = rubric.requirements_by_id
     out = []
+    anchors: set[str] = set()
     for row in rows:
         r = row.result
         case_texts = _case_texts(row.dialogue)
@@ -139,8 +140,7 @@ def row_details(rubric: EvalRubric, rows: list[StoredRow], pass_score: int) -> l
         out.append(
             {
                 "rowId": r.row_id,
-                "anchor": "row-"
-                + "".join(c if c.isalnum() or c in "-_" else "_" for c in r.row_id),
+                "anchor": _anchor(r.row_id, anchors),
                 "verdict": row_verdict(r, pass_score),
                 "scored": r.status is RowStatus.SCORED,
                 "intentKey": r.intent_key,
@@ -166,6 +166,17 @@ def row_details(rubric: EvalRubric, rows: list[StoredRow], pass_score: int) -> l
             }
         )
     return out
+
+
+def _anchor(row_id: str, taken: set[str]) -> str:
+    """A unique element id for a row: ``row-`` and the rowId with unsafe characters as ``_``."""
+    base = "row-" + "".join(c if c.isalnum() or c in "-_" else "_" for c in row_id)
+    anchor, n = base, 1
+    while anchor in taken:
+        n += 1
+        anchor = f"{base}-{n}"
+    taken.add(anchor)
+    return anchor
 
 
 def _case_texts(dialogue: dict[str, Any]) -> dict[str, str]:
