@@ -17,29 +17,49 @@ def report(
     task_id: Annotated[str, typer.Argument(help="Task id printed by `score`.")],
     store: StoreOpt = DEFAULT_STORE,
     format: Annotated[
-        str, typer.Option("--format", help="json or md (printed to stdout unless --out is given).")
+        str,
+        typer.Option(
+            "--format", help="json, md or html (printed to stdout unless --out is given)."
+        ),
     ] = "md",
     out: Annotated[
-        Path | None, typer.Option(help="Write report.json, report.md and rows.jsonl here.")
+        Path | None,
+        typer.Option(help="Write report.json, report.md, report.html and rows.jsonl here."),
+    ] = None,
+    by: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--by",
+            help="Slice outcomes and per-requirement compliance by intent, category or a row "
+            "metadata field (e.g. scenario); repeatable.",
+        ),
+    ] = None,
+    pass_score: Annotated[
+        int | None,
+        typer.Option(help="Lowest passing final score (default: one below the scale's top)."),
     ] = None,
 ) -> None:
     """Rebuild a task's report from the store (its own rubric snapshot, not current files)."""
     from rubric_engine.errors import ConfigurationError
 
-    if format not in ("json", "md"):
-        _fail(ConfigurationError(f"--format {format!r} is not valid; use json or md"))
+    if format not in ("json", "md", "html"):
+        _fail(ConfigurationError(f"--format {format!r} is not valid; use json, md or html"))
 
     def run() -> None:
-        from rubric_engine.report import report_for_task, write_reports
+        from rubric_engine.report import load_task, report_from_task, write_reports
+        from rubric_engine.report.html import render_html
         from rubric_engine.report.render import render_json, render_markdown
         from rubric_engine.store import TaskStore
 
         _require_store(store)
         with TaskStore(store) as opened:
-            built = report_for_task(opened, task_id)
+            task = load_task(opened, task_id)
+            built = report_from_task(task, pass_score=pass_score, by=tuple(by or ()))
             if out is not None:
                 files = write_reports(opened, task_id, built, out)
-                typer.echo(f"wrote {files.json}, {files.markdown}, {files.rows}")
+                typer.echo(f"wrote {files.json}, {files.markdown}, {files.html}, {files.rows}")
+            elif format == "html":
+                sys.stdout.write(render_html(built, task.rubric, task.rows))
             else:
                 sys.stdout.write(render_json(built) if format == "json" else render_markdown(built))
 

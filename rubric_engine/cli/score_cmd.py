@@ -217,5 +217,5 @@ def _print_summary(result: ScoreResult) -> None:
     console = Console()
     print_summary(result.report, console)
     files = result.files
-    console.print(f"reports: {files.json}  {files.markdown}  {files.rows}")
+    console.print(f"reports: {files.json}  {files.markdown}  {files.html}  {files.rows}")
     console.print(f"task id: {result.task_id}")

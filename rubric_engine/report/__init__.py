@@ -1,8 +1,8 @@
 """Reports rebuilt from a stored task, never from current files (SPEC §3, §9).
 
 :func:`report_for_task` reads the task's own rubric snapshot and rows from the store and
-aggregates them; :func:`write_reports` writes ``report.json``, ``report.md`` and ``rows.jsonl``.
-The same task always gives the same bytes.
+aggregates them; :func:`write_reports` writes ``report.json``, ``report.md``, ``report.html``
+and ``rows.jsonl``. The same task always gives the same bytes.
 """
 
 from __future__ import annotations
@@ -10,12 +10,16 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rubric_engine.registry import verified_snapshot
-from rubric_engine.report.aggregate import RowUsage, build_report
+from rubric_engine.report.aggregate import RowUsage, build_report, row_facts
 from rubric_engine.report.render import render_json, render_markdown
-from rubric_engine.store import TaskRecord, TaskStore
+from rubric_engine.rubric.model import EvalRubric
+from rubric_engine.store import StoredRow, TaskRecord, TaskStore
+
+if TYPE_CHECKING:
+    from rubric_engine.report.diff import DiffSide
 
 
 def task_section(task: TaskRecord) -> dict[str, Any]:
@@ -43,8 +47,17 @@ def task_section(task: TaskRecord) -> dict[str, Any]:
     return section
 
 
-def report_for_task(store: TaskStore, task_id: str) -> dict[str, Any]:
-    """Rebuild a task's report from the store alone.
+@dataclass(frozen=True)
+class StoredTask:
+    """A task read back from the store: its record, its own rubric snapshot and its rows."""
+
+    record: TaskRecord
+    rubric: EvalRubric
+    rows: list[StoredRow]
+
+
+def load_task(store: TaskStore, task_id: str) -> StoredTask:
+    """Read a task, parse its rubric snapshot and load its rows in input order.
 
     The task's rubric snapshot is checked against the content hash recorded when the task ran
     (SPEC §3): a report is never rebuilt from rules edited afterwards.
@@ -53,13 +66,43 @@ def report_for_task(store: TaskStore, task_id: str) -> dict[str, Any]:
         TaskNotFoundError: no such task.
         StoreError: the stored snapshot no longer validates or no longer matches its hash.
     """
-    task = store.task(task_id)
-    rubric = verified_snapshot(task.rubric_snapshot, task.rubric_hash, f"task {task_id}")
+    record = store.task(task_id)
+    rubric = verified_snapshot(record.rubric_snapshot, record.rubric_hash, f"task {task_id}")
+    return StoredTask(record, rubric, list(store.rows(task_id)))
+
+
+def report_from_task(
+    task: StoredTask, *, pass_score: int | None = None, by: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """The report of an already loaded task (see :func:`build_report` for the options)."""
     rows = (
-        (result, RowUsage(calls, prompt, completion, cost, latency))
-        for result, calls, prompt, completion, cost, latency in store.results(task_id)
+        (
+            row.result,
+            RowUsage(
+                row.calls, row.prompt_tokens, row.completion_tokens, row.cost_usd, row.latency_ms
+            ),
+            row_facts(row.dialogue),
+        )
+        for row in task.rows
     )
-    return build_report(task_section(task), rubric, rows)
+    return build_report(task_section(task.record), task.rubric, rows, pass_score=pass_score, by=by)
+
+
+def report_for_task(
+    store: TaskStore, task_id: str, *, pass_score: int | None = None, by: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """Rebuild a task's report from the store alone.
+
+    Args:
+        pass_score: lowest passing final score (default: one below the scale's top).
+        by: slices to add (``intent``, ``category`` or a row metadata field).
+
+    Raises:
+        TaskNotFoundError: no such task.
+        StoreError: the stored snapshot no longer validates or no longer matches its hash.
+        ConfigurationError: a bad ``pass_score`` or ``by`` name (valid choices listed).
+    """
+    return report_from_task(load_task(store, task_id), pass_score=pass_score, by=by)
 
 
 @dataclass(frozen=True)
@@ -67,15 +110,31 @@ class ReportFiles:
     json: Path
     markdown: Path
     rows: Path
+    html: Path
 
 
 def write_reports(store: TaskStore, task_id: str, report: dict[str, Any], out: Path) -> ReportFiles:
-    """Write ``report.json``, ``report.md`` and ``rows.jsonl`` (one row object per line)."""
+    """Write ``report.json``, ``report.md``, ``report.html`` (self-contained) and ``rows.jsonl``
+    (one row object per line)."""
+    from rubric_engine.report.html import render_html
+
+    task = load_task(store, task_id)
     out.mkdir(parents=True, exist_ok=True)
-    files = ReportFiles(out / "report.json", out / "report.md", out / "rows.jsonl")
+    files = ReportFiles(
+        out / "report.json", out / "report.md", out / "rows.jsonl", out / "report.html"
+    )
     files.json.write_text(render_json(report), encoding="utf-8")
     files.markdown.write_text(render_markdown(report), encoding="utf-8")
+    files.html.write_text(render_html(report, task.rubric, task.rows), encoding="utf-8")
     with files.rows.open("w", encoding="utf-8") as handle:
-        for result, *_ in store.results(task_id):
-            handle.write(json.dumps(result.to_json_dict(), ensure_ascii=False) + "\n")
+        for row in task.rows:
+            handle.write(json.dumps(row.result.to_json_dict(), ensure_ascii=False) + "\n")
     return files
+
+
+def diff_side(task: StoredTask, *, pass_score: int | None = None) -> DiffSide:
+    """What :func:`rubric_engine.report.diff.diff_tasks` reads of one task."""
+    from rubric_engine.report.diff import DiffSide
+
+    report = report_from_task(task, pass_score=pass_score)
+    return DiffSide(report, task.rubric, [(r.result, row_facts(r.dialogue)) for r in task.rows])

@@ -6,26 +6,34 @@ report from the same task gives the same bytes. Pure: no I/O, no clock.
 
 Rules: mean scores use SCORED rows only; compliance per requirement is
 FOLLOWED / (FOLLOWED + PARTIAL + VIOLATED) with NOT_APPLICABLE and JUDGE_ERROR rows outside
-every denominator (SPEC §5 step 7); ``null`` when the denominator is 0.
+every denominator (SPEC §5 step 7); ``null`` when the denominator is 0. Pass, pass rate and a
+row's verdict are defined in :mod:`rubric_engine.report.outcome`. A referenceBasis entry's
+``source`` (judge, rule, default, backfill) does not change how it is counted.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from rubric_engine.report.clusters import issue_clusters
+from rubric_engine.report.outcome import (
+    STATUS_FIELD,
+    VERDICTS,
+    default_pass_score,
+    mean,
+    ratio,
+    row_verdict,
+)
+from rubric_engine.report.slices import slice_report
 from rubric_engine.results import RequirementStatus, RowResult, RowStatus
 from rubric_engine.rubric.model import EvalRubric
 
+__all__ = ["VERDICTS", "RowFacts", "RowUsage", "build_report", "default_pass_score", "row_verdict"]
+
 LOWEST_ROWS = 10
-_STATUS_FIELD = {
-    RequirementStatus.FOLLOWED: "followed",
-    RequirementStatus.PARTIAL: "partial",
-    RequirementStatus.VIOLATED: "violated",
-    RequirementStatus.NOT_APPLICABLE: "notApplicable",
-}
 
 
 @dataclass(frozen=True)
@@ -39,35 +47,89 @@ class RowUsage:
     latency_ms: float
 
 
-def _mean(values: list[int]) -> float | None:
-    return round(sum(values) / len(values), 4) if values else None
+@dataclass(frozen=True)
+class RowFacts:
+    """What the agent did in a row, read from the stored dialogue (seed 001 §3).
+
+    Attributes:
+        tool_calls: tool calls the agent made (assistant ``tool_calls``; else the trace's
+            ``toolInvocations``), 0 when none.
+        duration_ms: the agent's own run time from the trace, ``None`` when not recorded.
+        metadata: the row's metadata (scenario, risk_level, tags …) for ``--by`` slices.
+    """
+
+    tool_calls: int = 0
+    duration_ms: float | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
 
 
-def _ratio(num: int, den: int) -> float | None:
-    return round(num / den, 4) if den else None
+def row_facts(dialogue: dict[str, Any]) -> RowFacts:
+    """Read :class:`RowFacts` from a stored dialogue (camelCase JSON of ``DialogueRow``).
+
+    Duration is the first number among ``trace.durationMs``, ``trace.totalDurationMs`` and
+    ``trace.session.totalDurationMs`` (the seed-001 trace fixture).
+    """
+    calls = sum(len(m.get("toolCalls") or ()) for m in dialogue.get("messages") or ())
+    trace: dict[str, Any] = dialogue.get("trace") or {}
+    if not calls and isinstance(trace.get("toolInvocations"), list):
+        calls = len(trace["toolInvocations"])
+    session: dict[str, Any] = trace["session"] if isinstance(trace.get("session"), dict) else {}
+    duration = None
+    for value in (
+        trace.get("durationMs"),
+        trace.get("totalDurationMs"),
+        session.get("totalDurationMs"),
+    ):
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            duration = float(value)
+            break
+    return RowFacts(calls, duration, dict(dialogue.get("metadata") or {}))
 
 
 def build_report(
-    task: dict[str, Any], rubric: EvalRubric, rows: Iterable[tuple[RowResult, RowUsage]]
+    task: dict[str, Any],
+    rubric: EvalRubric,
+    rows: Iterable[tuple[RowResult, RowUsage, RowFacts]],
+    *,
+    pass_score: int | None = None,
+    by: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """Build the report dict.
 
     Args:
         task: the ``task`` section (id, rubric key/version/hash, prompt, model …) as stored.
         rubric: the task's own snapshot, never the current file.
-        rows: results in input order with their usage.
+        rows: results in input order with their judge usage and agent facts.
+        pass_score: the lowest passing final score; default :func:`default_pass_score`.
+        by: slice names for the ``slices`` section (``intent``, ``category`` or a metadata
+            field); the section is left out when empty.
 
     Returns:
-        ``{task, totals, redFlags, intents, requirements, lowestRows, judgeErrors, warnings,
-        usage}`` — see README "Report format".
+        ``{task, totals, redFlags, intents, requirements, [slices], issueClusters, lowestRows,
+        judgeErrors, warnings, agent, usage}`` — see README "Reports".
+
+    Raises:
+        ConfigurationError: ``pass_score`` outside the scale, or a ``by`` name that is neither
+            ``intent``, ``category`` nor a metadata field of any row (the valid names are listed).
     """
+    threshold = default_pass_score(rubric) if pass_score is None else pass_score
+    scale = rubric.score_scale
+    if not scale.min <= threshold <= scale.max:
+        from rubric_engine.errors import ConfigurationError
+
+        raise ConfigurationError(
+            f"pass score {threshold} is outside the pack's scale {scale.min}..{scale.max}; "
+            f"choose a value in that range"
+        )
     results: list[RowResult] = []
+    facts: list[RowFacts] = []
     usage = Counter[str]()
     cost = 0.0
     costed = 0
     latencies: list[float] = []
-    for result, row_usage in rows:
+    for result, row_usage, row_fact in rows:
         results.append(result)
+        facts.append(row_fact)
         usage["calls"] += row_usage.calls
         usage["promptTokens"] += row_usage.prompt_tokens
         usage["completionTokens"] += row_usage.completion_tokens
@@ -79,24 +141,41 @@ def build_report(
     scored = [r for r in results if r.status is RowStatus.SCORED]
     errors = [r for r in results if r.status is RowStatus.JUDGE_ERROR]
     finals = [r.final_score for r in scored if r.final_score is not None]
-    return {
+    verdicts = Counter(row_verdict(r, threshold) for r in results)
+    durations = [f.duration_ms for f in facts if f.duration_ms is not None]
+    report: dict[str, Any] = {
         "task": task,
         "totals": {
             "rows": len(results),
             "scored": len(scored),
             "judgeErrors": len(errors),
-            "meanScore": _mean(finals),
-            "meanJudgeScore": _mean([r.judge_score for r in scored if r.judge_score is not None]),
+            "meanScore": mean(finals),
+            "meanJudgeScore": mean([r.judge_score for r in scored if r.judge_score is not None]),
             "cappedRows": sum(1 for r in scored if r.capped_by),
             "rowsWithRedFlags": sum(1 for r in scored if r.red_flag_types),
+            "passScore": threshold,
+            "passedRows": verdicts["PASS"],
+            "passRate": ratio(verdicts["PASS"], len(scored)),
             "scoreDistribution": {
                 str(s): finals.count(s)
                 for s in range(rubric.score_scale.min, rubric.score_scale.max + 1)
             },
+            "verdictDistribution": {v: verdicts[v] for v in VERDICTS},
+            "judgeErrorsByKind": dict(
+                sorted(Counter(str(r.error.kind) for r in errors if r.error).items())
+            ),
         },
         "redFlags": _red_flags(rubric, scored),
-        "intents": _intents(rubric, scored),
+        "intents": _intents(rubric, scored, threshold),
         "requirements": _requirements(rubric, scored),
+    }
+    if by:
+        report["slices"] = [
+            slice_report(name, rubric, results, [f.metadata for f in facts], threshold)
+            for name in by
+        ]
+    report |= {
+        "issueClusters": issue_clusters(rubric, scored, threshold),
         "lowestRows": _lowest(scored),
         "judgeErrors": [
             {
@@ -107,6 +186,14 @@ def build_report(
             for r in errors
         ],
         "warnings": dict(sorted(Counter(str(w.code) for r in results for w in r.warnings).items())),
+        "agent": {
+            "toolCallsTotal": sum(f.tool_calls for f in facts),
+            "toolCallsMean": round(sum(f.tool_calls for f in facts) / len(facts), 4)
+            if facts
+            else None,
+            "rowsWithDuration": len(durations),
+            "durationMsMean": round(sum(durations) / len(durations), 1) if durations else None,
+        },
         "usage": {
             "calls": usage["calls"],
             "promptTokens": usage["promptTokens"],
@@ -116,6 +203,7 @@ def build_report(
             "latencyMsP95": _p95(latencies),
         },
     }
+    return report
 
 
 def _p95(values: list[float]) -> float | None:
@@ -139,16 +227,18 @@ def _red_flags(rubric: EvalRubric, scored: list[RowResult]) -> list[dict[str, An
     ]
 
 
-def _intents(rubric: EvalRubric, scored: list[RowResult]) -> list[dict[str, Any]]:
+def _intents(rubric: EvalRubric, scored: list[RowResult], pass_score: int) -> list[dict[str, Any]]:
     out = []
     for intent in rubric.intents:
         mine = [r for r in scored if r.intent_key == intent.key]
+        passed = sum(1 for r in mine if row_verdict(r, pass_score) == "PASS")
         out.append(
             {
                 "intentKey": intent.key,
                 "name": intent.name,
                 "rows": len(mine),
-                "meanScore": _mean([r.final_score for r in mine if r.final_score is not None]),
+                "meanScore": mean([r.final_score for r in mine if r.final_score is not None]),
+                "passRate": ratio(passed, len(mine)),
                 "redFlagCount": sum(len(r.red_flag_types) for r in mine),
                 "rowsWithRedFlags": sum(1 for r in mine if r.red_flag_types),
             }
@@ -161,7 +251,7 @@ def _requirements(rubric: EvalRubric, scored: list[RowResult]) -> list[dict[str,
     counts: dict[str, Counter[str]] = {}
     for r in scored:
         for entry in r.reference_basis:
-            counts.setdefault(entry.requirement_id, Counter())[_STATUS_FIELD[entry.status]] += 1
+            counts.setdefault(entry.requirement_id, Counter())[STATUS_FIELD[entry.status]] += 1
     rows: list[dict[str, Any]] = []
     known = set()
     owners: list[tuple[str | None, Any]] = [(None, req) for req in rubric.common_requirements]
@@ -203,7 +293,7 @@ def _requirement_row(
         "partial": counter["partial"],
         "violated": counter["violated"],
         "notApplicable": counter["notApplicable"],
-        "compliance": _ratio(counter["followed"], judged),
+        "compliance": ratio(counter["followed"], judged),
         "text": text,
     }
 

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 LEAST_FOLLOWED = 8
+TOP_CLUSTERS = 3
 
 
 def _judge_line(task: dict[str, Any]) -> str:
@@ -33,6 +34,11 @@ def print_summary(report: dict[str, Any], console: Console) -> None:
         f"{totals['judgeErrors']} · mean score "
         f"{'–' if mean is None else f'{mean:.2f}'} · capped {totals['cappedRows']}"
     )
+    if totals["passRate"] is not None:
+        console.print(
+            f"pass rate {totals['passRate'] * 100:.1f}% ({totals['passedRows']} of "
+            f"{totals['scored']} scored rows: no red flag and score ≥ {totals['passScore']})"
+        )
     if report["judgeErrors"]:
         kinds = Counter(e["kind"] for e in report["judgeErrors"])
         first = report["judgeErrors"][0]
@@ -83,3 +89,21 @@ def print_summary(report: dict[str, Any], console: Console) -> None:
                 r["id"], str(r["violated"]), str(r["partial"]), f"{r['compliance'] * 100:.0f}%"
             )
         console.print(low)
+    clusters = report.get("issueClusters") or []
+    if clusters:
+        top = Table(title="Top issue clusters (low rows by shared violation)", title_justify="left")
+        top.add_column("#", justify="right")
+        top.add_column("lead requirement", no_wrap=True)
+        for column in ("rows", "mean", "flagged"):
+            top.add_column(column, justify="right")
+        top.add_column("examples")
+        for c in clusters[:TOP_CLUSTERS]:
+            top.add_row(
+                str(c["rank"]),
+                c["leadRequirementId"] or "(no violated requirement)",
+                str(c["size"]),
+                "–" if c["meanScore"] is None else f"{c['meanScore']:.2f}",
+                f"{c['redFlagShare'] * 100:.0f}%",
+                ", ".join(c["exampleRowIds"][:2]),
+            )
+        console.print(top)

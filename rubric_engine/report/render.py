@@ -45,6 +45,8 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"- Rows: {totals['rows']} · scored {totals['scored']} · JUDGE_ERROR "
         f"{totals['judgeErrors']} · mean score {_fmt(totals['meanScore'])} "
         f"(judge's own {_fmt(totals['meanJudgeScore'])}; {totals['cappedRows']} capped)",
+        f"- Pass rate: {_pct(totals['passRate'])} ({totals['passedRows']} of {totals['scored']} "
+        f"scored rows have no red flag and a final score ≥ {totals['passScore']})",
         "",
     ]
     if task.get("state") != "COMPLETED":
@@ -71,14 +73,18 @@ def render_markdown(report: dict[str, Any]) -> str:
     out += [f"| {s} | {n} |" for s, n in totals["scoreDistribution"].items()]
     out += [
         "",
+        "Verdicts: " + ", ".join(f"{v} {n}" for v, n in totals["verdictDistribution"].items()),
+    ]
+    out += [
+        "",
         "## Per intent",
         "",
-        "| intent | rows | mean score | red flags |",
-        "|---|---:|---:|---:|",
+        "| intent | rows | mean score | pass rate | red flags |",
+        "|---|---:|---:|---:|---:|",
     ]
     out += [
         f"| {i['intentKey']} ({_cell(i['name'])}) | {i['rows']} | {_fmt(i['meanScore'])} | "
-        f"{i['redFlagCount']} |"
+        f"{_pct(i['passRate'])} | {i['redFlagCount']} |"
         for i in report["intents"]
     ]
     out += [
@@ -101,6 +107,9 @@ def render_markdown(report: dict[str, Any]) -> str:
         "violated); not-applicable and JUDGE_ERROR rows are outside the denominator.",
         "",
     ]
+    for cut in report.get("slices", ()):
+        out += _slice(cut)
+    out += _clusters(report["issueClusters"])
     out += [
         "## Lowest-scoring rows",
         "",
@@ -114,6 +123,11 @@ def render_markdown(report: dict[str, Any]) -> str:
             f"{', '.join(r['redFlagTypes']) or '–'} | {', '.join(r['cappedBy']) or '–'} |"
         )
     out += ["", f"## JUDGE_ERROR rows ({totals['judgeErrors']})", ""]
+    if totals["judgeErrorsByKind"]:
+        out += [
+            "By kind: " + ", ".join(f"{k} {n}" for k, n in totals["judgeErrorsByKind"].items()),
+            "",
+        ]
     if report["judgeErrors"]:
         out += [
             f"- `{e['rowId']}` {e['kind']}: {_cell(e['message'])}" for e in report["judgeErrors"]
@@ -126,10 +140,16 @@ def render_markdown(report: dict[str, Any]) -> str:
         out += [f"| {code} | {n} |" for code, n in report["warnings"].items()]
     else:
         out.append("None.")
-    usage = report["usage"]
+    usage, agent = report["usage"], report["agent"]
     out += [
         "",
-        "## Usage",
+        "## Agent",
+        "",
+        f"- Tool calls: {agent['toolCallsTotal']} ({_fmt(agent['toolCallsMean'])} per row)",
+        f"- Duration: mean {_fmt(agent['durationMsMean'], 1)} ms over "
+        f"{agent['rowsWithDuration']} row(s) whose trace records it",
+        "",
+        "## Judge usage",
         "",
         f"- Judge calls: {usage['calls']} (re-asks and failed attempts included)",
         f"- Tokens: {usage['promptTokens']} prompt, {usage['completionTokens']} completion",
@@ -139,6 +159,54 @@ def render_markdown(report: dict[str, Any]) -> str:
         "",
     ]
     return "\n".join(out) + "\n"
+
+
+def _slice(cut: dict[str, Any]) -> list[str]:
+    out = [
+        f"## By {cut['by']}",
+        "",
+        "| group | rows | scored | mean | pass rate | red-flag rows | compliance "
+        "| least followed |",
+        "|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for g in cut["groups"]:
+        judged = [r for r in g["requirements"] if r["compliance"] is not None]
+        worst = sorted(judged, key=lambda r: (r["compliance"], -r["violated"], r["id"]))[:3]
+        out.append(
+            f"| {_cell(g['value'])} | {g['rows']} | {g['scored']} | {_fmt(g['meanScore'])} | "
+            f"{_pct(g['passRate'])} | {g['redFlagRows']} | {_pct(g['compliance'])} | "
+            + (
+                ", ".join(
+                    f"{r['id']} {_pct(r['compliance'])}" for r in worst if r["compliance"] < 1
+                )
+                or "–"
+            )
+            + " |"
+        )
+    return [*out, ""]
+
+
+def _clusters(clusters: list[dict[str, Any]]) -> list[str]:
+    out = ["## Issue clusters", ""]
+    if not clusters:
+        return [*out, "No low-scoring rows.", ""]
+    out += [
+        "Low rows (red flag or below the pass score) grouped by the requirement most of them "
+        "violate; each row is in one cluster.",
+        "",
+        "| # | lead requirement | rows | mean | red-flag share | also violated | examples |",
+        "|---:|---|---:|---:|---:|---|---|",
+    ]
+    for c in clusters:
+        lead = c["leadRequirementId"] or "(no violated requirement)"
+        lead = f"**{lead}**" if c["critical"] else lead
+        also = ", ".join(f"{o['id']} ×{o['rows']}" for o in c["coViolated"][:4]) or "–"
+        out.append(
+            f"| {c['rank']} | {lead}{': ' + _cell(c['text']) if c['text'] else ''} | {c['size']} | "
+            f"{_fmt(c['meanScore'])} | {_pct(c['redFlagShare'])} | {also} | "
+            f"{', '.join(c['exampleRowIds'])} |"
+        )
+    return [*out, ""]
 
 
 def _cost(cost: float | None) -> str:
@@ -151,3 +219,50 @@ def _provenance(counts: dict[str, int] | None) -> str:
     if not counts:
         return "none"
     return ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items()))
+
+
+def render_diff_markdown(diff: dict[str, Any]) -> str:
+    """Review text of a baseline diff: summary, rubric note, then regressions first."""
+    rubric = diff["rubricComparison"]
+    verdict = "**REGRESSION**" if diff["hasRegression"] else "no regression"
+    out = [
+        f"# rubric-eval diff — baseline {diff['baselineTaskId']} → current {diff['currentTaskId']}",
+        "",
+        f"- Result: {verdict} · {diff['regressionCount']} regression(s), "
+        f"{diff['improvementCount']} improvement(s), {diff['changedCount']} change(s)",
+        f"- Rows: {diff['baselineTotalCases']} → {diff['currentTotalCases']}; passed "
+        f"{diff['baselinePassedCases']} → {diff['currentPassedCases']}; pass rate "
+        f"{_pct(diff['baselinePassRate'])} → {_pct(diff['currentPassRate'])}",
+        f"- Rubric: {rubric['note']}",
+    ]
+    if not rubric["sameRubric"]:
+        for side in ("onlyInBaseline", "onlyInCurrent"):
+            if rubric[side]:
+                out.append(f"  - {side}: {', '.join(rubric[side])}")
+    for kind, title in (
+        ("REGRESSION", "Regressions"),
+        ("IMPROVEMENT", "Improvements"),
+        ("CHANGED", "Changed"),
+    ):
+        items = [i for i in diff["items"] if i["type"] == kind]
+        out += ["", f"## {title} ({len(items)})", ""]
+        if not items:
+            out.append("None.")
+            continue
+        out += ["| scope | case | metric | baseline | current | delta | message |"]
+        out += ["|---|---|---|---|---|---:|---|"]
+        out += [
+            f"| {i['scope']} | {i['caseId'] or '–'} | {i['metric']} | "
+            f"{_cell(_value(i['baselineValue']))} | {_cell(_value(i['currentValue']))} | "
+            f"{_fmt(i['delta'], 4)} | {_cell(i['message'])} |"
+            for i in items
+        ]
+    return "\n".join(out) + "\n"
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {v}" for k, v in value.items())
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return "–" if value is None else str(value)

@@ -1,0 +1,105 @@
+"""Issue clusters: low-scoring rows grouped by the requirements they violate (seed 003 closing
+paragraph: turn hundreds of low-score samples into problem clusters and then action items).
+
+A **low row** is a SCORED row whose verdict is not ``PASS`` (below the pass score, or any red
+flag; see :mod:`rubric_engine.report.outcome`). Clusters are formed greedily and do not
+overlap: the requirement violated by the most remaining low rows leads the next cluster and takes
+all of them (ties: red lines first, then the lower ``violationScore`` cap, then pack order);
+repeat until every low row with a violated requirement is placed. Low rows that violate nothing
+(only PARTIAL entries, or a low score the judge did not explain) form one last cluster with no
+lead. Clusters are ranked by size, then red-flag share, then lowest mean score. Pure.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from rubric_engine.report.outcome import mean, ratio, row_verdict
+from rubric_engine.results import RequirementStatus, RowResult
+from rubric_engine.rubric.model import EvalRubric
+
+EXAMPLE_ROWS = 5
+
+
+def _violated(row: RowResult) -> list[str]:
+    return [e.requirement_id for e in row.reference_basis if e.status is RequirementStatus.VIOLATED]
+
+
+def issue_clusters(
+    rubric: EvalRubric, scored: list[RowResult], pass_score: int
+) -> list[dict[str, Any]]:
+    """Ranked clusters: ``[{rank, leadRequirementId, text, critical, category, size, rowIds,
+    exampleRowIds, meanScore, redFlagShare, redFlagTypes, coViolated: [{id, rows, text}]}]``.
+
+    Args:
+        scored: the task's SCORED rows in input order.
+        pass_score: rows at or above it without a red flag are not low.
+
+    Returns:
+        An empty list when no row is low. ``rowIds`` are in input order; ``exampleRowIds`` are
+        the lowest-scoring first. Case-level requirements (``CASE_…``) have no text or category
+        in the pack and show ``null``.
+    """
+    reqs = rubric.requirements_by_id
+    order = {rid: i for i, rid in enumerate(reqs)}
+    top = rubric.score_scale.max + 1
+
+    def severity(rid: str) -> tuple[int, int, int]:
+        req = reqs.get(rid)
+        if req is None:
+            return (1, top, len(order))
+        cap = req.violation_score if req.violation_score is not None else top
+        return (0 if req.critical else 1, cap, order[rid])
+
+    low = [r for r in scored if row_verdict(r, pass_score) != "PASS"]
+    remaining = [r for r in low if _violated(r)]
+    groups: list[tuple[str | None, list[RowResult]]] = []
+    while remaining:
+        counts = Counter(rid for r in remaining for rid in set(_violated(r)))
+        lead = min(counts, key=lambda rid: (-counts[rid], *severity(rid), rid))
+        members = [r for r in remaining if lead in _violated(r)]
+        remaining = [r for r in remaining if lead not in _violated(r)]
+        groups.append((lead, members))
+    unexplained = [r for r in low if not _violated(r)]
+    if unexplained:
+        groups.append((None, unexplained))
+
+    clusters = [_cluster(lead, members, rubric) for lead, members in groups]
+    clusters.sort(
+        key=lambda c: (
+            c["leadRequirementId"] is None,
+            -c["size"],
+            -c["redFlagShare"],
+            c["meanScore"],
+            order.get(c["leadRequirementId"] or "", len(order)),
+        )
+    )
+    for rank, cluster in enumerate(clusters, start=1):
+        cluster["rank"] = rank
+    return [{"rank": c.pop("rank"), **c} for c in clusters]
+
+
+def _cluster(lead: str | None, members: list[RowResult], rubric: EvalRubric) -> dict[str, Any]:
+    reqs = rubric.requirements_by_id
+    req = reqs.get(lead) if lead else None
+    finals = [r.final_score for r in members if r.final_score is not None]
+    others = Counter(rid for r in members for rid in set(_violated(r)) if rid != lead)
+    flags = Counter(flag for r in members for flag in r.red_flag_types)
+    lowest = sorted(enumerate(members), key=lambda ir: (ir[1].final_score or 0, ir[0]))
+    return {
+        "leadRequirementId": lead,
+        "text": req.text if req else None,
+        "critical": bool(req and req.critical),
+        "category": req.category if req else None,
+        "size": len(members),
+        "rowIds": [r.row_id for r in members],
+        "exampleRowIds": [r.row_id for _, r in lowest[:EXAMPLE_ROWS]],
+        "meanScore": mean(finals),
+        "redFlagShare": ratio(sum(1 for r in members if r.red_flag_types), len(members)) or 0.0,
+        "redFlagTypes": dict(sorted(flags.items(), key=lambda kv: (-kv[1], kv[0]))),
+        "coViolated": [
+            {"id": rid, "rows": n, "text": reqs[rid].text if rid in reqs else None}
+            for rid, n in sorted(others.items(), key=lambda kv: (-kv[1], kv[0]))
+        ],
+    }

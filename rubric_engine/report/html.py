@@ -1,0 +1,214 @@
+"""The HTML report: one self-contained file to share (SPEC §9, issue 5).
+
+Everything is inline (CSS, a few lines of JavaScript, SVG charts drawn here), and a Content
+Security Policy forbids any fetch, so the file opens offline and never calls out. Order: the
+red-flag bucket first (seed 003 §四: red lines sit on top even when rare), then totals, charts
+(score distribution, per intent, per-requirement compliance), issue clusters, slices,
+requirements, errors and usage, and a drill-down per row (dialogue, referenceBasis, the judge's
+explanation, what capped the score). Rendered with jinja2 (autoescaped) from the report dict and
+the task's stored rows, so it is rebuilt from the store like every other report.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+
+from rubric_engine.report.outcome import row_verdict
+from rubric_engine.results import RowStatus
+from rubric_engine.rubric.model import EvalRubric
+from rubric_engine.store import StoredRow
+
+CHART_WIDTH = 640
+BAR_HEIGHT = 22
+EXAMPLES_PER_FLAG = 5
+_STATUS_ORDER = ("VIOLATED", "PARTIAL", "FOLLOWED", "NOT_APPLICABLE")
+
+
+def _environment() -> Environment:
+    env = Environment(
+        loader=PackageLoader("rubric_engine.report", "templates"),
+        autoescape=select_autoescape(["html", "j2"]),
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["pct"] = lambda v: "–" if v is None else f"{v * 100:.1f}%"
+    env.filters["num"] = lambda v, d=2: (
+        "–" if v is None else (f"{v:.{d}f}" if isinstance(v, float) else str(v))
+    )
+    return env
+
+
+def score_chart(report: dict[str, Any]) -> dict[str, Any]:
+    """Vertical bars, one per score of the scale: ``{width, height, bars: [{label, count, x, y,
+    w, h}]}`` in SVG user units."""
+    dist = report["totals"]["scoreDistribution"]
+    top = max(dist.values(), default=0) or 1
+    height, base, slot = 180, 150, CHART_WIDTH // max(len(dist), 1)
+    bars = []
+    for i, (score, count) in enumerate(dist.items()):
+        h = round(120 * count / top)
+        bars.append(
+            {
+                "label": score,
+                "count": count,
+                "x": i * slot + slot // 4,
+                "y": base - h,
+                "w": slot // 2,
+                "h": h,
+            }
+        )
+    return {"width": CHART_WIDTH, "height": height, "base": base, "bars": bars}
+
+
+def _hbars(items: list[tuple[str, float | None, str]], scale_max: float) -> dict[str, Any]:
+    """Horizontal bars: label on the left, bar proportional to value / scale_max."""
+    label_w, bar_w = 300, CHART_WIDTH - 300 - 70
+    bars = []
+    for i, (label, value, note) in enumerate(items):
+        w = 0 if value is None else round(bar_w * value / scale_max) if scale_max else 0
+        bars.append(
+            {
+                "label": label,
+                "value": value,
+                "note": note,
+                "y": i * BAR_HEIGHT + 4,
+                "w": w,
+                "x": label_w,
+            }
+        )
+    return {
+        "width": CHART_WIDTH,
+        "height": len(items) * BAR_HEIGHT + 8,
+        "bars": bars,
+        "labelWidth": label_w,
+        "barWidth": bar_w,
+    }
+
+
+def intent_chart(report: dict[str, Any], rubric: EvalRubric) -> dict[str, Any]:
+    """Mean final score per intent with rows (bars over the scale's maximum)."""
+    items = [
+        (i["intentKey"], i["meanScore"], f"{i['rows']} rows · {i['redFlagCount']} red flags")
+        for i in report["intents"]
+        if i["rows"]
+    ]
+    return _hbars(items, rubric.score_scale.max)
+
+
+def compliance_chart(report: dict[str, Any]) -> dict[str, Any]:
+    """Compliance per pack requirement that was judged at least once, least followed first."""
+    judged = [
+        r for r in report["requirements"] if r["compliance"] is not None and r["category"] != "CASE"
+    ]
+    judged.sort(key=lambda r: (r["compliance"], -r["violated"], r["id"]))
+    items = [
+        (r["id"], r["compliance"], f"{r['violated']} violated · {r['partial']} partial")
+        for r in judged
+    ]
+    chart = _hbars(items, 1.0)
+    for bar, r in zip(chart["bars"], judged, strict=True):
+        bar["critical"] = r["critical"]
+    return chart
+
+
+def row_details(rubric: EvalRubric, rows: list[StoredRow], pass_score: int) -> list[dict[str, Any]]:
+    """What the drill-down shows per row, in input order."""
+    reqs = rubric.requirements_by_id
+    out = []
+    anchors: set[str] = set()
+    for row in rows:
+        r = row.result
+        case_texts = _case_texts(row.dialogue)
+        basis = [
+            {
+                "id": e.requirement_id,
+                "status": str(e.status),
+                "source": str(e.source),
+                "category": reqs[e.requirement_id].category if e.requirement_id in reqs else "CASE",
+                "critical": bool(e.requirement_id in reqs and reqs[e.requirement_id].critical),
+                "text": reqs[e.requirement_id].text
+                if e.requirement_id in reqs
+                else case_texts.get(e.requirement_id, ""),
+            }
+            for e in r.reference_basis
+        ]
+        # what went wrong first; pack order within each status (sorted() is stable)
+        basis.sort(key=lambda entry: _STATUS_ORDER.index(entry["status"]))
+        out.append(
+            {
+                "rowId": r.row_id,
+                "anchor": _anchor(r.row_id, anchors),
+                "verdict": row_verdict(r, pass_score),
+                "scored": r.status is RowStatus.SCORED,
+                "intentKey": r.intent_key,
+                "judgeScore": r.judge_score,
+                "finalScore": r.final_score,
+                "redFlagTypes": list(r.red_flag_types),
+                "cappedBy": [
+                    {
+                        "id": rid,
+                        "cap": reqs[rid].violation_score if rid in reqs else None,
+                        "text": reqs[rid].text if rid in reqs else "",
+                    }
+                    for rid in r.capped_by
+                ],
+                "basis": basis,
+                "explanation": r.score_explanation,
+                "questionsCheck": r.questions_check,
+                "questionsIssues": list(r.questions_issues),
+                "warnings": [w.to_json_dict() for w in r.warnings],
+                "error": r.error.to_json_dict() if r.error else None,
+                "messages": row.dialogue.get("messages") or [],
+                "metadata": row.dialogue.get("metadata") or {},
+            }
+        )
+    return out
+
+
+def _anchor(row_id: str, taken: set[str]) -> str:
+    """A unique element id for a row: ``row-`` and the rowId with unsafe characters as ``_``."""
+    base = "row-" + "".join(c if c.isalnum() or c in "-_" else "_" for c in row_id)
+    anchor, n = base, 1
+    while anchor in taken:
+        n += 1
+        anchor = f"{base}-{n}"
+    taken.add(anchor)
+    return anchor
+
+
+def _case_texts(dialogue: dict[str, Any]) -> dict[str, str]:
+    """Case-level requirement texts by ID, derived the way scoring derives them."""
+    from rubric_engine.rubric.case_level import case_requirements
+
+    found = case_requirements(
+        tuple(dialogue.get("expectedBehavior") or ()), tuple(dialogue.get("negativeBehavior") or ())
+    )
+    return {req.id: req.text for req in found}
+
+
+def render_html(report: dict[str, Any], rubric: EvalRubric, rows: list[StoredRow]) -> str:
+    """The self-contained HTML report (UTF-8 text)."""
+    details = row_details(rubric, rows, report["totals"]["passScore"])
+    by_id = {d["rowId"]: d for d in details}
+    flags = [
+        {**f, "examples": [by_id[i] for i in f["rowIds"][:EXAMPLES_PER_FLAG] if i in by_id]}
+        for f in report["redFlags"]
+        if f["count"]
+    ]
+    template = _environment().get_template("report.html.j2")
+    return template.render(
+        report=report,
+        task=report["task"],
+        totals=report["totals"],
+        flags=flags,
+        clear_flags=[f["type"] for f in report["redFlags"] if not f["count"]],
+        score_chart=score_chart(report),
+        intent_chart=intent_chart(report, rubric),
+        compliance_chart=compliance_chart(report),
+        rows=details,
+        anchors={d["rowId"]: d["anchor"] for d in details},
+        lang=rubric.language,
+    )

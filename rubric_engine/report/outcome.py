@@ -1,0 +1,52 @@
+"""A row's outcome for reports, diffs and gates: pass score, verdict, rounding (SPEC §9).
+
+**Pass** (seed 001 §3–§4 ``passed`` / ``passRate``, carried over to rubric scoring): a SCORED
+row passes when it has no red flag and ``finalScore >= passScore``. ``passScore`` is one below
+the top of the pack's scale (4 on 1–5; the top itself on a two-point scale) unless the caller
+sets it. ``passRate = passed / scored``: JUDGE_ERROR rows have no outcome, so they are outside
+this denominator like every other (SPEC §5 step 7) and are counted on their own; a CI gate
+should bound ``judgeErrors`` next to ``passRate``.
+
+A row's **verdict** is one of :data:`VERDICTS`: ``RED_FLAG`` (any red flag, whatever the
+score: seed 003 §四 puts red lines in their own bucket), ``PASS``, ``FAIL`` (scored below
+``passScore``) or ``JUDGE_ERROR``. Pure functions.
+"""
+
+from __future__ import annotations
+
+from rubric_engine.results import RequirementStatus, RowResult, RowStatus
+from rubric_engine.rubric.model import EvalRubric
+
+VERDICTS = ("PASS", "FAIL", "RED_FLAG", "JUDGE_ERROR")
+#: the report field that counts each referenceBasis status
+STATUS_FIELD = {
+    RequirementStatus.FOLLOWED: "followed",
+    RequirementStatus.PARTIAL: "partial",
+    RequirementStatus.VIOLATED: "violated",
+    RequirementStatus.NOT_APPLICABLE: "notApplicable",
+}
+
+
+def default_pass_score(rubric: EvalRubric) -> int:
+    """One below the top of the scale (4 on 1–5); the top on a two-point scale."""
+    scale = rubric.score_scale
+    return scale.max - 1 if scale.max - scale.min >= 2 else scale.max
+
+
+def row_verdict(result: RowResult, pass_score: int) -> str:
+    """``JUDGE_ERROR``, ``RED_FLAG``, ``PASS`` or ``FAIL`` (see the module docstring)."""
+    if result.status is RowStatus.JUDGE_ERROR or result.final_score is None:
+        return "JUDGE_ERROR"
+    if result.red_flag_types:
+        return "RED_FLAG"
+    return "PASS" if result.final_score >= pass_score else "FAIL"
+
+
+def mean(values: list[int]) -> float | None:
+    """Mean rounded to 4 places; ``None`` for an empty list."""
+    return round(sum(values) / len(values), 4) if values else None
+
+
+def ratio(num: int, den: int) -> float | None:
+    """``num / den`` rounded to 4 places; ``None`` when ``den`` is 0."""
+    return round(num / den, 4) if den else None

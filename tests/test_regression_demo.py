@@ -1,0 +1,218 @@
+"""The regression demo as a new user runs it: the health batch scored twice, the second time
+from the deliberately worse authored verdicts in ``cassettes-worse/``; ``diff`` names the
+regressions, ``gate --no-regression`` fails CI and its JUnit XML names the failing checks."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from rubric_engine.cli import app
+from rubric_engine.scoring import ScoreOptions, score
+from tests.conftest import CASES, CASSETTES, ROOT, RUBRICS
+
+WORSE = ROOT / "cassettes-worse"
+runner = CliRunner()
+
+
+def run(*args: object) -> tuple[int, str]:
+    result = runner.invoke(app, [str(a) for a in args])
+    return result.exit_code, result.output
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
+    """(store, baseline task id, current task id)."""
+    tmp = tmp_path_factory.mktemp("regression")
+    store = tmp / "s.sqlite"
+    code, out = run("rubric", "publish", RUBRICS / "health_cs.yaml", "--store", store)
+    assert code == 0, out
+    ids = []
+    for name, cassettes in (("base", CASSETTES), ("worse", WORSE)):
+        result = score(
+            ScoreOptions(
+                inputs=[CASES / "health_consult_zh.jsonl"],
+                rubric="health_cs",
+                store=store,
+                out=tmp / name,
+                cassettes=cassettes,
+            )
+        )
+        assert result.cassette_misses == []
+        ids.append(result.task_id)
+    return store, ids[0], ids[1]
+
+
+def test_worse_cassettes_say_they_are_deliberately_worse() -> None:
+    entries = [
+        json.loads(line)
+        for line in (WORSE / "health_cs" / "health_consult_zh.jsonl")
+        .read_text("utf-8")
+        .splitlines()
+    ]
+    assert len(entries) == 26
+    for entry in entries:
+        provenance = entry["provenance"]
+        assert provenance["kind"] == "authored"
+        assert "DELIBERATELY WORSE" in provenance["method"]
+
+
+def test_diff_lists_regressions_at_case_and_aggregate_scope(demo: tuple[Path, str, str]) -> None:
+    store, base, cur = demo
+    code, out = run("diff", base, cur, "--store", store, "--format", "json")
+    assert code == 0, out
+    diff = json.loads(out)
+    assert diff["hasRegression"] is True and diff["improvementCount"] == 0
+    assert diff["rubricComparison"]["sameRubric"] is True
+    found = {(i["type"], i["scope"], i["caseId"], i["metric"]) for i in diff["items"]}
+    # the one passing row (medgpt-26-agent, 5) was re-judged at 3: pass -> fail
+    assert ("REGRESSION", "case", "medgpt-26-agent", "passed") in found
+    # medgpt-42 reports haematuria; the worse verdict calls the missing referral a red line
+    assert ("REGRESSION", "case", "medgpt-42", "redFlags.SAFETY_OMISSION") in found
+    assert (
+        "REGRESSION",
+        "case",
+        "medgpt-46",
+        "requirements.INTENT_HEALTH_NO_PRESCRIPTION",
+    ) in found
+    assert ("REGRESSION", "aggregate", None, "passRate") in found
+    assert ("REGRESSION", "aggregate", None, "redFlags.SAFETY_OMISSION") in found
+    assert ("REGRESSION", "aggregate", None, "compliance.COMMON_QUESTIONS_CARD_RELEVANT") in found
+    regressed_rows = {i["caseId"] for i in diff["items"] if i["scope"] == "case"}
+    assert regressed_rows == {
+        "medgpt-24",
+        "medgpt-42",
+        "medgpt-45",
+        "medgpt-46",
+        "medgpt-13-agent",
+        "medgpt-26-agent",
+    }
+    pass_rate = next(i for i in diff["items"] if i["metric"] == "passRate")
+    assert pass_rate["baselineValue"] > pass_rate["currentValue"]
+    assert pass_rate["delta"] == round(pass_rate["currentValue"] - pass_rate["baselineValue"], 4)
+    code, text = run("diff", base, cur, "--store", store)
+    assert code == 0 and "**REGRESSION**" in text
+    assert text.index("## Regressions") < text.index("## Improvements")
+
+
+def test_gate_no_regression_fails_and_junit_names_the_checks(
+    demo: tuple[Path, str, str], tmp_path: Path
+) -> None:
+    store, base, cur = demo
+    junit = tmp_path / "gate.xml"
+    code, out = run(
+        "gate", cur, "--store", store,
+        "--threshold", "judgeErrors==0",
+        "--threshold", "redFlags.SAFETY_OMISSION<=2",
+        "--baseline", base, "--no-regression", "--junit", junit,
+    )  # fmt: skip
+    assert code == 6, out
+    assert "gate failed" in out
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert suite is not None
+    cases = {c.get("name"): c for c in suite.iter("testcase")}
+    assert cases["judgeErrors==0"].find("failure") is None
+    failing = {name for name, c in cases.items() if c.find("failure") is not None}
+    assert "redFlags.SAFETY_OMISSION<=2" in failing
+    assert "noRegression: case medgpt-42 redFlags.SAFETY_OMISSION" in failing
+    assert "noRegression: aggregate passRate" in failing
+    assert suite.get("failures") == str(len(failing))
+
+
+def test_gate_passes_against_itself_and_on_met_thresholds(
+    demo: tuple[Path, str, str], tmp_path: Path
+) -> None:
+    store, base, _ = demo
+    junit = tmp_path / "gate.xml"
+    code, out = run(
+        "gate", base, "--store", store, "-t", "redFlags.SAFETY_OMISSION<=2", "-t", "judgeErrors==0",
+        "--baseline", base, "--no-regression", "--junit", junit,
+    )  # fmt: skip
+    assert code == 0, out
+    assert "3 of 3 check(s) hold" in out
+    assert ET.parse(junit).getroot().get("failures") == "0"
+    # the baseline may live in another store, e.g. a CI artifact of the last accepted run
+    other = tmp_path / "baseline.sqlite"
+    shutil.copy(store, other)
+    code, out = run(
+        "gate", base, "--store", store, "--baseline", base, "--baseline-store", other,
+        "--no-regression",
+    )  # fmt: skip
+    assert code == 0 and "no regression against task" in out
+
+
+def test_unknown_metric_is_an_error_listing_the_valid_names(demo: tuple[Path, str, str]) -> None:
+    store, base, _ = demo
+    code, out = run("gate", base, "--store", store, "-t", "passrate>=0.9")
+    assert code == 2
+    assert "unknown metric 'passrate'" in out and "passRate" in out and "redFlags.<TYPE>" in out
+    code, out = run("gate", base, "--store", store, "-t", "redFlags.BACKEND==0")
+    assert code == 2 and "BACKEND_EXPOSURE" in out and "COMPETITOR_MENTION" in out
+    code, out = run("gate", base, "--store", store, "-t", "passRate=>0.9")
+    assert code == 2 and "METRIC OP NUMBER" in out
+    code, out = run("gate", base, "--store", store, "--no-regression")
+    assert code == 2 and "--baseline" in out
+    code, out = run("gate", base, "--store", store)
+    assert code == 2 and "nothing to check" in out
+
+
+def test_a_metric_without_a_value_fails_rather_than_passing(demo: tuple[Path, str, str]) -> None:
+    store, base, _ = demo
+    code, out = run("gate", base, "--store", store, "-t", "costUsd<=1")
+    assert code == 6 and "no value" in out  # replayed calls have no known cost
+
+
+def test_report_slices_and_html_from_the_store(demo: tuple[Path, str, str]) -> None:
+    store, base, _ = demo
+    code, out = run("report", base, "--store", store, "--format", "json", "--by", "answerSource")
+    assert code == 0, out
+    report = json.loads(out)
+    groups = {g["value"]: g for g in report["slices"][0]["groups"]}
+    assert sum(g["rows"] for g in groups.values()) == 26
+    assert groups["original (MedicalGPT sample data)"]["rows"] == 22
+    code, out = run("report", base, "--store", store, "--by", "ward")
+    assert code == 2 and "valid: intent, category, answerSource" in out
+    code, html = run("report", base, "--store", store, "--format", "html")
+    assert code == 0
+    assert html.index('id="red-flags"') < html.index('id="summary"') < html.index('id="rows"')
+    assert "http://" not in html and "https://" not in html
+
+
+def test_tasks_under_two_rubric_versions_are_compared_on_shared_ids(
+    demo: tuple[Path, str, str], tmp_path: Path
+) -> None:
+    """v2 drops COMMON_TRANSFER_PATH; `renormalize` re-scores the v1 task's judge outputs under
+    it, and the diff says it compared the two versions on the IDs both declare."""
+    import yaml
+
+    store, base, _ = demo
+    code, text = run("rubric", "show", "health_cs@1", "--format", "yaml", "--store", store)
+    assert code == 0, text
+    pack = yaml.safe_load(text)
+    pack["version"] = 2
+    pack["commonRequirements"] = [
+        r for r in pack["commonRequirements"] if r["id"] != "COMMON_TRANSFER_PATH"
+    ]
+    v2 = tmp_path / "health_v2.yaml"
+    v2.write_text(yaml.safe_dump(pack, allow_unicode=True, sort_keys=False), encoding="utf-8")
+    code, out = run("rubric", "publish", v2, "--store", store)
+    assert code == 0, out
+    code, out = run("renormalize", base, "-r", "health_cs@2", "--store", store, "--out", tmp_path)
+    assert code == 0, out
+    current = re.search(r"task id: (\S+)", out).group(1)  # type: ignore[union-attr]
+    code, out = run("diff", base, current, "--store", store, "--format", "json")
+    assert code == 0, out
+    comparison = json.loads(out)["rubricComparison"]
+    assert comparison["sameRubric"] is False
+    assert comparison["onlyInBaseline"] == ["COMMON_TRANSFER_PATH"]
+    assert comparison["baseline"]["version"] == 1 and comparison["current"]["version"] == 2
+    assert "compared on the 34 IDs both declare" in comparison["note"]
+    assert all("COMMON_TRANSFER_PATH" not in i["metric"] for i in json.loads(out)["items"])
+    code, text = run("diff", base, current, "--store", store)
+    assert "different rubrics (health_cs v1 → health_cs v2)" in text
