@@ -112,7 +112,7 @@ def test_gate_no_regression_fails_and_junit_names_the_checks(
         "--threshold", "redFlags.SAFETY_OMISSION<=2",
         "--baseline", base, "--no-regression", "--junit", junit,
     )  # fmt: skip
-    assert code == 6, out
+    assert code == 7, out
     assert "gate failed" in out
     suite = ET.parse(junit).getroot().find("testsuite")
     assert suite is not None
@@ -165,7 +165,7 @@ def test_unknown_metric_is_an_error_listing_the_valid_names(demo: tuple[Path, st
 def test_a_metric_without_a_value_fails_rather_than_passing(demo: tuple[Path, str, str]) -> None:
     store, base, _ = demo
     code, out = run("gate", base, "--store", store, "-t", "costUsd<=1")
-    assert code == 6 and "no value" in out  # replayed calls have no known cost
+    assert code == 7 and "no value" in out  # replayed calls have no known cost
 
 
 def test_report_slices_and_html_from_the_store(demo: tuple[Path, str, str]) -> None:

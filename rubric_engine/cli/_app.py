@@ -27,6 +27,7 @@ app.add_typer(prompt_app, name="prompt")
 EXIT_CASSETTE_MISS = 4
 EXIT_NOTHING_SCORED = 5
 EXIT_BUDGET = 6
+EXIT_GATE_FAILED = 7
 StoreOpt = Annotated[
     Path, typer.Option("--store", help="SQLite task store.", envvar="RUBRIC_EVAL_STORE")
 ]

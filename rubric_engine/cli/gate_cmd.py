@@ -9,10 +9,9 @@ from typing import Annotated, Any
 import typer
 
 from rubric_engine import DEFAULT_STORE
-from rubric_engine.cli._app import StoreOpt, _fail, _guard, _require_store, app
+from rubric_engine.cli._app import EXIT_GATE_FAILED, StoreOpt, _fail, _guard, _require_store, app
 
 #: `gate` exit code when a threshold or the no-regression rule fails
-EXIT_GATE_FAILED = 6
 
 PassScoreOpt = Annotated[
     int | None,
@@ -107,7 +106,7 @@ def gate(
     baseline_store: BaselineStoreOpt = None,
     pass_score: PassScoreOpt = None,
 ) -> None:
-    """CI gate: exit 6 when a threshold or the no-regression rule fails, 0 when all hold."""
+    """CI gate: exit 7 when a threshold or the no-regression rule fails, 0 when all hold."""
     from rubric_engine.errors import ConfigurationError
 
     def run() -> bool:
