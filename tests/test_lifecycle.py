@@ -454,3 +454,21 @@ def test_registry_errors_are_typed(tmp_path: Path) -> None:
         from rubric_engine.registry import verified_snapshot
 
         verified_snapshot(load_rubric(RUBRICS / "health_cs.yaml").snapshot(), "sha256:0", "t")
+
+
+def test_draft_is_only_for_files_and_show_prints_a_version(tmp_path: Path) -> None:
+    store = tmp_path / "s.sqlite"
+    publish(store, RUBRICS / "health_cs.yaml")
+    code, out = score(tmp_path, store, "health_cs", "--draft")
+    assert code == 2 and "--draft is for a pack file" in out
+    code, out = run("rubric", "show", "health_cs@1", "--store", store)
+    assert code == 0 and "health_cs@1 (PUBLISHED)" in out and "COMMON_BACKEND_EXPOSURE" in out
+    code, out = run("rubric", "show", "health_cs", "--store", store, "--format", "yaml")
+    shown = yaml.safe_load(out)
+    assert shown["version"] == 1 and shown["status"] == "PUBLISHED"
+    # the dump is a valid starting point for the next version's file
+    shown.update(version=2, status="DRAFT")
+    code, out = publish(store, write_pack(tmp_path / "next.yaml", shown))
+    assert code == 0 and "published health_cs@2" in out
+    code, out = run("rubric", "show", "health_cs", "--store", store, "--format", "xml")
+    assert code == 2 and "use text, yaml or json" in out
