@@ -200,3 +200,22 @@ def test_injected_instructions_and_delimiters_stay_inside_the_data_block(
     row = rows_by_id(result.files.rows)[ROW]
     assert row["judgeScore"] == 4 and row["scoreExplanation"] == "the judge's own verdict"
     assert len(server.requests) == 1 and seen_tags
+
+
+def test_timeouts_and_dropped_connections_are_retried(tmp_path: Path) -> None:
+    replies = [
+        StubReply(content=OWN, delay_s=1.5),  # past --timeout
+        StubReply(drop=True),  # the connection closes with no answer
+        StubReply(status=502, content="bad gateway"),
+        StubReply(content=OWN),
+    ]
+    row, seen = run_row(tmp_path, replies, timeout_s=0.5)
+    assert row["status"] == "SCORED" and row["judgeScore"] == 4
+    assert len(seen) == 4  # three failures retried by the one policy, then the answer
+
+
+def test_retries_run_out_into_a_transport_error_and_the_batch_goes_on(tmp_path: Path) -> None:
+    row, seen = run_row(tmp_path, [StubReply(status=500, content="boom")])
+    assert row["status"] == "JUDGE_ERROR" and row["error"]["kind"] == "TRANSPORT"
+    assert "HTTP 500" in row["error"]["message"]
+    assert len(seen) == 4  # max_attempts, never more

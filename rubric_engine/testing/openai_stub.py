@@ -20,6 +20,7 @@ import argparse
 import hashlib
 import json
 import re
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -44,6 +45,7 @@ class StubReply:
         delay_s: seconds to wait before answering (latency, timeouts).
         usage: token counts; estimated from lengths when omitted.
         refusal: the OpenAI ``message.refusal`` text of a model that declines to answer.
+        drop: close the connection without answering (a dropped connection).
     """
 
     status: int = 200
@@ -54,6 +56,7 @@ class StubReply:
     delay_s: float = 0.0
     usage: dict[str, int] | None = None
     refusal: str | None = None
+    drop: bool = False
 
 
 Responder = Callable[[dict[str, Any]], StubReply]
@@ -155,6 +158,10 @@ class StubServer:
                 reply = stub.responder(body)
                 if reply.delay_s:
                     time.sleep(reply.delay_s)
+                if reply.drop:
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
                 if reply.status != 200:
                     self._send(
                         reply.status,
