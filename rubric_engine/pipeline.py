@@ -108,7 +108,8 @@ class Budget:
     max_cost_usd: float | None = None
     calls: int = 0
     cost_usd: float = 0.0
-    stop_reason: str | None = None
+    #: which limit stopped new rows: ``"calls"`` or ``"cost"``; ``None`` while within budget
+    exhausted: str | None = None
     #: set once the first row has finished, i.e. once a cost per call is known
     first_spend: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -119,18 +120,24 @@ class Budget:
 
     def allows_another_row(self, in_flight: int) -> bool:
         if self.max_calls is not None and self.calls + in_flight + 1 > self.max_calls:
-            self.stop_reason = (
-                f"--max-calls {self.max_calls} reached ({self.calls} call(s) made, "
-                f"{in_flight} row(s) still in flight)"
-            )
+            self.exhausted = "calls"
         elif self.max_cost_usd is not None and self.calls:
             per_call = self.cost_usd / self.calls
             if self.cost_usd + (in_flight + 1) * per_call > self.max_cost_usd:
-                self.stop_reason = (
-                    f"--max-cost {self.max_cost_usd:g} USD reached ({self.cost_usd:.4f} USD "
-                    f"spent in {self.calls} call(s))"
-                )
-        return self.stop_reason is None
+                self.exhausted = "cost"
+        return self.exhausted is None
+
+    @property
+    def stop_reason(self) -> str | None:
+        """Why no more rows started, with the figures as they are now (after the batch)."""
+        if self.exhausted == "calls":
+            return f"--max-calls {self.max_calls} reached ({self.calls} call(s) made)"
+        if self.exhausted == "cost":
+            return (
+                f"--max-cost {self.max_cost_usd:g} USD reached ({self.cost_usd:.4f} USD spent in "
+                f"{self.calls} call(s))"
+            )
+        return None
 
 
 class JudgeUnavailable(Exception):

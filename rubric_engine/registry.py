@@ -30,7 +30,7 @@ from rubric_engine import DEFAULT_STORE
 from rubric_engine.errors import InputError, RubricError, StoreError
 from rubric_engine.rubric.loader import load_rubric, parse_rubric
 from rubric_engine.rubric.model import KEY_PATTERN, EvalRubric, RubricStatus
-from rubric_engine.store import TaskStore
+from rubric_engine.store import TaskStore, decode_column
 
 _REF = re.compile(KEY_PATTERN[:-1] + r"(?:@(?P<version>[0-9]+))?$")
 _PACK_SUFFIXES = (".yaml", ".yml", ".json")
@@ -159,7 +159,9 @@ class RubricRegistry:
             version=data["version"],
             status=RubricStatus(data["status"]),
             content_hash=data["content_hash"],
-            snapshot=json.loads(data["snapshot"]),
+            snapshot=decode_column(
+                data["snapshot"], f"rubric version {data['rubric_key']}@{data['version']}"
+            ),
             source=data["source"],
             published_at=data["published_at"],
             retired_at=data["retired_at"],
@@ -229,8 +231,10 @@ class RubricRegistry:
     def task_counts(self) -> dict[tuple[str, int], int]:
         """How many tasks used each (key, version)."""
         rows = self._db.execute(
-            "SELECT rubric_key, rubric_version, COUNT(*) FROM tasks "
-            "GROUP BY rubric_key, rubric_version"
+            "SELECT t.rubric_key, t.rubric_version, COUNT(*) FROM tasks t JOIN rubric_versions v "
+            "ON t.rubric_key = v.rubric_key AND t.rubric_version = v.version "
+            "AND t.rubric_hash = v.content_hash WHERE t.rubric_status != 'DRAFT' "
+            "GROUP BY t.rubric_key, t.rubric_version"
         )
         return {(key, version): n for key, version, n in rows}
 
@@ -253,16 +257,7 @@ class RubricRegistry:
             LifecycleError: the version is already published with other content, or is RETIRED,
                 or the file itself says RETIRED.
         """
-        try:
-            rubric = load_rubric(path)
-        except RubricError as exc:
-            raise RubricError(f"{exc.summary}; nothing was published", exc.problems) from exc
-        if rubric.status is RubricStatus.RETIRED:
-            raise LifecycleError(
-                f"{path}: the file says status RETIRED; a file is a draft to publish. Set "
-                f"`status: DRAFT`, or retire a published version with `rubric-eval rubric retire "
-                f"{rubric.key}@{rubric.version}`"
-            )
+        rubric = load_for_publish(path)
         new_hash = rubric.content_hash()
         self._begin()
         try:
@@ -295,6 +290,7 @@ class RubricRegistry:
         self, path: Path, rubric: EvalRubric, existing: RubricVersion, new_hash: str
     ) -> PublishOutcome:
         taken = max(v.version for v in self.versions(rubric.key))
+        existing.rubric()  # a stored snapshot edited by hand is an error, not "already published"
         if existing.content_hash != new_hash:
             raise LifecycleError(
                 f"{path}: {existing.ref} is already {existing.status} with different content "
@@ -334,6 +330,25 @@ class RubricRegistry:
             self._db.rollback()
             raise
         return self.get(key, version), True
+
+
+def load_for_publish(path: Path) -> EvalRubric:
+    """Validate a pack file for ``publish``, before any store is opened or created.
+
+    Raises:
+        RubricError: the file does not validate (every problem, "nothing was published").
+        LifecycleError: the file says RETIRED.
+    """
+    try:
+        rubric = load_rubric(path)
+    except RubricError as exc:
+        raise RubricError(f"{exc.summary}; nothing was published", exc.problems) from exc
+    if rubric.status is RubricStatus.RETIRED:
+        raise LifecycleError(
+            f"{path}: the file says status RETIRED, but a file is a draft to publish; set "
+            "`status: DRAFT` (retiring is done in the store: `rubric-eval rubric retire KEY@N`)"
+        )
+    return rubric
 
 
 def rubric_for_scoring(ref: str | Path, store_path: Path, draft: bool) -> EvalRubric:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import math
 import os
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -164,8 +165,12 @@ def _check_options(options: ScoreOptions) -> None:
         )
     if options.max_calls is not None and options.max_calls < 1:
         raise ConfigurationError("--max-calls must be at least 1")
-    if options.max_cost_usd is not None and options.max_cost_usd <= 0:
-        raise ConfigurationError("--max-cost must be a positive number of USD")
+    if options.max_cost_usd is not None and not (
+        math.isfinite(options.max_cost_usd) and options.max_cost_usd > 0
+    ):
+        raise ConfigurationError(
+            f"--max-cost {options.max_cost_usd!r} is not valid; give a positive number of USD"
+        )
     if options.mode not in MODES:
         raise ConfigurationError(
             f"--mode {options.mode!r} is not valid; use one of {', '.join(MODES)}"
@@ -350,6 +355,7 @@ def _run_settings(options: ScoreOptions) -> dict[str, Any]:
         "apiBase": base,
         "apiKeyEnv": options.api_key_env,
         "timeoutS": options.timeout_s,
+        "out": str(options.out.resolve()) if options.out is not None else None,
     }
 
 
@@ -462,7 +468,8 @@ def _resume(
         backend = _backend(resumed, rubric)
         _check_credentials(resumed)
         _check_cost_known(resumed)
-        out = options.out or Path("reports") / task_id
+        first_out = run_settings.get("out")
+        out = options.out or (Path(first_out) if first_out else Path("reports") / task_id)
         _check_writable(out, "report folder")
         store.set_state(task_id, "RUNNING")
         run = _Run(resumed, rubric, template, params, sources, total, backend, out)

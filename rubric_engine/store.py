@@ -21,6 +21,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from rubric_engine.errors import StoreError, TaskNotFoundError
 from rubric_engine.results import RowResult
 
@@ -88,6 +90,27 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
+def decode_column(text: str, what: str) -> Any:
+    """JSON from a store column; a column edited into non-JSON is a damaged store."""
+    try:
+        return json.loads(text)
+    except (TypeError, json.JSONDecodeError) as exc:
+        raise StoreError(
+            f"{what} in the store is not valid JSON ({exc}); the store was changed by hand. "
+            "Restore it from a backup or score again."
+        ) from exc
+
+
+def _row_result(text: str, task_id: str) -> RowResult:
+    try:
+        return RowResult.model_validate_json(text)
+    except ValidationError as exc:
+        raise StoreError(
+            f"task {task_id}: a stored row result is not a valid result "
+            f"({exc.errors()[0]['msg']}); the store was changed by hand. Restore it from a backup."
+        ) from exc
+
+
 def new_task_id() -> str:
     """``YYYYMMDD-HHMMSS-xxxxxx`` (UTC time, 6 random hex digits)."""
     return datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
@@ -142,11 +165,23 @@ class TaskStore:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        if self.path.is_dir():
+            raise StoreError(
+                f"{self.path} is a folder; --store takes the path of a store file, e.g. "
+                f"{self.path / 'store.sqlite'}"
+            )
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, timeout=30)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA foreign_keys=ON")
+            tables = {name for (name,) in self._db.execute("SELECT name FROM sqlite_master")}
+            missing = sorted({"tasks", "rows"} - tables)
+            if "meta" in tables and missing:
+                raise StoreError(
+                    f"{self.path}: the store is damaged (table(s) {', '.join(missing)} missing); "
+                    "nothing is recreated over it. Restore it from a backup or pass another --store"
+                )
             self._db.executescript(_SCHEMA)
             found = self._db.execute("SELECT value FROM meta WHERE name='schema'").fetchone()
             if found is None:
@@ -270,7 +305,7 @@ class TaskStore:
         out: dict[str, str | None] = {}
         query = "SELECT row_id, result FROM rows WHERE task_id=?"
         for row_id, result in self._db.execute(query, (task_id,)):
-            error = json.loads(result).get("error")
+            error = decode_column(result, f"task {task_id} row {row_id} result").get("error")
             out[row_id] = error["kind"] if error else None
         return out
 
@@ -288,7 +323,7 @@ class TaskStore:
         names = [d[0] for d in cursor.description]
         data = dict(zip(names, found, strict=True))
         for name in ("rubric_snapshot", "judge_params", "inputs", "extra"):
-            data[name] = json.loads(data[name])
+            data[name] = decode_column(data[name], f"task {task_id} {name}")
         return TaskRecord(**data)
 
     def tasks(self) -> list[TaskRecord]:
@@ -308,9 +343,9 @@ class TaskStore:
         ):
             yield StoredRow(
                 seq=found[0],
-                result=RowResult.model_validate_json(found[1]),
-                dialogue=json.loads(found[2]),
-                raw_attempts=json.loads(found[3]),
+                result=_row_result(found[1], task_id),
+                dialogue=decode_column(found[2], f"task {task_id} row dialogue"),
+                raw_attempts=decode_column(found[3], f"task {task_id} row raw_attempts"),
                 calls=found[4],
                 prompt_tokens=found[5],
                 completion_tokens=found[6],
@@ -328,4 +363,4 @@ class TaskStore:
             "FROM rows WHERE task_id=? ORDER BY seq",
             (task_id,),
         ):
-            yield (RowResult.model_validate_json(found[0]), *found[1:])
+            yield (_row_result(found[0], task_id), *found[1:])

@@ -247,9 +247,10 @@ def test_a_tampered_published_snapshot_is_refused_for_scoring(tmp_path: Path) ->
 
 def test_an_old_store_gains_the_registry_table(tmp_path: Path) -> None:
     store = tmp_path / "old.sqlite"
-    db = sqlite3.connect(store)
-    db.execute("CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
-    db.execute("INSERT INTO meta VALUES ('schema', '1')")
+    TaskStore(store).close()
+    db = sqlite3.connect(store)  # as schema 1 left it: no registry table
+    db.execute("DROP TABLE rubric_versions")
+    db.execute("UPDATE meta SET value='1' WHERE name='schema'")
     db.commit()
     db.close()
     code, out = publish(store, RUBRICS / "health_cs.yaml")
@@ -397,6 +398,8 @@ def test_renormalize_reapplies_caps_observability_and_red_flag_mapping(tmp_path:
         record = opened.task(new_task)
     assert record.judge_mode == "renormalize" and record.rubric_version == 2
     assert record.extra["renormalizedFrom"] == v1_task
+    shown = json.loads((tmp_path / "rn" / "report.json").read_text("utf-8"))["task"]
+    assert shown["renormalizedFrom"] == v1_task and shown["judgedUnder"] == "health_cs v1"
     assert set(before) == set(after)
     changed = 0
     for row_id, old in before.items():
@@ -427,12 +430,18 @@ def test_renormalize_refuses_changes_that_need_new_judge_calls(tmp_path: Path) -
     v2["commonRequirements"].append(
         {"id": "COMMON_GREETING", "category": "TONE", "text": "Greet the user."}
     )
+    v2["scoringNotes"] = ["Any price mention is an automatic 1."]
+    v2["intents"][0]["triggerHints"] = "anything medical"
+    v2["redFlags"][0]["text"] = "a much broader definition"
     publish(store, write_pack(tmp_path / "v2.yaml", v2))
     code, out = run("renormalize", v1_task, "-r", "health_cs@2", "--store", store)
     assert code == 2
     assert "without new judge calls" in out and "--rubric health_cs@2" in out
     assert "COMMON_CONCISE_NATURAL: text changed" in out
     assert "requirement COMMON_GREETING is new" in out
+    assert "the scoring notes changed" in out
+    assert "intent HEALTH_CONSULTATION: trigger hints changed" in out
+    assert f"red-flag type {v2['redFlags'][0]['type']}: its definition changed" in out
     with TaskStore(store) as opened:
         assert len(opened.tasks()) == 1  # nothing was created
 
@@ -465,10 +474,35 @@ def test_draft_is_only_for_files_and_show_prints_a_version(tmp_path: Path) -> No
     assert code == 0 and "health_cs@1 (PUBLISHED)" in out and "COMMON_BACKEND_EXPOSURE" in out
     code, out = run("rubric", "show", "health_cs", "--store", store, "--format", "yaml")
     shown = yaml.safe_load(out)
-    assert shown["version"] == 1 and shown["status"] == "PUBLISHED"
+    assert shown["version"] == 1 and shown["status"] == "DRAFT"
+    assert out.startswith("# health_cs@1 (PUBLISHED) as a draft to edit")
     # the dump is a valid starting point for the next version's file
-    shown.update(version=2, status="DRAFT")
+    shown.update(version=2)
     code, out = publish(store, write_pack(tmp_path / "next.yaml", shown))
     assert code == 0 and "published health_cs@2" in out
     code, out = run("rubric", "show", "health_cs", "--store", store, "--format", "xml")
     assert code == 2 and "use text, yaml or json" in out
+
+
+def test_a_store_with_a_table_dropped_is_refused_not_recreated(tmp_path: Path) -> None:
+    store = tmp_path / "s.sqlite"
+    publish(store, RUBRICS / "health_cs.yaml")
+    code, out = score(tmp_path, store, "health_cs")
+    task = task_id(out)
+    db = sqlite3.connect(store)
+    db.execute("DELETE FROM rows WHERE row_id = 'medgpt-1'")
+    db.commit()
+    code, out = run("report", task, "--store", store)
+    assert code == 3 and "26 planned row(s) but the store holds 25" in out
+    db.execute("UPDATE rows SET result = 'garbage'")
+    db.commit()
+    code, out = run("report", task, "--store", store)
+    assert code == 3 and "is not a valid result" in out and "changed by hand" in out
+    db.execute("DROP TABLE rows")
+    db.commit()
+    db.close()
+    code, out = run("report", task, "--store", store)
+    assert code == 3 and "table(s) rows missing" in out
+    assert "rows" not in {
+        n for (n,) in sqlite3.connect(store).execute("SELECT name FROM sqlite_master")
+    }

@@ -135,7 +135,7 @@ def test_gate_passes_against_itself_and_on_met_thresholds(
         "--baseline", base, "--no-regression", "--junit", junit,
     )  # fmt: skip
     assert code == 0, out
-    assert "3 of 3 check(s) hold" in out
+    assert "4 of 4 check(s) hold" in out and "PASS  complete:" in out
     assert ET.parse(junit).getroot().get("failures") == "0"
     # the baseline may live in another store, e.g. a CI artifact of the last accepted run
     other = tmp_path / "baseline.sqlite"
@@ -216,3 +216,42 @@ def test_tasks_under_two_rubric_versions_are_compared_on_shared_ids(
     assert all("COMMON_TRANSFER_PATH" not in i["metric"] for i in json.loads(out)["items"])
     code, text = run("diff", base, current, "--store", store)
     assert "different rubrics (health_cs v1 → health_cs v2)" in text
+
+
+def test_a_partial_run_fails_the_gate_and_its_missing_rows_are_regressions(
+    demo: tuple[Path, str, str], tmp_path: Path
+) -> None:
+    store, base, _ = demo
+    partial = score(
+        ScoreOptions(
+            inputs=[CASES / "health_consult_zh.jsonl"],
+            rubric="health_cs@1",  # another test here publishes v2
+            store=store,
+            out=tmp_path / "partial",
+            cassettes=CASSETTES,
+            max_calls=5,
+        )
+    )
+    assert partial.stopped is not None, partial.report
+    assert partial.report["totals"]["judgeErrors"] == 0, partial.report["judgeErrors"][:1]
+    code, out = run("gate", partial.task_id, "--store", store, "-t", "judgeErrors==0")
+    assert code == 7 and "FAIL  complete:" in out and "is STOPPED with 5 of 26" in out
+    code, out = run(
+        "gate", partial.task_id, "--store", store, "-t", "judgeErrors==0", "--allow-partial"
+    )
+    assert code == 0, out
+    code, out = run(
+        "gate", partial.task_id, "--store", store, "--baseline", base, "--no-regression",
+        "--allow-partial",
+    )  # fmt: skip
+    assert code == 7 and "judged in the baseline, no result in the current task" in out
+
+
+def test_gate_and_diff_name_an_unwritable_output(
+    demo: tuple[Path, str, str], tmp_path: Path
+) -> None:
+    store, base, worse = demo
+    code, out = run("diff", base, worse, "--store", store, "--out", tmp_path)
+    assert code == 2 and "--out" in out and "cannot write it" in out
+    code, out = run("gate", base, "--store", store, "-t", "judgeErrors==0", "--junit", tmp_path)
+    assert code == 2 and "--junit" in out and "cannot write it" in out

@@ -183,7 +183,7 @@ def test_a_call_budget_stops_cleanly_and_resume_finishes(tmp_path: Path) -> None
     with StubServer(slow(0.02)) as server:
         code, out = run(*live_args(server, store, tmp_path / "o", "--max-calls", "7"))
         assert code == 6
-        assert "stopped: --max-calls 7 reached" in out and "--resume" in out
+        assert "stopped: --max-calls 7 reached (7 call(s) made)" in out and "--resume" in out
         assert len(server.requests) <= 7
         task_id, rows = stored(store)
         with TaskStore(store) as opened:
@@ -194,6 +194,9 @@ def test_a_call_budget_stops_cleanly_and_resume_finishes(tmp_path: Path) -> None
         code, out = run("score", "--resume", task_id, "--store", store, "--max-calls", "100")
         assert code == 0, out
         assert len(server.requests) == 26  # every row judged exactly once over both runs
+    # the resumed run writes where the first one did
+    report = json.loads((tmp_path / "o" / "report.json").read_text("utf-8"))
+    assert report["totals"]["rows"] == 26 and report["task"]["state"] == "COMPLETED"
     _, rows = stored(store)
     assert len(rows) == 26
 
@@ -203,6 +206,8 @@ def test_a_cost_budget_needs_a_known_price_and_stops_on_it(tmp_path: Path) -> No
     with StubServer(slow(0.0)) as server:
         code, out = run(*live_args(server, store, tmp_path / "o", "--max-cost", "0.01"))
         assert code == 2 and "--max-cost needs a model litellm knows the price of" in out
+        code, out = run(*live_args(server, store, tmp_path / "o", "--max-cost", "nan"))
+        assert code == 2 and "--max-cost nan is not valid" in out
         args = live_args(server, store, tmp_path / "o", "--max-cost", "0.003")
         args[args.index("openai/stub-judge")] = "openai/gpt-4o-mini"
         code, out = run(*args)

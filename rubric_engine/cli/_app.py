@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -54,7 +55,17 @@ def _guard(fn: Any) -> Any:
 def _require_store(store: Path) -> None:
     from rubric_engine.errors import StoreError
 
+    if store.is_dir():
+        raise StoreError(f"{store} is a folder; --store takes the path of a store file")
     if not store.is_file():
         raise StoreError(
-            f"{store}: no task store here; run `rubric-eval score` first or pass --store PATH"
+            f"{store}: no task store here; pass --store PATH, or start one: "
+            "`rubric-eval rubric publish FILE` then `rubric-eval score INPUT --rubric KEY`"
         )
+
+
+def print_columns(rows: Sequence[Sequence[str]]) -> None:
+    """Plain aligned columns (first row = header): never truncated, easy to grep."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        typer.echo("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip())

@@ -68,8 +68,7 @@ def diff(
         if out is None:
             sys.stdout.write(text)
         else:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(text, encoding="utf-8")
+            _write(out, text, "--out")
             typer.echo(
                 f"wrote {out}: {built['regressionCount']} regression(s), "
                 f"{built['improvementCount']} improvement(s), {built['changedCount']} change(s)"
@@ -105,6 +104,13 @@ def gate(
     store: StoreOpt = DEFAULT_STORE,
     baseline_store: BaselineStoreOpt = None,
     pass_score: PassScoreOpt = None,
+    allow_partial: Annotated[
+        bool,
+        typer.Option(
+            "--allow-partial",
+            help="Do not fail when the task is not COMPLETED with every planned row.",
+        ),
+    ] = False,
 ) -> None:
     """CI gate: exit 7 when a threshold or the no-regression rule fails, 0 when all hold."""
     from rubric_engine.errors import ConfigurationError
@@ -113,6 +119,7 @@ def gate(
         from rubric_engine.report import diff_side, load_task, report_from_task
         from rubric_engine.report.diff import diff_tasks
         from rubric_engine.report.gate import (
+            check_complete,
             check_no_regression,
             check_parameters,
             check_threshold,
@@ -139,7 +146,8 @@ def gate(
             current = load_task(opened, task_id)
         report = report_from_task(current, pass_score=pass_score, by=slice_fields(parsed))
         check_parameters(parsed, report)
-        checks = [check_threshold(t, report) for t in parsed]
+        checks = [] if allow_partial else [check_complete(report)]
+        checks += [check_threshold(t, report) for t in parsed]
         if no_regression and baseline is not None:
             base_path = baseline_store or store
             _require_store(base_path)
@@ -153,8 +161,7 @@ def gate(
             typer.echo(f"{mark}  {check.message}")
         failed = sum(1 for c in checks if not c.passed)
         if junit is not None:
-            junit.parent.mkdir(parents=True, exist_ok=True)
-            junit.write_text(junit_xml(f"rubric-eval gate {task_id}", checks), encoding="utf-8")
+            _write(junit, junit_xml(f"rubric-eval gate {task_id}", checks), "--junit")
             typer.echo(f"wrote {junit}")
         typer.echo(
             f"gate {'failed' if failed else 'passed'}: {len(checks) - failed} of {len(checks)} "
@@ -164,3 +171,16 @@ def gate(
 
     if not _guard(run):
         raise typer.Exit(EXIT_GATE_FAILED)
+
+
+def _write(path: Path, text: str, option: str) -> None:
+    from rubric_engine.errors import ConfigurationError
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise ConfigurationError(
+            f"{option} {path}: cannot write it ({exc.strerror or exc}); give a file path in a "
+            "folder you can write to"
+        ) from exc

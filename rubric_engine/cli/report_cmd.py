@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from rubric_engine import DEFAULT_STORE
-from rubric_engine.cli._app import StoreOpt, _fail, _guard, _require_store, app
+from rubric_engine.cli._app import StoreOpt, _fail, _guard, _require_store, app, print_columns
 
 
 @app.command()
@@ -71,27 +71,26 @@ def tasks(store: StoreOpt = DEFAULT_STORE) -> None:
     """List the tasks in the store."""
 
     def run() -> None:
-        from rich.console import Console
-        from rich.table import Table
-
         from rubric_engine.store import TaskStore
 
         _require_store(store)
-        table = Table()
-        table.add_column("task", no_wrap=True, min_width=22)
-        for column in ("created", "state", "rubric", "judge", "rows done/planned"):
-            table.add_column(column)
+        rows = [("task", "created", "state", "rubric", "judge", "rows done/planned")]
         with TaskStore(store) as opened:
             done = opened.finished_rows()
-            for t in opened.tasks():
-                table.add_row(
+            rows += [
+                (
                     t.id,
                     t.created_at,
                     t.state,
-                    f"{t.rubric_key} v{t.rubric_version}",
+                    f"{t.rubric_key} v{t.rubric_version} ({t.rubric_status})",
                     f"{t.model} ({t.judge_mode})",
                     f"{done.get(t.id, 0)}/{t.row_count}",
                 )
-        Console().print(table)
+                for t in opened.tasks()
+            ]
+        if len(rows) == 1:
+            typer.echo(f"{store}: no tasks yet")
+            return
+        print_columns(rows)
 
     _guard(run)

@@ -10,7 +10,15 @@ from typing import Annotated, Any
 import typer
 
 from rubric_engine import DEFAULT_STORE
-from rubric_engine.cli._app import StoreOpt, _fail, _guard, _require_store, app, rubric_app
+from rubric_engine.cli._app import (
+    StoreOpt,
+    _fail,
+    _guard,
+    _require_store,
+    app,
+    print_columns,
+    rubric_app,
+)
 
 RefArg = Annotated[
     str, typer.Argument(help="KEY, KEY@VERSION (from the store) or a pack file.", metavar="REF")
@@ -64,11 +72,12 @@ def rubric_publish(
 
     def run() -> None:
         from rubric_engine.errors import RubricError
-        from rubric_engine.registry import RubricRegistry
+        from rubric_engine.registry import RubricRegistry, load_for_publish
         from rubric_engine.store import TaskStore
 
         if not file.is_file():
             raise RubricError(f"{file}: pack file not found")
+        load_for_publish(file)  # a bad file must not create an empty store
         with TaskStore(store) as opened:
             outcome = RubricRegistry(opened).publish(file)
         v = outcome.version
@@ -132,9 +141,7 @@ def rubric_list(store: StoreOpt = DEFAULT_STORE) -> None:
             )
             for v in versions
         ]
-        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-        for r in rows:
-            typer.echo("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip())
+        print_columns(rows)
 
     _guard(run)
 
@@ -147,8 +154,8 @@ def rubric_show(
         str,
         typer.Option(
             "--format",
-            help="text (summary), yaml or json (the whole pack; `--format yaml > v2.yaml` starts "
-            "the next version).",
+            help="text (summary), json (the stored pack) or yaml (the pack as a DRAFT file: "
+            "`--format yaml > v2.yaml` starts the next version).",
         ),
     ] = "text",
 ) -> None:
@@ -168,9 +175,12 @@ def rubric_show(
         rubric, label = rubric_at(ref, store)
         if format == "json":
             sys.stdout.write(json.dumps(rubric.snapshot(), ensure_ascii=False, indent=2) + "\n")
-        elif format == "yaml":
+        elif format == "yaml":  # a starting point for the next version's file: a draft
+            draft = {**rubric.snapshot(), "status": "DRAFT"}
             sys.stdout.write(
-                yaml.safe_dump(rubric.snapshot(), allow_unicode=True, sort_keys=False, width=100)
+                f"# {label} as a draft to edit: set `version:` to a new number, then "
+                "`rubric-eval rubric publish` this file.\n"
+                + yaml.safe_dump(draft, allow_unicode=True, sort_keys=False, width=100)
             )
         else:
             _print_pack(rubric, label)

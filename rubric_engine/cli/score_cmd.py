@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, cast
 
@@ -194,6 +195,8 @@ def _run_score(options: Any, quiet: bool) -> ScoreResult:
         state["done"] += 1
         progress.advance(state["bar"])
 
+    # on Ctrl-C, calls cut off mid-flight leave litellm coroutines that were never awaited
+    warnings.filterwarnings("ignore", "coroutine .* was never awaited", RuntimeWarning)
     try:
         with progress:
             return score(options, on_start=start, on_row=advance)

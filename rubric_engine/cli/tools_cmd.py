@@ -7,14 +7,18 @@ from typing import Annotated
 
 import typer
 
-from rubric_engine.cli._app import _guard, cassette_app, prompt_app
+from rubric_engine import DEFAULT_STORE
+from rubric_engine.cli._app import StoreOpt, _guard, cassette_app, prompt_app
 
 
 @prompt_app.command("show")
 def prompt_show(
     input_file: Annotated[Path, typer.Argument(help="Dialogue file.")],
-    rubric: Annotated[Path, typer.Option("--rubric", "-r", help="Rubric pack file.")],
+    rubric: Annotated[
+        str, typer.Option("--rubric", "-r", help="Pack file, or KEY / KEY@VERSION in the store.")
+    ],
     row: Annotated[str | None, typer.Option(help="rowId to show (default: the first).")] = None,
+    store: StoreOpt = DEFAULT_STORE,
     input_format: Annotated[str, typer.Option(help="auto, jsonl, json or csv.")] = "auto",
 ) -> None:
     """Print the system and user messages the judge receives for one row."""
@@ -24,9 +28,9 @@ def prompt_show(
         from rubric_engine.errors import DatasetError
         from rubric_engine.pipeline import RequestBuilder
         from rubric_engine.prompt import load_prompt
-        from rubric_engine.rubric import load_rubric
+        from rubric_engine.registry import rubric_at
 
-        pack = load_rubric(rubric)
+        pack, _ = rubric_at(rubric, store)
         source = DialogueSource(input_file, input_format)  # type: ignore[arg-type]
         source.validate()
         builder = RequestBuilder(pack, load_prompt())

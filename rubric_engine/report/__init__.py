@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rubric_engine.errors import StoreError
 from rubric_engine.registry import verified_snapshot
 from rubric_engine.report.aggregate import RowUsage, build_report, row_facts
 from rubric_engine.report.render import render_json, render_markdown
@@ -42,8 +43,9 @@ def task_section(task: TaskRecord) -> dict[str, Any]:
         "inputs": task.inputs,
         "plannedRows": task.row_count,
     }
-    if "cassettes" in task.extra:
-        section["cassettes"] = task.extra["cassettes"]
+    for name in ("cassettes", "stopReason", "renormalizedFrom", "judgedUnder"):
+        if task.extra.get(name) is not None:
+            section[name] = task.extra[name]
     return section
 
 
@@ -64,11 +66,21 @@ def load_task(store: TaskStore, task_id: str) -> StoredTask:
 
     Raises:
         TaskNotFoundError: no such task.
-        StoreError: the stored snapshot no longer validates or no longer matches its hash.
+        StoreError: the stored snapshot no longer validates or no longer matches its hash; a
+            COMPLETED task does not hold exactly its planned rows (rows were deleted or added).
     """
     record = store.task(task_id)
     rubric = verified_snapshot(record.rubric_snapshot, record.rubric_hash, f"task {task_id}")
-    return StoredTask(record, rubric, list(store.rows(task_id)))
+    rows = list(store.rows(task_id))
+    if len(rows) > record.row_count or (
+        record.state == "COMPLETED" and len(rows) != record.row_count
+    ):
+        raise StoreError(
+            f"task {task_id} is {record.state} with {record.row_count} planned row(s) but the "
+            f"store holds {len(rows)}: rows were deleted or added after the run. The report is "
+            "not rebuilt from a damaged task; restore the store from a backup or score again."
+        )
+    return StoredTask(record, rubric, rows)
 
 
 def report_from_task(

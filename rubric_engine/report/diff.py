@@ -11,8 +11,9 @@ case is a row, matched by ``rowId``). The seed's rules, carried over to rubric s
 - case: a row that passed and now does not → REGRESSION; final score down → REGRESSION; a red
   flag that appeared → REGRESSION; a requirement FOLLOWED → PARTIAL → VIOLATED, one step or two →
   REGRESSION (the reverse → IMPROVEMENT; to or from NOT_APPLICABLE → CHANGED); a row that became
-  JUDGE_ERROR → REGRESSION; tool calls or duration up → REGRESSION; another intent, or a row in
-  only one task → CHANGED.
+  JUDGE_ERROR → REGRESSION; a row of the baseline that the current task has no result for (a
+  stopped or partial run) → REGRESSION; tool calls or duration up → REGRESSION; another intent, or
+  a row only in the current task → CHANGED.
 
 Tasks made with different rubrics (another version, or another pack) are compared on the
 requirement IDs both snapshots declare; the ``rubricComparison`` block says so and lists the
@@ -307,12 +308,12 @@ def _case_items(baseline: DiffSide, current: DiffSide, shared: set[str]) -> list
         if base.row_id not in seen:
             items.append(
                 _item(
-                    CHANGED,
+                    REGRESSION,
                     "case",
                     "presence",
                     "present",
                     None,
-                    f"{base.row_id}: only in the baseline task",
+                    f"{base.row_id}: judged in the baseline, no result in the current task",
                     base.row_id,
                 )
             )

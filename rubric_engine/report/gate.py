@@ -28,7 +28,9 @@ _OPS: dict[str, Callable[[float, float], bool]] = {
     ">": operator.gt,
     "<": operator.lt,
 }
-_THRESHOLD = re.compile(r"^\s*([A-Za-z][\w.]*)\s*(>=|<=|==|!=|>|<)\s*(-?\d+(?:\.\d+)?)\s*$")
+_THRESHOLD = re.compile(
+    r"^\s*([A-Za-z][\w.]*)\s*(>=|<=|==|!=|>|<)\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*$"
+)
 Reader = Callable[[dict[str, Any], str], Any]
 
 
@@ -280,6 +282,18 @@ def check_threshold(threshold: Threshold, report: dict[str, Any]) -> CheckResult
         f"{threshold.text} {verdict}: {threshold.name} = {shown}, needs {threshold.op} {limit}"
     )
     return CheckResult(threshold.text, ok, message)
+
+
+def check_complete(report: dict[str, Any]) -> CheckResult:
+    """Every planned row has a result and the task finished: a stopped, interrupted or killed
+    run must not pass a gate on the rows it happened to judge."""
+    task, rows = report["task"], report["totals"]["rows"]
+    planned, state = task.get("plannedRows"), task.get("state")
+    ok = state == "COMPLETED" and rows == planned
+    message = f"complete: task {task['id']} is {state} with {rows} of {planned} planned row(s)" + (
+        "" if ok else "; finish it (`rubric-eval score --resume`) or pass --allow-partial"
+    )
+    return CheckResult("complete", ok, message)
 
 
 def check_no_regression(diff: dict[str, Any]) -> list[CheckResult]:

@@ -103,6 +103,8 @@ class RubricDiff:
             if n
         )
         out = [f"{self.before} → {self.after}: {counts}"]
+        if self.before.split(" v")[0] != self.after.split(" v")[0]:
+            out.append("note: these are two different packs (keys differ), not two versions")
         titles = {
             "requirement": "Requirements",
             "intent": "Intents",
@@ -229,7 +231,9 @@ def renormalize_blockers(diff: RubricDiff, after: EvalRubric) -> list[str]:
     categories, removed requirements and added red-flag types: the judge's own decisions stay
     valid. It is not when the judge would have answered differently or was never asked: a new
     observable requirement, a changed rule text or location, an unobservable rule made
-    observable, an added or removed intent, a removed red-flag type, a new score scale.
+    observable, an added or removed intent, a changed intent description, a removed red-flag type
+    or changed red-flag definition, changed scoring notes, language or output parsing, a new
+    score scale — all of these change what the judge was told.
     """
     blockers: list[str] = []
     for change in diff.of("requirement", "added"):
@@ -249,11 +253,24 @@ def renormalize_blockers(diff: RubricDiff, after: EvalRubric) -> list[str]:
                 )
     for change in diff.of("intent", "added") + diff.of("intent", "removed"):
         blockers.append(f"intent {change.subject} was {change.kind}; the judge chose among others")
+    for change in diff.of("intent", "changed"):
+        fields = ", ".join(_FIELD_LABELS.get(f.field, f.field) for f in change.fields)
+        blockers.append(f"intent {change.subject}: {fields} changed; the judge chose by the old")
+    for change in diff.of("red-flag type", "changed"):
+        blockers.append(
+            f"red-flag type {change.subject}: its definition changed; the judge reported by the old"
+        )
     for change in diff.of("red-flag type", "removed"):
         blockers.append(
             f"red-flag type {change.subject} was removed; the judge may have reported it"
         )
+    judge_facing = {
+        "scoreScale": "the score scale changed; the judge scored on the old one",
+        "scoringNotes": "the scoring notes changed; the judge scored by the old ones",
+        "language": "the language changed; the judge wrote its explanation in the old one",
+        "outputParsing": "output parsing changed; the judge saw the agent output parsed as before",
+    }
     for change in diff.of("pack", "changed"):
-        if change.subject == "scoreScale":
-            blockers.append("the score scale changed; the judge scored on the old one")
+        if change.subject in judge_facing:
+            blockers.append(judge_facing[change.subject])
     return blockers

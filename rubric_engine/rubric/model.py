@@ -17,7 +17,7 @@ from enum import StrEnum
 from functools import cached_property
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, field_validator
 from pydantic.alias_generators import to_camel
 
 ID_PATTERN = r"^[A-Z][A-Z0-9_]*$"
@@ -83,9 +83,9 @@ class HardRequirement(CamelModel):
     id: str = Field(pattern=ID_PATTERN)
     category: str = Field(min_length=1)
     text: str = Field(min_length=1)
-    critical: bool = False
+    critical: StrictBool = False
     red_flag_type: str | None = None
-    observable_in_data: bool = True
+    observable_in_data: StrictBool = True
     violation_score: StrictInt | None = None
     source: str | None = None
 
@@ -161,7 +161,7 @@ class EvalRubric(CamelModel):
 
     key: str = Field(pattern=KEY_PATTERN)
     name: str = Field(min_length=1)
-    version: StrictInt = Field(ge=1)
+    version: StrictInt = Field(ge=1, le=2**31 - 1)
     status: RubricStatus = RubricStatus.DRAFT
     language: str = Field(min_length=2)
     description: str | None = None
