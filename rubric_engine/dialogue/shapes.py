@@ -12,7 +12,10 @@ Shapes of the conversation:
 * ``messages_display`` — a flattened transcript, lines prefixed ``user:``/``assistant:``/``tool:``;
   ``assistant: None`` is a tool call whose name and arguments were not recorded.
 
-Other top-level fields besides the row fields are kept in ``metadata``. Pure.
+Case shapes of the seeds (:mod:`rubric_engine.cases`) are mapped first: a seed-000 case
+(``case_id`` + ``case_version``) or a seed-004 row (``id``, ``input``, an ``expected``
+mapping), each with the agent's run beside it. ``expected`` as a list holds rule checks
+(SPEC §7). Other top-level fields besides the row fields are kept in ``metadata``. Pure.
 """
 
 from __future__ import annotations
@@ -21,7 +24,12 @@ import json
 import re
 from typing import Any
 
+from rubric_engine.cases.seed000 import is_seed000, seed000_row
+from rubric_engine.cases.seed004 import is_seed004, seed004_row
+from rubric_engine.dialogue.errors import RowShapeError
 from rubric_engine.dialogue.model import DialogueRow
+
+__all__ = ["RowShapeError", "row_from_object"]
 
 ID_KEYS = ("rowId", "row_id", "id", "case_id", "caseId")
 _ROW_KEYS = {
@@ -37,6 +45,7 @@ _ROW_KEYS = {
     "expected_behavior",
     "negativeBehavior",
     "negative_behavior",
+    "expected",
     "metadata",
 }
 _SHAREGPT_ROLES = {
@@ -53,14 +62,6 @@ UNRECORDED_TOOL = "(unrecorded tool call)"
 ROLES = ("system", "user", "assistant", "tool")
 #: a row longer than this (characters of message text) is refused: no judge context holds it
 MAX_ROW_CHARS = 400_000
-
-
-class RowShapeError(ValueError):
-    """A row's shape cannot be mapped to a dialogue; ``field`` says where."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
 
 
 def _text(content: Any, field: str) -> str | None:
@@ -201,6 +202,16 @@ def row_from_object(obj: Any, default_id: str) -> DialogueRow:
     """
     if not isinstance(obj, dict):
         raise RowShapeError("", "each row must be a JSON object with `messages` or `conversations`")
+    if is_seed000(obj):
+        obj = seed000_row(obj)
+    elif is_seed004(obj):
+        obj = seed004_row(obj)
+    if "expected" in obj and not isinstance(obj["expected"], list | None):
+        raise RowShapeError(
+            "expected",
+            "must be a list of rule checks ({type: …}, see docs/rule-checks.md), or a seed-004 "
+            "mapping on a row that also has `id` and `input`",
+        )
     messages = _conversation(obj)
     if not any(m["role"] == "assistant" for m in messages):
         raise RowShapeError("messages", "no assistant turn: there is nothing to evaluate")
@@ -232,6 +243,7 @@ def row_from_object(obj: Any, default_id: str) -> DialogueRow:
             "trace": obj.get("trace"),
             "expected_behavior": obj.get("expectedBehavior", obj.get("expected_behavior")) or (),
             "negative_behavior": obj.get("negativeBehavior", obj.get("negative_behavior")) or (),
+            "expected": obj.get("expected") or (),
             "metadata": metadata,
         }
     )

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 from rubric_engine.errors import Problem, RubricError, format_loc
 from rubric_engine.rubric.checks import rubric_problems
 from rubric_engine.rubric.model import EvalRubric
+from rubric_engine.rules.model import check_error_message, check_model, strip_tags
 
 LineIndex = dict[tuple[str | int, ...], int]
 Found = tuple[int | None, str, str]  # line, field path, message
@@ -82,6 +83,10 @@ def _fields_at(model: type[BaseModel], loc: tuple[str | int, ...]) -> list[str]:
     for part in loc:
         if isinstance(part, int):
             continue
+        tagged = check_model(part)
+        if tagged is not None:  # pydantic's discriminated-union tag: the check's own model
+            current = tagged
+            continue
         fields = {(f.alias or n): f for n, f in current.model_fields.items()}
         field = fields.get(part)
         if field is None:
@@ -107,9 +112,12 @@ def _validation_problems(
 ) -> list[tuple[int | None, str, str]]:
     found = []
     for err in error.errors():
-        loc = tuple(err["loc"])
-        if err["type"] == "extra_forbidden":
-            valid = _fields_at(EvalRubric, loc[:-1])
+        tagged_loc = tuple(err["loc"])
+        loc = strip_tags(tagged_loc)
+        if check_error_message(err):
+            message = str(check_error_message(err))
+        elif err["type"] == "extra_forbidden":
+            valid = _fields_at(EvalRubric, tagged_loc[:-1])
             message = f"unknown field {loc[-1]!r}; valid fields here: {', '.join(valid)}"
         elif err["type"] == "missing":
             message = "required field is missing"
