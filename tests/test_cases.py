@@ -478,3 +478,13 @@ def test_otel_attributes_may_be_json_strings(tmp_path: Path) -> None:
     path.write_text(json.dumps(flat) + "\n")
     row = next(iter(DialogueSource(path)))
     assert [m.role for m in row.messages] == ["system", "user", "assistant"]
+
+
+def test_judge_none_without_any_check_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    from rubric_engine.errors import ConfigurationError
+
+    path = tmp_path / "plain.jsonl"
+    path.write_text(json.dumps({"messages": [{"role": "assistant", "content": "hi"}]}) + "\n")
+    with pytest.raises(ConfigurationError, match="there are none"):
+        rules_only(tmp_path, path)
+    assert not (tmp_path / "store.sqlite").exists()
