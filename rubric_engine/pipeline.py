@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 
 from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.judge.protocol import Judge, JudgeOutcome, JudgeRequest
-from rubric_engine.normalize import normalize_verdict
 from rubric_engine.prompt import PromptTemplate, render_system, render_user
 from rubric_engine.results import (
     JudgeErrorKind,
@@ -24,7 +23,7 @@ from rubric_engine.results import (
 )
 from rubric_engine.rubric.case_level import case_requirements
 from rubric_engine.rubric.model import EvalRubric, HardRequirement
-from rubric_engine.rules.run import RuleRun, checked_result, rule_summary, run_rules
+from rubric_engine.rules.run import RuleRun, checked_result, judged_result, rule_summary, run_rules
 from rubric_engine.store import StoredRow, TaskStore
 
 
@@ -114,18 +113,9 @@ def row_result(rubric: EvalRubric, prepared: PreparedRow, outcome: JudgeOutcome)
             error=outcome.error,
             rules=rule_summary(row, prepared.rules, known),
         )
-    applicable = [r.id for r in rubric.applicable_requirements(outcome.verdict.intent_key)]
-    applicable += [r.id for r in prepared.case_requirements]
-    result = normalize_verdict(
-        rubric,
-        outcome.verdict,
-        row.row_id,
-        prepared.case_requirements,
-        reasked,
-        prepared.rules.statuses(applicable),
-    )
-    summary = rule_summary(row, prepared.rules, applicable)
-    return result if summary is None else result.model_copy(update={"rules": summary})
+    judged = prepared.request.case_requirement_ids
+    behaviours = [r for r in prepared.case_requirements if r.id in judged]
+    return judged_result(rubric, row, outcome.verdict, behaviours, prepared.rules, reasked)
 
 
 def stored_row(prepared: PreparedRow, outcome: JudgeOutcome, result: RowResult) -> StoredRow:

@@ -352,3 +352,23 @@ def test_evidence_from_a_seed_001_trace() -> None:
     assert evidence.verifier_verdict == "PASS"
     assert evidence.tool_names == {"lookup_knowledge", "query_logs"}
     assert evidence.tool_calls == (ToolUse("lookup_knowledge", None, False),)
+
+
+def test_thinking_the_user_never_saw_is_not_checked() -> None:
+    from rubric_engine.rubric.model import OutputParsing
+
+    row = row_from_object(
+        {
+            "rowId": "r",
+            "messages": [
+                {"role": "user", "content": "头疼怎么办"},
+                {"role": "assistant", "content": "<think>可以推荐布洛芬</think>建议及时就医。"},
+            ],
+        },
+        "r",
+    )
+    parsing = OutputParsing.model_validate({"thinkingMarkers": True})
+    assert evidence_from_row(row, parsing).final_answer == "建议及时就医。"
+    check = CHECK.validate_python({"type": "must_not_contain", "keywords": ["布洛芬"]})
+    assert evaluate_check(check, evidence_from_row(row, parsing)).status is S.FOLLOWED
+    assert evaluate_check(check, evidence_from_row(row)).status is S.VIOLATED

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.dialogue.readers import DialogueSource
 from rubric_engine.dialogue.shapes import row_from_object
 from rubric_engine.errors import DatasetError, RubricError
@@ -19,6 +20,7 @@ from rubric_engine.pipeline import RequestBuilder, row_result
 from rubric_engine.prompt import load_prompt
 from rubric_engine.results import BasisSource, RequirementStatus, RowStatus
 from rubric_engine.rubric import load_rubric
+from rubric_engine.rules.evidence import evidence_from_row
 from tests.conftest import MINI_RUBRIC
 from tests.test_normalize_warnings import judge, status
 
@@ -191,3 +193,44 @@ def test_bad_check_in_a_case_names_the_case_the_field_and_the_choices(tmp_path: 
     assert "max_steps" in problems["expected[1]"].message
     args = problems["expected[2].calls[0].args"].message
     assert args.startswith("case refund-7: unknown field 'args'")
+
+
+def test_renormalize_applies_a_check_added_in_the_new_version(tmp_path: Path) -> None:
+    # a rule check needs no judge: adding one in v2 is re-applied from the stored dialogues
+    from rubric_engine.store import TaskStore
+    from tests.conftest import RUBRICS
+    from tests.test_lifecycle import health, publish, requirement, run, score, task_id, write_pack
+
+    store = tmp_path / "s.sqlite"
+    publish(store, RUBRICS / "health_cs.yaml")
+    code, out = score(tmp_path, store, "health_cs")
+    assert code == 0, out
+    v1_task = task_id(out)
+    v2 = health(version=2)
+    requirement(v2, "COMMON_CONCISE_NATURAL")["check"] = {
+        "type": "regex",
+        "pattern": "建议",
+        "mustMatch": False,
+    }
+    publish(store, write_pack(tmp_path / "v2.yaml", v2))
+    code, out = run(
+        "renormalize", v1_task, "-r", "health_cs@2", "--store", store, "--out", tmp_path / "rn"
+    )
+    assert code == 0, out
+    with TaskStore(store) as opened:
+        rows = [s for s in opened.rows(task_id(out)) if s.result.status == "SCORED"]
+    decided = {
+        s.result.row_id: next(
+            b for b in s.result.reference_basis if b.requirement_id == "COMMON_CONCISE_NATURAL"
+        )
+        for s in rows
+    }
+    assert all(b.source is BasisSource.RULE for b in decided.values())
+    v2_pack = load_rubric(tmp_path / "v2.yaml")
+    said_it = set()
+    for s in rows:
+        row = DialogueRow.model_validate(s.dialogue)
+        if "建议" in evidence_from_row(row, v2_pack.output_parsing).final_answer:
+            said_it.add(row.row_id)
+    assert 0 < len(said_it) < len(rows)
+    assert {rid for rid, b in decided.items() if b.status is S.VIOLATED} == said_it

@@ -32,7 +32,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from rubric_engine.agent_output import parse_agent_output
 from rubric_engine.dialogue.model import DialogueRow
+from rubric_engine.rubric.model import OutputParsing
 
 
 @dataclass(frozen=True)
@@ -130,16 +132,38 @@ def _doc_ids(raw: Any) -> tuple[str, ...] | None:
     return tuple(ids)
 
 
-def evidence_from_row(row: DialogueRow) -> Evidence:
-    """Collect the evidence of one row (see the module table for the trace fields read)."""
+def _visible(text: str, parsing: OutputParsing | None) -> str:
+    """What the user saw of one assistant text: thinking removed, questions cards kept."""
+    if parsing is None:
+        return text
+    parsed = parse_agent_output(text, parsing)
+    return "\n".join(part for part in (parsed.text, *parsed.cards) if part)
+
+
+def evidence_from_row(row: DialogueRow, parsing: OutputParsing | None = None) -> Evidence:
+    """Collect the evidence of one row (see the module table for the trace fields read).
+
+    Args:
+        row: the dialogue and its optional trace.
+        parsing: the pack's ``outputParsing``; when given, assistant texts lose their thinking
+            sections first (SPEC §6: the user never saw them), questions cards stay.
+    """
     trace = row.trace or {}
     session = _get(trace, "session") or {}
-    assistant = tuple(m.content for m in row.messages if m.role == "assistant" and m.content)
+    assistant = tuple(
+        text
+        for m in row.messages
+        if m.role == "assistant" and m.content
+        for text in [_visible(m.content, parsing)]
+        if text
+    )
     users = tuple(m.content for m in row.messages if m.role == "user" and m.content)
     answer = _get(session, "answer")
     if not isinstance(answer, str):
         answer = _get(trace, "answer")
-    if not isinstance(answer, str):
+    if isinstance(answer, str):
+        answer = _visible(answer, parsing)
+    else:
         answer = assistant[-1] if assistant else ""
     verifier = _get(_get(session, "selfEvaluation", "self_evaluation"), "verifier_evaluation")
     verifier = verifier or _get(trace, "verifier_evaluation", "verifierEvaluation") or {}

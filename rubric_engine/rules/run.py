@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from rubric_engine.dialogue.model import DialogueRow
+from rubric_engine.normalize import normalize_verdict
 from rubric_engine.results import (
     BasisEntry,
     BasisSource,
     CheckResult,
+    ProtocolWarning,
     RequirementStatus,
     RowResult,
     RowStatus,
@@ -30,6 +32,7 @@ from rubric_engine.rubric.model import EvalRubric, HardRequirement
 from rubric_engine.rules.evaluate import CheckOutcome, evaluate_check
 from rubric_engine.rules.evidence import Evidence, evidence_from_row
 from rubric_engine.rules.model import Check
+from rubric_engine.verdict import VerdictBase
 
 S = RequirementStatus
 
@@ -83,7 +86,7 @@ class RuleRun:
 
 def run_rules(rubric: EvalRubric, row: DialogueRow) -> RuleRun:
     """Evaluate every check the pack and the row carry for this row."""
-    evidence = evidence_from_row(row)
+    evidence = evidence_from_row(row, rubric.output_parsing)
     outcomes: dict[str, tuple[Check, CheckOutcome]] = {}
     for req in rubric.requirements_by_id.values():
         if req.check is not None:
@@ -140,6 +143,30 @@ def rule_summary(row: DialogueRow, run: RuleRun, applicable: Iterable[str]) -> R
         duration_ms=_as_recorded(run.evidence.duration_ms),
         checks=tuple(results),
     )
+
+
+def judged_result(
+    rubric: EvalRubric,
+    row: DialogueRow,
+    verdict: VerdictBase,
+    judge_case_requirements: Sequence[HardRequirement],
+    run: RuleRun,
+    warnings: Sequence[ProtocolWarning] = (),
+) -> RowResult:
+    """Normalize a verdict with the row's rule results merged in (SPEC §5 step 6).
+
+    The applicable set is the chosen intent's plus every case-level requirement (the
+    behaviours the judge saw, then the case's rule checks); each checked requirement among
+    them takes its rule's status (source ``rule``). The row's seed-001 summary is attached.
+    """
+    case_reqs = (*judge_case_requirements, *run.case_requirements)
+    applicable = [r.id for r in rubric.applicable_requirements(verdict.intent_key)]
+    applicable += [r.id for r in case_reqs]
+    result = normalize_verdict(
+        rubric, verdict, row.row_id, case_reqs, warnings, run.statuses(applicable)
+    )
+    summary = rule_summary(row, run, applicable)
+    return result if summary is None else result.model_copy(update={"rules": summary})
 
 
 def checked_result(rubric: EvalRubric, row: DialogueRow, run: RuleRun) -> RowResult:
