@@ -152,7 +152,7 @@ def test_bad_check_in_a_pack_names_line_requirement_and_valid_types(tmp_path: Pa
     problems = {p.field: p for p in info.value.problems}
     tone = problems["commonRequirements[1].check"]
     assert tone.where.endswith(":10")
-    assert "unknown check type 'must_not_contian'" in tone.message
+    assert tone.message.startswith("requirement COMMON_TONE: unknown check type 'must_not_contian'")
     assert "must_not_contain" in tone.message and "tool_sequence" in tone.message
     leak = problems["commonRequirements[0].check.keyword"]
     assert "valid fields here: name, type, keywords, scope" in leak.message

@@ -62,6 +62,14 @@ _EXPECTED = {
 
 def _csv_object(record: dict[str, str]) -> dict[str, Any]:
     obj: dict[str, Any] = {k: v for k, v in record.items() if k is not None}
+    for key in ("expected", "trace"):  # JSON columns: rule checks and the run's trace
+        if isinstance(obj.get(key), str) and obj[key].strip():
+            try:
+                obj[key] = json.loads(obj[key])
+            except json.JSONDecodeError as exc:
+                raise RowShapeError(key, f"the {key} column is not JSON ({exc.msg})") from exc
+        elif obj.get(key) == "":
+            obj.pop(key)
     if obj.get("messages"):
         try:
             obj["messages"] = json.loads(obj["messages"])

@@ -107,8 +107,22 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
+def _check_owner(data: Any, loc: tuple[str | int, ...]) -> str:
+    """``requirement <ID>: `` for an error inside a requirement's ``check``, else ``""``."""
+    if "check" not in loc:
+        return ""
+    node = data
+    for part in loc[: loc.index("check")]:
+        try:
+            node = node[part]
+        except (KeyError, IndexError, TypeError):
+            return ""
+    rid = node.get("id") if isinstance(node, dict) else None
+    return f"requirement {rid}: " if isinstance(rid, str) else ""
+
+
 def _validation_problems(
-    error: ValidationError, source: str, lines: LineIndex
+    error: ValidationError, source: str, lines: LineIndex, data: Any = None
 ) -> list[tuple[int | None, str, str]]:
     found = []
     for err in error.errors():
@@ -133,6 +147,7 @@ def _validation_problems(
                 and loc[-1] in ("id", "key", "type")
             ):
                 message += " (IDs and types are UPPER_SNAKE_CASE; a pack key is lower_snake_case)"
+        message = _check_owner(data, loc) + message
         found.append((_line_for(loc, lines), format_loc(loc), message))
     return found
 
@@ -171,7 +186,7 @@ def parse_rubric(
     try:
         rubric = EvalRubric.model_validate(data)
     except ValidationError as exc:
-        found.extend(_validation_problems(exc, source, lines))
+        found.extend(_validation_problems(exc, source, lines, data))
     for path, message in rubric_problems(data):
         loc = tuple(int(p) if p.isdigit() else p for p in _split_path(path))
         found.append((_line_for(loc, lines), path, message))
