@@ -372,3 +372,15 @@ def test_thinking_the_user_never_saw_is_not_checked() -> None:
     check = CHECK.validate_python({"type": "must_not_contain", "keywords": ["布洛芬"]})
     assert evaluate_check(check, evidence_from_row(row, parsing)).status is S.FOLLOWED
     assert evaluate_check(check, evidence_from_row(row)).status is S.VIOLATED
+
+
+def test_case_sensitive_regex_still_reads_full_width_text() -> None:
+    check = {"type": "regex", "pattern": r"[A-Z]{2}\d{3}", "ignoreCase": False}
+    assert run(check, final_answer="订单ＡＢ１２３").status is S.FOLLOWED
+    assert run(check, final_answer="订单ａｂ１２３").status is S.VIOLATED
+
+
+def test_an_ordered_subset_out_of_order_says_so() -> None:
+    check = {"type": "tool_sequence", "mode": "subset", "ordered": True, "calls": SEQ}
+    outcome = run(check, tool_calls=calls(VERIFY, CHECK_, LOOKUP))
+    assert (outcome.detail or "").endswith("the calls are in another order")

@@ -37,7 +37,7 @@ from rubric_engine.rules.model import (
     ToolSequence,
 )
 from rubric_engine.rules.privacy import leaked_personal_data
-from rubric_engine.rules.text import contains, fold
+from rubric_engine.rules.text import contains, fold, normalize
 
 S = RequirementStatus
 
@@ -87,11 +87,8 @@ def _must_not_contain(check: MustNotContain, ev: Evidence) -> CheckOutcome:
 
 def _regex(check: RegexCheck, ev: Evidence) -> CheckOutcome:
     flags = re.IGNORECASE if check.ignore_case else 0
-    text = (
-        fold("\n".join(_texts(ev, check.scope)))
-        if check.ignore_case
-        else "\n".join(_texts(ev, check.scope))
-    )
+    joined = "\n".join(_texts(ev, check.scope))
+    text = fold(joined) if check.ignore_case else normalize(joined)
     found = re.search(check.pattern, text, flags)
     if bool(found) == check.must_match:
         return CheckOutcome(S.FOLLOWED)
@@ -220,7 +217,7 @@ def _tool_sequence(check: ToolSequence, ev: Evidence) -> CheckOutcome:
     detail = f"{check.mode} match failed; calls considered: {names}"
     if missing:
         detail += f"; no call matches: {'; '.join(missing)}"
-    elif len(actual) != len(expected):
+    elif check.mode != "subset" and len(actual) != len(expected):
         detail += f"; expected {len(expected)} call(s), found {len(actual)}"
     else:
         detail += "; the calls are in another order"

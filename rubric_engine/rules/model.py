@@ -93,7 +93,10 @@ class MustNotContain(_CheckBase):
 
 
 class RegexCheck(_CheckBase):
-    """``pattern`` (Python ``re``) matches the folded text (or must not: ``mustMatch: false``)."""
+    """``pattern`` (Python ``re``) matches the text (or must not: ``mustMatch: false``).
+
+    The text is NFKC-normalized; with ``ignoreCase`` (the default) it is also case-folded.
+    """
 
     type: Literal["regex"]
     pattern: str = Field(min_length=1)

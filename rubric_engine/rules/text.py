@@ -11,14 +11,18 @@ from __future__ import annotations
 import unicodedata
 
 
+def normalize(text: str) -> str:
+    """NFKC with format characters (``Cf``) removed; case is kept (for case-sensitive regexes)."""
+    nfkc = unicodedata.normalize("NFKC", text)
+    return "".join(ch for ch in nfkc if unicodedata.category(ch) != "Cf")
+
+
 def fold(text: str) -> str:
     """``text`` folded for matching: NFKC, format characters (``Cf``) removed, casefolded.
 
     Idempotent: ``fold(fold(t)) == fold(t)``.
     """
-    nfkc = unicodedata.normalize("NFKC", text)
-    visible = "".join(ch for ch in nfkc if unicodedata.category(ch) != "Cf")
-    return unicodedata.normalize("NFKC", visible.casefold())
+    return unicodedata.normalize("NFKC", normalize(text).casefold())
 
 
 def contains(haystack: str, needle: str) -> bool:
