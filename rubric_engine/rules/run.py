@@ -104,7 +104,9 @@ def _as_recorded(value: float | None) -> int | float | None:
 def rule_summary(row: DialogueRow, run: RuleRun, applicable: Iterable[str]) -> RuleSummary | None:
     """The seed-001 per-case result over the applicable checked requirements; ``None`` if none.
 
-    ``passed`` is true when no check is VIOLATED (NOT_APPLICABLE does not fail a case).
+    ``passed`` is true when no check is VIOLATED (NOT_APPLICABLE does not fail a case). Each
+    ``failedChecks`` line starts with the check's ``name``, else the pack requirement's ID, else
+    the check type.
     """
     ids = [rid for rid in dict.fromkeys(applicable) if rid in run.outcomes]
     if not ids:
@@ -112,19 +114,22 @@ def rule_summary(row: DialogueRow, run: RuleRun, applicable: Iterable[str]) -> R
     results, failed = [], []
     matched = required = 0
     coverage: dict[str, bool] = {}
+    case_ids = {r.id for r in run.case_requirements}
     for rid in ids:
         check, outcome = run.outcomes[rid]
+        # a pack requirement's check is known by the requirement's ID unless it is named
+        label = check.name or (check.type if rid in case_ids else rid)
         results.append(
             CheckResult(
                 requirement_id=rid,
                 type=check.type,
-                name=check.label,
+                name=label,
                 status=outcome.status,
                 detail=outcome.detail,
             )
         )
         if outcome.status is S.VIOLATED:
-            failed.append(f"{check.label}: {outcome.detail}")
+            failed.append(f"{label}: {outcome.detail}")
         matched += outcome.measures.get("matchedKeywordCount", 0)
         required += outcome.measures.get("requiredKeywordCount", 0)
         for tool, seen in outcome.measures.get("evidenceCoverage", {}).items():
