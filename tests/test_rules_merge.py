@@ -111,6 +111,8 @@ def test_pipeline_merges_pack_and_case_checks_and_keeps_them_from_the_judge(pack
     assert basis["COMMON_LEAK"] == (S.VIOLATED, BasisSource.RULE)
     assert result.final_score == 1
     assert result.rules is not None and not result.rules.passed
+    assert result.rules.failed_checks[0].startswith("COMMON_LEAK: forbidden keyword(s) present")
+    assert result.rules.failed_checks[1].startswith("must_contain: 0 of 1 keywords matched")
     assert [c.requirement_id for c in result.rules.checks] == [
         "COMMON_LEAK",
         "COMMON_TONE",
