@@ -38,7 +38,8 @@ def print_summary(report: dict[str, Any], console: Console) -> None:
         f"{'–' if mean is None else f'{mean:.2f}'} · capped {totals['cappedRows']}"
         + (f" · checked by rules only {totals['checked']}" if totals.get("checked") else "")
     )
-    if totals["passRate"] is not None:
+    # a --judge none task has no scored rows: its rule-check line below gives the pass rate
+    if totals["passRate"] is not None and totals["scored"]:
         console.print(
             f"pass rate {totals['passRate'] * 100:.1f}% ({totals['passedRows']} of "
             f"{totals['scored']} scored rows: no red flag and score ≥ {totals['passScore']})"
