@@ -488,3 +488,49 @@ def test_judge_none_without_any_check_is_refused_before_anything_runs(tmp_path: 
     with pytest.raises(ConfigurationError, match="there are none"):
         rules_only(tmp_path, path)
     assert not (tmp_path / "store.sqlite").exists()
+
+
+def test_baseline_diff_of_two_rules_only_runs_names_lost_evidence_as_seed_001_says(
+    tmp_path: Path, diagnosis_file: Path
+) -> None:
+    from typer.testing import CliRunner
+
+    from rubric_engine.cli import app
+
+    def run_once(out: str) -> str:
+        result = CliRunner().invoke(
+            app,
+            [
+                "score",
+                str(diagnosis_file),
+                "--judge",
+                "none",
+                "--store",
+                str(tmp_path / "s.sqlite"),
+                "--out",
+                str(tmp_path / out),
+            ],
+        )
+        assert result.exit_code == 0, result.output
+        return result.output.rsplit("task id: ", 1)[1].split()[0]
+
+    baseline = run_once("base")
+    # the agent changed: it stopped querying metrics and names fewer root-cause points
+    write_json(
+        diagnosis_file.parent.parent / "fixtures" / "cache-avalanche.json",
+        fixture("大量请求打到数据库。", "PASS", [], ["lookup_knowledge", "query_logs"], 6100),
+    )
+    current = run_once("cur")
+    result = CliRunner().invoke(
+        app, ["diff", baseline, current, "--store", str(tmp_path / "s.sqlite"), "--format", "json"]
+    )
+    items = {(i["caseId"], i["metric"]): i for i in json.loads(result.output)["items"]}
+    lost = items[("cache-avalanche", "evidenceCoverage.query_metrics")]
+    assert (lost["type"], lost["baselineValue"], lost["currentValue"]) == (
+        "REGRESSION",
+        True,
+        False,
+    )
+    keywords = items[("cache-avalanche", "matchedKeywordCount")]
+    assert (keywords["type"], keywords["delta"]) == ("REGRESSION", -2)
+    assert items[("cache-avalanche", "passed")]["type"] == "REGRESSION"
