@@ -534,3 +534,16 @@ def test_baseline_diff_of_two_rules_only_runs_names_lost_evidence_as_seed_001_sa
     keywords = items[("cache-avalanche", "matchedKeywordCount")]
     assert (keywords["type"], keywords["delta"]) == ("REGRESSION", -2)
     assert items[("cache-avalanche", "passed")]["type"] == "REGRESSION"
+
+
+def test_seed_000_case_reads_the_same_from_jsonl(tmp_path: Path) -> None:
+    import yaml
+
+    case = yaml.safe_load(SEED_000_YAML)
+    case["difficulty"] = "hard_negative"  # any case and `_` spelling of an enum value
+    path = tmp_path / "cases.jsonl"
+    path.write_text(json.dumps(case, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+    row = next(iter(DialogueSource(path)))
+    assert row.row_id == "refund_eligibility_001"
+    assert row.metadata["difficulty"] == "Hard Negative"
+    assert len(row.expected_behavior) == 2 and len(row.expected) == 2
