@@ -32,7 +32,6 @@ def rules_only(tmp_path: Path, *inputs: Path) -> dict[str, Any]:
     result = score(
         ScoreOptions(
             inputs=list(inputs),
-            rubric=None,
             judge="none",
             store=tmp_path / "store.sqlite",
             out=tmp_path / "out",
@@ -172,7 +171,7 @@ def test_judge_none_imports_no_llm_library_and_needs_no_cassettes(
         "import sys\n"
         "from pathlib import Path\n"
         "from rubric_engine.scoring import ScoreOptions, score\n"
-        f"score(ScoreOptions(inputs=[Path({str(diagnosis_file)!r})], rubric=None, judge='none',"
+        f"score(ScoreOptions(inputs=[Path({str(diagnosis_file)!r})], judge='none',"
         f" cassettes=Path({str(tmp_path / 'no-such-folder')!r}),"
         f" store=Path({str(tmp_path / 's.sqlite')!r}), out=Path({str(tmp_path / 'o')!r})))\n"
         "print(sorted(m for m in ('litellm', 'instructor', 'openai') if m in sys.modules))\n"
