@@ -33,6 +33,10 @@ _API = {
     "TaskStore": "rubric_engine.store",
     "report_for_task": "rubric_engine.report",
     "RubricEvalError": "rubric_engine.errors",
+    "Check": "rubric_engine.rules.model",
+    "evaluate_check": "rubric_engine.rules.evaluate",
+    "evidence_from_row": "rubric_engine.rules.evidence",
+    "EvalCase": "rubric_engine.cases.seed000",
 }
 
 __all__ = ["DEFAULT_STORE", "__version__", *_API]

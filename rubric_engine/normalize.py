@@ -8,7 +8,7 @@ Pure and deterministic: the same snapshot, case requirements and verdict give th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from rubric_engine.results import (
     BasisEntry,
@@ -56,6 +56,7 @@ def normalize_verdict(
     row_id: str,
     case_requirements: Sequence[HardRequirement] = (),
     warnings_in: Sequence[ProtocolWarning] = (),
+    rule_results: Mapping[str, RequirementStatus] | None = None,
 ) -> RowResult:
     """Expand a validated verdict into a scored :class:`RowResult`.
 
@@ -66,6 +67,10 @@ def normalize_verdict(
         row_id: the row judged.
         case_requirements: the row's case-level requirements (SPEC §5 step 1).
         warnings_in: warnings raised before normalization (e.g. re-asks); kept first.
+        rule_results: status decided by a deterministic check, by requirement ID (SPEC §5
+            step 6, §7). For an applicable requirement it replaces the judge's status (source
+            ``rule``) before red flags and caps are worked out, and red-flag backfill never
+            overrides it. IDs that are not applicable are ignored.
 
     Returns:
         A ``SCORED`` row. Steps: (1) applicable = common ∪ intent ∪ case-level; (2) de-duplicate,
@@ -80,6 +85,7 @@ def normalize_verdict(
             this rubric's model).
     """
     warnings = list(warnings_in)
+    rule_results = rule_results or {}
     applicable_list = (*rubric.applicable_requirements(verdict.intent_key), *case_requirements)
     applicable = {r.id: r for r in applicable_list}
 
@@ -94,7 +100,9 @@ def normalize_verdict(
 
     status: dict[str, tuple[RequirementStatus, BasisSource]] = {}
     for req in applicable_list:
-        if not req.observable_in_data:
+        if req.id in rule_results:
+            status[req.id] = (rule_results[req.id], BasisSource.RULE)
+        elif not req.observable_in_data:
             if req.id in violated_ids or req.id in partial_ids:
                 warnings.append(
                     ProtocolWarning(code=WarningCode.UNOBSERVABLE_REPORTED, requirement_id=req.id)
@@ -159,8 +167,10 @@ def _backfill_red_flags(
     requirement of the type is then VIOLATED is the least severe one marked.
     """
     critical = [r for r in applicable if r.critical and r.red_flag_type and r.observable_in_data]
+    # a rule's decision is the data's, not the judge's: a reported flag cannot overturn it
+    backfillable = [r for r in critical if status[r.id][1] is not BasisSource.RULE]
     reported = list(dict.fromkeys(reported))
-    for req in critical:
+    for req in backfillable:
         if req.red_flag_type in reported and status[req.id][0] is V.PARTIAL:
             status[req.id] = (V.VIOLATED, BasisSource.BACKFILL)
             warnings.append(
@@ -177,7 +187,7 @@ def _backfill_red_flags(
         flags.add(flag)
         if flag in violated_types:
             continue
-        candidates = [r for r in critical if r.red_flag_type == flag]
+        candidates = [r for r in backfillable if r.red_flag_type == flag]
         if not candidates:
             warnings.append(ProtocolWarning(code=WarningCode.ORPHAN_RED_FLAG, red_flag_type=flag))
             continue

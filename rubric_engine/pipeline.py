@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 
 from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.judge.protocol import Judge, JudgeOutcome, JudgeRequest
-from rubric_engine.normalize import normalize_verdict
 from rubric_engine.prompt import PromptTemplate, render_system, render_user
 from rubric_engine.results import (
     JudgeErrorKind,
@@ -24,57 +23,99 @@ from rubric_engine.results import (
 )
 from rubric_engine.rubric.case_level import case_requirements
 from rubric_engine.rubric.model import EvalRubric, HardRequirement
+from rubric_engine.rules.run import RuleRun, checked_result, judged_result, rule_summary, run_rules
 from rubric_engine.store import StoredRow, TaskStore
 
 
 @dataclass(frozen=True)
 class PreparedRow:
+    """A row ready for the judge.
+
+    Attributes:
+        case_requirements: every case-level requirement: the behaviours the judge sees, then
+            the case's rule checks (decided by the rules, not shown to the judge).
+        rules: the row's rule checks, already run (SPEC §7).
+    """
+
     seq: int
     row: DialogueRow
     case_requirements: tuple[HardRequirement, ...]
     request: JudgeRequest
+    rules: RuleRun
 
 
 class RequestBuilder:
-    """Renders judge requests for one rubric and template; the system text is rendered once."""
+    """Renders judge requests for one rubric and template; the system text is rendered once.
 
-    def __init__(self, rubric: EvalRubric, template: PromptTemplate) -> None:
+    With ``template=None`` (``--judge none``) nothing is rendered: requests carry no messages
+    and rows are decided by their rule checks alone.
+    """
+
+    def __init__(self, rubric: EvalRubric, template: PromptTemplate | None) -> None:
         self.rubric = rubric
         self.template = template
-        self.system_text = render_system(template, rubric)
+        self.system_text = render_system(template, rubric) if template else ""
         self.rubric_hash = rubric.content_hash()
 
     def prepare(self, seq: int, row: DialogueRow) -> PreparedRow:
         reqs = case_requirements(row.expected_behavior, row.negative_behavior)
-        user_text = render_user(self.template, self.rubric, row, reqs)
-        request = JudgeRequest(
-            row_id=row.row_id,
-            messages=(
+        rules = run_rules(self.rubric, row)
+        messages: tuple[dict[str, str], ...] = ()
+        if self.template is not None:
+            user_text = render_user(self.template, self.rubric, row, reqs)
+            messages = (
                 {"role": "system", "content": self.system_text},
                 {"role": "user", "content": user_text},
-            ),
+            )
+        request = JudgeRequest(
+            row_id=row.row_id,
+            messages=messages,
             case_requirement_ids=tuple(r.id for r in reqs),
             rubric_hash=self.rubric_hash,
-            prompt_hash=self.template.hash,
+            prompt_hash=self.template.hash if self.template else "",
         )
-        return PreparedRow(seq=seq, row=row, case_requirements=reqs, request=request)
+        return PreparedRow(
+            seq=seq,
+            row=row,
+            case_requirements=reqs + rules.case_requirements,
+            request=request,
+            rules=rules,
+        )
+
+
+class NoJudge:
+    """``--judge none``: answers every row with neither verdict nor error, calling nothing."""
+
+    async def judge(self, request: JudgeRequest) -> JudgeOutcome:
+        return JudgeOutcome(verdict=None, error=None)
 
 
 def row_result(rubric: EvalRubric, prepared: PreparedRow, outcome: JudgeOutcome) -> RowResult:
-    """Normalize a verdict, or turn a judge error into a ``JUDGE_ERROR`` row (never a score)."""
+    """Normalize a verdict, or turn a judge error into a ``JUDGE_ERROR`` row (never a score).
+
+    Rule checks decide their requirements in every case: merged into the referenceBasis
+    (source ``rule``) of a scored row, summarized on a JUDGE_ERROR row, and the whole result
+    of a ``--judge none`` row (status CHECKED).
+    """
+    row = prepared.row
+    if outcome.verdict is None and outcome.error is None:
+        return checked_result(rubric, row, prepared.rules)
     reasked = tuple(
         ProtocolWarning(code=WarningCode.JUDGE_REASKED, detail=why[:500]) for why in outcome.reasks
     )
     if outcome.verdict is None:
+        known = [r.id for r in rubric.common_requirements]
+        known += [r.id for r in prepared.rules.case_requirements]
         return RowResult(
-            row_id=prepared.row.row_id,
+            row_id=row.row_id,
             status=RowStatus.JUDGE_ERROR,
             warnings=reasked,
             error=outcome.error,
+            rules=rule_summary(row, prepared.rules, known),
         )
-    return normalize_verdict(
-        rubric, outcome.verdict, prepared.row.row_id, prepared.case_requirements, reasked
-    )
+    judged = prepared.request.case_requirement_ids
+    behaviours = [r for r in prepared.case_requirements if r.id in judged]
+    return judged_result(rubric, row, outcome.verdict, behaviours, prepared.rules, reasked)
 
 
 def stored_row(prepared: PreparedRow, outcome: JudgeOutcome, result: RowResult) -> StoredRow:

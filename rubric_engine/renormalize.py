@@ -20,13 +20,13 @@ from pydantic import ValidationError
 
 from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.errors import Problem, StoreError
-from rubric_engine.normalize import normalize_verdict
 from rubric_engine.registry import LifecycleError, rubric_for_scoring, verified_snapshot
 from rubric_engine.report import ReportFiles, report_for_task, write_reports
 from rubric_engine.results import RowResult, RowStatus, WarningCode
 from rubric_engine.rubric.case_level import case_requirements
 from rubric_engine.rubric.diff import RubricDiff, diff_rubrics, renormalize_blockers
 from rubric_engine.rubric.model import EvalRubric
+from rubric_engine.rules.run import judged_result, run_rules
 from rubric_engine.store import StoredRow, TaskStore, new_task_id
 from rubric_engine.verdict import verdict_model
 
@@ -72,7 +72,8 @@ def _renormalized(stored: StoredRow, judged: EvalRubric, target: EvalRubric) -> 
         }
     )
     reasked = [w for w in result.warnings if w.code is WarningCode.JUDGE_REASKED]
-    return normalize_verdict(target, verdict, row.row_id, case_reqs, reasked)
+    # rule checks are re-run under the target version: they read only the stored dialogue
+    return judged_result(target, row, verdict, case_reqs, run_rules(target, row), reasked)
 
 
 def renormalize(

@@ -9,7 +9,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 from pydantic.alias_generators import to_camel
 
 
@@ -24,6 +24,8 @@ class _Wire(BaseModel):
 class RowStatus(StrEnum):
     SCORED = "SCORED"
     JUDGE_ERROR = "JUDGE_ERROR"
+    #: ``--judge none``: decided by rule checks alone; no score, no intent (SPEC §7)
+    CHECKED = "CHECKED"
 
 
 class RequirementStatus(StrEnum):
@@ -103,6 +105,42 @@ class JudgeError(_Wire):
     cassette_key: str | None = None
 
 
+class CheckResult(_Wire):
+    """One rule check of a row (SPEC §7): which requirement it decides and how."""
+
+    requirement_id: str
+    type: str
+    name: str
+    status: RequirementStatus
+    detail: str | None = None
+
+
+class RuleSummary(_Wire):
+    """A row's rule checks in the shape of seed 001's ``DiagnosisEvalResult``.
+
+    Attributes:
+        passed: every check FOLLOWED or NOT_APPLICABLE.
+        failed_checks: one ``"<name>: <why>"`` line per VIOLATED check, in check order.
+        verdict: the verifier's verdict from the trace, or ``None``.
+        matched_keyword_count / required_keyword_count: summed over ``must_contain`` checks.
+        evidence_coverage: ``{tool: seen}`` over ``required_tools`` checks.
+        tool_call_count: tool invocations in the trace (or the messages).
+        duration_ms: the trace's duration, or ``None``.
+    """
+
+    case_id: str
+    title: str | None = None
+    passed: bool
+    failed_checks: tuple[str, ...] = ()
+    verdict: str | None = None
+    matched_keyword_count: int = 0
+    required_keyword_count: int = 0
+    evidence_coverage: dict[str, bool] = {}
+    tool_call_count: int = 0
+    duration_ms: int | float | None = None
+    checks: tuple[CheckResult, ...] = ()
+
+
 class RowResult(_Wire):
     """One row's outcome. For ``JUDGE_ERROR`` rows every score field is ``None``.
 
@@ -129,3 +167,12 @@ class RowResult(_Wire):
     questions_check: str | None = None
     questions_issues: tuple[str, ...] = ()
     error: JudgeError | None = None
+    rules: RuleSummary | None = None
+
+    @model_serializer(mode="wrap")
+    def _omit_absent_rules(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # rows without rule checks keep the exact shape they had before checks existed
+        data: dict[str, Any] = handler(self)
+        if self.rules is None:
+            data.pop("rules", None)
+        return data

@@ -27,17 +27,21 @@ from rubric_engine.errors import ConfigurationError, RubricEvalError, StoreError
 from rubric_engine.judge.backends import LiveBackend, LiveSettings, RecordBackend, ReplayBackend
 from rubric_engine.judge.instructor_judge import DEFAULT_PARAMS, InstructorJudge
 from rubric_engine.judge.limiter import AdaptiveLimit
+from rubric_engine.judge.protocol import Judge
 from rubric_engine.judge.retry import RetryPolicy
-from rubric_engine.pipeline import Budget, JudgeUnavailable, RequestBuilder, run_batch
+from rubric_engine.pipeline import Budget, JudgeUnavailable, NoJudge, RequestBuilder, run_batch
 from rubric_engine.prompt import DEFAULT_PROMPT, PromptTemplate, load_prompt
 from rubric_engine.registry import rubric_for_scoring, verified_snapshot
 from rubric_engine.report import ReportFiles, report_for_task, write_reports
 from rubric_engine.results import JudgeErrorKind, RowResult
 from rubric_engine.rubric.model import EvalRubric
+from rubric_engine.rules.run import rules_only_rubric
 from rubric_engine.store import TaskRecord, TaskStore, new_task_id
 
 Mode = Literal["replay", "record", "live"]
 MODES: tuple[str, ...] = ("replay", "record", "live")
+JudgeKind = Literal["llm", "none"]
+JUDGES: tuple[str, ...] = ("llm", "none")
 DEFAULT_MODEL = "openai/gpt-4o-mini"
 ANALYSIS_VERSION = "normalizer/1"
 
@@ -51,7 +55,8 @@ class ScoreOptions:
     """
 
     inputs: Sequence[Path] = ()
-    #: a published ``KEY`` or ``KEY@N`` in ``store``, or a pack file (needs ``draft=True``)
+    #: a published ``KEY`` or ``KEY@N`` in ``store``, or a pack file (needs ``draft=True``);
+    #: optional with ``judge="none"``
     rubric: str | Path = ""
     mode: Mode = "replay"
     cassettes: Path = Path("cassettes")
@@ -76,6 +81,8 @@ class ScoreOptions:
     max_calls: int | None = None
     #: stop starting rows once this much is spent, in USD (needs a model litellm has a price for)
     max_cost_usd: float | None = None
+    #: ``none``: no judge call, no cassette, no key; rows are decided by rule checks alone
+    judge: JudgeKind = "llm"
 
 
 @dataclass
@@ -159,9 +166,20 @@ def _check_options(options: ScoreOptions) -> None:
         raise ConfigurationError(
             "--resume takes the inputs and rubric the task started with; drop INPUT and --rubric"
         )
-    if options.resume is None and not (options.inputs and options.rubric):
+    if options.judge not in JUDGES:
         raise ConfigurationError(
-            "give INPUT file(s) and --rubric KEY (or --resume TASK to finish a stored task)"
+            f"--judge {options.judge!r} is not valid; use one of {', '.join(JUDGES)}"
+        )
+    if options.resume is None and not (
+        options.inputs and (options.rubric or options.judge == "none")
+    ):
+        raise ConfigurationError(
+            "give INPUT file(s) and --rubric KEY (or --resume TASK to finish a stored task; or "
+            "--judge none to run the rows' rule checks alone)"
+        )
+    if options.judge == "none" and (options.api_base or options.mode != "replay"):
+        raise ConfigurationError(
+            "--judge none calls no judge; drop --mode and --api-base (they are for the LLM judge)"
         )
     if options.max_calls is not None and options.max_calls < 1:
         raise ConfigurationError("--max-calls must be at least 1")
@@ -271,6 +289,19 @@ def _check_cost_known(options: ScoreOptions) -> None:
         )
 
 
+def _check_something_to_check(rubric: EvalRubric, sources: Sequence[DialogueSource]) -> None:
+    """``--judge none`` decides rows by rule checks alone: refuse a run where there are none."""
+    if any(r.check is not None for r in rubric.common_requirements):
+        return
+    if any(row.expected for source in sources for row in source):
+        return
+    raise ConfigurationError(
+        "--judge none runs rule checks only, and there are none: no row has `expected` checks "
+        "(or a seed 001/004 case shape) and no common requirement of the pack has a `check`. "
+        "Add checks (see docs/rule-checks.md) or score with the LLM judge"
+    )
+
+
 def _check_writable(folder: Path, what: str) -> None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -313,12 +344,13 @@ def _task_record(
     task_id: str,
     options: ScoreOptions,
     rubric: EvalRubric,
-    template: PromptTemplate,
+    template: PromptTemplate | None,
     system_text: str,
     params: dict[str, Any],
     sources: Sequence[DialogueSource],
     total: int,
 ) -> TaskRecord:
+    """The task as stored; without a template (``--judge none``) judge fields say ``none``."""
     return TaskRecord(
         id=task_id,
         created_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -329,14 +361,18 @@ def _task_record(
         rubric_status=str(rubric.status),
         rubric_hash=rubric.content_hash(),
         rubric_snapshot=rubric.snapshot(),
-        prompt_version=template.version,
-        prompt_hash=template.hash,
+        prompt_version=template.version if template else "none",
+        prompt_hash=template.hash if template else "",
         prompt_system=system_text,
         engine_version=__version__,
         analysis_version=ANALYSIS_VERSION,
-        judge_mode=options.mode,
-        model=effective_model(options),
-        judge_params={**params, "maxReasks": options.max_reasks, "outputMode": "instructor/JSON"},
+        judge_mode=options.mode if template else "none",
+        model=effective_model(options) if template else "none",
+        judge_params=(
+            {**params, "maxReasks": options.max_reasks, "outputMode": "instructor/JSON"}
+            if template
+            else {}
+        ),
         inputs=[{"path": Path(s.path).name, "sha256": _file_sha256(s.path)} for s in sources],
         row_count=total,
         extra={"run": _run_settings(options)},
@@ -387,12 +423,21 @@ def score(
     _check_options(options)
     if options.resume is not None:
         return _resume(options, options.resume, on_start, on_row)
-    rubric = rubric_for_scoring(options.rubric, options.store, options.draft)
-    template = load_prompt(options.prompt_version)
+    rules_only = options.judge == "none"
+    rubric = (
+        rubric_for_scoring(options.rubric, options.store, options.draft)
+        if options.rubric
+        else rules_only_rubric()
+    )
+    template = None if rules_only else load_prompt(options.prompt_version)
     sources, total = _check_inputs(options)
-    backend = _backend(options, rubric)
-    _check_credentials(options)
-    _check_cost_known(options)
+    backend = None
+    if rules_only:
+        _check_something_to_check(rubric, sources)
+    else:
+        backend = _backend(options, rubric)
+        _check_credentials(options)
+        _check_cost_known(options)
     task_id = new_task_id()
     out = options.out or Path("reports") / task_id
     _check_writable(out, "report folder")
@@ -482,11 +527,11 @@ class _Run:
 
     options: ScoreOptions
     rubric: EvalRubric
-    template: PromptTemplate
+    template: PromptTemplate | None  #: ``None``: ``--judge none``
     params: dict[str, Any]
     sources: Sequence[DialogueSource]
     total: int
-    backend: ReplayBackend | LiveBackend
+    backend: ReplayBackend | LiveBackend | None  #: ``None``: ``--judge none``
     out: Path
     builder: RequestBuilder = field(init=False)
 
@@ -502,8 +547,12 @@ class _Run:
         on_row: Callable[[RowResult], None] | None,
     ) -> ScoreResult:
         options = self.options
-        judge = InstructorJudge(
-            self.backend, self.rubric, effective_model(options), self.params, options.max_reasks
+        judge: Judge = (
+            NoJudge()
+            if self.backend is None
+            else InstructorJudge(
+                self.backend, self.rubric, effective_model(options), self.params, options.max_reasks
+            )
         )
         budget = None
         if options.max_calls is not None or options.max_cost_usd is not None:
@@ -561,6 +610,6 @@ class _Run:
                     ).items()
                 )
             )
-        else:
+        elif backend is not None:
             extra["concurrency"] = backend.limiter.stats()
         return extra

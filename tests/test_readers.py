@@ -310,3 +310,18 @@ def test_non_utf8_and_folder_inputs(tmp_path: Path) -> None:
         DialogueSource(latin).validate()
     with pytest.raises(DatasetError, match="a folder, not a file"):
         DialogueSource(tmp_path).validate()
+
+
+def test_csv_rows_may_carry_rule_checks_and_a_trace_as_json_columns(tmp_path: Path) -> None:
+    path = tmp_path / "rows.csv"
+    path.write_text(
+        "rowId,user,assistant,expected,trace\n"
+        'c1,退款多久到账？,"退款将在７个工作日内到账。","[{""type"": ""must_contain"", '
+        '""keywords"": [""7个工作日""]}]","{""totalDurationMs"": 1200}"\n'
+        "c2,hi,hello,,\n",
+        encoding="utf-8",
+    )
+    rows = list(DialogueSource(path))
+    assert [c.type for c in rows[0].expected] == ["must_contain"]
+    assert rows[0].trace == {"totalDurationMs": 1200}
+    assert rows[1].expected == () and rows[1].trace is None

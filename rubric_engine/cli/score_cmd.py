@@ -36,9 +36,16 @@ def score(
             "--rubric",
             "-r",
             help="Published rubric KEY (its latest PUBLISHED version) or KEY@VERSION from the "
-            "store; or a pack FILE together with --draft.",
+            "store; or a pack FILE together with --draft. Optional with --judge none.",
         ),
     ] = "",
+    judge: Annotated[
+        str,
+        typer.Option(
+            help="llm: the LLM judge plus rule checks; none: rule checks only (no judge "
+            "call, no cassettes, no API key)."
+        ),
+    ] = "llm",
     mode: Annotated[
         str,
         typer.Option(
@@ -116,7 +123,7 @@ def score(
     scored, 6 a budget (--max-calls/--max-cost) stopped the run, 130 interrupted.
     """
     from rubric_engine.dialogue.readers import InputFormat
-    from rubric_engine.scoring import Mode, ScoreOptions, resume_command
+    from rubric_engine.scoring import JudgeKind, Mode, ScoreOptions, resume_command
 
     options = ScoreOptions(
         inputs=inputs or [],
@@ -138,6 +145,7 @@ def score(
         resume=resume,
         max_calls=max_calls,
         max_cost_usd=max_cost,
+        judge=cast(JudgeKind, judge),
     )
     result = _guard(lambda: _run_score(options, quiet))
     _print_summary(result)
@@ -160,7 +168,8 @@ def score(
             err=True,
         )
         raise typer.Exit(EXIT_BUDGET)
-    if not result.report["totals"]["scored"]:
+    totals = result.report["totals"]
+    if not totals["scored"] and not totals.get("checked"):
         typer.echo(
             "error: no row was scored (every row is JUDGE_ERROR; reasons above and in rows.jsonl)",
             err=True,

@@ -14,6 +14,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from rubric_engine.rules.model import Check
+
 Role = Literal["system", "user", "assistant", "tool"]
 
 
@@ -61,6 +63,8 @@ class DialogueRow(_RowModel):
         trace: optional tool/timing/cost trace (used by deterministic checks).
         expected_behavior: case-level requirements the agent must meet (seed 000 §12.3).
         negative_behavior: case-level behaviours the agent must avoid (seed 000 §12.3).
+        expected: deterministic rule checks of this case (SPEC §7; seed 001/004); each
+            decides its own case-level requirement ``CASE_RULE_<hash>`` without the judge.
         metadata: free-form (scenario, risk_level, tags, dataset_id, case_id, source …).
     """
 
@@ -70,4 +74,5 @@ class DialogueRow(_RowModel):
     trace: dict[str, Any] | None = None
     expected_behavior: tuple[str, ...] = ()
     negative_behavior: tuple[str, ...] = ()
+    expected: tuple[Check, ...] = ()
     metadata: dict[str, Any] = Field(default_factory=dict)

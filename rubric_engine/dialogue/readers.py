@@ -6,10 +6,14 @@ Formats (``--input-format``, default ``auto``: by file suffix, then content):
   :mod:`rubric_engine.dialogue.shapes`.
 * ``json`` — a JSON array of such objects (tau-bench v1 trajectory arrays included), or a
   tau2-bench results file ``{tasks, simulations}`` (see :mod:`rubric_engine.dialogue.tau`).
+* ``yaml`` (``.yaml``/``.yml``) — seed-000 cases, one per document or a list per document.
 * ``csv`` — a header row and quoted (possibly multi-line) fields: ``rowId`` (optional), and
   either ``messages`` (a JSON array) or a ``user`` and an ``assistant`` column (aliases
   ``query``/``question``/``input`` and ``answer``/``response``/``output``); other columns
   become metadata.
+
+Rows may also be eval cases in the seeds' shapes (:mod:`rubric_engine.cases`); a seed-001
+case's ``traceFixture`` is read here, relative to the input file.
 
 A :class:`DialogueSource` validates the whole file first (every broken row reported with its
 line, before any judge call) and then streams rows, so memory stays flat on large JSONL files.
@@ -24,10 +28,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import yaml
 from pydantic import ValidationError
 
+from rubric_engine.cases.diagnosis import diagnosis_row, is_diagnosis_case, load_fixture
+from rubric_engine.cases.seed000 import is_seed000
+from rubric_engine.cases.seed004 import is_seed004
 from rubric_engine.dialogue.model import DialogueRow
-from rubric_engine.dialogue.shapes import RowShapeError, row_from_object
+from rubric_engine.dialogue.shapes import ID_KEYS, RowShapeError, row_from_object
 from rubric_engine.dialogue.tau import (
     is_taubench_trajectory,
     tau2_rows,
@@ -35,9 +43,10 @@ from rubric_engine.dialogue.tau import (
     taubench_row,
 )
 from rubric_engine.errors import DatasetError, Problem, format_loc
+from rubric_engine.rules.model import check_error_message, check_model, strip_tags
 
-InputFormat = Literal["auto", "jsonl", "json", "csv"]
-INPUT_FORMATS: tuple[str, ...] = ("auto", "jsonl", "json", "csv")
+InputFormat = Literal["auto", "jsonl", "json", "csv", "yaml"]
+INPUT_FORMATS: tuple[str, ...] = ("auto", "jsonl", "json", "csv", "yaml")
 MAX_PROBLEMS = 50
 _CSV_USER = ("user", "query", "question", "input", "prompt")
 _CSV_ASSISTANT = ("assistant", "answer", "response", "output", "completion")
@@ -47,11 +56,20 @@ _EXPECTED = {
     "jsonl": "one JSON object per line with `messages`",
     "json": "an array of rows, or a tau2-bench file whose `simulations` list is not empty",
     "csv": "a header line and one row per dialogue",
+    "yaml": "one case per document (or a list of cases) with the agent's run",
 }
 
 
 def _csv_object(record: dict[str, str]) -> dict[str, Any]:
     obj: dict[str, Any] = {k: v for k, v in record.items() if k is not None}
+    for key in ("expected", "trace"):  # JSON columns: rule checks and the run's trace
+        if isinstance(obj.get(key), str) and obj[key].strip():
+            try:
+                obj[key] = json.loads(obj[key])
+            except json.JSONDecodeError as exc:
+                raise RowShapeError(key, f"the {key} column is not JSON ({exc.msg})") from exc
+        elif obj.get(key) == "":
+            obj.pop(key)
     if obj.get("messages"):
         try:
             obj["messages"] = json.loads(obj["messages"])
@@ -75,6 +93,36 @@ def _csv_object(record: dict[str, str]) -> dict[str, Any]:
     return obj
 
 
+def _case_name(obj: Any) -> str:
+    """``case <id>: `` for messages about an eval case (a row with checks or in a seed's
+    case shape) that names itself, else ``""``: a plain dialogue row is found by its line."""
+    is_case = isinstance(obj, dict) and (
+        "expected" in obj or is_diagnosis_case(obj) or is_seed000(obj) or is_seed004(obj)
+    )
+    if is_case:
+        found = next((obj[k] for k in ID_KEYS if isinstance(obj.get(k), str | int)), None)
+        if found is not None:
+            return f"case {found}: "
+    return ""
+
+
+def _problem(where: str, case: str, err: Any) -> Problem:
+    """One pydantic error as a Problem: check-union tags dropped, valid choices named."""
+    loc = strip_tags(tuple(err["loc"]))
+    message = check_error_message(err) or err["msg"]
+    if err["type"] == "extra_forbidden":
+        tags = [m for p in err["loc"] if isinstance(p, str) and (m := check_model(p))]
+        valid = (
+            ", ".join(f.alias or n for n, f in tags[-1].model_fields.items())
+            if tags
+            else "see docs/cases.md"
+        )
+        message = f"unknown field {loc[-1]!r}; valid fields here: {valid}"
+    elif err["type"] == "enum":
+        message += f" (got {err.get('input')!r})"
+    return Problem(where, format_loc(loc), case + message)
+
+
 @dataclass
 class DialogueSource:
     """A dialogue file, validated whole before it is streamed.
@@ -93,6 +141,8 @@ class DialogueSource:
         suffix = self.path.suffix.lower()
         if suffix in (".json", ".csv"):
             return suffix[1:]
+        if suffix in (".yaml", ".yml"):
+            return "yaml"
         with self.path.open("rb") as handle:
             head = handle.read(64).lstrip()
         return "json" if head.startswith(b"[") else "jsonl"
@@ -117,8 +167,30 @@ class DialogueSource:
                         yield where, _csv_object(record), f"{stem}-{reader.line_num}"
                     except RowShapeError as exc:
                         yield where, exc, stem
+        elif fmt == "yaml":
+            yield from self._yaml_objects(stem)
         else:
             yield from self._json_objects(stem)
+
+    def _yaml_objects(self, stem: str) -> Iterator[tuple[str, Any, str]]:
+        """Seed-000 cases in YAML: one per document, or a list per document."""
+        text = self.path.read_text(encoding="utf-8-sig")
+        try:
+            nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
+            docs = list(yaml.safe_load_all(text))
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f"{self.path}:{mark.line + 1}" if mark else str(self.path)
+            yield where, RowShapeError("", f"not valid YAML: {getattr(exc, 'problem', exc)}"), stem
+            return
+        for node, doc in zip(nodes, docs, strict=True):
+            if isinstance(doc, list) and isinstance(node, yaml.SequenceNode):
+                for item_node, item in zip(node.value, doc, strict=True):
+                    line = item_node.start_mark.line + 1
+                    yield f"{self.path}:{line}", item, f"{stem}-{line}"
+            elif doc is not None:
+                line = node.start_mark.line + 1 if node is not None else 1
+                yield f"{self.path}:{line}", doc, f"{stem}-{line}"
 
     def _json_objects(self, stem: str) -> Iterator[tuple[str, Any, str]]:
         try:
@@ -163,18 +235,15 @@ class DialogueSource:
             elif isinstance(obj, RowShapeError):
                 yield where, [Problem(where, obj.field, str(obj))]
             else:
+                case = _case_name(obj)
                 try:
+                    if is_diagnosis_case(obj):
+                        obj = diagnosis_row(obj, load_fixture(str(obj["traceFixture"]), self.path))
                     yield where, row_from_object(obj, default_id)
                 except RowShapeError as exc:
-                    yield where, [Problem(where, exc.field, str(exc))]
+                    yield where, [Problem(where, exc.field, f"{case}{exc}")]
                 except ValidationError as exc:
-                    yield (
-                        where,
-                        [
-                            Problem(where, format_loc(err["loc"]), err["msg"])
-                            for err in exc.errors()
-                        ],
-                    )
+                    yield where, [_problem(where, case, err) for err in exc.errors()]
 
     def validate(self, seen: dict[str, str] | None = None) -> int:
         """Check every row; return the row count.

@@ -9,10 +9,16 @@ Shapes of the conversation:
   ``function_call``/``observation`` tool turns.
 * ``traj`` — a tau-bench (v1) trajectory: OpenAI messages whose ``system`` message (the policy
   the agent was given) is dropped, since the rubric carries the rules.
+* ``gen_ai.input.messages`` / ``gen_ai.output.messages`` — OpenTelemetry GenAI span
+  attributes (:mod:`rubric_engine.dialogue.otel`); messages with ``parts`` are read the same
+  way inside ``messages``.
 * ``messages_display`` — a flattened transcript, lines prefixed ``user:``/``assistant:``/``tool:``;
   ``assistant: None`` is a tool call whose name and arguments were not recorded.
 
-Other top-level fields besides the row fields are kept in ``metadata``. Pure.
+Case shapes of the seeds (:mod:`rubric_engine.cases`) are mapped first: a seed-000 case
+(``case_id`` + ``case_version``) or a seed-004 row (``id``, ``input``, an ``expected``
+mapping), each with the agent's run beside it. ``expected`` as a list holds rule checks
+(SPEC §7). Other top-level fields besides the row fields are kept in ``metadata``. Pure.
 """
 
 from __future__ import annotations
@@ -21,7 +27,13 @@ import json
 import re
 from typing import Any
 
+from rubric_engine.cases.seed000 import is_seed000, seed000_row
+from rubric_engine.cases.seed004 import is_seed004, seed004_row
+from rubric_engine.dialogue.errors import RowShapeError
 from rubric_engine.dialogue.model import DialogueRow
+from rubric_engine.dialogue.otel import otel_attributes, otel_message, otel_row
+
+__all__ = ["RowShapeError", "row_from_object"]
 
 ID_KEYS = ("rowId", "row_id", "id", "case_id", "caseId")
 _ROW_KEYS = {
@@ -37,6 +49,7 @@ _ROW_KEYS = {
     "expected_behavior",
     "negativeBehavior",
     "negative_behavior",
+    "expected",
     "metadata",
 }
 _SHAREGPT_ROLES = {
@@ -53,14 +66,6 @@ UNRECORDED_TOOL = "(unrecorded tool call)"
 ROLES = ("system", "user", "assistant", "tool")
 #: a row longer than this (characters of message text) is refused: no judge context holds it
 MAX_ROW_CHARS = 400_000
-
-
-class RowShapeError(ValueError):
-    """A row's shape cannot be mapped to a dialogue; ``field`` says where."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
 
 
 def _text(content: Any, field: str) -> str | None:
@@ -134,6 +139,27 @@ def _sharegpt_message(raw: Any, field: str) -> dict[str, Any]:
     return {"role": role, "content": _text(value, f"{field}.value")}
 
 
+def _sharegpt_messages(turns: list[Any]) -> list[dict[str, Any]]:
+    """ShareGPT turns in order; each ``observation`` answers the oldest unanswered call.
+
+    ShareGPT carries no call IDs, so each ``function_call`` gets ``sharegpt-call-<turn>`` and
+    the next ``observation`` is linked to it: the judge then reads which tool a result came
+    from, and rule checks see the calls in order.
+    """
+    messages: list[dict[str, Any]] = []
+    waiting: list[tuple[str, str | None]] = []
+    for i, turn in enumerate(turns):
+        message = _sharegpt_message(turn, f"conversations[{i}]")
+        if message.get("tool_calls"):
+            call = message["tool_calls"][0]
+            call["id"] = f"sharegpt-call-{i}"
+            waiting.append((call["id"], call.get("name")))
+        elif message["role"] == "tool" and waiting:
+            message["tool_call_id"], message["name"] = waiting.pop(0)
+        messages.append(message)
+    return messages
+
+
 def _display_messages(text: Any) -> list[dict[str, Any]]:
     if not isinstance(text, str):
         raise RowShapeError("messages_display", "must be the transcript as one string")
@@ -167,11 +193,17 @@ def _conversation(obj: dict[str, Any]) -> list[dict[str, Any]]:
         if key in obj and not isinstance(obj[key], list):
             raise RowShapeError(key, f"must be a list of turns, not {type(obj[key]).__name__}")
     if isinstance(obj.get("messages"), list):
-        return [_message(m, f"messages[{i}]") for i, m in enumerate(obj["messages"])]
+        found: list[dict[str, Any]] = []
+        for i, m in enumerate(obj["messages"]):
+            if isinstance(m, dict) and "parts" in m and "content" not in m:  # OTel GenAI
+                found.extend(
+                    _message(p, f"messages[{i}]") for p in otel_message(m, f"messages[{i}]")
+                )
+            else:
+                found.append(_message(m, f"messages[{i}]"))
+        return found
     if isinstance(obj.get("conversations"), list):
-        return [
-            _sharegpt_message(m, f"conversations[{i}]") for i, m in enumerate(obj["conversations"])
-        ]
+        return _sharegpt_messages(obj["conversations"])
     if isinstance(obj.get("traj"), list):
         return [
             _message(m, f"traj[{i}]")
@@ -201,6 +233,18 @@ def row_from_object(obj: Any, default_id: str) -> DialogueRow:
     """
     if not isinstance(obj, dict):
         raise RowShapeError("", "each row must be a JSON object with `messages` or `conversations`")
+    if is_seed000(obj):
+        obj = seed000_row(obj)
+    elif is_seed004(obj):
+        obj = seed004_row(obj)
+    elif "messages" not in obj and (attributes := otel_attributes(obj)) is not None:
+        obj = otel_row(obj, attributes)
+    if "expected" in obj and not isinstance(obj["expected"], list | None):
+        raise RowShapeError(
+            "expected",
+            "must be a list of rule checks ({type: …}, see docs/rule-checks.md), or a seed-004 "
+            "mapping on a row that also has `id` and `input`",
+        )
     messages = _conversation(obj)
     if not any(m["role"] == "assistant" for m in messages):
         raise RowShapeError("messages", "no assistant turn: there is nothing to evaluate")
@@ -232,6 +276,7 @@ def row_from_object(obj: Any, default_id: str) -> DialogueRow:
             "trace": obj.get("trace"),
             "expected_behavior": obj.get("expectedBehavior", obj.get("expected_behavior")) or (),
             "negative_behavior": obj.get("negativeBehavior", obj.get("negative_behavior")) or (),
+            "expected": obj.get("expected") or (),
             "metadata": metadata,
         }
     )

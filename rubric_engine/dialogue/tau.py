@@ -6,7 +6,10 @@
   ``referenceOutput``; assistant texts wrapped as ``{"message": …}`` are unwrapped.
 * tau-bench v1 ``[{task_id, trial, reward, info, traj}]``: ``rowId = {domain}-{task_id}-t{trial}``
   (the domain from the file name: ``airline``/``retail``, else ``tau``); the expected tool
-  calls and outputs of ``info.task`` become the ``referenceOutput``.
+  calls and outputs of ``info.task`` become the ``referenceOutput`` and two rule checks
+  (SPEC §7), see :func:`taubench_checks`; the tool calls become ``trace.toolInvocations``,
+  a call whose result starts with ``Error`` marked ``success: false`` (tau-bench's
+  ``Env.step`` turns a tool's exception into ``"Error: …"``, and the database is unchanged).
 
 Pure: they map decoded JSON to row objects for
 :func:`~rubric_engine.dialogue.shapes.row_from_object`.
@@ -14,6 +17,7 @@ Pure: they map decoded JSON to row objects for
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -130,6 +134,114 @@ def _tau2_criteria(
     }, "reward_info"
 
 
+#: tau-bench v1 tools that change the database, by domain (``tau_bench/envs/<domain>/tools``);
+#: the reward compares the final database with the one the expected actions produce, so only
+#: these calls decide it.
+WRITE_TOOLS: dict[str, tuple[str, ...]] = {
+    "airline": (
+        "book_reservation",
+        "cancel_reservation",
+        "send_certificate",
+        "update_reservation_baggages",
+        "update_reservation_flights",
+        "update_reservation_passengers",
+    ),
+    "retail": (
+        "cancel_pending_order",
+        "exchange_delivered_order_items",
+        "modify_pending_order_address",
+        "modify_pending_order_items",
+        "modify_pending_order_payment",
+        "modify_user_address",
+        "modify_user_email",
+        "return_delivered_order_items",
+    ),
+}
+
+
+def taubench_checks(domain: str, task: dict[str, Any]) -> list[dict[str, Any]]:
+    """A task's expected actions and outputs as rule checks (rules-only tau-bench grading).
+
+    * ``expectedActions`` — ``tool_sequence``, mode ``unordered``, over the domain's write
+      tools (:data:`WRITE_TOOLS`), successful calls only, arguments by inclusion: the agent's
+      successful writes are exactly the expected writes, in any order. tau-bench rewards the
+      final database state, which read calls, failed calls and the order of independent
+      writes do not change. For an unknown domain: every expected action must appear
+      (mode ``subset``), other calls allowed.
+    * ``expectedOutputs`` — ``must_contain`` over every assistant turn, when the task lists
+      ``outputs`` (tau-bench looks for each output in the agent's replies).
+    """
+    writes = WRITE_TOOLS.get(domain)
+    actions = [a for a in task.get("actions") or [] if isinstance(a, dict) and a.get("name")]
+    checks: list[dict[str, Any]] = []
+    if writes is not None:
+        checks.append(
+            {
+                "type": "tool_sequence",
+                "name": "expectedActions",
+                "mode": "unordered",
+                "onlyTools": list(writes),
+                "successfulOnly": True,
+                "calls": [
+                    {"tool": a["name"], "arguments": a.get("kwargs") or {}}
+                    for a in actions
+                    if a["name"] in writes
+                ],
+            }
+        )
+    elif actions:
+        checks.append(
+            {
+                "type": "tool_sequence",
+                "name": "expectedActions",
+                "mode": "subset",
+                "calls": [{"tool": a["name"], "arguments": a.get("kwargs") or {}} for a in actions],
+            }
+        )
+    outputs = [str(o) for o in task.get("outputs") or [] if str(o).strip()]
+    if outputs:
+        checks.append(
+            {
+                "type": "must_contain",
+                "name": "expectedOutputs",
+                "keywords": outputs,
+                "scope": "assistant",
+            }
+        )
+    return checks
+
+
+def _invocations(traj: list[Any]) -> list[dict[str, Any]]:
+    results = {
+        m.get("tool_call_id"): m.get("content")
+        for m in traj
+        if isinstance(m, dict) and m.get("role") == "tool"
+    }
+    found = []
+    for message in traj:
+        if not isinstance(message, dict):
+            continue
+        for call in message.get("tool_calls") or []:
+            function = call.get("function") if isinstance(call, dict) else None
+            if not isinstance(function, dict):
+                continue
+            arguments = function.get("arguments")
+            if isinstance(arguments, str):
+                with contextlib.suppress(json.JSONDecodeError):
+                    arguments = json.loads(arguments)
+            result = results.get(call.get("id"))
+            found.append(
+                {
+                    "toolName": function.get("name"),
+                    "arguments": arguments,
+                    "success": None
+                    if result is None
+                    else not str(result).lstrip().startswith("Error"),
+                }
+            )
+    return found
+
+
 def is_taubench_trajectory(obj: Any) -> bool:
     return isinstance(obj, dict) and isinstance(obj.get("traj"), list) and "task_id" in obj
 
@@ -145,6 +257,8 @@ def taubench_row(obj: dict[str, Any], domain: str) -> dict[str, Any]:
     return {
         "rowId": f"{domain}-{obj.get('task_id')}-t{obj.get('trial', 0)}",
         "traj": obj["traj"],
+        "trace": {"toolInvocations": _invocations(obj["traj"])},
+        "expected": taubench_checks(domain, task),
         "referenceOutput": {
             "expectedActions": [
                 {"name": a.get("name"), "arguments": a.get("kwargs")}

@@ -30,6 +30,7 @@ from rubric_engine.report.outcome import (
 from rubric_engine.report.slices import slice_report
 from rubric_engine.results import RequirementStatus, RowResult, RowStatus
 from rubric_engine.rubric.model import EvalRubric
+from rubric_engine.rules.report import diagnosis_report
 
 __all__ = ["VERDICTS", "RowFacts", "RowUsage", "build_report", "default_pass_score", "row_verdict"]
 
@@ -106,7 +107,10 @@ def build_report(
 
     Returns:
         ``{task, totals, redFlags, intents, requirements, [slices], issueClusters, lowestRows,
-        judgeErrors, warnings, agent, usage}`` — see README "Reports".
+        judgeErrors, warnings, agent, usage}`` — see README "Reports" — plus ``rules`` (seed
+        001's report, :mod:`rubric_engine.rules.report`) when rows carry rule checks, and
+        ``totals.checked`` when rows were decided by rules alone (``--judge none``: status
+        CHECKED, no score; they count in ``redFlags``, ``requirements`` and the pass rate).
 
     Raises:
         ConfigurationError: ``pass_score`` outside the scale, or a ``by`` name that is neither
@@ -140,6 +144,7 @@ def build_report(
 
     scored = [r for r in results if r.status is RowStatus.SCORED]
     errors = [r for r in results if r.status is RowStatus.JUDGE_ERROR]
+    checked = [r for r in results if r.status is RowStatus.CHECKED]
     finals = [r.final_score for r in scored if r.final_score is not None]
     verdicts = Counter(row_verdict(r, threshold) for r in results)
     durations = [f.duration_ms for f in facts if f.duration_ms is not None]
@@ -155,7 +160,7 @@ def build_report(
             "rowsWithRedFlags": sum(1 for r in scored if r.red_flag_types),
             "passScore": threshold,
             "passedRows": verdicts["PASS"],
-            "passRate": ratio(verdicts["PASS"], len(scored)),
+            "passRate": ratio(verdicts["PASS"], len(scored) + len(checked)),
             "scoreDistribution": {
                 str(s): finals.count(s)
                 for s in range(rubric.score_scale.min, rubric.score_scale.max + 1)
@@ -165,9 +170,9 @@ def build_report(
                 sorted(Counter(str(r.error.kind) for r in errors if r.error).items())
             ),
         },
-        "redFlags": _red_flags(rubric, scored),
+        "redFlags": _red_flags(rubric, scored + checked),
         "intents": _intents(rubric, scored, threshold),
-        "requirements": _requirements(rubric, scored),
+        "requirements": _requirements(rubric, scored + checked),
     }
     if by:
         report["slices"] = [
@@ -203,6 +208,11 @@ def build_report(
             "latencyMsP95": _p95(latencies),
         },
     }
+    if checked:  # --judge none: rows decided by rule checks alone (SPEC §7)
+        report["totals"]["checked"] = len(checked)
+    rules = diagnosis_report(results)
+    if rules is not None:  # seed 001's DiagnosisEvalReport over the rows' rule checks
+        report["rules"] = rules
     return report
 
 

@@ -10,9 +10,12 @@ from rich.table import Table
 
 LEAST_FOLLOWED = 8
 TOP_CLUSTERS = 3
+FAILED_CASES = 15
 
 
 def _judge_line(task: dict[str, Any]) -> str:
+    if task["judgeMode"] == "none":
+        return "no judge (rule checks only)"
     line = f"judge {task['model']} ({task['judgeMode']}"
     cassettes = task.get("cassettes")
     if cassettes:
@@ -33,8 +36,10 @@ def print_summary(report: dict[str, Any], console: Console) -> None:
         f"rows {totals['rows']} · scored {totals['scored']} · JUDGE_ERROR "
         f"{totals['judgeErrors']} · mean score "
         f"{'–' if mean is None else f'{mean:.2f}'} · capped {totals['cappedRows']}"
+        + (f" · checked by rules only {totals['checked']}" if totals.get("checked") else "")
     )
-    if totals["passRate"] is not None:
+    # a --judge none task has no scored rows: its rule-check line below gives the pass rate
+    if totals["passRate"] is not None and totals["scored"]:
         console.print(
             f"pass rate {totals['passRate'] * 100:.1f}% ({totals['passedRows']} of "
             f"{totals['scored']} scored rows: no red flag and score ≥ {totals['passScore']})"
@@ -48,6 +53,8 @@ def print_summary(report: dict[str, Any], console: Console) -> None:
             + f"; first ({first['rowId']}): {first['message']}",
             markup=True,
         )
+    if "rules" in report:
+        _print_rules(report["rules"], console)
     flags = [f for f in report["redFlags"] if f["count"]]
     if flags:
         table = Table(title="Red flags", title_justify="left")
@@ -107,3 +114,25 @@ def print_summary(report: dict[str, Any], console: Console) -> None:
                 ", ".join(c["exampleRowIds"][:2]),
             )
         console.print(top)
+
+
+def _print_rules(rules: dict[str, Any], console: Console) -> None:
+    """Seed 001's summary: pass rate, verdicts, averages, then each failed case's checks."""
+    verdicts = ", ".join(f"{v} {n}" for v, n in rules["verdictDistribution"].items())
+    duration = rules["averageDurationMs"]
+    console.print(
+        f"rule checks: {rules['passedCases']}/{rules['totalCases']} cases passed "
+        f"(passRate {rules['passRate']:.2f}) · verdicts {verdicts} · avg tool calls "
+        f"{rules['averageToolCallCount']:.1f} · avg duration "
+        f"{'–' if duration is None else f'{duration:.0f} ms'}"
+    )
+    failed = [r for r in rules["results"] if not r["passed"]]
+    if failed:
+        table = Table(title="Failed cases", title_justify="left")
+        table.add_column("case")
+        table.add_column("failedChecks")
+        for r in failed[:FAILED_CASES]:
+            table.add_row(r["caseId"], "\n".join(r["failedChecks"]))
+        console.print(table)
+        if len(failed) > FAILED_CASES:
+            console.print(f"… and {len(failed) - FAILED_CASES} more in report.json (rules)")

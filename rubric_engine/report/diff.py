@@ -12,8 +12,9 @@ case is a row, matched by ``rowId``). The seed's rules, carried over to rubric s
   flag that appeared → REGRESSION; a requirement FOLLOWED → PARTIAL → VIOLATED, one step or two →
   REGRESSION (the reverse → IMPROVEMENT; to or from NOT_APPLICABLE → CHANGED); a row that became
   JUDGE_ERROR → REGRESSION; a row of the baseline that the current task has no result for (a
-  stopped or partial run) → REGRESSION; tool calls or duration up → REGRESSION; another intent, or
-  a row only in the current task → CHANGED.
+  stopped or partial run) → REGRESSION; tool calls or duration up → REGRESSION; an evidence tool
+  of a rule check no longer used, or fewer keywords matched → REGRESSION (the reverse →
+  IMPROVEMENT); another intent, or a row only in the current task → CHANGED.
 
 Tasks made with different rubrics (another version, or another pack) are compared on the
 requirement IDs both snapshots declare; the ``rubricComparison`` block says so and lists the
@@ -436,6 +437,7 @@ def _row_items(
                 rid,
             )
         )
+    items += _rule_items(base, cur)
     _numeric(
         items,
         "toolCalls",
@@ -454,6 +456,38 @@ def _row_items(
         cur_facts.duration_ms,
         False,
         up_only=True,
+        case_id=rid,
+    )
+    return items
+
+
+def _rule_items(base: RowResult, cur: RowResult) -> list[dict[str, Any]]:
+    """Seed 001 §6 on rule checks: an evidence tool lost, or fewer keywords matched."""
+    if base.rules is None or cur.rules is None:
+        return []
+    rid = cur.row_id
+    items: list[dict[str, Any]] = []
+    for tool, now in cur.rules.evidence_coverage.items():
+        was = base.rules.evidence_coverage.get(tool)
+        if was is not None and was != now:
+            items.append(
+                _item(
+                    IMPROVEMENT if now else REGRESSION,
+                    "case",
+                    f"evidenceCoverage.{tool}",
+                    was,
+                    now,
+                    f"{rid}: evidence tool {tool} {'now used' if now else 'no longer used'}",
+                    rid,
+                )
+            )
+    _numeric(
+        items,
+        "matchedKeywordCount",
+        "matched keywords",
+        base.rules.matched_keyword_count,
+        cur.rules.matched_keyword_count,
+        True,
         case_id=rid,
     )
     return items

@@ -34,7 +34,15 @@ def default_pass_score(rubric: EvalRubric) -> int:
 
 
 def row_verdict(result: RowResult, pass_score: int) -> str:
-    """``JUDGE_ERROR``, ``RED_FLAG``, ``PASS`` or ``FAIL`` (see the module docstring)."""
+    """``JUDGE_ERROR``, ``RED_FLAG``, ``PASS`` or ``FAIL`` (see the module docstring).
+
+    A CHECKED row (``--judge none``) has no score: it passes when its rule checks do
+    (``rules.passed``, seed 001 §3) and it has no red flag.
+    """
+    if result.status is RowStatus.CHECKED:
+        if result.red_flag_types:
+            return "RED_FLAG"
+        return "PASS" if result.rules is not None and result.rules.passed else "FAIL"
     if result.status is RowStatus.JUDGE_ERROR or result.final_score is None:
         return "JUDGE_ERROR"
     if result.red_flag_types:

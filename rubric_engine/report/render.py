@@ -110,6 +110,8 @@ def render_markdown(report: dict[str, Any]) -> str:
     for cut in report.get("slices", ()):
         out += _slice(cut)
     out += _clusters(report["issueClusters"])
+    if "rules" in report:
+        out += _rules_section(report["rules"])
     out += [
         "## Lowest-scoring rows",
         "",
@@ -207,6 +209,32 @@ def _clusters(clusters: list[dict[str, Any]]) -> list[str]:
             f"{', '.join(c['exampleRowIds'])} |"
         )
     return [*out, ""]
+
+
+def _rules_section(rules: dict[str, Any]) -> list[str]:
+    """Seed 001's report: pass rate, verdicts, and each failed case's failedChecks."""
+    verdicts = ", ".join(f"{v} {n}" for v, n in rules["verdictDistribution"].items())
+    out = [
+        "## Rule checks",
+        "",
+        f"- Cases: {rules['totalCases']} · passed {rules['passedCases']} "
+        f"({_pct(rules['passRate'])})",
+        f"- Verifier verdicts: {verdicts}",
+        f"- Average tool calls: {_fmt(rules['averageToolCallCount'])} · average duration: "
+        f"{_fmt(rules['averageDurationMs'], 1)} ms",
+        "",
+    ]
+    failed = [r for r in rules["results"] if not r["passed"]]
+    if failed:
+        out += ["| case | failed checks | evidence coverage |", "|---|---|---|"]
+        for r in failed:
+            coverage = ", ".join(
+                f"{tool} {'✓' if ok else '✗'}" for tool, ok in r["evidenceCoverage"].items()
+            )
+            checks = "<br>".join(_cell(c) for c in r["failedChecks"])
+            out.append(f"| {r['caseId']} | {checks} | {coverage or '–'} |")
+        out.append("")
+    return out
 
 
 def _cost(cost: float | None) -> str:

@@ -49,7 +49,8 @@ def rubric_problems(data: Any) -> list[FieldProblem]:
     Checks: unique requirement IDs across the whole pack; unique intent keys; unique red-flag
     types; ``critical`` ⇔ ``redFlagType``; a critical rule is observable; every
     ``redFlagType`` declared in ``redFlags``; ``category`` known; ``violationScore`` inside
-    ``scoreScale``; ``min < max``; at least one intent.
+    ``scoreScale``; a requirement with a ``check`` is observable; ``min < max``; at least
+    one intent.
 
     Args:
         data: the mapping loaded from a pack file; anything else yields one problem.
@@ -159,6 +160,14 @@ def _requirement_problems(
                 "a critical requirement must be observable: an "
                 "unobservable rule is always NOT_APPLICABLE, so its red line could never fire; "
                 "make it non-critical or observable",
+            )
+        )
+    if req.get("check") is not None and req.get("observableInData") is False:
+        problems.append(
+            (
+                f"{path}.observableInData",
+                "a requirement with a check is decided by that check from the row's data; "
+                "remove `observableInData: false` or the check",
             )
         )
     if isinstance(flag, str) and flag not in declared_flags:

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 from rubric_engine.errors import Problem, RubricError, format_loc
 from rubric_engine.rubric.checks import rubric_problems
 from rubric_engine.rubric.model import EvalRubric
+from rubric_engine.rules.model import check_error_message, check_model, strip_tags
 
 LineIndex = dict[tuple[str | int, ...], int]
 Found = tuple[int | None, str, str]  # line, field path, message
@@ -82,6 +83,10 @@ def _fields_at(model: type[BaseModel], loc: tuple[str | int, ...]) -> list[str]:
     for part in loc:
         if isinstance(part, int):
             continue
+        tagged = check_model(part)
+        if tagged is not None:  # pydantic's discriminated-union tag: the check's own model
+            current = tagged
+            continue
         fields = {(f.alias or n): f for n, f in current.model_fields.items()}
         field = fields.get(part)
         if field is None:
@@ -102,14 +107,31 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
+def _check_owner(data: Any, loc: tuple[str | int, ...]) -> str:
+    """``requirement <ID>: `` for an error inside a requirement's ``check``, else ``""``."""
+    if "check" not in loc:
+        return ""
+    node = data
+    for part in loc[: loc.index("check")]:
+        try:
+            node = node[part]
+        except (KeyError, IndexError, TypeError):
+            return ""
+    rid = node.get("id") if isinstance(node, dict) else None
+    return f"requirement {rid}: " if isinstance(rid, str) else ""
+
+
 def _validation_problems(
-    error: ValidationError, source: str, lines: LineIndex
+    error: ValidationError, source: str, lines: LineIndex, data: Any = None
 ) -> list[tuple[int | None, str, str]]:
     found = []
     for err in error.errors():
-        loc = tuple(err["loc"])
-        if err["type"] == "extra_forbidden":
-            valid = _fields_at(EvalRubric, loc[:-1])
+        tagged_loc = tuple(err["loc"])
+        loc = strip_tags(tagged_loc)
+        if check_error_message(err):
+            message = str(check_error_message(err))
+        elif err["type"] == "extra_forbidden":
+            valid = _fields_at(EvalRubric, tagged_loc[:-1])
             message = f"unknown field {loc[-1]!r}; valid fields here: {', '.join(valid)}"
         elif err["type"] == "missing":
             message = "required field is missing"
@@ -125,6 +147,7 @@ def _validation_problems(
                 and loc[-1] in ("id", "key", "type")
             ):
                 message += " (IDs and types are UPPER_SNAKE_CASE; a pack key is lower_snake_case)"
+        message = _check_owner(data, loc) + message
         found.append((_line_for(loc, lines), format_loc(loc), message))
     return found
 
@@ -163,7 +186,7 @@ def parse_rubric(
     try:
         rubric = EvalRubric.model_validate(data)
     except ValidationError as exc:
-        found.extend(_validation_problems(exc, source, lines))
+        found.extend(_validation_problems(exc, source, lines, data))
     for path, message in rubric_problems(data):
         loc = tuple(int(p) if p.isdigit() else p for p in _split_path(path))
         found.append((_line_for(loc, lines), path, message))

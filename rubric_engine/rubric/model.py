@@ -17,8 +17,19 @@ from enum import StrEnum
 from functools import cached_property
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    StrictBool,
+    StrictInt,
+    field_validator,
+    model_serializer,
+)
 from pydantic.alias_generators import to_camel
+
+from rubric_engine.rules.model import Check
 
 ID_PATTERN = r"^[A-Z][A-Z0-9_]*$"
 KEY_PATTERN = r"^[a-z][a-z0-9_\-]*$"
@@ -78,6 +89,9 @@ class HardRequirement(CamelModel):
             it is always NOT_APPLICABLE and never enters a denominator (seed 003 §六).
         violation_score: when VIOLATED, the final score is at most this (seed 003 §八).
         source: where the rule comes from in the expert document, for audits.
+        check: an optional deterministic check (SPEC §7, :mod:`rubric_engine.rules.model`)
+            that decides this requirement without the judge; its result overrides the
+            judge's and is recorded with source ``rule``.
     """
 
     id: str = Field(pattern=ID_PATTERN)
@@ -88,6 +102,15 @@ class HardRequirement(CamelModel):
     observable_in_data: StrictBool = True
     violation_score: StrictInt | None = None
     source: str | None = None
+    check: Check | None = None
+
+    @model_serializer(mode="wrap")
+    def _omit_absent_check(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # a requirement without a check dumps (and hashes) exactly as before checks existed
+        data: dict[str, Any] = handler(self)
+        if self.check is None:
+            data.pop("check", None)
+        return data
 
 
 class RubricIntent(CamelModel):
