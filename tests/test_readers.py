@@ -325,3 +325,35 @@ def test_csv_rows_may_carry_rule_checks_and_a_trace_as_json_columns(tmp_path: Pa
     assert [c.type for c in rows[0].expected] == ["must_contain"]
     assert rows[0].trace == {"totalDurationMs": 1200}
     assert rows[1].expected == () and rows[1].trace is None
+
+
+def test_csv_rows_with_too_few_or_too_many_fields_say_so(tmp_path: Path) -> None:
+    path = tmp_path / "rows.csv"
+    path.write_text('rowId,question,answer\nr0,hi\nr1,"a, b",ok,extra\nr2,q,a\n', "utf-8")
+    with pytest.raises(DatasetError) as info:
+        DialogueSource(path).validate()
+    text = str(info.value)
+    assert f"{path}:2: the row has fewer fields than the header (no value for answer)" in text
+    assert f"{path}:3: the row has more fields than the header" in text
+
+
+def test_a_broken_json_array_gets_the_json_hint_not_the_jsonl_one(tmp_path: Path) -> None:
+    path = tmp_path / "rows.json"
+    path.write_text('[{"rowId": "a", "messages": [\n', "utf-8")
+    with pytest.raises(DatasetError) as info:
+        DialogueSource(path).validate()
+    assert "must be one JSON array of rows" in str(info.value)
+    assert "each line must be one JSON object" not in str(info.value)
+
+
+def test_row_ids_are_trimmed_and_blank_ones_get_the_line_id(tmp_path: Path) -> None:
+    path = tmp_path / "rows.jsonl"
+    turns = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    path.write_text(
+        "\n".join(json.dumps({"rowId": rid, "messages": turns}) for rid in ("  r1  ", "  ", 7))
+        + "\n",
+        "utf-8",
+    )
+    source = DialogueSource(path)
+    source.validate()
+    assert [row.row_id for row in source] == ["r1", "rows-2", "7"]

@@ -61,6 +61,17 @@ _EXPECTED = {
 
 
 def _csv_object(record: dict[str, str]) -> dict[str, Any]:
+    short = [k for k, v in record.items() if k is not None and v is None]
+    if short:
+        raise RowShapeError(
+            "",
+            f"the row has fewer fields than the header (no value for {', '.join(short)}); "
+            "quote fields that contain commas or line breaks",
+        )
+    if None in record:
+        raise RowShapeError(
+            "", "the row has more fields than the header; quote fields that contain commas"
+        )
     obj: dict[str, Any] = {k: v for k, v in record.items() if k is not None}
     for key in ("expected", "trace"):  # JSON columns: rule checks and the run's trace
         if isinstance(obj.get(key), str) and obj[key].strip():
@@ -227,8 +238,14 @@ class DialogueSource:
                         Problem(
                             where,
                             "",
-                            f"not valid JSON ({obj.msg} at column "
-                            f"{obj.colno}); each line must be one JSON object",
+                            f"not valid JSON ({obj.msg} at line {obj.lineno} column "
+                            f"{obj.colno}); "
+                            + (
+                                "each line must be one JSON object"
+                                if self._resolved_format() == "jsonl"
+                                else "the file must be one JSON array of rows (or a tau2 "
+                                "results file); for one row per line use .jsonl"
+                            ),
                         )
                     ],
                 )
@@ -256,7 +273,7 @@ class DialogueSource:
                 rowId; lists up to :data:`MAX_PROBLEMS` problems with their lines.
         """
         if not self.path.is_file():
-            what = "a folder, not a file" if self.path.is_dir() else "not found"
+            what = "is a folder, not a file" if self.path.is_dir() else "not found"
             raise DatasetError(
                 f"{self.path}: input file {what}; pass .jsonl, .json or .csv dialogue files"
             )

@@ -256,7 +256,11 @@ def row_from_object(obj: Any, default_id: str) -> DialogueRow:
             f"context holds (limit {MAX_ROW_CHARS:,}); trim the "
             "dialogue or split it",
         )
-    row_id = next((obj[k] for k in ID_KEYS if obj.get(k) not in (None, "")), default_id)
+    row_id = next(
+        (obj[k] for k in ID_KEYS if obj.get(k) is not None and str(obj[k]).strip()), default_id
+    )
+    if isinstance(row_id, str):
+        row_id = row_id.strip()
     if not isinstance(row_id, str | int):
         raise RowShapeError("rowId", f"must be a string or a number, not {type(row_id).__name__}")
     if "metadata" in obj and not isinstance(obj["metadata"], dict | None):
