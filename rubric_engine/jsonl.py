@@ -26,8 +26,16 @@ def read_jsonl(
     Raises:
         error: a line is not JSON, as ``error("<path>:<line>: not valid JSON (…)")``.
     """
-    with path.open(encoding="utf-8") as handle:
-        for n, line in enumerate(handle, start=1):
+    with path.open("rb") as handle:
+        for n, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8-sig" if n == 1 else "utf-8")
+            except UnicodeDecodeError as exc:
+                message = f"{path}:{n}: not UTF-8 text (byte {exc.start}); save the file as UTF-8"
+                if problems is None:
+                    raise error(message) from exc
+                problems.append(message)
+                continue
             if not line.strip():
                 continue
             try:

@@ -301,3 +301,11 @@ def test_a_half_written_cassette_line_is_skipped_and_cut_before_the_next_write(
     assert code == 4 and "1 row(s) had no cassette entry" in out  # only the torn row
     CassetteWriter(target)  # a record run reopening the file
     assert target.read_text("utf-8") == "".join(lines[:-1])
+
+
+def test_a_cassette_line_that_is_not_utf8_is_named(tmp_path: Path) -> None:
+    folder = tmp_path / "cassettes" / "x"
+    folder.mkdir(parents=True)
+    (folder / "c.jsonl").write_bytes(b'\xff\xfe{"a": 1}\n')
+    code, out = run("cassette", "check", tmp_path / "cassettes")
+    assert code == 2 and "c.jsonl:1: not UTF-8 text (byte 0)" in out
