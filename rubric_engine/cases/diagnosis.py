@@ -47,10 +47,10 @@ class DiagnosisCase(BaseModel):
     title: str | None = None
     question: str = ""
     trace_fixture: str = Field(min_length=1)
-    expected_root_cause_keywords: tuple[str, ...] = ()
+    expected_root_cause_keywords: tuple[str, ...] | None = Field(default=None, min_length=1)
     min_keyword_matches: StrictInt | None = Field(default=None, ge=1)
-    required_evidence_tools: tuple[str, ...] = ()
-    allowed_verdicts: tuple[str, ...] = ()
+    required_evidence_tools: tuple[str, ...] | None = Field(default=None, min_length=1)
+    allowed_verdicts: tuple[str, ...] | None = Field(default=None, min_length=1)
     forbidden_answer_keywords: tuple[str, ...] = ()
     expected: tuple[Any, ...] = ()
     metadata: dict[str, Any] = Field(default_factory=dict)

@@ -28,6 +28,7 @@ error naming the valid ones. Pure.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from rubric_engine.cases.run import run_fields
@@ -73,8 +74,17 @@ def _tool_call(raw: Any, field: str) -> dict[str, Any]:
             "must_appear: false is a forbidden tool; list it under tool_calls_must_not instead",
         )
     call: dict[str, Any] = {"tool": raw["tool"]}
-    if raw.get("params_must_include"):
-        call["valuesInclude"] = list(raw["params_must_include"])
+    values = raw.get("params_must_include")
+    if values is not None and not (
+        isinstance(values, list) and all(isinstance(v, str | int | float) for v in values)
+    ):
+        raise RowShapeError(
+            f"{field}.params_must_include",
+            f'must be a list of values the call\'s arguments contain, e.g. ["P-OPD-001"]; got '
+            f"{type(values).__name__} {json.dumps(values, ensure_ascii=False)[:80]}",
+        )
+    if values:
+        call["valuesInclude"] = list(values)
     return call
 
 

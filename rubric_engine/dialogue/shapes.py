@@ -32,6 +32,7 @@ from rubric_engine.cases.seed004 import is_seed004, seed004_row
 from rubric_engine.dialogue.errors import RowShapeError
 from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.dialogue.otel import otel_attributes, otel_message, otel_row
+from rubric_engine.rules.evidence import trace_problems
 
 __all__ = ["RowShapeError", "row_from_object"]
 
@@ -272,6 +273,8 @@ def row_from_object(obj: Any, default_id: str) -> DialogueRow:
     for key, value in obj.items():
         if key not in _ROW_KEYS:
             metadata.setdefault(key, value)
+    for field, message in trace_problems(obj.get("trace"))[:1]:
+        raise RowShapeError(field, message)
     return DialogueRow.model_validate(
         {
             "row_id": str(row_id),

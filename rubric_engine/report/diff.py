@@ -248,11 +248,21 @@ def _aggregate_items(
         ("durationMsMean", "mean agent duration (ms)"),
     ):
         _numeric(items, key, label, b["agent"][key], c["agent"][key], False, up_only=True)
+    # seed 001 §6: a change in the verifier's verdict distribution is recorded for a person
+    b_rules, c_rules = b.get("rules") or {}, c.get("rules") or {}
     for metric, base, cur, label in (
         ("verdictDistribution", bt["verdictDistribution"], ct["verdictDistribution"], "verdicts"),
+        (
+            "rules.verdictDistribution",
+            b_rules.get("verdictDistribution"),
+            c_rules.get("verdictDistribution"),
+            "verifier verdicts",
+        ),
         ("scoreDistribution", bt["scoreDistribution"], ct["scoreDistribution"], "scores"),
         ("warnings", b["warnings"], c["warnings"], "protocol warnings"),
     ):
+        if base is None or cur is None:
+            continue
         if base != cur:
             items.append(
                 _item(
@@ -490,4 +500,16 @@ def _rule_items(base: RowResult, cur: RowResult) -> list[dict[str, Any]]:
         True,
         case_id=rid,
     )
+    if base.rules.verdict != cur.rules.verdict:
+        items.append(
+            _item(
+                CHANGED,
+                "case",
+                "verdict",
+                base.rules.verdict,
+                cur.rules.verdict,
+                f"{rid}: verifier verdict {base.rules.verdict} → {cur.rules.verdict}",
+                rid,
+            )
+        )
     return items

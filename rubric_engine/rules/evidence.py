@@ -78,14 +78,68 @@ def _get(obj: Any, *names: str) -> Any:
     return None
 
 
+def _int(value: float | None) -> int | None:
+    return None if value is None else int(value)
+
+
 def _first(*values: Any) -> Any:
     return next((v for v in values if v is not None), None)
 
 
 def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    """A number, or a string holding one (``"6000"``); anything else is absent (see
+    :func:`trace_problems`, which refuses such values when the row is read)."""
+    if isinstance(value, bool):
         return None
-    return float(value)
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            return None
+    return None
+
+
+_NUMBER_FIELDS = (
+    ("totalDurationMs", "durationMs", "total_duration_ms", "duration_ms"),
+    ("totalCostUsd", "costUsd", "total_cost_usd", "cost_usd"),
+)
+
+
+def trace_problems(trace: Any) -> list[tuple[str, str]]:
+    """``(field, message)`` for trace values a check would misread, so that a malformed trace
+    fails when the row is read instead of making a limit check pass silently."""
+    if not isinstance(trace, dict):
+        return []
+    problems: list[tuple[str, str]] = []
+    session = _get(trace, "session")
+    for where, obj in (("trace", trace), ("trace.session", session)):
+        if not isinstance(obj, dict):
+            continue
+        for names in _NUMBER_FIELDS:
+            for name in names:
+                value = obj.get(name)
+                if value is not None and _number(value) is None:
+                    problems.append(
+                        (f"{where}.{name}", f"must be a number, not {json.dumps(value)[:40]}")
+                    )
+    steps = _get(trace, "steps", "stepCount", "step_count")
+    if steps is not None and not isinstance(steps, list) and _number(steps) is None:
+        problems.append(("trace.steps", f"must be a count or a list, not {json.dumps(steps)[:40]}"))
+    invocations = _get(trace, "toolInvocations", "tool_invocations", "tool_calls", "toolCalls")
+    if invocations is not None and not isinstance(invocations, list):
+        problems.append(("trace.toolInvocations", "must be a list of tool calls"))
+    for i, item in enumerate(invocations if isinstance(invocations, list) else []):
+        if not isinstance(_get(item, "toolName", "tool_name", "name", "tool"), str):
+            problems.append(
+                (
+                    f"trace.toolInvocations[{i}]",
+                    "each tool call is an object with a toolName (or name/tool) string, not "
+                    f"{json.dumps(item, ensure_ascii=False)[:60]}",
+                )
+            )
+    return problems
 
 
 def _arguments(raw: Any) -> Any:
@@ -191,7 +245,7 @@ def evidence_from_row(row: DialogueRow, parsing: OutputParsing | None = None) ->
             )
         ),
         cost_usd=_number(_get(trace, "totalCostUsd", "costUsd", "total_cost_usd", "cost_usd")),
-        steps=len(steps) if isinstance(steps, list) else steps if isinstance(steps, int) else None,
+        steps=len(steps) if isinstance(steps, list) else _int(_number(steps)),
         retrieved_doc_ids=_doc_ids(_get(trace, "retrievedDocs", "retrieved_docs")),
         structured_output=_get(trace, "structuredOutput", "structured_output"),
         final_state=_get(trace, "finalState", "final_state"),

@@ -240,7 +240,7 @@ class PrivacyCheck(_CheckBase):
     """The answer holds no phone number, ID number or email the user did not give (seed 000)."""
 
     type: Literal["privacy"]
-    kinds: tuple[PrivacyKind, ...] = ("phone", "id_number", "email")
+    kinds: tuple[PrivacyKind, ...] = Field(default=("phone", "id_number", "email"), min_length=1)
     scope: Scope = "assistant"
 
 

@@ -221,6 +221,8 @@ def rules_only_rubric() -> EvalRubric:
             "intents": [
                 {"key": "RULES_ONLY", "name": "Rule checks only", "triggerHints": "every row"}
             ],
+            # the user never saw <think> sections (SPEC §6): checks must not read them either
+            "outputParsing": {"thinkingMarkers": True},
         },
         source="<rules only>",
     )
