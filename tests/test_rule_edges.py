@@ -129,3 +129,26 @@ def test_a_verifier_verdict_change_is_recorded_by_diff(tmp_path: Path) -> None:
     metrics = {(i["scope"], i["metric"], i["type"]) for i in diff["items"]}
     assert ("case", "verdict", "CHANGED") in metrics
     assert ("aggregate", "rules.verdictDistribution", "CHANGED") in metrics
+
+
+def test_tool_sequence_failures_say_what_is_missing(tmp_path: Path) -> None:
+    row = {
+        "rowId": "t",
+        "messages": TURNS,
+        "trace": {"toolInvocations": [{"toolName": "order_lookup", "arguments": {"id": "A"}}]},
+        "expected": [
+            {
+                "type": "tool_sequence",
+                "mode": "subset",
+                "calls": [{"tool": "order_lookup"}, {"tool": "order_lookup"}],
+            },
+            {
+                "type": "tool_sequence",
+                "mode": "subset",
+                "calls": [{"tool": "order_lookup", "valuesInclude": ["C"]}],
+            },
+        ],
+    }
+    failed = results(rules_only(tmp_path, rows(tmp_path, row)))["t"]["failedChecks"]
+    assert "2 expected call(s) need distinct calls" in failed[0]
+    assert 'no call matches: order_lookup() with values ["C"]' in failed[1]

@@ -154,7 +154,12 @@ def call_matches(expected: ExpectedCall, actual: ToolUse) -> bool:
 
 def _describe(call: ExpectedCall) -> str:
     args = "" if call.arguments is None else json.dumps(call.arguments, ensure_ascii=False)
-    return f"{call.tool}({args[:120]})"
+    values = (
+        f" with values {json.dumps(list(call.values_include), ensure_ascii=False)[:120]}"
+        if call.values_include
+        else ""
+    )
+    return f"{call.tool}({args[:120]}){values}"
 
 
 def _assign(expected: Sequence[ExpectedCall], actual: Sequence[ToolUse]) -> list[int] | None:
@@ -219,6 +224,11 @@ def _tool_sequence(check: ToolSequence, ev: Evidence) -> CheckOutcome:
         detail += f"; no call matches: {'; '.join(missing)}"
     elif check.mode != "subset" and len(actual) != len(expected):
         detail += f"; expected {len(expected)} call(s), found {len(actual)}"
+    elif _assign(expected, actual) is None:
+        detail += (
+            f"; {len(expected)} expected call(s) need distinct calls, but fewer of the calls "
+            "match them"
+        )
     else:
         detail += "; the calls are in another order"
     return CheckOutcome(S.VIOLATED, detail)
