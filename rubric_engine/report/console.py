@@ -124,7 +124,7 @@ def _print_rules(rules: dict[str, Any], console: Console) -> None:
         f"rule checks: {rules['passedCases']}/{rules['totalCases']} cases passed "
         f"(passRate {rules['passRate']:.2f}) · verdicts {verdicts} · avg tool calls "
         f"{rules['averageToolCallCount']:.1f} · avg duration "
-        f"{'–' if duration is None else f'{duration:.0f} ms'}"
+        f"{'–' if duration is None else f'{duration:.1f} ms'}"
     )
     failed = [r for r in rules["results"] if not r["passed"]]
     if failed:
