@@ -24,13 +24,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+import os
+import sys
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
 from rubric_engine.errors import CassetteError
-from rubric_engine.jsonl import read_jsonl
 
 FORMAT = "rubric-eval-cassette/1"
 Provenance = Literal["recorded", "authored"]
@@ -56,8 +58,44 @@ _MESSAGE_FIELDS = ("role", "content", "tool_calls", "function_call", "refusal")
 
 
 def _digest(value: Any) -> str:
-    text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(_dumps(value).encode("utf-8")).hexdigest()
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+@lru_cache(maxsize=64)
+def _small_digest(text: str) -> str:
+    """The digest of a short JSON text that repeats on every row (parameters, schema)."""
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@lru_cache(maxsize=16)
+def _after_first(role: str, content: str) -> hashlib._Hash:
+    """A SHA-256 already fed with ``[<first message>,``: a list's JSON up to its second item."""
+    first = _dumps({"role": role, "content": content})
+    return hashlib.sha256(("[" + first + ",").encode("utf-8"))
+
+
+def messages_digest(messages: Any) -> str:
+    """``_digest(messages)``, byte for byte, without re-encoding a repeated first message.
+
+    Every row of a task starts with the same long system message (rubric + schema), so the
+    hash state after it is kept, by its plain ``role``/``content`` pair, and copied. The
+    compact JSON of a list is ``[`` + its items' JSON joined by ``,`` + ``]``.
+    """
+    first = messages[0] if isinstance(messages, list) and len(messages) > 1 else None
+    if (
+        not isinstance(first, dict)
+        or first.keys() != {"role", "content"}
+        or not isinstance(first["role"], str)
+        or not isinstance(first["content"], str)
+    ):
+        return _digest(messages)
+    digest = _after_first(first["role"], first["content"]).copy()
+    digest.update((",".join(_dumps(m) for m in messages[1:]) + "]").encode("utf-8"))
+    return "sha256:" + digest.hexdigest()
 
 
 def key_parts(request: dict[str, Any], rubric_hash: str, prompt_hash: str) -> dict[str, str]:
@@ -66,9 +104,9 @@ def key_parts(request: dict[str, Any], rubric_hash: str, prompt_hash: str) -> di
     schema = {k: params.pop(k) for k in ("response_format", "tools", "tool_choice") if k in params}
     return {
         "model": str(request.get("model")),
-        "paramsHash": _digest(params),
-        "schemaHash": _digest(schema),
-        "messagesHash": _digest(request.get("messages")),
+        "paramsHash": _small_digest(_dumps(params)),
+        "schemaHash": _small_digest(_dumps(schema)),
+        "messagesHash": messages_digest(request.get("messages")),
         "rubricHash": rubric_hash,
         "promptHash": prompt_hash,
     }
@@ -174,40 +212,73 @@ def read_entries(
     Raises:
         CassetteError: a line is not JSON, not an entry, or lacks provenance.
     """
-    for n, obj in read_jsonl(path, CassetteError, problems, torn):
-        try:
-            yield _entry_from(obj, f"{path}:{n}")
-        except CassetteError as exc:
-            if problems is None:
-                raise
-            problems.append(str(exc))
+    for _, entry in _entries_at(path, problems, torn):
+        yield entry
 
 
 @dataclass
 class CassetteIndex:
-    """Every entry under a folder, by key (a later duplicate replaces an earlier one)."""
+    """Every entry under a folder, by key (a later duplicate replaces an earlier one).
+
+    Only where each entry starts is kept (file and byte offset, plus its rowId and provenance
+    kind); :meth:`get` reads the entry back when a request asks for it. So a cassette of any
+    size costs a few hundred bytes per entry in memory, not its responses.
+    """
 
     root: Path
-    by_key: dict[str, CassetteEntry] = field(default_factory=dict)
-    by_row: dict[str, list[CassetteEntry]] = field(default_factory=dict)
+    files: list[Path] = field(default_factory=list)
     replaced: int = 0  # entries superseded by a later one with the same key
     torn: list[str] = field(default_factory=list)  # half-written last lines, skipped
+    # key -> (file number, byte offset, byte length, line number)
+    _where: dict[str, tuple[int, int, int, int]] = field(default_factory=dict)
+    _kinds: dict[str, str] = field(default_factory=dict)  # key -> provenance kind
+    _rows: dict[str, list[str]] = field(default_factory=dict)  # rowId -> keys, file order
 
     @classmethod
     def load(cls, root: Path, problems: list[str] | None = None) -> CassetteIndex:
-        """Read ``root/**/*.jsonl``; ``problems`` collects bad lines instead of raising."""
+        """Read ``root/**/*.jsonl``; ``problems`` collects bad lines instead of raising.
+
+        Raises:
+            CassetteError: a line is not JSON, not an entry, or lacks provenance.
+        """
         index = cls(root=root)
         for path in sorted(root.rglob("*.jsonl")):
-            for entry in read_entries(path, problems, index.torn):
-                if entry.key in index.by_key:
+            index.files.append(path)
+            for (offset, length, line), entry in _entries_at(path, problems, index.torn):
+                if entry.key in index._where:
                     index.replaced += 1
-                index.by_key[entry.key] = entry
-                index.by_row.setdefault(entry.row_id, []).append(entry)
+                index._where[entry.key] = (len(index.files) - 1, offset, length, line)
+                index._kinds[entry.key] = sys.intern(str(entry.provenance["kind"]))
+                index._rows.setdefault(entry.row_id, []).append(entry.key)
         return index
+
+    def __len__(self) -> int:
+        return len(self._where)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._where
+
+    def get(self, key: str) -> CassetteEntry | None:
+        """The entry stored under ``key``, read from its file, or ``None``."""
+        found = self._where.get(key)
+        if found is None:
+            return None
+        number, offset, length, line = found
+        path = self.files[number]
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            raw = os.pread(fd, length, offset)
+        finally:
+            os.close(fd)
+        return _entry_from(json.loads(raw.decode("utf-8-sig")), f"{path}:{line}")
+
+    def kind(self, key: str | None) -> str | None:
+        """The provenance kind (``recorded`` / ``authored``) of the entry under ``key``."""
+        return self._kinds.get(key) if key is not None else None
 
     def explain_miss(self, row_id: str, parts: dict[str, str]) -> str:
         """Say which key part differs from the nearest entry recorded for the same row."""
-        candidates = self.by_row.get(row_id, [])
+        candidates = [e for e in map(self.get, self._rows.get(row_id, [])) if e is not None]
         if not candidates:
             return f"no entry for row {row_id!r} under {self.root}"
         best = min(candidates, key=lambda e: sum(e.key_parts.get(k) != v for k, v in parts.items()))
@@ -227,10 +298,44 @@ class CassetteIndex:
 
     def provenance_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
-        for entry in self.by_key.values():
-            kind = entry.provenance["kind"]
+        for kind in self._kinds.values():
             counts[kind] = counts.get(kind, 0) + 1
         return counts
+
+
+def _entries_at(
+    path: Path, problems: list[str] | None, torn: list[str] | None = None
+) -> Iterator[tuple[tuple[int, int, int], CassetteEntry]]:
+    """``((byte offset, byte length, line number), entry)`` per non-blank line of a file.
+
+    Errors as :func:`~rubric_engine.jsonl.read_jsonl` reports them: a line that is not UTF-8
+    or not JSON, or not an entry; with ``torn``, a last line with no newline that is not JSON
+    (a killed writer's half record) is named there and skipped.
+    """
+    offset = 0
+    with path.open("rb") as handle:
+        for n, raw in enumerate(handle, start=1):
+            start, offset = offset, offset + len(raw)
+            if not raw.strip():
+                continue
+            where = f"{path}:{n}"
+            try:
+                try:
+                    obj = json.loads(raw.decode("utf-8-sig" if n == 1 else "utf-8"))
+                except UnicodeDecodeError as exc:
+                    raise CassetteError(
+                        f"{where}: not UTF-8 text (byte {exc.start}); save the file as UTF-8"
+                    ) from exc
+                except json.JSONDecodeError as exc:
+                    if torn is not None and not raw.endswith(b"\n"):
+                        torn.append(where)
+                        continue
+                    raise CassetteError(f"{where}: not valid JSON ({exc.msg})") from exc
+                yield (start, len(raw), n), _entry_from(obj, where)
+            except CassetteError as exc:
+                if problems is None:
+                    raise
+                problems.append(str(exc))
 
 
 class CassetteWriter:

@@ -601,15 +601,8 @@ class _Run:
         extra: dict[str, Any] = {"stopReason": stopped}
         backend = self.backend
         if isinstance(backend, ReplayBackend):
-            extra["cassettes"] = dict(
-                sorted(
-                    Counter(
-                        backend.index.by_key[s.cassette_key].provenance["kind"]
-                        for s in store.rows(task_id)
-                        if s.cassette_key in backend.index.by_key
-                    ).items()
-                )
-            )
+            kinds = map(backend.index.kind, store.cassette_keys(task_id))
+            extra["cassettes"] = dict(sorted(Counter(k for k in kinds if k).items()))
         elif backend is not None:
             extra["concurrency"] = backend.limiter.stats()
         return extra

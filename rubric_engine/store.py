@@ -174,6 +174,10 @@ class TaskStore:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, timeout=30)
             self._db.execute("PRAGMA journal_mode=WAL")
+            # WAL + NORMAL: a committed row survives a crash of rubric-eval; only an OS crash
+            # or power loss can drop the last commits (the file stays consistent). FULL's fsync
+            # per commit cost more than the rest of a replayed row.
+            self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=ON")
             tables = {name for (name,) in self._db.execute("SELECT name FROM sqlite_master")}
             missing = sorted({"tasks", "rows"} - tables)
@@ -353,6 +357,13 @@ class TaskStore:
                 latency_ms=found[8],
                 cassette_key=found[9],
             )
+
+    def cassette_keys(self, task_id: str) -> Iterator[str | None]:
+        """The cassette key of each stored row of a task, in input order."""
+        for (key,) in self._db.execute(
+            "SELECT cassette_key FROM rows WHERE task_id=? ORDER BY seq", (task_id,)
+        ):
+            yield key
 
     def results(
         self, task_id: str

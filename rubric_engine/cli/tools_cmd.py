@@ -63,7 +63,7 @@ def cassette_check(
         if index.torn:
             replaced += f" (half-written last line skipped: {', '.join(index.torn)})"
         typer.echo(
-            f"{folder}: {len(index.by_key)} entries{replaced}; "
+            f"{folder}: {len(index)} entries{replaced}; "
             + (", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "empty")
         )
         if problems:

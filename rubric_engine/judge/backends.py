@@ -84,7 +84,7 @@ class ReplayBackend:
 
     async def complete(self, kwargs: dict[str, Any], call: CallContext) -> Any:
         key = call.keyed(kwargs)
-        entry = self.index.by_key.get(key)
+        entry = self.index.get(key)
         if entry is None:
             assert call.parts is not None
             raise CassetteMiss(
@@ -167,6 +167,7 @@ class LiveBackend:
         self.settings = settings
         self.limiter = limiter or AdaptiveLimit(64)
         self._litellm: Any = None
+        self._unpriced: set[str] = set()
 
     async def complete(self, kwargs: dict[str, Any], call: CallContext) -> Any:
         call.keyed(kwargs)
@@ -208,9 +209,23 @@ class LiveBackend:
         raise AssertionError("unreachable: tenacity re-raises the last error")
 
     def _cost(self, response: Any) -> float | None:
+        """The call's cost in USD as litellm priced it, or ``None`` for an unpriced model.
+
+        litellm prices every response as it returns it (``_hidden_params.response_cost``);
+        pricing it again cost more CPU than the rest of the call for a model litellm does not
+        know (it searches every pricing rule before giving up), so that is done only when
+        litellm left no price, and once per model that turns out to have none.
+        """
+        hidden = getattr(response, "_hidden_params", None) or {}
+        if hidden.get("response_cost") is not None:
+            return float(hidden["response_cost"])
+        model = str(getattr(response, "model", ""))
+        if model in self._unpriced:
+            return None
         try:
             return float(self._litellm.completion_cost(completion_response=response))
         except Exception:  # litellm raises many kinds for a model without a known price
+            self._unpriced.add(model)
             return None
 
     def finish(self, call: CallContext, outcome: JudgeOutcome) -> None:
