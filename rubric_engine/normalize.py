@@ -9,6 +9,7 @@ Pure and deterministic: the same snapshot, case requirements and verdict give th
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 
 from rubric_engine.results import (
     BasisEntry,
@@ -48,6 +49,12 @@ def _keep_applicable(
                 ProtocolWarning(code=WarningCode.CROSS_INTENT_REQUIREMENT, requirement_id=rid)
             )
     return kept
+
+
+@lru_cache(maxsize=4096)
+def _basis_entry(rid: str, status: RequirementStatus, source: BasisSource) -> BasisEntry:
+    """Entries are frozen values, so equal ones are shared instead of rebuilt per row."""
+    return BasisEntry(requirement_id=rid, status=status, source=source)
 
 
 def normalize_verdict(
@@ -143,10 +150,7 @@ def normalize_verdict(
         final_score=final_score,
         capped_by=capped_by,
         red_flag_types=tuple(sorted(flags, key=lambda t: (order.get(t, len(order)), t))),
-        reference_basis=tuple(
-            BasisEntry(requirement_id=r.id, status=status[r.id][0], source=status[r.id][1])
-            for r in applicable_list
-        ),
+        reference_basis=tuple(_basis_entry(r.id, *status[r.id]) for r in applicable_list),
         warnings=tuple(warnings),
         score_explanation=verdict.score_explanation,
         questions_check=str(verdict.questions_check),

@@ -51,7 +51,7 @@ class PromptTemplate:
     system_source: str
     user_source: str
 
-    @property
+    @cached_property
     def hash(self) -> str:
         digest = hashlib.sha256()
         for text in (self.system_source, self.user_source):

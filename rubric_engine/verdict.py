@@ -67,6 +67,7 @@ _INVISIBLE = re.compile(
     r"[\u0000-\u001f\u007f-\u009f\u200b-\u200f\u2028-\u202f\u2060-\u206f\ufeff]"
 )
 _INTEGER = re.compile(r"^[+-]?\d+$")
+_camel = lru_cache(maxsize=64)(to_camel)  # pydantic's is a few regexes per call
 
 
 class QuestionsCheck(StrEnum):
@@ -77,6 +78,7 @@ class QuestionsCheck(StrEnum):
     HAS_ISSUES = "HAS_ISSUES"
 
 
+@lru_cache(maxsize=4096)  # the same IDs and keys come back in row after row
 def clean_token(value: str) -> str:
     """Trim, drop invisible/control characters, NFKC-normalise. Case is kept."""
     return _INVISIBLE.sub("", unicodedata.normalize("NFKC", value)).strip()
@@ -237,14 +239,14 @@ class VerdictBase(BaseModel):
         extra = (info.context or {}).get("case_requirement_ids") or ()
         if extra:
             lookup = {**lookup, **canonical_lookup(extra)}
-        return _clean_list(value, lookup, "requirement ID", to_camel(str(info.field_name)))
+        return _clean_list(value, lookup, "requirement ID", _camel(str(info.field_name)))
 
     @field_validator("questions_check", mode="before")
     @classmethod
     def _check_questions(cls, value: Any) -> Any:
         if value is None:
             return QuestionsCheck.NOT_PRESENT
-        found = _match(value, canonical_lookup(QuestionsCheck))
+        found = _match(value, _QUESTIONS_CHECKS)
         if found is None:
             raise ValueError(
                 f"questionsCheck {value!r} is invalid; use one of {', '.join(QuestionsCheck)}"
@@ -260,6 +262,9 @@ class VerdictBase(BaseModel):
     @classmethod
     def _issues_list(cls, value: Any) -> Any:
         return [] if value is None else value
+
+
+_QUESTIONS_CHECKS = canonical_lookup(QuestionsCheck)
 
 
 def _enumerate_pack(schema: dict[str, Any], cls: Any) -> None:
