@@ -304,3 +304,29 @@ def test_a_key_quoted_back_by_the_provider_is_never_written(
     for path in tmp_path.rglob("*"):
         if path.is_file():
             assert SENTINEL.encode() not in path.read_bytes(), path
+
+
+def test_stub_latency_is_served_to_concurrent_clients_in_parallel() -> None:
+    """Throughput runs need the stub to wait out its latency per connection, not in a queue:
+    a single-threaded server would take the 16 requests in one by one, 1 s apart."""
+    import threading
+    import urllib.request
+
+    def ask(url: str, statuses: list[int]) -> None:
+        body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+        req = urllib.request.Request(url, data=body.encode(), method="POST")
+        req.add_header("Content-Type", "application/json")
+        with urllib.request.urlopen(req, timeout=30) as response:
+            statuses.append(response.status)
+
+    with StubServer(lambda body: StubReply(content="{}"), latency_s=1.0) as server:
+        statuses: list[int] = []
+        url = server.base_url + "/chat/completions"
+        threads = [threading.Thread(target=ask, args=(url, statuses)) for _ in range(16)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        arrivals = sorted(r["at"] for r in server.requests)
+    assert statuses == [200] * 16
+    assert arrivals[-1] - arrivals[0] < 0.8  # all 16 were in flight within one latency

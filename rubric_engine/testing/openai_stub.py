@@ -114,16 +114,28 @@ def load_verdicts(path: Path) -> dict[str, dict[str, Any]]:
 
 
 class StubServer:
-    """The server. Use as a context manager; ``base_url`` ends in ``/v1``."""
+    """The server. Use as a context manager; ``base_url`` ends in ``/v1``.
 
-    def __init__(self, responder: Responder, port: int = 0) -> None:
+    Args:
+        responder: decides each answer from the request body.
+        port: 0 picks a free port.
+        latency_s: seconds every answer waits, on top of a reply's own ``delay_s`` (a
+            provider's latency for throughput runs; each connection has its own thread, so
+            concurrent requests wait in parallel).
+    """
+
+    def __init__(self, responder: Responder, port: int = 0, latency_s: float = 0.0) -> None:
         self.responder = responder
+        self.latency_s = latency_s
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # headers and body leave in two writes; with Nagle on, the body waits for the
+            # client's delayed ACK of the headers (~40 ms), a latency no provider adds
+            disable_nagle_algorithm = True
 
             def log_message(self, *args: Any) -> None:
                 return None
@@ -156,8 +168,8 @@ class StubServer:
                     self._send(404, {"error": {"message": f"unknown path {self.path}"}}, {})
                     return
                 reply = stub.responder(body)
-                if reply.delay_s:
-                    time.sleep(reply.delay_s)
+                if reply.delay_s or stub.latency_s:
+                    time.sleep(reply.delay_s + stub.latency_s)
                 if reply.drop:
                     self.close_connection = True
                     self.connection.shutdown(socket.SHUT_RDWR)
@@ -184,8 +196,11 @@ class StubServer:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (timeout tests)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self._server.daemon_threads = True
+        class Server(ThreadingHTTPServer):
+            request_queue_size = 256  # listen backlog: many clients connect at once
+            daemon_threads = True
+
+        self._server = Server(("127.0.0.1", port), Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property
@@ -237,8 +252,15 @@ def main() -> None:
         "--verdicts", type=Path, required=True, help="JSONL of verdicts, each with rowId"
     )
     parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument(
+        "--latency-ms", type=float, default=0.0, help="wait this long before every answer"
+    )
     args = parser.parse_args()
-    server = StubServer(verdicts_responder(load_verdicts(args.verdicts)), port=args.port)
+    server = StubServer(
+        verdicts_responder(load_verdicts(args.verdicts)),
+        port=args.port,
+        latency_s=args.latency_ms / 1000,
+    )
     print(f"stub judge on {server.base_url} (Ctrl-C stops)", flush=True)
     server.start()
     try:
