@@ -20,7 +20,7 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_ruff_clean() -> None:
-    result = _run("ruff", "check", "rubric_engine", "tests")
+    result = _run("ruff", "check", "rubric_engine", "tests", "benchmarks")
     assert result.returncode == 0, result.stdout + result.stderr
 
 

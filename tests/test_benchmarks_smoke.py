@@ -1,0 +1,43 @@
+"""The benchmark script runs (its figures are in benchmarks/RESULTS.md, not asserted here).
+
+A 20-row replay through ``benchmarks/run.py``: the replica rows and their cassette are built
+by the engine, every row replays (a cassette keyed differently from a real run would make
+them JUDGE_ERROR rows), and the replay run does not import litellm.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from tests.conftest import ROOT
+
+
+def test_replay_benchmark_runs_on_20_rows() -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "run.py"),
+            "replay",
+            "--rows",
+            "20",
+            "--repeat",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    header, _, row = done.stdout.strip().splitlines()[-3:]
+    cells = dict(
+        zip(
+            [c.strip() for c in header.strip("|").split("|")],
+            [c.strip() for c in row.strip("|").split("|")],
+            strict=True,
+        )
+    )
+    assert cells["rows"] == "20"
+    assert cells["scored"] == "20"
+    assert cells["litellm imported"] == "False"
