@@ -116,6 +116,7 @@ def run_child(ns: argparse.Namespace) -> None:
 
     def on_row(result: Any) -> None:
         marks["last_row"] = time.perf_counter()
+        marks["batch_rss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
     work = Path(ns.work)
     options = ScoreOptions(
@@ -145,6 +146,8 @@ def run_child(ns: argparse.Namespace) -> None:
                 "batch_cpu_s": time.process_time() - marks["batch_cpu"],
                 "process_wall_s": time.perf_counter() - started_process,
                 "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                "batch_maxrss_mb": marks["batch_rss"] / 1024,
+                "report_s": wall - (marks["last_row"] - marks["batch"]),
                 "litellm_imported": "litellm" in sys.modules,
                 "usage": result.report["usage"],
             }
@@ -323,7 +326,10 @@ def cmd_replay(ns: argparse.Namespace) -> None:
                     count / best["score_wall_s"],
                     statistics.median(count / r["score_wall_s"] for r in runs),
                     count / min(r["score_cpu_s"] for r in runs),
+                    max(count / r["batch_wall_s"] for r in runs),
+                    min(r["report_s"] for r in runs),
                     min(r["subprocess_wall_s"] for r in runs),
+                    max(r["batch_maxrss_mb"] for r in runs),
                     max(r["maxrss_mb"] for r in runs),
                     any(r["litellm_imported"] for r in runs),
                     best["scored"],
@@ -338,7 +344,10 @@ def cmd_replay(ns: argparse.Namespace) -> None:
                 "rows/s (best)",
                 "rows/s (median)",
                 "rows/CPU-s (best)",
+                "batch rows/s (best)",
+                "start + report s",
                 "whole process s",
+                "peak RSS MB at last row",
                 "peak RSS MB",
                 "litellm imported",
                 "scored",

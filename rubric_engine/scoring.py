@@ -32,7 +32,7 @@ from rubric_engine.judge.retry import RetryPolicy
 from rubric_engine.pipeline import Budget, JudgeUnavailable, NoJudge, RequestBuilder, run_batch
 from rubric_engine.prompt import DEFAULT_PROMPT, PromptTemplate, load_prompt
 from rubric_engine.registry import rubric_for_scoring, verified_snapshot
-from rubric_engine.report import ReportFiles, report_for_task, write_reports
+from rubric_engine.report import ReportFiles, load_task, report_from_task, write_reports
 from rubric_engine.results import JudgeErrorKind, RowResult
 from rubric_engine.rubric.model import EvalRubric
 from rubric_engine.rules.run import rules_only_rubric
@@ -593,8 +593,9 @@ class _Run:
         store.finish_task(
             task_id, "STOPPED" if stopped else "COMPLETED", self._extra(store, task_id, stopped)
         )
-        report = report_for_task(store, task_id)
-        files = write_reports(store, task_id, report, self.out)
+        task = load_task(store, task_id)  # read once for the report and its files
+        report = report_from_task(task)
+        files = write_reports(store, task_id, report, self.out, task)
         return ScoreResult(task_id, report, files, misses, stopped)
 
     def _extra(self, store: TaskStore, task_id: str, stopped: str | None) -> dict[str, Any]:

@@ -125,12 +125,22 @@ class ReportFiles:
     html: Path
 
 
-def write_reports(store: TaskStore, task_id: str, report: dict[str, Any], out: Path) -> ReportFiles:
+def write_reports(
+    store: TaskStore,
+    task_id: str,
+    report: dict[str, Any],
+    out: Path,
+    task: StoredTask | None = None,
+) -> ReportFiles:
     """Write ``report.json``, ``report.md``, ``report.html`` (self-contained) and ``rows.jsonl``
-    (one row object per line)."""
+    (one row object per line).
+
+    Args:
+        task: the task as :func:`load_task` already read it, so it is not read twice.
+    """
     from rubric_engine.report.html import render_html
 
-    task = load_task(store, task_id)
+    task = task if task is not None else load_task(store, task_id)
     out.mkdir(parents=True, exist_ok=True)
     files = ReportFiles(
         out / "report.json", out / "report.md", out / "rows.jsonl", out / "report.html"
