@@ -15,7 +15,7 @@ import json
 import secrets
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -364,6 +364,32 @@ class TaskStore:
             "SELECT cassette_key FROM rows WHERE task_id=? ORDER BY seq", (task_id,)
         ):
             yield key
+
+    def report_rows(
+        self, task_id: str
+    ) -> Iterator[tuple[RowResult, int, int, int, float | None, float, dict[str, Any]]]:
+        """What reports read, in input order: (result, calls, prompt tokens, completion tokens,
+        cost, latency ms, dialogue); never the raw judge attempts."""
+        for found in self._db.execute(
+            "SELECT result, calls, prompt_tokens, completion_tokens, cost_usd, latency_ms, "
+            "dialogue FROM rows WHERE task_id=? ORDER BY seq",
+            (task_id,),
+        ):
+            dialogue = decode_column(found[6], f"task {task_id} row dialogue")
+            yield (_row_result(found[0], task_id), *found[1:6], dialogue)
+
+    def dialogues(self, task_id: str, row_ids: Collection[str]) -> dict[str, dict[str, Any]]:
+        """The stored dialogues of some rows, by rowId."""
+        wanted, out = list(row_ids), {}
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for row_id, text in self._db.execute(
+                f"SELECT row_id, dialogue FROM rows WHERE task_id=? AND row_id IN ({marks})",
+                (task_id, *chunk),
+            ):
+                out[row_id] = decode_column(text, f"task {task_id} row {row_id} dialogue")
+        return out
 
     def results(
         self, task_id: str

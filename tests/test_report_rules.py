@@ -267,3 +267,27 @@ def test_readme_lists_every_gate_metric() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     for metric in METRICS:
         assert f"`{metric.name}`" in readme, metric.name
+
+
+def test_html_drilldown_keeps_the_worst_rows_when_a_task_is_large() -> None:
+    from rubric_engine.report.html import DRILLDOWN_ROWS, drilldown_rows
+    from rubric_engine.results import RowResult, RowStatus
+
+    def row(i: int, score: int, flags: tuple[str, ...] = ()) -> RowResult:
+        return RowResult(
+            row_id=f"r{i}",
+            status=RowStatus.SCORED,
+            intent_key="X",
+            judge_score=score,
+            final_score=score,
+            red_flag_types=flags,
+        )
+
+    rows = [row(i, 5) for i in range(DRILLDOWN_ROWS + 300)]
+    rows[7] = row(7, 1, ("LEAK",))
+    rows[700] = row(700, 2)
+    picked = drilldown_rows(rows, pass_score=4)
+    assert len(picked) == DRILLDOWN_ROWS
+    ids = [r.row_id for r in picked]
+    assert "r7" in ids and "r700" in ids and ids == sorted(ids, key=lambda x: int(x[1:]))
+    assert drilldown_rows(rows[:10], pass_score=4) == rows[:10]

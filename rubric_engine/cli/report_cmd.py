@@ -46,8 +46,7 @@ def report(
         _fail(ConfigurationError(f"--format {format!r} is not valid; use json, md or html"))
 
     def run() -> None:
-        from rubric_engine.report import load_task, report_from_task, write_reports
-        from rubric_engine.report.html import render_html
+        from rubric_engine.report import html_report, load_task, report_from_task, write_reports
         from rubric_engine.report.render import render_json, render_markdown
         from rubric_engine.store import TaskStore
 
@@ -56,10 +55,10 @@ def report(
             task = load_task(opened, task_id)
             built = report_from_task(task, pass_score=pass_score, by=tuple(by or ()))
             if out is not None:
-                files = write_reports(opened, task_id, built, out)
+                files = write_reports(opened, task_id, built, out, task=task)
                 typer.echo(f"wrote {files.json}, {files.markdown}, {files.html}, {files.rows}")
             elif format == "html":
-                sys.stdout.write(render_html(built, task.rubric, task.rows))
+                sys.stdout.write(html_report(opened, task, built))
             else:
                 sys.stdout.write(render_json(built) if format == "json" else render_markdown(built))
 

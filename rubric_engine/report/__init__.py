@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 from rubric_engine.errors import StoreError
 from rubric_engine.registry import verified_snapshot
-from rubric_engine.report.aggregate import RowUsage, build_report, row_facts
+from rubric_engine.report.aggregate import RowFacts, RowUsage, build_report, row_facts
 from rubric_engine.report.render import render_json, render_markdown
+from rubric_engine.results import RowResult
 from rubric_engine.rubric.model import EvalRubric
-from rubric_engine.store import StoredRow, TaskRecord, TaskStore
+from rubric_engine.store import TaskRecord, TaskStore
 
 if TYPE_CHECKING:
     from rubric_engine.report.diff import DiffSide
@@ -55,7 +56,17 @@ class StoredTask:
 
     record: TaskRecord
     rubric: EvalRubric
-    rows: list[StoredRow]
+    rows: list[ReportRow]
+
+
+@dataclass(frozen=True)
+class ReportRow:
+    """One row as reports read it: the result, what the judge calls cost, what the agent did.
+    Dialogues and raw judge replies stay in the store (the HTML drill-down fetches a few)."""
+
+    result: RowResult
+    usage: RowUsage
+    facts: RowFacts
 
 
 def load_task(store: TaskStore, task_id: str) -> StoredTask:
@@ -71,7 +82,10 @@ def load_task(store: TaskStore, task_id: str) -> StoredTask:
     """
     record = store.task(task_id)
     rubric = verified_snapshot(record.rubric_snapshot, record.rubric_hash, f"task {task_id}")
-    rows = list(store.rows(task_id))
+    rows = [
+        ReportRow(result, RowUsage(calls, prompt, completion, cost, latency), row_facts(dialogue))
+        for result, calls, prompt, completion, cost, latency, dialogue in store.report_rows(task_id)
+    ]
     if len(rows) > record.row_count or (
         record.state == "COMPLETED" and len(rows) != record.row_count
     ):
@@ -87,16 +101,7 @@ def report_from_task(
     task: StoredTask, *, pass_score: int | None = None, by: tuple[str, ...] = ()
 ) -> dict[str, Any]:
     """The report of an already loaded task (see :func:`build_report` for the options)."""
-    rows = (
-        (
-            row.result,
-            RowUsage(
-                row.calls, row.prompt_tokens, row.completion_tokens, row.cost_usd, row.latency_ms
-            ),
-            row_facts(row.dialogue),
-        )
-        for row in task.rows
-    )
+    rows = ((row.result, row.usage, row.facts) for row in task.rows)
     return build_report(task_section(task.record), task.rubric, rows, pass_score=pass_score, by=by)
 
 
@@ -138,8 +143,6 @@ def write_reports(
     Args:
         task: the task as :func:`load_task` already read it, so it is not read twice.
     """
-    from rubric_engine.report.html import render_html
-
     task = task if task is not None else load_task(store, task_id)
     out.mkdir(parents=True, exist_ok=True)
     files = ReportFiles(
@@ -147,7 +150,7 @@ def write_reports(
     )
     files.json.write_text(render_json(report), encoding="utf-8")
     files.markdown.write_text(render_markdown(report), encoding="utf-8")
-    files.html.write_text(render_html(report, task.rubric, task.rows), encoding="utf-8")
+    files.html.write_text(html_report(store, task, report), encoding="utf-8")
     with files.rows.open("w", encoding="utf-8") as handle:
         for row in task.rows:
             handle.write(json.dumps(row.result.to_json_dict(), ensure_ascii=False) + "\n")
@@ -159,4 +162,15 @@ def diff_side(task: StoredTask, *, pass_score: int | None = None) -> DiffSide:
     from rubric_engine.report.diff import DiffSide
 
     report = report_from_task(task, pass_score=pass_score)
-    return DiffSide(report, task.rubric, [(r.result, row_facts(r.dialogue)) for r in task.rows])
+    return DiffSide(report, task.rubric, [(r.result, r.facts) for r in task.rows])
+
+
+def html_report(store: TaskStore, task: StoredTask, report: dict[str, Any]) -> str:
+    """The self-contained HTML report; its drill-down holds at most
+    :data:`~rubric_engine.report.html.DRILLDOWN_ROWS` rows (worst first), fetched from the store."""
+    from rubric_engine.report.html import drilldown_rows, render_html
+
+    picked = drilldown_rows([r.result for r in task.rows], report["totals"]["passScore"])
+    dialogues = store.dialogues(task.record.id, [r.row_id for r in picked])
+    pairs = [(r, dialogues.get(r.row_id, {})) for r in picked]
+    return render_html(report, task.rubric, pairs, total_rows=len(task.rows))

@@ -53,19 +53,20 @@ def issue_clusters(
         return (0 if req.critical else 1, cap, order[rid])
 
     low = [r for r in scored if row_verdict(r, pass_score) != "PASS"]
-    remaining = [r for r in low if _violated(r)]
+    violated = {r.row_id: set(_violated(r)) for r in low}  # rowIds are unique in a task
+    remaining = [r for r in low if violated[r.row_id]]
     groups: list[tuple[str | None, list[RowResult]]] = []
     while remaining:
-        counts = Counter(rid for r in remaining for rid in set(_violated(r)))
+        counts = Counter(rid for r in remaining for rid in violated[r.row_id])
         lead = min(counts, key=lambda rid: (-counts[rid], *severity(rid), rid))
-        members = [r for r in remaining if lead in _violated(r)]
-        remaining = [r for r in remaining if lead not in _violated(r)]
+        members = [r for r in remaining if lead in violated[r.row_id]]
+        remaining = [r for r in remaining if lead not in violated[r.row_id]]
         groups.append((lead, members))
-    unexplained = [r for r in low if not _violated(r)]
+    unexplained = [r for r in low if not violated[r.row_id]]
     if unexplained:
         groups.append((None, unexplained))
 
-    clusters = [_cluster(lead, members, rubric) for lead, members in groups]
+    clusters = [_cluster(lead, members, rubric, violated) for lead, members in groups]
     clusters.sort(
         key=lambda c: (
             c["leadRequirementId"] is None,
@@ -80,11 +81,13 @@ def issue_clusters(
     return [{"rank": c.pop("rank"), **c} for c in clusters]
 
 
-def _cluster(lead: str | None, members: list[RowResult], rubric: EvalRubric) -> dict[str, Any]:
+def _cluster(
+    lead: str | None, members: list[RowResult], rubric: EvalRubric, violated: dict[str, set[str]]
+) -> dict[str, Any]:
     reqs = rubric.requirements_by_id
     req = reqs.get(lead) if lead else None
     finals = [r.final_score for r in members if r.final_score is not None]
-    others = Counter(rid for r in members for rid in set(_violated(r)) if rid != lead)
+    others = Counter(rid for r in members for rid in violated[r.row_id] if rid != lead)
     flags = Counter(flag for r in members for flag in r.red_flag_types)
     lowest = sorted(enumerate(members), key=lambda ir: (ir[1].final_score or 0, ir[0]))
     return {

@@ -16,9 +16,8 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from rubric_engine.report.outcome import row_verdict
-from rubric_engine.results import RowStatus
+from rubric_engine.results import RowResult, RowStatus
 from rubric_engine.rubric.model import EvalRubric
-from rubric_engine.store import StoredRow
 
 CHART_WIDTH = 640
 BAR_HEIGHT = 22
@@ -114,14 +113,37 @@ def compliance_chart(report: dict[str, Any]) -> dict[str, Any]:
     return chart
 
 
-def row_details(rubric: EvalRubric, rows: list[StoredRow], pass_score: int) -> list[dict[str, Any]]:
-    """What the drill-down shows per row, in input order."""
+#: the drill-down holds at most this many rows: a 10,000-row task would otherwise make a 100 MB
+#: page; every row is in rows.jsonl and report.json's aggregates cover all of them
+DRILLDOWN_ROWS = 500
+
+
+def drilldown_rows(results: list[RowResult], pass_score: int) -> list[RowResult]:
+    """Every row when they fit; else the worst first (red flag, JUDGE_ERROR, failing, lowest
+    score), kept in input order."""
+    if len(results) <= DRILLDOWN_ROWS:
+        return results
+    rank = {"RED_FLAG": 0, "JUDGE_ERROR": 1, "FAIL": 2}
+    order = sorted(
+        range(len(results)),
+        key=lambda i: (
+            rank.get(row_verdict(results[i], pass_score), 3),
+            results[i].final_score if results[i].final_score is not None else 0,
+            i,
+        ),
+    )
+    return [results[i] for i in sorted(order[:DRILLDOWN_ROWS])]
+
+
+def row_details(
+    rubric: EvalRubric, rows: list[tuple[RowResult, dict[str, Any]]], pass_score: int
+) -> list[dict[str, Any]]:
+    """What the drill-down shows per row (result, stored dialogue), in input order."""
     reqs = rubric.requirements_by_id
     out = []
     anchors: set[str] = set()
-    for row in rows:
-        r = row.result
-        case_texts = _case_texts(row.dialogue)
+    for r, dialogue in rows:
+        case_texts = _case_texts(dialogue)
         basis = [
             {
                 "id": e.requirement_id,
@@ -161,8 +183,8 @@ def row_details(rubric: EvalRubric, rows: list[StoredRow], pass_score: int) -> l
                 "questionsIssues": list(r.questions_issues),
                 "warnings": [w.to_json_dict() for w in r.warnings],
                 "error": r.error.to_json_dict() if r.error else None,
-                "messages": row.dialogue.get("messages") or [],
-                "metadata": row.dialogue.get("metadata") or {},
+                "messages": dialogue.get("messages") or [],
+                "metadata": dialogue.get("metadata") or {},
             }
         )
     return out
@@ -189,8 +211,14 @@ def _case_texts(dialogue: dict[str, Any]) -> dict[str, str]:
     return {req.id: req.text for req in found}
 
 
-def render_html(report: dict[str, Any], rubric: EvalRubric, rows: list[StoredRow]) -> str:
-    """The self-contained HTML report (UTF-8 text)."""
+def render_html(
+    report: dict[str, Any],
+    rubric: EvalRubric,
+    rows: list[tuple[RowResult, dict[str, Any]]],
+    total_rows: int | None = None,
+) -> str:
+    """The self-contained HTML report (UTF-8 text); ``rows`` are the drill-down's rows with
+    their dialogues (see :func:`drilldown_rows`), ``total_rows`` how many the task has."""
     details = row_details(rubric, rows, report["totals"]["passScore"])
     by_id = {d["rowId"]: d for d in details}
     flags = [
@@ -209,6 +237,7 @@ def render_html(report: dict[str, Any], rubric: EvalRubric, rows: list[StoredRow
         intent_chart=intent_chart(report, rubric),
         compliance_chart=compliance_chart(report),
         rows=details,
+        total_rows=len(details) if total_rows is None else total_rows,
         anchors={d["rowId"]: d["anchor"] for d in details},
         lang=rubric.language,
     )
