@@ -208,6 +208,8 @@ class RubricRegistry:
                 )
             return found
         published = [v for v in self.versions(key) if v.status is RubricStatus.PUBLISHED]
+        if not published and not self.versions(key):
+            raise LifecycleError(self._known(key))
         if not published:
             raise LifecycleError(f"no PUBLISHED version of {key!r}; {self._known(key)}")
         return published[-1]

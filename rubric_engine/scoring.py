@@ -137,7 +137,7 @@ def task_lock(store: Path, task_id: str) -> Iterator[None]:
     """
     import fcntl
 
-    folder = store.parent / "locks"
+    folder = store.with_name(store.name + ".locks")  # beside the store, named after it
     folder.mkdir(parents=True, exist_ok=True)
     with (folder / f"{task_id}.lock").open("a+") as handle:
         try:
@@ -161,11 +161,35 @@ def _file_sha256(path: Path) -> str:
     return "sha256:" + digest.hexdigest()
 
 
+#: options a resumed task takes from the task itself, with the flag that sets each
+_FROM_TASK = (
+    ("model", "--model"),
+    ("mode", "--mode"),
+    ("cassettes", "--cassettes"),
+    ("input_format", "--input-format"),
+    ("max_reasks", "--max-reasks"),
+    ("temperature", "--temperature"),
+    ("max_tokens", "--max-tokens"),
+    ("draft", "--draft"),
+    ("judge", "--judge"),
+)
+
+
 def _check_options(options: ScoreOptions) -> None:
     if options.resume is not None and (options.inputs or options.rubric):
         raise ConfigurationError(
             "--resume takes the inputs and rubric the task started with; drop INPUT and --rubric"
         )
+    if options.resume is not None:
+        defaults = ScoreOptions()
+        given = [
+            flag for name, flag in _FROM_TASK if getattr(options, name) != getattr(defaults, name)
+        ]
+        if given:
+            raise ConfigurationError(
+                f"--resume continues the task as it started (its judge, model, mode, cassettes, "
+                f"input format and sampling); drop {', '.join(given)}, or start a new task"
+            )
     if options.judge not in JUDGES:
         raise ConfigurationError(
             f"--judge {options.judge!r} is not valid; use one of {', '.join(JUDGES)}"
@@ -272,8 +296,13 @@ def _check_credentials(options: ScoreOptions) -> None:
 
 def _check_cost_known(options: ScoreOptions) -> None:
     """``--max-cost`` can only be kept when litellm knows the model's price."""
-    if options.max_cost_usd is None or options.mode == "replay":
+    if options.max_cost_usd is None:
         return
+    if options.mode == "replay":
+        raise ConfigurationError(
+            "--max-cost is for --mode live or record: replayed answers cost nothing, so the "
+            "budget could never stop the run (use --max-calls to cap a replay)"
+        )
     from rubric_engine.judge.backends import import_litellm
 
     model = effective_model(options)

@@ -199,3 +199,34 @@ def test_cassette_check_lists_every_bad_line(tmp_path: Path) -> None:
     assert "c.jsonl:3: provenance.kind must be" in out and "cassette author" in out
     code, out = run("cassette", "check", tmp_path / "nope")
     assert code == 2 and "cassette folder not found" in out
+
+
+def test_version_and_small_helps(tmp_path: Path) -> None:
+    from rubric_engine import __version__
+
+    code, out = run("--version")
+    assert code == 0 and out.strip() == f"rubric-eval {__version__}"
+    code, out = run(
+        "prompt", "show", CASES / "airline_tau2_dev.json", "-r", RUBRICS / "airline_cs.yaml",
+        "--row", "nope",
+    )  # fmt: skip
+    assert code == 2 and "no row with rowId 'nope'; rowIds here: airline-" in out
+    code, out = run("gate", "x", "--store", tmp_path / "s.sqlite", "-t", "passRate>=90")
+    assert code == 2 and "passRate is a share from 0 to 1" in out
+
+
+def test_output_closed_early_ends_quietly(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    command = (
+        f"{sys.executable} -m rubric_engine.cli score {CASES / 'health_consult_zh.jsonl'} "
+        f"-r {RUBRICS / 'health_cs.yaml'} --draft --cassettes {CASSETTES} "
+        f"--store {tmp_path / 's.sqlite'} --out {tmp_path / 'o'} -q | head -1"
+    )
+    done = subprocess.run(
+        ["bash", "-o", "pipefail", "-c", command], capture_output=True, text=True, timeout=120
+    )
+    assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr
+    assert done.returncode in (0, 141)  # 141: SIGPIPE, as other Unix tools end
+    assert (tmp_path / "o" / "report.json").is_file()  # the run's work was kept

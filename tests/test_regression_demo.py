@@ -252,6 +252,22 @@ def test_gate_and_diff_name_an_unwritable_output(
 ) -> None:
     store, base, worse = demo
     code, out = run("diff", base, worse, "--store", store, "--out", tmp_path)
-    assert code == 2 and "--out" in out and "cannot write it" in out
+    assert code == 2 and f"--out {tmp_path} is a folder" in out
     code, out = run("gate", base, "--store", store, "-t", "judgeErrors==0", "--junit", tmp_path)
-    assert code == 2 and "--junit" in out and "cannot write it" in out
+    assert code == 2 and f"--junit {tmp_path} is a folder" in out and "PASS" not in out
+    blocked = tmp_path / "a-file"
+    blocked.write_text("x")
+    code, out = run("diff", base, worse, "--store", store, "--out", blocked / "diff.md")
+    assert code == 2 and "cannot write it" in out
+
+
+def test_gate_decides_on_exact_values_not_rounded_ones(demo: tuple[Path, str, str]) -> None:
+    store, base, _ = demo
+    code, out = run("report", base, "--store", store, "--format", "json")
+    totals = json.loads(out)["totals"]
+    exact = totals["passedRows"] / totals["scored"]
+    assert round(exact, 4) != exact  # the report shows a rounded figure
+    just_above = f"{round(exact, 4) + 0.00001:.5f}" if round(exact, 4) < exact else None
+    limit = just_above or f"{round(exact, 4):.4f}"
+    code, out = run("gate", base, "--store", store, "-t", f"passRate>={limit}")
+    assert (code == 7) == (exact < float(limit)), out

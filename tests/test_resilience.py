@@ -309,3 +309,21 @@ def test_a_cassette_line_that_is_not_utf8_is_named(tmp_path: Path) -> None:
     (folder / "c.jsonl").write_bytes(b'\xff\xfe{"a": 1}\n')
     code, out = run("cassette", "check", tmp_path / "cassettes")
     assert code == 2 and "c.jsonl:1: not UTF-8 text (byte 0)" in out
+
+
+def test_resume_refuses_options_the_task_fixes_and_replay_cost_budgets(tmp_path: Path) -> None:
+    store = tmp_path / "s.sqlite"
+    code, out = run(
+        "score", ROWS, "-r", RUBRICS / "health_cs.yaml", "--draft", "--store", store,
+        "--cassettes", CASSETTES, "--out", tmp_path / "o", "--max-calls", "3",
+    )  # fmt: skip
+    assert code == 6
+    task_id = stored(store)[0]
+    code, out = run(
+        "score", "--resume", task_id, "--store", store, "--model", "openai/other",
+        "--cassettes", tmp_path,
+    )  # fmt: skip
+    assert code == 2 and "drop --model, --cassettes" in out
+    code, out = run("score", "--resume", task_id, "--store", store, "--max-cost", "1")
+    assert code == 2 and "--max-cost is for --mode live or record" in out
+    assert (tmp_path / "s.sqlite.locks").is_dir() and not (tmp_path / "locks").exists()

@@ -2,8 +2,10 @@
 
 Exit codes: 0 done; 2 bad input or options (nothing scored); 3 store problem; 4 replay ran but
 some rows had no cassette entry (they are JUDGE_ERROR rows; the message says how to record
-them); 5 no row could be scored (every row JUDGE_ERROR, or the first rows all failed to reach
-the judge and the run stopped); 130 interrupted (finished rows are kept); 1 anything unexpected.
+them; 4 is reported even when every row missed); 5 no row could be scored (every row
+JUDGE_ERROR, or the first rows all failed to reach the judge and the run stopped); 6 a budget
+stopped ``score``; 7 a ``gate`` check failed; 130 interrupted (finished rows are kept); 141 the
+reader of stdout went away (``| head``), like other Unix tools; 1 anything unexpected.
 Heavy modules are imported inside commands so ``--help`` is fast.
 """
 
@@ -24,4 +26,10 @@ for _name in COMMAND_MODULES:
 
 def main() -> None:
     """Console-script entry point."""
+    import signal
+
+    # `rubric-eval … | head` closes stdout early: end quietly like other Unix tools (exit 141)
+    # instead of a BrokenPipeError traceback; the task was already stored by then
+    if hasattr(signal, "SIGPIPE"):
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     app()

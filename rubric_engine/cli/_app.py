@@ -15,6 +15,28 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        from rubric_engine import __version__
+
+        typer.echo(f"rubric-eval {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_show_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Score batches of real dialogues with versioned rubric packs and an LLM judge."""
+
+
 rubric_app = typer.Typer(
     help="Rubric packs and their lifecycle: validate, publish, retire, list, show, diff.",
     no_args_is_help=True,

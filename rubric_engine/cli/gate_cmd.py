@@ -61,9 +61,13 @@ def diff(
 
     def run() -> None:
         from rubric_engine.report.diff import diff_tasks
+        from rubric_engine.report.outcome import exact_figures
         from rubric_engine.report.render import render_diff_markdown, render_json
 
-        built = diff_tasks(*_sides(store, baseline_store, baseline, current, pass_score))
+        if out is not None and out.is_dir():
+            raise ConfigurationError(f"--out {out} is a folder; give a file path for the diff")
+        with exact_figures():  # decide on exact values; the diff rounds what it shows
+            built = diff_tasks(*_sides(store, baseline_store, baseline, current, pass_score))
         text = render_json(built) if format == "json" else render_diff_markdown(built)
         if out is None:
             sys.stdout.write(text)
@@ -116,6 +120,16 @@ def gate(
     from rubric_engine.errors import ConfigurationError
 
     def run() -> bool:
+        from rubric_engine.report.outcome import exact_figures
+
+        if junit is not None and junit.is_dir():
+            raise ConfigurationError(
+                f"--junit {junit} is a folder; give a file path, e.g. gate.xml"
+            )
+        with exact_figures():  # 0.89995 must fail passRate>=0.9: no rounding before comparing
+            return _run_gate()
+
+    def _run_gate() -> bool:
         from rubric_engine.report import diff_side, load_task, report_from_task
         from rubric_engine.report.diff import diff_tasks
         from rubric_engine.report.gate import (

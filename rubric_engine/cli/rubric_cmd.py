@@ -220,8 +220,14 @@ def _print_pack(rubric: Any, label: str) -> None:
 
 @rubric_app.command("diff")
 def rubric_diff(
-    before: RefArg,
-    after: RefArg,
+    before: Annotated[
+        str,
+        typer.Argument(help="KEY, KEY@VERSION or a pack file: the older side.", metavar="BEFORE"),
+    ],
+    after: Annotated[
+        str,
+        typer.Argument(help="KEY, KEY@VERSION or a pack file: the newer side.", metavar="AFTER"),
+    ],
     store: StoreOpt = DEFAULT_STORE,
     format: Annotated[str, typer.Option("--format", help="text or json.")] = "text",
 ) -> None:

@@ -27,7 +27,8 @@ def score(
     inputs: Annotated[
         list[Path] | None,
         typer.Argument(
-            help="Dialogue files: .jsonl rows, a .json array or tau2-bench results file, or .csv."
+            help="Dialogue or case files: .jsonl rows, a .json array (or tau2-bench results, "
+            "tau-bench trajectories, seed-001 cases), .csv or .yaml. Not with --resume."
         ),
     ] = None,
     rubric: Annotated[
@@ -80,7 +81,7 @@ def score(
     out: Annotated[
         Path | None, typer.Option(help="Report folder (default reports/<task id>).")
     ] = None,
-    input_format: Annotated[str, typer.Option(help="auto, jsonl, json or csv.")] = "auto",
+    input_format: Annotated[str, typer.Option(help="auto, jsonl, json, csv or yaml.")] = "auto",
     max_reasks: Annotated[int, typer.Option(min=0, help="Re-asks after an invalid verdict.")] = 2,
     temperature: Annotated[
         float, typer.Option(min=0.0, max=2.0, help="Judge sampling temperature.")

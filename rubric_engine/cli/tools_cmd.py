@@ -19,7 +19,7 @@ def prompt_show(
     ],
     row: Annotated[str | None, typer.Option(help="rowId to show (default: the first).")] = None,
     store: StoreOpt = DEFAULT_STORE,
-    input_format: Annotated[str, typer.Option(help="auto, jsonl, json or csv.")] = "auto",
+    input_format: Annotated[str, typer.Option(help="auto, jsonl, json, csv or yaml.")] = "auto",
 ) -> None:
     """Print the system and user messages the judge receives for one row."""
 
@@ -34,12 +34,17 @@ def prompt_show(
         source = DialogueSource(input_file, input_format)  # type: ignore[arg-type]
         source.validate()
         builder = RequestBuilder(pack, load_prompt())
+        ids = []
         for seq, found in enumerate(source):
             if row is None or found.row_id == row:
                 for message in builder.prepare(seq, found).request.messages:
                     typer.echo(f"===== {message['role']} =====\n{message['content']}\n")
                 return
-        raise DatasetError(f"{input_file}: no row with rowId {row!r}")
+            ids.append(found.row_id)
+        more = f" … ({len(ids)} in all)" if len(ids) > 10 else ""
+        raise DatasetError(
+            f"{input_file}: no row with rowId {row!r}; rowIds here: {', '.join(ids[:10])}{more}"
+        )
 
     _guard(run)
 

@@ -275,7 +275,8 @@ class DialogueSource:
         if not self.path.is_file():
             what = "is a folder, not a file" if self.path.is_dir() else "not found"
             raise DatasetError(
-                f"{self.path}: input file {what}; pass .jsonl, .json or .csv dialogue files"
+                f"{self.path}: input file {what}; pass .jsonl, .json, .csv or .yaml dialogue "
+                "or case files"
             )
         problems: list[Problem] = []
         seen = {} if seen is None else seen

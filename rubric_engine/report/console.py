@@ -38,6 +38,12 @@ def print_summary(report: dict[str, Any], console: Console) -> None:
         f"{'–' if mean is None else f'{mean:.2f}'} · capped {totals['cappedRows']}"
         + (f" · checked by rules only {totals['checked']}" if totals.get("checked") else "")
     )
+    if task.get("state") != "COMPLETED":
+        console.print(
+            f"[bold yellow]{task.get('state')}[/bold yellow]: {totals['rows']} of "
+            f"{task.get('plannedRows')} planned row(s) have a result"
+            + (f" ({task['stopReason']})" if task.get("stopReason") else "")
+        )
     # a --judge none task has no scored rows: its rule-check line below gives the pass rate
     if totals["passRate"] is not None and totals["scored"]:
         console.print(

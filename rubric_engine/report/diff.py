@@ -59,11 +59,16 @@ def _item(
         "scope": scope,
         "caseId": case_id,
         "metric": metric,
-        "baselineValue": base,
-        "currentValue": cur,
+        "baselineValue": _shown(base) if isinstance(base, float) else base,
+        "currentValue": _shown(cur) if isinstance(cur, float) else cur,
         "delta": round(cur - base, 4) if numeric else None,
         "message": message,
     }
+
+
+def _shown(value: float | None) -> float | None:
+    """Figures decided on exactly (see ``outcome.exact_figures``) are shown to 4 places."""
+    return None if value is None else round(value, 4)
 
 
 def _direction(base: Any, cur: Any, higher_is_better: bool) -> str | None:
@@ -164,8 +169,8 @@ def diff_tasks(baseline: DiffSide, current: DiffSide) -> dict[str, Any]:
         "currentTotalCases": c["totals"]["rows"],
         "baselinePassedCases": b["totals"]["passedRows"],
         "currentPassedCases": c["totals"]["passedRows"],
-        "baselinePassRate": b["totals"]["passRate"],
-        "currentPassRate": c["totals"]["passRate"],
+        "baselinePassRate": _shown(b["totals"]["passRate"]),
+        "currentPassRate": _shown(c["totals"]["passRate"]),
         "regressionCount": counts[REGRESSION],
         "improvementCount": counts[IMPROVEMENT],
         "changedCount": counts[CHANGED],

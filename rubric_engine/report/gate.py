@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rubric_engine.errors import ConfigurationError
+from rubric_engine.report.outcome import ratio
 from rubric_engine.results import JudgeErrorKind, WarningCode
 
 _OPS: dict[str, Callable[[float, float], bool]] = {
@@ -41,7 +42,7 @@ def _totals(key: str) -> Reader:
 def _share(num: str, den: str) -> Reader:
     def read(report: dict[str, Any], _: str) -> float | None:
         totals = report["totals"]
-        return round(totals[num] / totals[den], 4) if totals[den] else None
+        return ratio(totals[num], totals[den])
 
     return read
 
@@ -234,6 +235,11 @@ def parse_threshold(text: str) -> Threshold:
         matched = metric.pattern().match(name)
         if matched:
             param = matched.group(1) if matched.groups() else ""
+            if "0–1" in metric.description and not 0 <= limit <= 1:
+                raise ConfigurationError(
+                    f"--threshold {text!r}: {name} is a share from 0 to 1 ({metric.description}); "
+                    f"write e.g. {name}{op}0.9 for 90%"
+                )
             return Threshold(f"{name}{op}{found.group(3)}", name, metric, param, op, limit)
     raise ConfigurationError(
         f"--threshold {text!r}: unknown metric {name!r}; valid metrics: {', '.join(metric_names())}"
@@ -276,7 +282,7 @@ def check_threshold(threshold: Threshold, report: dict[str, Any]) -> CheckResult
             threshold.text, False, f"{threshold.text}: no value in this task, so it cannot pass"
         )
     ok = _OPS[threshold.op](float(value), threshold.limit)
-    shown = f"{value:.4g}" if isinstance(value, float) else str(value)
+    shown = f"{value:.6g}" if isinstance(value, float) else str(value)
     verdict = "holds" if ok else "fails"
     message = (
         f"{threshold.text} {verdict}: {threshold.name} = {shown}, needs {threshold.op} {limit}"

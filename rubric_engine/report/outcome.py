@@ -14,6 +14,10 @@ score: seed 003 §四 puts red lines in their own bucket), ``PASS``, ``FAIL`` (s
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
 from rubric_engine.results import RequirementStatus, RowResult, RowStatus
 from rubric_engine.rubric.model import EvalRubric
 
@@ -50,11 +54,32 @@ def row_verdict(result: RowResult, pass_score: int) -> str:
     return "PASS" if result.final_score >= pass_score else "FAIL"
 
 
+#: decimal places of means and ratios in reports; ``None`` inside :func:`exact_figures`
+PRECISION: ContextVar[int | None] = ContextVar("rubric_eval_precision", default=4)
+
+
+@contextmanager
+def exact_figures() -> Iterator[None]:
+    """Build reports with unrounded means and ratios: a gate or a diff decides on the exact
+    value (1,808 / 2,009 = 0.89995 must fail ``passRate>=0.9``), then rounds for display."""
+    token = PRECISION.set(None)
+    try:
+        yield
+    finally:
+        PRECISION.reset(token)
+
+
+def _rounded(value: float) -> float:
+    places = PRECISION.get()
+    return value if places is None else round(value, places)
+
+
 def mean(values: list[int]) -> float | None:
-    """Mean rounded to 4 places; ``None`` for an empty list."""
-    return round(sum(values) / len(values), 4) if values else None
+    """Mean rounded to 4 places (exact inside :func:`exact_figures`); ``None`` when empty."""
+    return _rounded(sum(values) / len(values)) if values else None
 
 
 def ratio(num: int, den: int) -> float | None:
-    """``num / den`` rounded to 4 places; ``None`` when ``den`` is 0."""
-    return round(num / den, 4) if den else None
+    """``num / den`` rounded to 4 places (exact inside :func:`exact_figures`); ``None`` when
+    ``den`` is 0."""
+    return _rounded(num / den) if den else None
