@@ -201,6 +201,7 @@ async def run_batch(
     stop_after_failures: int = 0,
     skip: Container[str] = frozenset(),
     budget: Budget | None = None,
+    on_stored: Callable[[StoredRow], None] | None = None,
 ) -> None:
     """Judge every row with at most ``concurrency`` calls in flight; store each as it ends.
 
@@ -213,6 +214,8 @@ async def run_batch(
         skip: rowIds already finished (``--resume``); their ``seq`` numbers are kept.
         budget: when it runs out no new row starts; rows in flight finish and are stored,
             and ``budget.stop_reason`` says why.
+        on_stored: called with each row exactly as it was stored (a report built from these
+            equals one rebuilt from the store, without reading it back).
 
     Raises:
         JudgeUnavailable: the stop above; the failed rows are stored.
@@ -231,7 +234,10 @@ async def run_batch(
             if budget is not None:
                 budget.spend(outcome)
             result = row_result(builder.rubric, prepared, outcome)
-            store.add_row(task_id, stored_row(prepared, outcome, result))
+            stored = stored_row(prepared, outcome, result)
+            store.add_row(task_id, stored)
+            if on_stored is not None:
+                on_stored(stored)
             if on_row is not None:
                 on_row(result)
             finished[0] += 1

@@ -32,11 +32,19 @@ from rubric_engine.judge.retry import RetryPolicy
 from rubric_engine.pipeline import Budget, JudgeUnavailable, NoJudge, RequestBuilder, run_batch
 from rubric_engine.prompt import DEFAULT_PROMPT, PromptTemplate, load_prompt
 from rubric_engine.registry import rubric_for_scoring, verified_snapshot
-from rubric_engine.report import ReportFiles, load_task, report_from_task, write_reports
+from rubric_engine.report import (
+    ReportFiles,
+    ReportRow,
+    StoredTask,
+    load_task,
+    report_from_task,
+    report_row,
+    write_reports,
+)
 from rubric_engine.results import JudgeErrorKind, RowResult
 from rubric_engine.rubric.model import EvalRubric
 from rubric_engine.rules.run import rules_only_rubric
-from rubric_engine.store import TaskRecord, TaskStore, new_task_id
+from rubric_engine.store import StoredRow, TaskRecord, TaskStore, new_task_id
 
 Mode = Literal["replay", "record", "live"]
 MODES: tuple[str, ...] = ("replay", "record", "live")
@@ -596,6 +604,14 @@ class _Run:
             if on_row is not None:
                 on_row(result)
 
+        # a fresh run keeps what it stores for its report instead of reading every row back;
+        # a resumed one has older rows in the store only, so it reads them all
+        kept: list[tuple[int, ReportRow]] | None = None if done else []
+
+        def keep(stored: StoredRow) -> None:
+            if kept is not None:
+                kept.append((stored.seq, report_row(stored)))
+
         batch = run_batch(
             _all_rows(self.sources),
             self.builder,
@@ -607,6 +623,7 @@ class _Run:
             stop_after_failures=0 if options.mode == "replay" else 3,
             skip=done,
             budget=budget,
+            on_stored=keep,
         )
         try:
             asyncio.run(batch)
@@ -622,7 +639,11 @@ class _Run:
         store.finish_task(
             task_id, "STOPPED" if stopped else "COMPLETED", self._extra(store, task_id, stopped)
         )
-        task = load_task(store, task_id)  # read once for the report and its files
+        if kept is None:
+            task = load_task(store, task_id)  # read once for the report and its files
+        else:
+            kept.sort(key=lambda pair: pair[0])
+            task = StoredTask(store.task(task_id), self.rubric, [row for _, row in kept])
         report = report_from_task(task)
         files = write_reports(store, task_id, report, self.out, task)
         return ScoreResult(task_id, report, files, misses, stopped)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rubric_engine.report import report_for_task
+from rubric_engine.report import report_for_task, write_reports
 from rubric_engine.report.render import render_json, render_markdown
 from rubric_engine.scoring import ScoreOptions, score
 from rubric_engine.store import TaskStore
@@ -81,8 +81,12 @@ def test_report_is_byte_identical_after_the_rubric_file_changes(tmp_path: Path) 
     pack.write_text(edited, encoding="utf-8")
     with TaskStore(store_path) as store:
         rebuilt = report_for_task(store, result.task_id)
+        # score() builds its files from the rows it kept; a rebuild reads them back: same bytes
+        again = write_reports(store, result.task_id, rebuilt, tmp_path / "again")
     assert render_json(rebuilt).encode() == before_json
     assert render_markdown(rebuilt).encode() == before_md
+    for first, second in zip(result.files.__dict__.values(), again.__dict__.values(), strict=True):
+        assert first.read_bytes() == second.read_bytes(), first.name
 
 
 def test_task_keeps_its_snapshot_and_versions(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from rubric_engine.report.aggregate import RowFacts, RowUsage, build_report, row
 from rubric_engine.report.render import render_json, render_markdown
 from rubric_engine.results import RowResult
 from rubric_engine.rubric.model import EvalRubric
-from rubric_engine.store import TaskRecord, TaskStore
+from rubric_engine.store import StoredRow, TaskRecord, TaskStore
 
 if TYPE_CHECKING:
     from rubric_engine.report.diff import DiffSide
@@ -67,6 +67,18 @@ class ReportRow:
     result: RowResult
     usage: RowUsage
     facts: RowFacts
+
+
+def report_row(stored: StoredRow) -> ReportRow:
+    """What reports keep of a stored row."""
+    usage = RowUsage(
+        stored.calls,
+        stored.prompt_tokens,
+        stored.completion_tokens,
+        stored.cost_usd,
+        stored.latency_ms,
+    )
+    return ReportRow(stored.result, usage, row_facts(stored.dialogue))
 
 
 def load_task(store: TaskStore, task_id: str) -> StoredTask:
