@@ -84,11 +84,18 @@ class RuleRun:
         return {rid: self.outcomes[rid][1].status for rid in applicable if rid in self.outcomes}
 
 
+#: the evidence of a row that nothing checks: never read (no check, no rule summary)
+_UNREAD = Evidence(final_answer="", assistant_texts=(), user_texts=(), tool_calls=())
+
+
 def run_rules(rubric: EvalRubric, row: DialogueRow) -> RuleRun:
     """Evaluate every check the pack and the row carry for this row."""
+    checked = [req for req in rubric.requirements_by_id.values() if req.check is not None]
+    if not checked and not row.expected:
+        return RuleRun(_UNREAD, (), {})  # most judged rows: skip reading the evidence
     evidence = evidence_from_row(row, rubric.output_parsing)
     outcomes: dict[str, tuple[Check, CheckOutcome]] = {}
-    for req in rubric.requirements_by_id.values():
+    for req in checked:
         if req.check is not None:
             outcomes[req.id] = (req.check, evaluate_check(req.check, evidence))
     for check in row.expected:
