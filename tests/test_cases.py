@@ -128,8 +128,13 @@ def diagnosis_file(tmp_path: Path) -> Path:
 def test_seed_001_cases_run_without_a_judge_and_report_as_the_seed_says(
     tmp_path: Path, diagnosis_file: Path
 ) -> None:
-    rules = rules_only(tmp_path, diagnosis_file)["rules"]
+    report = rules_only(tmp_path, diagnosis_file)
+    rules = report["rules"]
     results = {r["caseId"]: r for r in rules["results"]}
+    # each case rule in the report says what it checks (its ID is only a hash)
+    texts = {r["id"]: r["text"] for r in report["requirements"] if r["category"] == "CASE"}
+    assert texts and all(t and t.startswith("rule ") for t in texts.values())
+    assert any("requiredEvidenceTools" in t for t in texts.values())
     assert {k: rules[k] for k in rules if k != "results"} == {
         "totalCases": 3,
         "passedCases": 2,

@@ -57,11 +57,14 @@ class RowFacts:
             ``toolInvocations``), 0 when none.
         duration_ms: the agent's own run time from the trace, ``None`` when not recorded.
         metadata: the row's metadata (scenario, risk_level, tags …) for ``--by`` slices.
+        case_texts: the row's case-level requirements (``CASE_…`` IDs) and their texts, so the
+            report can show what each one asks; empty for rows without any.
     """
 
     tool_calls: int = 0
     duration_ms: float | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    case_texts: dict[str, str] = field(default_factory=dict)
 
 
 def row_facts(dialogue: dict[str, Any]) -> RowFacts:
@@ -84,7 +87,23 @@ def row_facts(dialogue: dict[str, Any]) -> RowFacts:
         if isinstance(value, int | float) and not isinstance(value, bool):
             duration = float(value)
             break
-    return RowFacts(calls, duration, dict(dialogue.get("metadata") or {}))
+    return RowFacts(calls, duration, dict(dialogue.get("metadata") or {}), _case_texts(dialogue))
+
+
+def _case_texts(dialogue: dict[str, Any]) -> dict[str, str]:
+    if not (
+        dialogue.get("expected")
+        or dialogue.get("expectedBehavior")
+        or dialogue.get("negativeBehavior")
+    ):
+        return {}
+    from rubric_engine.dialogue.model import DialogueRow
+    from rubric_engine.rubric.case_level import case_requirements
+    from rubric_engine.rules.run import case_rule_requirements
+
+    row = DialogueRow.model_validate(dialogue)
+    found = case_requirements(row.expected_behavior, row.negative_behavior)
+    return {r.id: r.text for r in (*found, *case_rule_requirements(row.expected))}
 
 
 def build_report(
@@ -172,7 +191,9 @@ def build_report(
         },
         "redFlags": _red_flags(rubric, scored + checked),
         "intents": _intents(rubric, scored, threshold),
-        "requirements": _requirements(rubric, scored + checked),
+        "requirements": _requirements(
+            rubric, scored + checked, {k: v for f in facts for k, v in f.case_texts.items()}
+        ),
     }
     if by:
         report["slices"] = [
@@ -256,8 +277,11 @@ def _intents(rubric: EvalRubric, scored: list[RowResult], pass_score: int) -> li
     return out
 
 
-def _requirements(rubric: EvalRubric, scored: list[RowResult]) -> list[dict[str, Any]]:
-    """Pack requirements in pack order (zeros included), then case-level ones as first seen."""
+def _requirements(
+    rubric: EvalRubric, scored: list[RowResult], case_texts: dict[str, str]
+) -> list[dict[str, Any]]:
+    """Pack requirements in pack order (zeros included), then case-level ones as first seen
+    (their texts from the rows that carry them)."""
     counts: dict[str, Counter[str]] = {}
     for r in scored:
         for entry in r.reference_basis:
@@ -281,7 +305,7 @@ def _requirements(rubric: EvalRubric, scored: list[RowResult]) -> list[dict[str,
         )
     for rid, counter in counts.items():
         if rid not in known:
-            rows.append(_requirement_row(rid, None, "CASE", False, None, counter))
+            rows.append(_requirement_row(rid, None, "CASE", False, case_texts.get(rid), counter))
     return rows
 
 

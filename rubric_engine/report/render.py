@@ -96,6 +96,9 @@ def render_markdown(report: dict[str, Any]) -> str:
     ]
     for r in report["requirements"]:
         name = f"**{r['id']}**" if r["critical"] else r["id"]
+        if r["category"] == "CASE" and r.get("text"):  # a hash ID says nothing by itself
+            text = " ".join(str(r["text"]).split())
+            name += f" — {_cell(text[:80] + ('…' if len(text) > 80 else ''))}"
         out.append(
             f"| {name} | {r['intentKey'] or 'common' if r['category'] != 'CASE' else 'case'}"
             f" | {r['category']} | {r['followed']} | {r['partial']} | {r['violated']} | "
