@@ -30,6 +30,7 @@ from rubric_engine.report.outcome import (
 from rubric_engine.report.slices import slice_report
 from rubric_engine.results import RequirementStatus, RowResult, RowStatus
 from rubric_engine.rubric.model import EvalRubric
+from rubric_engine.rules.evidence import as_number
 from rubric_engine.rules.report import diagnosis_report
 
 __all__ = ["VERDICTS", "RowFacts", "RowUsage", "build_report", "default_pass_score", "row_verdict"]
@@ -84,8 +85,8 @@ def row_facts(dialogue: dict[str, Any]) -> RowFacts:
         trace.get("totalDurationMs"),
         session.get("totalDurationMs"),
     ):
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            duration = float(value)
+        if as_number(value) is not None:  # numbers, or strings holding one, as checks read them
+            duration = as_number(value)
             break
     return RowFacts(calls, duration, dict(dialogue.get("metadata") or {}), _case_texts(dialogue))
 

@@ -86,7 +86,7 @@ def _first(*values: Any) -> Any:
     return next((v for v in values if v is not None), None)
 
 
-def _number(value: Any) -> float | None:
+def as_number(value: Any) -> float | None:
     """A number, or a string holding one (``"6000"``); anything else is absent (see
     :func:`trace_problems`, which refuses such values when the row is read)."""
     if isinstance(value, bool):
@@ -120,12 +120,12 @@ def trace_problems(trace: Any) -> list[tuple[str, str]]:
         for names in _NUMBER_FIELDS:
             for name in names:
                 value = obj.get(name)
-                if value is not None and _number(value) is None:
+                if value is not None and as_number(value) is None:
                     problems.append(
                         (f"{where}.{name}", f"must be a number, not {json.dumps(value)[:40]}")
                     )
     steps = _get(trace, "steps", "stepCount", "step_count")
-    if steps is not None and not isinstance(steps, list) and _number(steps) is None:
+    if steps is not None and not isinstance(steps, list) and as_number(steps) is None:
         problems.append(("trace.steps", f"must be a count or a list, not {json.dumps(steps)[:40]}"))
     invocations = _get(trace, "toolInvocations", "tool_invocations", "tool_calls", "toolCalls")
     if invocations is not None and not isinstance(invocations, list):
@@ -238,14 +238,14 @@ def evidence_from_row(row: DialogueRow, parsing: OutputParsing | None = None) ->
         if isinstance(summary, list)
         else (),
         verifier_verdict=str(verdict) if verdict is not None else None,
-        duration_ms=_number(
+        duration_ms=as_number(
             _first(
                 _get(session, "totalDurationMs", "total_duration_ms"),
                 _get(trace, "totalDurationMs", "durationMs", "total_duration_ms", "duration_ms"),
             )
         ),
-        cost_usd=_number(_get(trace, "totalCostUsd", "costUsd", "total_cost_usd", "cost_usd")),
-        steps=len(steps) if isinstance(steps, list) else _int(_number(steps)),
+        cost_usd=as_number(_get(trace, "totalCostUsd", "costUsd", "total_cost_usd", "cost_usd")),
+        steps=len(steps) if isinstance(steps, list) else _int(as_number(steps)),
         retrieved_doc_ids=_doc_ids(_get(trace, "retrievedDocs", "retrieved_docs")),
         structured_output=_get(trace, "structuredOutput", "structured_output"),
         final_state=_get(trace, "finalState", "final_state"),
