@@ -319,7 +319,7 @@ def test_seed_000_yaml_case_becomes_a_row_with_case_requirements_and_checks(
     [
         (("risk_level: P1", "risk_level: P5"), "risk_level", "'P0', 'P1', 'P2' or 'P3'"),
         (("difficulty: Medium", "difficulty: Tricky"), "difficulty", "'Hard Negative'"),
-        (("  owner: ai_eval_team\n", ""), "metadata.owner", "Field required"),
+        (("  owner: ai_eval_team\n", ""), "metadata.owner", "is required"),
         (
             ("rule_checks: [no_privacy_leak]", "rule_checks: [no_pii]"),
             "evaluator_config.rule_checks[0]",

@@ -152,3 +152,23 @@ def test_tool_sequence_failures_say_what_is_missing(tmp_path: Path) -> None:
     failed = results(rules_only(tmp_path, rows(tmp_path, row)))["t"]["failedChecks"]
     assert "2 expected call(s) need distinct calls" in failed[0]
     assert 'no call matches: order_lookup() with values ["C"]' in failed[1]
+
+
+def test_case_errors_read_plainly_and_list_the_fields(tmp_path: Path) -> None:
+    fixtures = tmp_path / "fixtures"
+    fixtures.mkdir()
+    (fixtures / "f.json").write_text(json.dumps({"session": {"answer": "x"}}), "utf-8")
+    cases = [
+        {"id": "x", "traceFixture": "f.json", "requiredEvidenceTools": []},
+        {"id": "y", "traceFixture": "f.json", "expectedRootCauseKeywords": "连接池"},
+        {"id": "z", "traceFixture": "f.json", "allowedVerdict": ["PASS"]},
+    ]
+    path = tmp_path / "cases.json"
+    path.write_text(json.dumps(cases, ensure_ascii=False), "utf-8")
+    with pytest.raises(DatasetError) as info:
+        DialogueSource(path).validate()
+    text = str(info.value)
+    assert "requiredEvidenceTools: case x: must list at least 1 entry" in text
+    assert "expectedRootCauseKeywords: case y: must be a list" in text
+    assert "unknown field 'allowedVerdict'; valid fields here: id, title" in text
+    assert "allowedVerdicts" in text and "Input should be" not in text

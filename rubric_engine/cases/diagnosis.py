@@ -56,6 +56,11 @@ class DiagnosisCase(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
+def diagnosis_fields() -> str:
+    """The field names a seed-001 case may have, as written in case files."""
+    return ", ".join(f.alias or n for n, f in DiagnosisCase.model_fields.items())
+
+
 def is_diagnosis_case(obj: Any) -> bool:
     return isinstance(obj, dict) and "traceFixture" in obj
 

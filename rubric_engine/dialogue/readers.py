@@ -31,7 +31,12 @@ from typing import Any, Literal
 import yaml
 from pydantic import ValidationError
 
-from rubric_engine.cases.diagnosis import diagnosis_row, is_diagnosis_case, load_fixture
+from rubric_engine.cases.diagnosis import (
+    diagnosis_fields,
+    diagnosis_row,
+    is_diagnosis_case,
+    load_fixture,
+)
 from rubric_engine.cases.seed000 import is_seed000
 from rubric_engine.cases.seed004 import is_seed004
 from rubric_engine.dialogue.model import DialogueRow
@@ -117,15 +122,42 @@ def _case_name(obj: Any) -> str:
     return ""
 
 
-def _problem(where: str, case: str, err: Any) -> Problem:
-    """One pydantic error as a Problem: check-union tags dropped, valid choices named."""
+#: pydantic's wording → what a case author reads (the field path is given separately)
+_PLAIN = {
+    "tuple_type": "must be a list",
+    "list_type": "must be a list",
+    "dict_type": "must be a mapping (a JSON object)",
+    "string_type": "must be a text string",
+    "int_type": "must be a whole number",
+    "bool_type": "must be true or false",
+    "missing": "is required",
+}
+
+
+def _plain(err: Any) -> str:
+    kind, ctx = err["type"], err.get("ctx") or {}
+    if kind in _PLAIN:
+        return _PLAIN[kind]
+    if kind == "too_short" and "min_length" in ctx:
+        return (
+            f"must list at least {ctx['min_length']} entr{'y' if ctx['min_length'] == 1 else 'ies'}"
+        )
+    message: str = err["msg"]
+    return message.removeprefix("Value error, ")
+
+
+def _problem(where: str, case: str, err: Any, top_fields: str | None = None) -> Problem:
+    """One pydantic error as a Problem: check-union tags dropped, plain wording, valid choices
+    named (``top_fields``: the valid top-level fields of the case shape being read)."""
     loc = strip_tags(tuple(err["loc"]))
-    message = check_error_message(err) or err["msg"]
+    message = check_error_message(err) or _plain(err)
     if err["type"] == "extra_forbidden":
         tags = [m for p in err["loc"] if isinstance(p, str) and (m := check_model(p))]
         valid = (
             ", ".join(f.alias or n for n, f in tags[-1].model_fields.items())
             if tags
+            else top_fields
+            if top_fields and len(loc) == 1
             else "see docs/cases.md"
         )
         message = f"unknown field {loc[-1]!r}; valid fields here: {valid}"
@@ -260,7 +292,8 @@ class DialogueSource:
                 except RowShapeError as exc:
                     yield where, [Problem(where, exc.field, f"{case}{exc}")]
                 except ValidationError as exc:
-                    yield where, [_problem(where, case, err) for err in exc.errors()]
+                    fields = diagnosis_fields() if is_diagnosis_case(obj) else None
+                    yield where, [_problem(where, case, err, fields) for err in exc.errors()]
 
     def validate(self, seen: dict[str, str] | None = None) -> int:
         """Check every row; return the row count.
