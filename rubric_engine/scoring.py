@@ -504,6 +504,11 @@ def _resume(
     with TaskStore(options.store) as store, task_lock(options.store, task_id):
         task = store.task(task_id)
         run_settings = task.extra.get("run")
+        if task.judge_mode == "none":
+            raise ConfigurationError(
+                f"task {task_id} ran rule checks only (--judge none): there is no judge call to "
+                "save, so it is not resumed; score its inputs again with --judge none"
+            )
         if task.judge_mode not in MODES or run_settings is None:
             raise ConfigurationError(
                 f"task {task_id} ({task.judge_mode}) cannot be resumed: it keeps no run "
