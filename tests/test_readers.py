@@ -357,3 +357,11 @@ def test_row_ids_are_trimmed_and_blank_ones_get_the_line_id(tmp_path: Path) -> N
     source = DialogueSource(path)
     source.validate()
     assert [row.row_id for row in source] == ["r1", "rows-2", "7"]
+
+
+def test_csv_row_with_an_empty_answer_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "rows.csv"
+    path.write_text("rowId,question,answer\nr1,hello,\n", "utf-8")
+    with pytest.raises(DatasetError) as info:
+        DialogueSource(path).validate()
+    assert f"{path}:2: answer: the `answer` column is empty on this row" in str(info.value)

@@ -199,14 +199,12 @@ def _print_pack(rubric: Any, label: str) -> None:
     )
     console.print("intents: " + ", ".join(f"{i.key} ({i.name})" for i in rubric.intents))
     console.print("red-flag types: " + (", ".join(rubric.red_flag_types) or "none (no red lines)"))
-    table = Table()
-    for column in ("requirement", "where", "category", "red line", "cap", "observable", "text"):
-        table.add_column(column, no_wrap=column == "requirement")
-    rows = [("common", r) for r in rubric.common_requirements] + [
+    header = ("requirement", "where", "category", "red line", "cap", "observable", "text")
+    owners = [("common", r) for r in rubric.common_requirements] + [
         (i.key, r) for i in rubric.intents for r in i.requirements
     ]
-    for where, r in rows:
-        table.add_row(
+    rows = [
+        (
             r.id,
             where,
             r.category,
@@ -215,6 +213,16 @@ def _print_pack(rubric: Any, label: str) -> None:
             "yes" if r.observable_in_data else "no",
             " ".join(r.text.split()),
         )
+        for where, r in owners
+    ]
+    if not console.is_terminal:  # piped: plain columns, nothing cut to fit 80 characters
+        print_columns([header, *rows])
+        return
+    table = Table()
+    for column in header:
+        table.add_column(column, no_wrap=column == "requirement")
+    for row in rows:
+        table.add_row(*row)
     console.print(table)
 
 

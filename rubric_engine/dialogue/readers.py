@@ -97,6 +97,11 @@ def _csv_object(record: dict[str, str]) -> dict[str, Any]:
     user = next((c for c in _CSV_USER if obj.get(c)), None)
     assistant = next((c for c in _CSV_ASSISTANT if obj.get(c)), None)
     if assistant is None:
+        present = [c for c in _CSV_ASSISTANT if c in obj]
+        if present:
+            raise RowShapeError(
+                present[0], f"the `{present[0]}` column is empty on this row: nothing to judge"
+            )
         raise RowShapeError(
             "",
             "a CSV row needs a `messages` column (JSON) or an `assistant` "
