@@ -487,7 +487,14 @@ def score(
     with TaskStore(options.store) as store, task_lock(options.store, task_id):
         store.create_task(
             _task_record(
-                task_id, options, rubric, template, run.builder.system_text, params, sources, total
+                task_id,
+                replace(options, out=out),  # resume writes where this run writes
+                rubric,
+                template,
+                run.builder.system_text,
+                params,
+                sources,
+                total,
             )
         )
         return run.execute(store, task_id, frozenset(), on_start, on_row)
