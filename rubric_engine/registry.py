@@ -251,15 +251,18 @@ class RubricRegistry:
                 f"{self._store.path}: another process holds the store ({exc}); try again"
             ) from exc
 
-    def publish(self, path: Path) -> PublishOutcome:
+    def publish(self, path: Path, rubric: EvalRubric | None = None) -> PublishOutcome:
         """Validate the pack file and freeze its version.
+
+        Args:
+            rubric: the file as :func:`load_for_publish` already read it, if it did.
 
         Raises:
             RubricError: the file does not validate (every problem listed).
             LifecycleError: the version is already published with other content, or is RETIRED,
                 or the file itself says RETIRED.
         """
-        rubric = load_for_publish(path)
+        rubric = rubric if rubric is not None else load_for_publish(path)
         new_hash = rubric.content_hash()
         self._begin()
         try:

@@ -77,9 +77,9 @@ def rubric_publish(
 
         if not file.is_file():
             raise RubricError(f"{file}: pack file not found")
-        load_for_publish(file)  # a bad file must not create an empty store
+        pack = load_for_publish(file)  # a bad file must not create an empty store
         with TaskStore(store) as opened:
-            outcome = RubricRegistry(opened).publish(file)
+            outcome = RubricRegistry(opened).publish(file, pack)
         v = outcome.version
         if outcome.created:
             typer.echo(f"published {v.ref} ({v.content_hash[:19]}…) from {file}")
