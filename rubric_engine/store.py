@@ -390,14 +390,3 @@ class TaskStore:
             ):
                 out[row_id] = decode_column(text, f"task {task_id} row {row_id} dialogue")
         return out
-
-    def results(
-        self, task_id: str
-    ) -> Iterator[tuple[RowResult, int, int, int, float | None, float]]:
-        """Lightweight row results for reports: (result, calls, prompt, completion, cost, ms)."""
-        for found in self._db.execute(
-            "SELECT result, calls, prompt_tokens, completion_tokens, cost_usd, latency_ms "
-            "FROM rows WHERE task_id=? ORDER BY seq",
-            (task_id,),
-        ):
-            yield (_row_result(found[0], task_id), *found[1:])
