@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
+from typing import Any
 
 _OPEN = re.compile(r"<(think|thinking|reasoning)>", re.IGNORECASE)
 _CLOSE = re.compile(r"</(think|thinking|reasoning)>", re.IGNORECASE)
@@ -81,6 +83,19 @@ def _balanced_objects(text: str) -> list[str]:
             if depth == 0:
                 spans.append(text[start : i + 1])
     return spans
+
+
+def reply_text(message: Mapping[str, Any]) -> str | None:
+    """The judge's reply in one wire-format (OpenAI) message: its content, or, when that is
+    empty, the arguments of its last tool call that has any (judges that answer by tool call)."""
+    content = message.get("content")
+    if isinstance(content, str) and content.strip():
+        return content
+    for call in reversed(message.get("tool_calls") or []):
+        arguments = (call.get("function") or {}).get("arguments")
+        if isinstance(arguments, str) and arguments.strip():
+            return arguments
+    return content if isinstance(content, str) else None
 
 
 def extract_verdict_json(reply: str) -> str:

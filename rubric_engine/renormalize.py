@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.errors import Problem, StoreError
+from rubric_engine.judge_reply import reply_text
 from rubric_engine.registry import LifecycleError, rubric_for_scoring, verified_snapshot
 from rubric_engine.report import ReportFiles, report_for_task, write_reports
 from rubric_engine.results import RowResult, RowStatus, WarningCode
@@ -44,8 +45,8 @@ def _final_content(stored: StoredRow) -> str:
     for attempt in reversed(stored.raw_attempts):
         response = attempt.get("response")
         if response:
-            content = response["choices"][0]["message"].get("content")
-            if isinstance(content, str):
+            content = reply_text(response["choices"][0]["message"])
+            if content is not None:
                 return content
     raise StoreError(f"row {stored.result.row_id}: no stored judge reply to re-apply")
 

@@ -219,3 +219,20 @@ def test_retries_run_out_into_a_transport_error_and_the_batch_goes_on(tmp_path: 
     assert row["status"] == "JUDGE_ERROR" and row["error"]["kind"] == "TRANSPORT"
     assert "HTTP 500" in row["error"]["message"]
     assert len(seen) == 4  # max_attempts, never more
+
+
+def test_renormalize_reads_a_stored_tool_call_verdict_as_the_judge_did(tmp_path: Path) -> None:
+    from rubric_engine.renormalize import renormalize
+    from tests.conftest import RUBRICS
+
+    row, _ = run_row(tmp_path, [StubReply(content="", tool_calls=tool_call(OWN))])
+    assert row["judgeScore"] == 4
+    with TaskStore(tmp_path / "store.sqlite") as store:
+        (task,) = store.tasks()
+    again = renormalize(
+        tmp_path / "store.sqlite", task.id, str(RUBRICS / "health_cs.yaml"), True, tmp_path / "rn"
+    )
+    rows = {
+        r["rowId"]: r for r in map(json.loads, again.files.rows.read_text("utf-8").splitlines())
+    }
+    assert rows[ROW]["judgeScore"] == 4 and rows[ROW]["status"] == "SCORED"

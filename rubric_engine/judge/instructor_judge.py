@@ -28,6 +28,7 @@ from rubric_engine.errors import format_loc
 from rubric_engine.judge.backends import Backend, CallContext, CassetteMiss
 from rubric_engine.judge.protocol import JudgeOutcome, JudgeRequest
 from rubric_engine.judge.secrets import redact
+from rubric_engine.judge_reply import reply_text
 from rubric_engine.results import JudgeError, JudgeErrorKind
 from rubric_engine.rubric.model import EvalRubric
 from rubric_engine.verdict import verdict_model
@@ -70,11 +71,9 @@ def _verdict_from_tool_call(response: Any) -> None:
     message = getattr(choice, "message", None)
     if message is None or (message.content or "").strip() or not message.tool_calls:
         return
-    for tool_call in reversed(message.tool_calls):
-        arguments = getattr(getattr(tool_call, "function", None), "arguments", None)
-        if isinstance(arguments, str) and arguments.strip():
-            message.content = arguments
-            return
+    text = reply_text(message.model_dump())  # the same rule renormalize applies to stored replies
+    if text:
+        message.content = text
 
 
 #: A truncated answer is asked again with ``max_tokens`` multiplied by this, up to the cap.
