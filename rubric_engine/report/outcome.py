@@ -1,4 +1,4 @@
-"""A row's outcome for reports, diffs and gates: pass score, verdict, rounding (SPEC §9).
+"""A row's outcome for reports, diffs and gates: pass score, outcome, rounding (SPEC §9).
 
 **Pass** (seed 001 §3–§4 ``passed`` / ``passRate``, carried over to rubric scoring): a SCORED
 row passes when it has no red flag and ``finalScore >= passScore``. ``passScore`` is one below
@@ -7,9 +7,10 @@ sets it. ``passRate = passed / scored``: JUDGE_ERROR rows have no outcome, so th
 this denominator like every other (SPEC §5 step 7) and are counted on their own; a CI gate
 should bound ``judgeErrors`` next to ``passRate``.
 
-A row's **verdict** is one of :data:`VERDICTS`: ``RED_FLAG`` (any red flag, whatever the
+A row's **outcome** is one of :data:`OUTCOMES`: ``RED_FLAG`` (any red flag, whatever the
 score: seed 003 §四 puts red lines in their own bucket), ``PASS``, ``FAIL`` (scored below
-``passScore``) or ``JUDGE_ERROR``. Pure functions.
+``passScore``) or ``JUDGE_ERROR``. "Verdict" is kept for the judge's answer; the report's
+``totals.verdictDistribution`` key keeps its old name for readers of ``report.json``. Pure.
 """
 
 from __future__ import annotations
@@ -18,16 +19,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
+from rubric_engine.report.model import RowOutcome
 from rubric_engine.results import RequirementStatus, RowResult, RowStatus
 from rubric_engine.rubric.model import EvalRubric
 
-VERDICTS = ("PASS", "FAIL", "RED_FLAG", "JUDGE_ERROR")
-#: the report field that counts each referenceBasis status
+OUTCOMES: tuple[RowOutcome, ...] = ("PASS", "FAIL", "RED_FLAG", "JUDGE_ERROR")
+#: the (snake_case) report field that counts each referenceBasis status
 STATUS_FIELD = {
     RequirementStatus.FOLLOWED: "followed",
     RequirementStatus.PARTIAL: "partial",
     RequirementStatus.VIOLATED: "violated",
-    RequirementStatus.NOT_APPLICABLE: "notApplicable",
+    RequirementStatus.NOT_APPLICABLE: "not_applicable",
 }
 
 
@@ -37,7 +39,7 @@ def default_pass_score(rubric: EvalRubric) -> int:
     return scale.max - 1 if scale.max - scale.min >= 2 else scale.max
 
 
-def row_verdict(result: RowResult, pass_score: int) -> str:
+def row_outcome(result: RowResult, pass_score: int) -> RowOutcome:
     """``JUDGE_ERROR``, ``RED_FLAG``, ``PASS`` or ``FAIL`` (see the module docstring).
 
     A CHECKED row (``--judge none``) has no score: it passes when its rule checks do
