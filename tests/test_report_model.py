@@ -153,6 +153,9 @@ PURE = (
     "rubric_engine.report.metrics",
     "rubric_engine.report.gate",
     "rubric_engine.report.diff",
+    "rubric_engine.report.diff_cases",
+    "rubric_engine.report.rows",
+    "rubric_engine.report.rules_section",
     "rubric_engine.report.render",
     "rubric_engine.report.junit",
 )

@@ -28,26 +28,31 @@ them from a store.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from rubric_engine.report.aggregate import RowFacts
-from rubric_engine.report.metrics import METRICS, Better, MetricDef, params
-from rubric_engine.report.model import (
-    Diff,
-    DiffItem,
-    ItemType,
-    Report,
-    RubricComparison,
-    RubricRef,
+from rubric_engine.report.diff_cases import (
+    CHANGED,
+    IMPROVEMENT,
+    REGRESSION,
+    case_items,
+    item,
+    numeric,
+    shown,
 )
-from rubric_engine.report.outcome import row_outcome
-from rubric_engine.results import RequirementStatus, RowResult, RowStatus
+from rubric_engine.report.metrics import METRICS, MetricDef, params
+from rubric_engine.report.model import Diff, DiffItem, Report, RubricComparison, RubricRef
+from rubric_engine.report.rows import RowFacts
+from rubric_engine.results import RowResult
 from rubric_engine.rubric.model import EvalRubric
 
-REGRESSION: ItemType = "REGRESSION"
-IMPROVEMENT: ItemType = "IMPROVEMENT"
-CHANGED: ItemType = "CHANGED"
-_RANK = {RequirementStatus.FOLLOWED: 0, RequirementStatus.PARTIAL: 1, RequirementStatus.VIOLATED: 2}
+__all__ = [
+    "CHANGED",
+    "DIFF_METRICS",
+    "IMPROVEMENT",
+    "REGRESSION",
+    "DiffSide",
+    "diff_tasks",
+    "rubric_comparison",
+]
 
 
 @dataclass(frozen=True)
@@ -57,79 +62,6 @@ class DiffSide:
     report: Report
     rubric: EvalRubric
     rows: list[tuple[RowResult, RowFacts]]
-
-
-def _item(
-    kind: ItemType,
-    metric: str,
-    base: Any,
-    cur: Any,
-    message: str,
-    case_id: str | None = None,
-) -> DiffItem:
-    numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (base, cur))
-    return DiffItem(
-        type=kind,
-        scope="case" if case_id else "aggregate",
-        case_id=case_id,
-        metric=metric,
-        baseline_value=_shown(base) if isinstance(base, float) else base,
-        current_value=_shown(cur) if isinstance(cur, float) else cur,
-        delta=round(cur - base, 4) if numeric else None,
-        message=message,
-    )
-
-
-def _shown(value: float | None) -> float | None:
-    """Figures decided on exactly (see ``outcome.exact_figures``) are shown to 4 places."""
-    return None if value is None else round(value, 4)
-
-
-def _direction(base: Any, cur: Any, better: Better) -> ItemType | None:
-    """REGRESSION/IMPROVEMENT for a numeric change (CHANGED when neither way is better),
-    ``None`` when equal or not comparable."""
-    if base is None or cur is None or base == cur:
-        return None
-    if better is Better.NEITHER:
-        return CHANGED
-    improved = cur > base if better is Better.HIGHER else cur < base
-    return IMPROVEMENT if improved else REGRESSION
-
-
-def _fmt(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return "–" if value is None else str(value)
-
-
-def _numeric(
-    items: list[DiffItem],
-    metric: str,
-    label: str,
-    base: Any,
-    cur: Any,
-    better: Better,
-    *,
-    up_only: bool = False,
-    case_id: str | None = None,
-) -> None:
-    kind = _direction(base, cur, better)
-    if kind is None:
-        return
-    if up_only and kind == IMPROVEMENT:
-        kind = CHANGED
-    verb = "rose" if cur > base else "fell"
-    where = f"{case_id}: " if case_id else ""
-    items.append(
-        _item(
-            kind,
-            metric,
-            base,
-            cur,
-            f"{where}{label} {verb} from {_fmt(base)} to {_fmt(cur)}",
-            case_id,
-        )
-    )
 
 
 def rubric_comparison(base: EvalRubric, cur: EvalRubric) -> RubricComparison:
@@ -171,7 +103,9 @@ def diff_tasks(baseline: DiffSide, current: DiffSide) -> Diff:
     base_ids = set(baseline.rubric.requirements_by_id)
     shared = {rid for rid in current.rubric.requirements_by_id if rid in base_ids}
     items = _aggregate_items(b, c, shared)
-    items += _case_items(baseline, current, shared)
+    items += case_items(
+        baseline.rows, current.rows, b.totals.pass_score, c.totals.pass_score, shared
+    )
     counts = {
         kind: sum(1 for i in items if i.type == kind) for kind in (REGRESSION, IMPROVEMENT, CHANGED)
     }
@@ -182,8 +116,8 @@ def diff_tasks(baseline: DiffSide, current: DiffSide) -> Diff:
         current_total_cases=c.totals.rows,
         baseline_passed_cases=b.totals.passed_rows,
         current_passed_cases=c.totals.passed_rows,
-        baseline_pass_rate=_shown(b.totals.pass_rate),
-        current_pass_rate=_shown(c.totals.pass_rate),
+        baseline_pass_rate=shown(b.totals.pass_rate),
+        current_pass_rate=shown(c.totals.pass_rate),
         regression_count=counts[REGRESSION],
         improvement_count=counts[IMPROVEMENT],
         changed_count=counts[CHANGED],
@@ -217,11 +151,11 @@ def _metric_items(b: Report, c: Report, shared: set[str]) -> list[DiffItem]:
                 flag = next(f for f in c.red_flags if f.type == param)
                 examples = ", ".join(flag.row_ids[:5])
                 message = f"new red flag {param} in {now} row(s): {examples}"
-                items.append(_item(REGRESSION, name, before, now, message))
+                items.append(item(REGRESSION, name, before, now, message))
                 continue
             label = metric.label.format(param=param)
             up_only = not metric.credits_improvement
-            _numeric(items, name, label, before, now, metric.better, up_only=up_only)
+            numeric(items, name, label, before, now, metric.better, up_only=up_only)
     return items
 
 
@@ -230,7 +164,7 @@ def _aggregate_items(b: Report, c: Report, shared: set[str]) -> list[DiffItem]:
     bt, ct = b.totals, c.totals
     if bt.pass_score != ct.pass_score:
         items.append(
-            _item(
+            item(
                 CHANGED,
                 "passScore",
                 bt.pass_score,
@@ -262,230 +196,12 @@ def _aggregate_items(b: Report, c: Report, shared: set[str]) -> list[DiffItem]:
             continue
         if base != cur:
             message = f"{label} changed: {_pairs(base)} → {_pairs(cur)}"
-            items.append(_item(CHANGED, metric, base, cur, message))
+            items.append(item(CHANGED, metric, base, cur, message))
     if bt.rows != ct.rows:
         message = f"row count changed from {bt.rows} to {ct.rows}"
-        items.append(_item(CHANGED, "rows", bt.rows, ct.rows, message))
+        items.append(item(CHANGED, "rows", bt.rows, ct.rows, message))
     return items
 
 
 def _pairs(counts: dict[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in counts.items()) or "none"
-
-
-def _case_items(baseline: DiffSide, current: DiffSide, shared: set[str]) -> list[DiffItem]:
-    items: list[DiffItem] = []
-    b_pass = baseline.report.totals.pass_score
-    c_pass = current.report.totals.pass_score
-    base_rows = {r.row_id: (r, f) for r, f in baseline.rows}
-    seen = set()
-    for cur, cur_facts in current.rows:
-        seen.add(cur.row_id)
-        found = base_rows.get(cur.row_id)
-        if found is None:
-            items.append(
-                _item(
-                    CHANGED,
-                    "presence",
-                    None,
-                    "present",
-                    f"{cur.row_id}: only in the current task",
-                    cur.row_id,
-                )
-            )
-            continue
-        items += _row_items(found[0], cur, found[1], cur_facts, b_pass, c_pass, shared)
-    for base, _ in baseline.rows:
-        if base.row_id not in seen:
-            items.append(
-                _item(
-                    REGRESSION,
-                    "presence",
-                    "present",
-                    None,
-                    f"{base.row_id}: judged in the baseline, no result in the current task",
-                    base.row_id,
-                )
-            )
-    return items
-
-
-def _row_items(
-    base: RowResult,
-    cur: RowResult,
-    base_facts: RowFacts,
-    cur_facts: RowFacts,
-    b_pass: int,
-    c_pass: int,
-    shared: set[str],
-) -> list[DiffItem]:
-    rid = cur.row_id
-    items: list[DiffItem] = []
-    if base.status is not cur.status:
-        if cur.status is RowStatus.JUDGE_ERROR:
-            why = f" ({cur.error.kind}: {cur.error.message})" if cur.error else ""
-            items.append(
-                _item(
-                    REGRESSION,
-                    "status",
-                    str(base.status),
-                    str(cur.status),
-                    f"{rid}: became JUDGE_ERROR{why}",
-                    rid,
-                )
-            )
-        else:
-            items.append(
-                _item(
-                    CHANGED,
-                    "status",
-                    str(base.status),
-                    str(cur.status),
-                    f"{rid}: was JUDGE_ERROR, now scored",
-                    rid,
-                )
-            )
-        return items
-    if cur.status is RowStatus.JUDGE_ERROR:
-        return items
-    was = row_outcome(base, b_pass) == "PASS"
-    now = row_outcome(cur, c_pass) == "PASS"
-    if was != now:
-        items.append(
-            _item(
-                IMPROVEMENT if now else REGRESSION,
-                "passed",
-                was,
-                now,
-                f"{rid}: {'now passes' if now else 'passed before, fails now'}",
-                rid,
-            )
-        )
-    _numeric(
-        items,
-        "finalScore",
-        "final score",
-        base.final_score,
-        cur.final_score,
-        Better.HIGHER,
-        case_id=rid,
-    )
-    for flag in cur.red_flag_types:
-        if flag not in base.red_flag_types:
-            items.append(
-                _item(
-                    REGRESSION,
-                    f"redFlags.{flag}",
-                    False,
-                    True,
-                    f"{rid}: new red flag {flag}",
-                    rid,
-                )
-            )
-    for flag in base.red_flag_types:
-        if flag not in cur.red_flag_types:
-            items.append(
-                _item(
-                    IMPROVEMENT,
-                    f"redFlags.{flag}",
-                    True,
-                    False,
-                    f"{rid}: red flag {flag} gone",
-                    rid,
-                )
-            )
-    if base.intent_key != cur.intent_key:
-        items.append(
-            _item(
-                CHANGED,
-                "intentKey",
-                base.intent_key,
-                cur.intent_key,
-                f"{rid}: judged as intent {cur.intent_key}, was {base.intent_key}",
-                rid,
-            )
-        )
-    before = {e.requirement_id: e.status for e in base.reference_basis}
-    for entry in cur.reference_basis:
-        old = before.get(entry.requirement_id)
-        is_case = entry.requirement_id.startswith("CASE_")
-        if old is None or old is entry.status or not (is_case or entry.requirement_id in shared):
-            continue
-        if old in _RANK and entry.status in _RANK:
-            kind = REGRESSION if _RANK[entry.status] > _RANK[old] else IMPROVEMENT
-        else:
-            kind = CHANGED
-        items.append(
-            _item(
-                kind,
-                f"requirements.{entry.requirement_id}",
-                str(old),
-                str(entry.status),
-                f"{rid}: {entry.requirement_id} {old} → {entry.status}",
-                rid,
-            )
-        )
-    items += _rule_items(base, cur)
-    _numeric(
-        items,
-        "toolCalls",
-        "tool calls",
-        base_facts.tool_calls,
-        cur_facts.tool_calls,
-        Better.LOWER,
-        up_only=True,
-        case_id=rid,
-    )
-    _numeric(
-        items,
-        "durationMs",
-        "agent duration (ms)",
-        base_facts.duration_ms,
-        cur_facts.duration_ms,
-        Better.LOWER,
-        up_only=True,
-        case_id=rid,
-    )
-    return items
-
-
-def _rule_items(base: RowResult, cur: RowResult) -> list[DiffItem]:
-    """Seed 001 §6 on rule checks: an evidence tool lost, or fewer keywords matched."""
-    if base.rules is None or cur.rules is None:
-        return []
-    rid = cur.row_id
-    items: list[DiffItem] = []
-    for tool, now in cur.rules.evidence_coverage.items():
-        was = base.rules.evidence_coverage.get(tool)
-        if was is not None and was != now:
-            items.append(
-                _item(
-                    IMPROVEMENT if now else REGRESSION,
-                    f"evidenceCoverage.{tool}",
-                    was,
-                    now,
-                    f"{rid}: evidence tool {tool} {'now used' if now else 'no longer used'}",
-                    rid,
-                )
-            )
-    _numeric(
-        items,
-        "matchedKeywordCount",
-        "matched keywords",
-        base.rules.matched_keyword_count,
-        cur.rules.matched_keyword_count,
-        Better.HIGHER,
-        case_id=rid,
-    )
-    if base.rules.verdict != cur.rules.verdict:
-        items.append(
-            _item(
-                CHANGED,
-                "verdict",
-                base.rules.verdict,
-                cur.rules.verdict,
-                f"{rid}: verifier verdict {base.rules.verdict} → {cur.rules.verdict}",
-                rid,
-            )
-        )
-    return items

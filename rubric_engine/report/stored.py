@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING
 
 from rubric_engine.errors import StoreError
 from rubric_engine.registry import verified_snapshot
-from rubric_engine.report.aggregate import RowFacts, RowUsage, build_report, row_facts
+from rubric_engine.report.aggregate import build_report
 from rubric_engine.report.model import Report, TaskSection
 from rubric_engine.report.render import render_json, render_markdown
+from rubric_engine.report.rows import RowFacts, RowUsage, row_facts
 from rubric_engine.results import RowResult
 from rubric_engine.rubric.model import EvalRubric
 from rubric_engine.store import StoredRow, TaskRecord, TaskStore
