@@ -203,3 +203,16 @@ def test_pure_report_modules_import_no_io_module(module: str) -> None:
 )
 def test_pure_report_modules_do_not_load_yaml() -> None:
     assert _loaded_after_import("rubric_engine.report.aggregate", ("yaml",)) == []
+
+
+def test_every_metric_definition_is_complete() -> None:
+    """What a new definition (``calibration.*`` …) must carry for gate, diff and the README."""
+    names = [m.name for m in METRICS]
+    assert len(names) == len(set(names))
+    for metric in METRICS:
+        assert metric.description, metric.name
+        assert metric.name.count("<") <= 1, metric.name
+        assert not metric.in_diff or "{param}" in metric.label or not metric.takes_param
+        assert not metric.in_diff or metric.label, metric.name
+        assert (metric.kind is MetricKind.QUANTITY) == (metric.unit is not None), metric.name
+        assert find_metric(metric.concrete("X")) == (metric, "X" if metric.takes_param else "")
