@@ -13,7 +13,7 @@ import pytest
 from rubric_engine.errors import ConfigurationError, StoreError
 from rubric_engine.report.aggregate import RowFacts
 from rubric_engine.report.diff import DIFF_METRICS, DiffSide, diff_tasks
-from rubric_engine.report.gate import parse_threshold
+from rubric_engine.report.gate import check_threshold, parse_threshold
 from rubric_engine.report.metrics import METRICS, Better, MetricKind, find_metric, metric_table
 from rubric_engine.report.model import Report
 from rubric_engine.report.render import render_markdown
@@ -216,3 +216,18 @@ def test_every_metric_definition_is_complete() -> None:
         assert not metric.in_diff or metric.label, metric.name
         assert (metric.kind is MetricKind.QUANTITY) == (metric.unit is not None), metric.name
         assert find_metric(metric.concrete("X")) == (metric, "X" if metric.takes_param else "")
+
+
+def test_exact_figures_are_an_argument_not_ambient_state(mini_rubric: EvalRubric) -> None:
+    """A gate decides on exact values (0.89995 must fail passRate>=0.9); a written report rounds
+    to 4 places. The choice is the caller's argument, so two reports built side by side (or in
+    concurrent tasks) never share it."""
+    rows = [row("a", 5), row("b", 2), row("c", 2)]
+    exact = report(mini_rubric, rows, exact=True, by=("intent",))
+    rounded = report(mini_rubric, rows, by=("intent",))
+    assert exact.totals.pass_rate == 1 / 3 and rounded.totals.pass_rate == 0.3333
+    assert exact.intents[0].pass_rate == 1 / 3 and rounded.intents[0].pass_rate == 0.3333
+    assert exact.slices and exact.slices[0].groups[0].pass_rate == 1 / 3
+    threshold = parse_threshold("passRate>=0.33333")
+    assert check_threshold(threshold, exact).passed is True
+    assert check_threshold(threshold, rounded).passed is False  # 0.3333 once rounded

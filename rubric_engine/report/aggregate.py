@@ -32,11 +32,12 @@ from rubric_engine.report.model import (
     UsageSummary,
 )
 from rubric_engine.report.outcome import (
+    EXACT,
     OUTCOMES,
+    ROUNDED,
     STATUS_FIELD,
+    Figures,
     default_pass_score,
-    mean,
-    ratio,
     row_outcome,
 )
 from rubric_engine.report.rows import RowFacts, RowUsage, row_facts
@@ -65,6 +66,7 @@ def build_report(
     *,
     pass_score: int | None = None,
     by: tuple[str, ...] = (),
+    exact: bool = False,
 ) -> Report:
     """Build the typed report.
 
@@ -75,6 +77,8 @@ def build_report(
         pass_score: the lowest passing final score; default :func:`default_pass_score`.
         by: slice names for the ``slices`` section (``intent``, ``category`` or a metadata
             field); the section is left out when empty.
+        exact: unrounded means and ratios (:data:`~rubric_engine.report.outcome.EXACT`), for
+            a gate or a diff to decide on; a written report rounds them to 4 places.
 
     Returns:
         The report (sections in :class:`~rubric_engine.report.model.Report`; README
@@ -86,6 +90,7 @@ def build_report(
         ConfigurationError: ``pass_score`` outside the scale, or a ``by`` name that is neither
             ``intent``, ``category`` nor a metadata field of any row (the valid names are listed).
     """
+    fig = EXACT if exact else ROUNDED
     threshold = default_pass_score(rubric) if pass_score is None else pass_score
     scale = rubric.score_scale
     if not scale.min <= threshold <= scale.max:
@@ -112,13 +117,13 @@ def build_report(
         rows=len(results),
         scored=len(scored),
         judge_errors=len(errors),
-        mean_score=mean(finals),
-        mean_judge_score=mean([r.judge_score for r in scored if r.judge_score is not None]),
+        mean_score=fig.mean(finals),
+        mean_judge_score=fig.mean([r.judge_score for r in scored if r.judge_score is not None]),
         capped_rows=sum(1 for r in scored if r.capped_by),
         rows_with_red_flags=sum(1 for r in scored if r.red_flag_types),
         pass_score=threshold,
         passed_rows=outcomes["PASS"],
-        pass_rate=ratio(outcomes["PASS"], len(scored) + len(checked)),
+        pass_rate=fig.ratio(outcomes["PASS"], len(scored) + len(checked)),
         score_distribution={str(s): finals.count(s) for s in range(scale.min, scale.max + 1)},
         outcome_distribution={o: outcomes[o] for o in OUTCOMES},
         judge_errors_by_kind=dict(
@@ -129,7 +134,7 @@ def build_report(
     )
     slices = (
         tuple(
-            slice_report(name, rubric, results, [f.metadata for f in facts], threshold)
+            slice_report(name, rubric, results, [f.metadata for f in facts], threshold, fig)
             for name in by
         )
         if by
@@ -139,12 +144,12 @@ def build_report(
         task=task,
         totals=totals,
         red_flags=_red_flags(rubric, scored + checked),
-        intents=_intents(rubric, scored, threshold),
+        intents=_intents(rubric, scored, threshold, fig),
         requirements=_requirements(
-            rubric, scored + checked, {k: v for f in facts for k, v in f.case_texts.items()}
+            rubric, scored + checked, {k: v for f in facts for k, v in f.case_texts.items()}, fig
         ),
         slices=slices,
-        issue_clusters=issue_clusters(rubric, scored, threshold),
+        issue_clusters=issue_clusters(rubric, scored, threshold, fig),
         lowest_rows=_lowest(scored),
         judge_errors=tuple(
             JudgeErrorEntry(
@@ -208,7 +213,7 @@ def _red_flags(rubric: EvalRubric, scored: list[RowResult]) -> tuple[RedFlagCoun
 
 
 def _intents(
-    rubric: EvalRubric, scored: list[RowResult], pass_score: int
+    rubric: EvalRubric, scored: list[RowResult], pass_score: int, fig: Figures
 ) -> tuple[IntentSummary, ...]:
     out = []
     for intent in rubric.intents:
@@ -219,8 +224,8 @@ def _intents(
                 intent_key=intent.key,
                 name=intent.name,
                 rows=len(mine),
-                mean_score=mean([r.final_score for r in mine if r.final_score is not None]),
-                pass_rate=ratio(passed, len(mine)),
+                mean_score=fig.mean([r.final_score for r in mine if r.final_score is not None]),
+                pass_rate=fig.ratio(passed, len(mine)),
                 red_flag_count=sum(len(r.red_flag_types) for r in mine),
                 rows_with_red_flags=sum(1 for r in mine if r.red_flag_types),
             )
@@ -229,7 +234,7 @@ def _intents(
 
 
 def _requirements(
-    rubric: EvalRubric, scored: list[RowResult], case_texts: dict[str, str]
+    rubric: EvalRubric, scored: list[RowResult], case_texts: dict[str, str], fig: Figures
 ) -> tuple[RequirementSummary, ...]:
     """Pack requirements in pack order (zeros included), then case-level ones as first seen
     (their texts from the rows that carry them)."""
@@ -252,11 +257,14 @@ def _requirements(
                 req.critical,
                 req.text,
                 counts.get(req.id, Counter()),
+                fig,
             )
         )
     for rid, counter in counts.items():
         if rid not in known:
-            rows.append(_requirement_row(rid, None, "CASE", False, case_texts.get(rid), counter))
+            rows.append(
+                _requirement_row(rid, None, "CASE", False, case_texts.get(rid), counter, fig)
+            )
     return tuple(rows)
 
 
@@ -267,13 +275,14 @@ def _requirement_row(
     critical: bool,
     text: str | None,
     counter: Counter[str],
+    fig: Figures,
 ) -> RequirementSummary:
     return RequirementSummary(
         id=rid,
         intent_key=intent_key,
         category=category,
         critical=critical,
-        **status_counts(counter),
+        **status_counts(counter, fig),
         text=text,
     )
 

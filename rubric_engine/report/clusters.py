@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import Counter
 
 from rubric_engine.report.model import CoViolated, IssueCluster
-from rubric_engine.report.outcome import mean, ratio, row_outcome
+from rubric_engine.report.outcome import ROUNDED, Figures, row_outcome
 from rubric_engine.results import RequirementStatus, RowResult
 from rubric_engine.rubric.model import EvalRubric
 
@@ -27,7 +27,7 @@ def _violated(row: RowResult) -> list[str]:
 
 
 def issue_clusters(
-    rubric: EvalRubric, scored: list[RowResult], pass_score: int
+    rubric: EvalRubric, scored: list[RowResult], pass_score: int, fig: Figures = ROUNDED
 ) -> tuple[IssueCluster, ...]:
     """Ranked clusters (see :class:`~rubric_engine.report.model.IssueCluster`).
 
@@ -65,7 +65,7 @@ def issue_clusters(
     if unexplained:
         groups.append((None, unexplained))
 
-    clusters = [_cluster(lead, members, rubric, violated) for lead, members in groups]
+    clusters = [_cluster(lead, members, rubric, violated, fig) for lead, members in groups]
     clusters.sort(
         key=lambda c: (
             c.lead_requirement_id is None,
@@ -79,7 +79,11 @@ def issue_clusters(
 
 
 def _cluster(
-    lead: str | None, members: list[RowResult], rubric: EvalRubric, violated: dict[str, set[str]]
+    lead: str | None,
+    members: list[RowResult],
+    rubric: EvalRubric,
+    violated: dict[str, set[str]],
+    fig: Figures,
 ) -> IssueCluster:
     reqs = rubric.requirements_by_id
     req = reqs.get(lead) if lead else None
@@ -96,8 +100,8 @@ def _cluster(
         size=len(members),
         row_ids=tuple(r.row_id for r in members),
         example_row_ids=tuple(r.row_id for _, r in lowest[:EXAMPLE_ROWS]),
-        mean_score=mean(finals),
-        red_flag_share=ratio(sum(1 for r in members if r.red_flag_types), len(members)) or 0.0,
+        mean_score=fig.mean(finals),
+        red_flag_share=fig.ratio(sum(1 for r in members if r.red_flag_types), len(members)) or 0.0,
         red_flag_types=dict(sorted(flags.items(), key=lambda kv: (-kv[1], kv[0]))),
         co_violated=tuple(
             CoViolated(id=rid, rows=n, text=reqs[rid].text if rid in reqs else None)

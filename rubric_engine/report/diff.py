@@ -94,9 +94,8 @@ def diff_tasks(baseline: DiffSide, current: DiffSide) -> Diff:
     Returns:
         A :class:`~rubric_engine.report.model.Diff`: aggregate items first, then case items in
         the current task's row order. ``delta`` is ``current - baseline`` for numbers,
-        ``None`` otherwise. Build both reports inside
-        :func:`~rubric_engine.report.outcome.exact_figures` to decide on exact values (the
-        figures shown are rounded to 4 places).
+        ``None`` otherwise. Build both reports with ``exact=True`` to decide on exact values
+        (the figures shown are rounded to 4 places).
     """
     b, c = baseline.report, current.report
     comparison = rubric_comparison(baseline.rubric, current.rubric)

@@ -41,7 +41,7 @@ def item(
 
 
 def shown(value: float | None) -> float | None:
-    """Figures decided on exactly (see ``outcome.exact_figures``) are shown to 4 places."""
+    """Figures decided on exactly (``outcome.EXACT``) are shown to 4 places."""
     return None if value is None else round(value, 4)
 
 

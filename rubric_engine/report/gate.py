@@ -204,7 +204,7 @@ def evaluate_gate(
     """All checks of one gate run on an already built report (and diff, for no-regression).
 
     The report must be built with the thresholds' :func:`slice_fields` and, to decide on exact
-    values, inside :func:`~rubric_engine.report.outcome.exact_figures`.
+    values, with ``exact=True`` (:func:`~rubric_engine.report.aggregate.build_report`).
 
     Raises:
         ConfigurationError: a threshold's parameter is not valid for this task (all listed).

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from rubric_engine.report.model import IntentSummary, Report, SliceGroup
-from rubric_engine.report.outcome import ratio
+from rubric_engine.report.outcome import EXACT
 from rubric_engine.results import JudgeErrorKind, WarningCode
 
 Value = int | float | None
@@ -109,7 +109,8 @@ def _totals(read: Callable[[Report], Value]) -> Reader:
 
 
 def _share(num: Callable[[Report], int], den: Callable[[Report], int]) -> Reader:
-    return lambda report, _: ratio(num(report), den(report))
+    # a share derived here is exact: a gate decides on it (the report's own are as built)
+    return lambda report, _: EXACT.ratio(num(report), den(report))
 
 
 def _red_flag_rows(report: Report, flag: str) -> int:

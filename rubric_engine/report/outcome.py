@@ -15,9 +15,7 @@ score: seed 003 §四 puts red lines in their own bucket), ``PASS``, ``FAIL`` (s
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from dataclasses import dataclass
 
 from rubric_engine.report.model import RowOutcome
 from rubric_engine.results import RequirementStatus, RowResult, RowStatus
@@ -56,32 +54,37 @@ def row_outcome(result: RowResult, pass_score: int) -> RowOutcome:
     return "PASS" if result.final_score >= pass_score else "FAIL"
 
 
-#: decimal places of means and ratios in reports; ``None`` inside :func:`exact_figures`
-PRECISION: ContextVar[int | None] = ContextVar("rubric_eval_precision", default=4)
+@dataclass(frozen=True)
+class Figures:
+    """How a report rounds its means and ratios: to ``places`` decimals (4 in every written
+    report), or not at all (``None``): a gate or a diff decides on the exact value (1,808 /
+    2,009 = 0.89995 must fail ``passRate>=0.9``), then rounds what it shows."""
+
+    places: int | None = 4
+
+    def _rounded(self, value: float) -> float:
+        return value if self.places is None else round(value, self.places)
+
+    def mean(self, values: list[int]) -> float | None:
+        """The mean, rounded; ``None`` when empty."""
+        return self._rounded(sum(values) / len(values)) if values else None
+
+    def ratio(self, num: int, den: int) -> float | None:
+        """``num / den``, rounded; ``None`` when ``den`` is 0."""
+        return self._rounded(num / den) if den else None
 
 
-@contextmanager
-def exact_figures() -> Iterator[None]:
-    """Build reports with unrounded means and ratios: a gate or a diff decides on the exact
-    value (1,808 / 2,009 = 0.89995 must fail ``passRate>=0.9``), then rounds for display."""
-    token = PRECISION.set(None)
-    try:
-        yield
-    finally:
-        PRECISION.reset(token)
-
-
-def _rounded(value: float) -> float:
-    places = PRECISION.get()
-    return value if places is None else round(value, places)
+#: the figures of every written report
+ROUNDED = Figures(4)
+#: unrounded figures, for gates and diffs
+EXACT = Figures(None)
 
 
 def mean(values: list[int]) -> float | None:
-    """Mean rounded to 4 places (exact inside :func:`exact_figures`); ``None`` when empty."""
-    return _rounded(sum(values) / len(values)) if values else None
+    """Mean rounded to 4 places; ``None`` when empty."""
+    return ROUNDED.mean(values)
 
 
 def ratio(num: int, den: int) -> float | None:
-    """``num / den`` rounded to 4 places (exact inside :func:`exact_figures`); ``None`` when
-    ``den`` is 0."""
-    return _rounded(num / den) if den else None
+    """``num / den`` rounded to 4 places; ``None`` when ``den`` is 0."""
+    return ROUNDED.ratio(num, den)

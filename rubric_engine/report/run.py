@@ -2,10 +2,10 @@
 
 :func:`run_diff` and :func:`run_gate` open the stores, rebuild the reports with exact figures
 (a gate decides 1,808 / 2,009 = 0.89995 against ``passRate>=0.9`` on the exact value; a diff
-shows figures rounded to 4 places) and call the pure :func:`~rubric_engine.report.diff.diff_tasks`
-and :func:`~rubric_engine.report.gate.evaluate_gate`. The CLI only parses options, calls these,
-prints and maps the result to an exit code. An edge: it reads the store.
-"""
+shows figures rounded to 4 places) and call the pure
+:func:`~rubric_engine.report.diff.diff_tasks` and
+:func:`~rubric_engine.report.gate.evaluate_gate`. The CLI only parses options, calls these,
+prints and maps the result to an exit code. An edge: it reads the store."""
 
 from __future__ import annotations
 
@@ -22,7 +22,6 @@ from rubric_engine.report.gate import (
     slice_fields,
 )
 from rubric_engine.report.model import Diff
-from rubric_engine.report.outcome import exact_figures
 from rubric_engine.report.stored import StoredTask, diff_side, load_task, report_from_task
 from rubric_engine.store import TaskStore
 
@@ -71,10 +70,10 @@ def run_diff(
     require_store(store)
     base_task = _load(baseline_store or store, baseline)
     cur_task = _load(store, current)
-    with exact_figures():  # decide on exact values; the diff rounds what it shows
-        return diff_tasks(
-            diff_side(base_task, pass_score=pass_score), diff_side(cur_task, pass_score=pass_score)
-        )
+    # diff_side builds exact figures: the diff decides on them and rounds what it shows
+    return diff_tasks(
+        diff_side(base_task, pass_score=pass_score), diff_side(cur_task, pass_score=pass_score)
+    )
 
 
 def run_gate(
@@ -116,13 +115,14 @@ def run_gate(
         )
     parsed = [parse_threshold(t) for t in thresholds]
     current = _load(store, task_id)
-    with exact_figures():  # 0.89995 must fail passRate>=0.9: no rounding before comparing
-        report = report_from_task(current, pass_score=pass_score, by=slice_fields(parsed))
-        check_parameters(parsed, report)  # before the baseline is read: the cheaper mistake
-        diff = None
-        if baseline is not None:
-            base = _load(baseline_store or store, baseline)
-            diff = diff_tasks(
-                diff_side(base, pass_score=pass_score), diff_side(current, pass_score=pass_score)
-            )
-        return evaluate_gate(report, parsed, diff=diff, require_complete=not allow_partial)
+    # exact: 0.89995 must fail passRate>=0.9, so nothing is rounded before comparing
+    by = slice_fields(parsed)
+    report = report_from_task(current, pass_score=pass_score, by=by, exact=True)
+    check_parameters(parsed, report)  # before the baseline is read: the cheaper mistake
+    diff = None
+    if baseline is not None:
+        base = _load(baseline_store or store, baseline)
+        diff = diff_tasks(
+            diff_side(base, pass_score=pass_score), diff_side(current, pass_score=pass_score)
+        )
+    return evaluate_gate(report, parsed, diff=diff, require_complete=not allow_partial)

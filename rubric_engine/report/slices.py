@@ -15,7 +15,7 @@ from typing import Any
 
 from rubric_engine.errors import ConfigurationError
 from rubric_engine.report.model import Slice, SliceGroup, SliceRequirement
-from rubric_engine.report.outcome import STATUS_FIELD, mean, ratio, row_outcome
+from rubric_engine.report.outcome import ROUNDED, STATUS_FIELD, Figures, row_outcome
 from rubric_engine.results import RowResult, RowStatus
 from rubric_engine.rubric.model import EvalRubric
 
@@ -34,6 +34,7 @@ def slice_report(
     results: list[RowResult],
     metadata: list[dict[str, Any]],
     pass_score: int,
+    fig: Figures = ROUNDED,
 ) -> Slice:
     """One slice: its groups, each with the counts of a small report (see
     :class:`~rubric_engine.report.model.SliceGroup`).
@@ -81,7 +82,7 @@ def slice_report(
         only = (
             (lambda rid, v=value: category_of.get(rid, "CASE") == v) if name == "category" else None
         )
-        out.append(_group(value, rows, pass_score, order, only))
+        out.append(_group(value, rows, pass_score, order, only, fig))
     return Slice(by=name, groups=tuple(out))
 
 
@@ -110,6 +111,7 @@ def _group(
     pass_score: int,
     order: dict[str, int],
     only: Any,
+    fig: Figures,
 ) -> SliceGroup:
     scored = [r for r in rows if r.status is RowStatus.SCORED]
     counts: dict[str, Counter[str]] = {}
@@ -125,15 +127,15 @@ def _group(
         value=value,
         rows=len(rows),
         scored=len(scored),
-        mean_score=mean([r.final_score for r in scored if r.final_score is not None]),
-        pass_rate=ratio(sum(row_outcome(r, pass_score) == "PASS" for r in scored), len(scored)),
+        mean_score=fig.mean([r.final_score for r in scored if r.final_score is not None]),
+        pass_rate=fig.ratio(sum(row_outcome(r, pass_score) == "PASS" for r in scored), len(scored)),
         red_flag_rows=sum(1 for r in scored if r.red_flag_types),
-        **status_counts(total),
-        requirements=tuple(SliceRequirement(id=rid, **status_counts(c)) for rid, c in ranked),
+        **status_counts(total, fig),
+        requirements=tuple(SliceRequirement(id=rid, **status_counts(c, fig)) for rid, c in ranked),
     )
 
 
-def status_counts(counter: Counter[str]) -> dict[str, Any]:
+def status_counts(counter: Counter[str], fig: Figures = ROUNDED) -> dict[str, Any]:
     """The ``followed … notApplicable, compliance`` fields (snake_case) of a status counter
     keyed as :data:`~rubric_engine.report.outcome.STATUS_FIELD` says."""
     judged = counter["followed"] + counter["partial"] + counter["violated"]
@@ -142,5 +144,5 @@ def status_counts(counter: Counter[str]) -> dict[str, Any]:
         "partial": counter["partial"],
         "violated": counter["violated"],
         "not_applicable": counter["not_applicable"],
-        "compliance": ratio(counter["followed"], judged),
+        "compliance": fig.ratio(counter["followed"], judged),
     }

@@ -115,11 +115,17 @@ def load_task(store: TaskStore, task_id: str) -> StoredTask:
 
 
 def report_from_task(
-    task: StoredTask, *, pass_score: int | None = None, by: tuple[str, ...] = ()
+    task: StoredTask,
+    *,
+    pass_score: int | None = None,
+    by: tuple[str, ...] = (),
+    exact: bool = False,
 ) -> Report:
     """The report of an already loaded task (see :func:`build_report` for the options)."""
     rows = ((row.result, row.usage, row.facts) for row in task.rows)
-    return build_report(task_section(task.record), task.rubric, rows, pass_score=pass_score, by=by)
+    return build_report(
+        task_section(task.record), task.rubric, rows, pass_score=pass_score, by=by, exact=exact
+    )
 
 
 def report_for_task(
@@ -174,11 +180,12 @@ def write_reports(
     return files
 
 
-def diff_side(task: StoredTask, *, pass_score: int | None = None) -> DiffSide:
-    """What :func:`rubric_engine.report.diff.diff_tasks` reads of one task."""
+def diff_side(task: StoredTask, *, pass_score: int | None = None, exact: bool = True) -> DiffSide:
+    """What :func:`rubric_engine.report.diff.diff_tasks` reads of one task: its report with
+    exact figures (the diff decides on them and rounds what it shows)."""
     from rubric_engine.report.diff import DiffSide
 
-    report = report_from_task(task, pass_score=pass_score)
+    report = report_from_task(task, pass_score=pass_score, exact=exact)
     return DiffSide(report, task.rubric, [(r.result, r.facts) for r in task.rows])
 
 
