@@ -14,7 +14,6 @@ import json
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from pydantic import ValidationError
 
@@ -23,6 +22,7 @@ from rubric_engine.errors import Problem, StoreError
 from rubric_engine.judge_reply import reply_text
 from rubric_engine.registry import LifecycleError, rubric_for_scoring, verified_snapshot
 from rubric_engine.report import ReportFiles, report_for_task, write_reports
+from rubric_engine.report.model import Report
 from rubric_engine.results import RowResult, RowStatus, WarningCode
 from rubric_engine.rubric.case_level import case_requirements
 from rubric_engine.rubric.diff import RubricDiff, diff_rubrics, renormalize_blockers
@@ -37,7 +37,7 @@ class RenormalizeResult:
     task_id: str
     source_task_id: str
     diff: RubricDiff
-    report: dict[str, Any]
+    report: Report
     files: ReportFiles
 
 

@@ -41,6 +41,7 @@ from rubric_engine.report import (
     report_row,
     write_reports,
 )
+from rubric_engine.report.model import Report
 from rubric_engine.results import JudgeErrorKind, RowResult
 from rubric_engine.rubric.model import EvalRubric
 from rubric_engine.rules.run import rules_only_rubric
@@ -96,7 +97,7 @@ class ScoreOptions:
 @dataclass
 class ScoreResult:
     task_id: str
-    report: dict[str, Any]
+    report: Report
     files: ReportFiles
     cassette_misses: list[RowResult] = field(default_factory=list)
     #: why the run stopped before every row was judged (a budget ran out), else ``None``

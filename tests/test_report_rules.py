@@ -18,6 +18,7 @@ from rubric_engine.report.gate import (
     parse_threshold,
     slice_fields,
 )
+from rubric_engine.report.model import Diff, Report, TaskSection
 from rubric_engine.results import (
     BasisEntry,
     BasisSource,
@@ -71,14 +72,38 @@ def row(
     )
 
 
+def task(task_id: str = "t") -> TaskSection:
+    return TaskSection(
+        id=task_id,
+        created_at="2026-01-01T00:00:00Z",
+        state="COMPLETED",
+        rubric_key="mini",
+        rubric_version=1,
+        rubric_status="PUBLISHED",
+        rubric_hash="sha256:0",
+        prompt_version="judge-v1",
+        prompt_hash="sha256:1",
+        engine_version="0",
+        analysis_version="normalize-v1",
+        model="m",
+        judge_mode="replay",
+        judge_params={},
+        inputs=(),
+        planned_rows=0,
+    )
+
+
 def report(
-    rubric: EvalRubric, rows: list[RowResult], meta: list[dict[str, Any]] | None = None, **kw: Any
-) -> dict[str, Any]:
+    rubric: EvalRubric,
+    rows: list[RowResult],
+    meta: list[dict[str, Any]] | None = None,
+    task_id: str = "t",
+    **kw: Any,
+) -> Report:
     meta = meta or [{} for _ in rows]
     usage = RowUsage(1, 10, 5, None, 1.0)
-    task = {"id": "t"}
     triples = [(r, usage, RowFacts(0, None, m)) for r, m in zip(rows, meta, strict=True)]
-    return build_report(task, rubric, triples, **kw)
+    return build_report(task(task_id), rubric, triples, **kw)
 
 
 def test_pass_needs_no_red_flag_and_the_pass_score_judge_errors_are_outside(
@@ -163,12 +188,11 @@ def test_cluster_ties_go_to_the_red_line(mini_rubric: EvalRubric) -> None:
 
 
 def side(rubric: EvalRubric, rows: list[RowResult], task_id: str) -> DiffSide:
-    built = report(rubric, rows)
-    built["task"] = {"id": task_id}
+    built = report(rubric, rows, task_id=task_id)
     return DiffSide(built, rubric, [(r, RowFacts()) for r in rows])
 
 
-def items(diff: dict[str, Any], kind: str) -> set[tuple[str | None, str]]:
+def items(diff: Diff, kind: str) -> set[tuple[str | None, str]]:
     return {(i["caseId"], i["metric"]) for i in diff["items"] if i["type"] == kind}
 
 

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from rubric_engine import DEFAULT_STORE
-from rubric_engine.cli._app import EXIT_GATE_FAILED, StoreOpt, _fail, _guard, _require_store, app
-
-#: `gate` exit code when a threshold or the no-regression rule fails
+from rubric_engine.cli._app import EXIT_GATE_FAILED, StoreOpt, _fail, _guard, app
 
 PassScoreOpt = Annotated[
     int | None,
@@ -25,22 +23,6 @@ BaselineStoreOpt = Annotated[
         help="Store holding the baseline task, when it is not --store (e.g. a CI artifact)."
     ),
 ]
-
-
-def _sides(
-    store: Path, baseline_store: Path | None, baseline: str, current: str, pass_score: int | None
-) -> tuple[Any, Any]:
-    from rubric_engine.report import diff_side, load_task
-    from rubric_engine.store import TaskStore
-
-    _require_store(store)
-    base_path = baseline_store or store
-    _require_store(base_path)
-    with TaskStore(base_path) as opened:
-        base = diff_side(load_task(opened, baseline), pass_score=pass_score)
-    with TaskStore(store) as opened:
-        cur = diff_side(load_task(opened, current), pass_score=pass_score)
-    return base, cur
 
 
 @app.command()
@@ -60,22 +42,22 @@ def diff(
         _fail(ConfigurationError(f"--format {format!r} is not valid; use md or json"))
 
     def run() -> None:
-        from rubric_engine.report.diff import diff_tasks
-        from rubric_engine.report.outcome import exact_figures
         from rubric_engine.report.render import render_diff_markdown, render_json
+        from rubric_engine.report.run import run_diff
 
         if out is not None and out.is_dir():
             raise ConfigurationError(f"--out {out} is a folder; give a file path for the diff")
-        with exact_figures():  # decide on exact values; the diff rounds what it shows
-            built = diff_tasks(*_sides(store, baseline_store, baseline, current, pass_score))
+        built = run_diff(
+            store, baseline, current, baseline_store=baseline_store, pass_score=pass_score
+        )
         text = render_json(built) if format == "json" else render_diff_markdown(built)
         if out is None:
             sys.stdout.write(text)
         else:
             _write(out, text, "--out")
             typer.echo(
-                f"wrote {out}: {built['regressionCount']} regression(s), "
-                f"{built['improvementCount']} improvement(s), {built['changedCount']} change(s)"
+                f"wrote {out}: {built.regression_count} regression(s), "
+                f"{built.improvement_count} improvement(s), {built.changed_count} change(s)"
             )
 
     _guard(run)
@@ -120,68 +102,34 @@ def gate(
     from rubric_engine.errors import ConfigurationError
 
     def run() -> bool:
-        from rubric_engine.report.outcome import exact_figures
+        from rubric_engine.report.junit import gate_junit
+        from rubric_engine.report.run import run_gate
 
         if junit is not None and junit.is_dir():
             raise ConfigurationError(
                 f"--junit {junit} is a folder; give a file path, e.g. gate.xml"
             )
-        with exact_figures():  # 0.89995 must fail passRate>=0.9: no rounding before comparing
-            return _run_gate()
-
-    def _run_gate() -> bool:
-        from rubric_engine.report import diff_side, load_task, report_from_task
-        from rubric_engine.report.diff import diff_tasks
-        from rubric_engine.report.gate import (
-            check_complete,
-            check_no_regression,
-            check_parameters,
-            check_threshold,
-            parse_threshold,
-            slice_fields,
+        result = run_gate(
+            store,
+            task_id,
+            threshold or (),
+            baseline=baseline,
+            no_regression=no_regression,
+            baseline_store=baseline_store,
+            pass_score=pass_score,
+            allow_partial=allow_partial,
         )
-        from rubric_engine.report.junit import junit_xml
-        from rubric_engine.store import TaskStore
-
-        if not threshold and not no_regression:
-            raise ConfigurationError(
-                "nothing to check: give at least one --threshold, or --baseline TASK "
-                "--no-regression"
-            )
-        if no_regression and baseline is None:
-            raise ConfigurationError("--no-regression needs --baseline TASK (the accepted run)")
-        if baseline is not None and not no_regression:
-            raise ConfigurationError(
-                "--baseline is only used with --no-regression; add it, or drop --baseline"
-            )
-        parsed = [parse_threshold(t) for t in threshold or ()]
-        _require_store(store)
-        with TaskStore(store) as opened:
-            current = load_task(opened, task_id)
-        report = report_from_task(current, pass_score=pass_score, by=slice_fields(parsed))
-        check_parameters(parsed, report)
-        checks = [] if allow_partial else [check_complete(report)]
-        checks += [check_threshold(t, report) for t in parsed]
-        if no_regression and baseline is not None:
-            base_path = baseline_store or store
-            _require_store(base_path)
-            with TaskStore(base_path) as opened:
-                base = diff_side(load_task(opened, baseline), pass_score=pass_score)
-            checks += check_no_regression(
-                diff_tasks(base, diff_side(current, pass_score=pass_score))
-            )
-        for check in checks:
-            mark = "PASS" if check.passed else "FAIL"
-            typer.echo(f"{mark}  {check.message}")
-        failed = sum(1 for c in checks if not c.passed)
+        for check in result.checks:
+            typer.echo(f"{'PASS' if check.passed else 'FAIL'}  {check.message}")
         if junit is not None:
-            _write(junit, junit_xml(f"rubric-eval gate {task_id}", checks), "--junit")
+            _write(junit, gate_junit(result), "--junit")
             typer.echo(f"wrote {junit}")
+        checks = len(result.checks)
         typer.echo(
-            f"gate {'failed' if failed else 'passed'}: {len(checks) - failed} of {len(checks)} "
-            "check(s) hold"
+            f"gate {'failed' if result.failed else 'passed'}: {checks - result.failed} of "
+            f"{checks} check(s) hold"
         )
-        return failed == 0
+        return result.passed
 
     if not _guard(run):
         raise typer.Exit(EXIT_GATE_FAILED)

@@ -46,8 +46,13 @@ def report(
         _fail(ConfigurationError(f"--format {format!r} is not valid; use json, md or html"))
 
     def run() -> None:
-        from rubric_engine.report import html_report, load_task, report_from_task, write_reports
         from rubric_engine.report.render import render_json, render_markdown
+        from rubric_engine.report.stored import (
+            html_report,
+            load_task,
+            report_from_task,
+            write_reports,
+        )
         from rubric_engine.store import TaskStore
 
         _require_store(store)

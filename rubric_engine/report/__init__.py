@@ -1,188 +1,49 @@
-"""Reports rebuilt from a stored task, never from current files (SPEC §3, §9).
+"""Reports: a typed report built from a task's rows, its renderers, the metric table, gate and
+diff (SPEC §9).
 
-:func:`report_for_task` reads the task's own rubric snapshot and rows from the store and
-aggregates them; :func:`write_reports` writes ``report.json``, ``report.md``, ``report.html``
-and ``rows.jsonl``. The same task always gives the same bytes.
+The modules are pure (:mod:`~rubric_engine.report.model`, ``aggregate``, ``slices``,
+``clusters``, ``outcome``, ``metrics``, ``gate``, ``diff`` and the renderers) except
+:mod:`~rubric_engine.report.stored`, the one edge that reads the store and writes report files.
+Its names are re-exported here for existing callers, imported on first use so that importing a
+pure module (``rubric_engine.report.aggregate``) does not load the store and ``sqlite3``.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
-from pathlib import Path
+import importlib
 from typing import TYPE_CHECKING, Any
 
-from rubric_engine.errors import StoreError
-from rubric_engine.registry import verified_snapshot
-from rubric_engine.report.aggregate import RowFacts, RowUsage, build_report, row_facts
-from rubric_engine.report.render import render_json, render_markdown
-from rubric_engine.results import RowResult
-from rubric_engine.rubric.model import EvalRubric
-from rubric_engine.store import StoredRow, TaskRecord, TaskStore
-
 if TYPE_CHECKING:
-    from rubric_engine.report.diff import DiffSide
-
-
-def task_section(task: TaskRecord) -> dict[str, Any]:
-    """The report's ``task`` block: identity and every version that made the scores."""
-    section: dict[str, Any] = {
-        "id": task.id,
-        "createdAt": task.created_at,
-        "state": task.state,
-        "rubricKey": task.rubric_key,
-        "rubricVersion": task.rubric_version,
-        "rubricStatus": task.rubric_status,
-        "rubricHash": task.rubric_hash,
-        "promptVersion": task.prompt_version,
-        "promptHash": task.prompt_hash,
-        "engineVersion": task.engine_version,
-        "analysisVersion": task.analysis_version,
-        "model": task.model,
-        "judgeMode": task.judge_mode,
-        "judgeParams": task.judge_params,
-        "inputs": task.inputs,
-        "plannedRows": task.row_count,
-    }
-    for name in ("cassettes", "stopReason", "renormalizedFrom", "judgedUnder"):
-        if task.extra.get(name) is not None:
-            section[name] = task.extra[name]
-    return section
-
-
-@dataclass(frozen=True)
-class StoredTask:
-    """A task read back from the store: its record, its own rubric snapshot and its rows."""
-
-    record: TaskRecord
-    rubric: EvalRubric
-    rows: list[ReportRow]
-
-
-@dataclass(frozen=True)
-class ReportRow:
-    """One row as reports read it: the result, what the judge calls cost, what the agent did.
-    Dialogues and raw judge replies stay in the store (the HTML drill-down fetches a few)."""
-
-    result: RowResult
-    usage: RowUsage
-    facts: RowFacts
-
-
-def report_row(stored: StoredRow) -> ReportRow:
-    """What reports keep of a stored row."""
-    usage = RowUsage(
-        stored.calls,
-        stored.prompt_tokens,
-        stored.completion_tokens,
-        stored.cost_usd,
-        stored.latency_ms,
+    from rubric_engine.report.stored import (
+        ReportFiles,
+        ReportRow,
+        StoredTask,
+        diff_side,
+        html_report,
+        load_task,
+        report_for_task,
+        report_from_task,
+        report_row,
+        task_section,
+        write_reports,
     )
-    return ReportRow(stored.result, usage, row_facts(stored.dialogue))
+
+__all__ = [
+    "ReportFiles",
+    "ReportRow",
+    "StoredTask",
+    "diff_side",
+    "html_report",
+    "load_task",
+    "report_for_task",
+    "report_from_task",
+    "report_row",
+    "task_section",
+    "write_reports",
+]
 
 
-def load_task(store: TaskStore, task_id: str) -> StoredTask:
-    """Read a task, parse its rubric snapshot and load its rows in input order.
-
-    The task's rubric snapshot is checked against the content hash recorded when the task ran
-    (SPEC §3): a report is never rebuilt from rules edited afterwards.
-
-    Raises:
-        TaskNotFoundError: no such task.
-        StoreError: the stored snapshot no longer validates or no longer matches its hash; a
-            COMPLETED task does not hold exactly its planned rows (rows were deleted or added).
-    """
-    record = store.task(task_id)
-    rubric = verified_snapshot(record.rubric_snapshot, record.rubric_hash, f"task {task_id}")
-    rows = [
-        ReportRow(result, RowUsage(calls, prompt, completion, cost, latency), row_facts(dialogue))
-        for result, calls, prompt, completion, cost, latency, dialogue in store.report_rows(task_id)
-    ]
-    if len(rows) > record.row_count or (
-        record.state == "COMPLETED" and len(rows) != record.row_count
-    ):
-        raise StoreError(
-            f"task {task_id} is {record.state} with {record.row_count} planned row(s) but the "
-            f"store holds {len(rows)}: rows were deleted or added after the run. The report is "
-            "not rebuilt from a damaged task; restore the store from a backup or score again."
-        )
-    return StoredTask(record, rubric, rows)
-
-
-def report_from_task(
-    task: StoredTask, *, pass_score: int | None = None, by: tuple[str, ...] = ()
-) -> dict[str, Any]:
-    """The report of an already loaded task (see :func:`build_report` for the options)."""
-    rows = ((row.result, row.usage, row.facts) for row in task.rows)
-    return build_report(task_section(task.record), task.rubric, rows, pass_score=pass_score, by=by)
-
-
-def report_for_task(
-    store: TaskStore, task_id: str, *, pass_score: int | None = None, by: tuple[str, ...] = ()
-) -> dict[str, Any]:
-    """Rebuild a task's report from the store alone.
-
-    Args:
-        pass_score: lowest passing final score (default: one below the scale's top).
-        by: slices to add (``intent``, ``category`` or a row metadata field).
-
-    Raises:
-        TaskNotFoundError: no such task.
-        StoreError: the stored snapshot no longer validates or no longer matches its hash.
-        ConfigurationError: a bad ``pass_score`` or ``by`` name (valid choices listed).
-    """
-    return report_from_task(load_task(store, task_id), pass_score=pass_score, by=by)
-
-
-@dataclass(frozen=True)
-class ReportFiles:
-    json: Path
-    markdown: Path
-    rows: Path
-    html: Path
-
-
-def write_reports(
-    store: TaskStore,
-    task_id: str,
-    report: dict[str, Any],
-    out: Path,
-    task: StoredTask | None = None,
-) -> ReportFiles:
-    """Write ``report.json``, ``report.md``, ``report.html`` (self-contained) and ``rows.jsonl``
-    (one row object per line).
-
-    Args:
-        task: the task as :func:`load_task` already read it, so it is not read twice.
-    """
-    task = task if task is not None else load_task(store, task_id)
-    out.mkdir(parents=True, exist_ok=True)
-    files = ReportFiles(
-        out / "report.json", out / "report.md", out / "rows.jsonl", out / "report.html"
-    )
-    files.json.write_text(render_json(report), encoding="utf-8")
-    files.markdown.write_text(render_markdown(report), encoding="utf-8")
-    files.html.write_text(html_report(store, task, report), encoding="utf-8")
-    with files.rows.open("w", encoding="utf-8") as handle:
-        for row in task.rows:
-            handle.write(json.dumps(row.result.to_json_dict(), ensure_ascii=False) + "\n")
-    return files
-
-
-def diff_side(task: StoredTask, *, pass_score: int | None = None) -> DiffSide:
-    """What :func:`rubric_engine.report.diff.diff_tasks` reads of one task."""
-    from rubric_engine.report.diff import DiffSide
-
-    report = report_from_task(task, pass_score=pass_score)
-    return DiffSide(report, task.rubric, [(r.result, r.facts) for r in task.rows])
-
-
-def html_report(store: TaskStore, task: StoredTask, report: dict[str, Any]) -> str:
-    """The self-contained HTML report; its drill-down holds at most
-    :data:`~rubric_engine.report.html.DRILLDOWN_ROWS` rows (worst first), fetched from the store."""
-    from rubric_engine.report.html import drilldown_rows, render_html
-
-    picked = drilldown_rows([r.result for r in task.rows], report["totals"]["passScore"])
-    dialogues = store.dialogues(task.record.id, [r.row_id for r in picked])
-    pairs = [(r, dialogues.get(r.row_id, {})) for r in picked]
-    return render_html(report, task.rubric, pairs, total_rows=len(task.rows))
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        return getattr(importlib.import_module("rubric_engine.report.stored"), name)
+    raise AttributeError(f"module 'rubric_engine.report' has no attribute {name!r}")

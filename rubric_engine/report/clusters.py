@@ -1,7 +1,7 @@
 """Issue clusters: low-scoring rows grouped by the requirements they violate (seed 003 closing
 paragraph: turn hundreds of low-score samples into problem clusters and then action items).
 
-A **low row** is a SCORED row whose verdict is not ``PASS`` (below the pass score, or any red
+A **low row** is a SCORED row whose outcome is not ``PASS`` (below the pass score, or any red
 flag; see :mod:`rubric_engine.report.outcome`). Clusters are formed greedily and do not
 overlap: the requirement violated by the most remaining low rows leads the next cluster and takes
 all of them (ties: red lines first, then the lower ``violationScore`` cap, then pack order);
@@ -13,9 +13,9 @@ lead. Clusters are ranked by size, then red-flag share, then lowest mean score. 
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
-from rubric_engine.report.outcome import mean, ratio, row_verdict
+from rubric_engine.report.model import CoViolated, IssueCluster
+from rubric_engine.report.outcome import ROUNDED, Figures, row_outcome
 from rubric_engine.results import RequirementStatus, RowResult
 from rubric_engine.rubric.model import EvalRubric
 
@@ -27,17 +27,16 @@ def _violated(row: RowResult) -> list[str]:
 
 
 def issue_clusters(
-    rubric: EvalRubric, scored: list[RowResult], pass_score: int
-) -> list[dict[str, Any]]:
-    """Ranked clusters: ``[{rank, leadRequirementId, text, critical, category, size, rowIds,
-    exampleRowIds, meanScore, redFlagShare, redFlagTypes, coViolated: [{id, rows, text}]}]``.
+    rubric: EvalRubric, scored: list[RowResult], pass_score: int, fig: Figures = ROUNDED
+) -> tuple[IssueCluster, ...]:
+    """Ranked clusters (see :class:`~rubric_engine.report.model.IssueCluster`).
 
     Args:
         scored: the task's SCORED rows in input order.
         pass_score: rows at or above it without a red flag are not low.
 
     Returns:
-        An empty list when no row is low. ``rowIds`` are in input order; ``exampleRowIds`` are
+        Empty when no row is low. ``rowIds`` are in input order; ``exampleRowIds`` are
         the lowest-scoring first. Case-level requirements (``CASE_…``) have no text or category
         in the pack and show ``null``.
     """
@@ -52,7 +51,7 @@ def issue_clusters(
         cap = req.violation_score if req.violation_score is not None else top
         return (0 if req.critical else 1, cap, order[rid])
 
-    low = [r for r in scored if row_verdict(r, pass_score) != "PASS"]
+    low = [r for r in scored if row_outcome(r, pass_score) != "PASS"]
     violated = {r.row_id: set(_violated(r)) for r in low}  # rowIds are unique in a task
     remaining = [r for r in low if violated[r.row_id]]
     groups: list[tuple[str | None, list[RowResult]]] = []
@@ -66,43 +65,46 @@ def issue_clusters(
     if unexplained:
         groups.append((None, unexplained))
 
-    clusters = [_cluster(lead, members, rubric, violated) for lead, members in groups]
+    clusters = [_cluster(lead, members, rubric, violated, fig) for lead, members in groups]
     clusters.sort(
         key=lambda c: (
-            c["leadRequirementId"] is None,
-            -c["size"],
-            -c["redFlagShare"],
-            c["meanScore"],
-            order.get(c["leadRequirementId"] or "", len(order)),
+            c.lead_requirement_id is None,
+            -c.size,
+            -c.red_flag_share,
+            c.mean_score,
+            order.get(c.lead_requirement_id or "", len(order)),
         )
     )
-    for rank, cluster in enumerate(clusters, start=1):
-        cluster["rank"] = rank
-    return [{"rank": c.pop("rank"), **c} for c in clusters]
+    return tuple(c.model_copy(update={"rank": rank}) for rank, c in enumerate(clusters, start=1))
 
 
 def _cluster(
-    lead: str | None, members: list[RowResult], rubric: EvalRubric, violated: dict[str, set[str]]
-) -> dict[str, Any]:
+    lead: str | None,
+    members: list[RowResult],
+    rubric: EvalRubric,
+    violated: dict[str, set[str]],
+    fig: Figures,
+) -> IssueCluster:
     reqs = rubric.requirements_by_id
     req = reqs.get(lead) if lead else None
     finals = [r.final_score for r in members if r.final_score is not None]
     others = Counter(rid for r in members for rid in violated[r.row_id] if rid != lead)
     flags = Counter(flag for r in members for flag in r.red_flag_types)
     lowest = sorted(enumerate(members), key=lambda ir: (ir[1].final_score or 0, ir[0]))
-    return {
-        "leadRequirementId": lead,
-        "text": req.text if req else None,
-        "critical": bool(req and req.critical),
-        "category": req.category if req else None,
-        "size": len(members),
-        "rowIds": [r.row_id for r in members],
-        "exampleRowIds": [r.row_id for _, r in lowest[:EXAMPLE_ROWS]],
-        "meanScore": mean(finals),
-        "redFlagShare": ratio(sum(1 for r in members if r.red_flag_types), len(members)) or 0.0,
-        "redFlagTypes": dict(sorted(flags.items(), key=lambda kv: (-kv[1], kv[0]))),
-        "coViolated": [
-            {"id": rid, "rows": n, "text": reqs[rid].text if rid in reqs else None}
+    return IssueCluster(
+        rank=0,  # set once the clusters are ranked
+        lead_requirement_id=lead,
+        text=req.text if req else None,
+        critical=bool(req and req.critical),
+        category=req.category if req else None,
+        size=len(members),
+        row_ids=tuple(r.row_id for r in members),
+        example_row_ids=tuple(r.row_id for _, r in lowest[:EXAMPLE_ROWS]),
+        mean_score=fig.mean(finals),
+        red_flag_share=fig.ratio(sum(1 for r in members if r.red_flag_types), len(members)) or 0.0,
+        red_flag_types=dict(sorted(flags.items(), key=lambda kv: (-kv[1], kv[0]))),
+        co_violated=tuple(
+            CoViolated(id=rid, rows=n, text=reqs[rid].text if rid in reqs else None)
             for rid, n in sorted(others.items(), key=lambda kv: (-kv[1], kv[0]))
-        ],
-    }
+        ),
+    )

@@ -3,106 +3,106 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+
+from rubric_engine.report.model import Report, RulesSection, TaskSection
 
 LEAST_FOLLOWED = 8
 TOP_CLUSTERS = 3
 FAILED_CASES = 15
 
 
-def _judge_line(task: dict[str, Any]) -> str:
-    if task["judgeMode"] == "none":
+def _judge_line(task: TaskSection) -> str:
+    if task.judge_mode == "none":
         return "no judge (rule checks only)"
-    line = f"judge {task['model']} ({task['judgeMode']}"
-    cassettes = task.get("cassettes")
+    line = f"judge {task.model} ({task.judge_mode}"
+    cassettes = task.cassettes
     if cassettes:
         line += ", answers from " + ", ".join(f"{n} {kind}" for kind, n in cassettes.items())
         line += " cassette entries"
     return line + ")"
 
 
-def print_summary(report: dict[str, Any], console: Console) -> None:
+def print_summary(report: Report, console: Console) -> None:
     """Print the task line, totals, red flags, judge errors, intents and least-followed rules."""
-    task, totals = report["task"], report["totals"]
+    task, totals = report.task, report.totals
     console.print(
-        f"[bold]task {task['id']}[/bold] · rubric {task['rubricKey']} "
-        f"v{task['rubricVersion']} ({task['rubricStatus']}) · {_judge_line(task)}"
+        f"[bold]task {task.id}[/bold] · rubric {task.rubric_key} "
+        f"v{task.rubric_version} ({task.rubric_status}) · {_judge_line(task)}"
     )
-    mean = totals["meanScore"]
+    mean = totals.mean_score
     console.print(
-        f"rows {totals['rows']} · scored {totals['scored']} · JUDGE_ERROR "
-        f"{totals['judgeErrors']} · mean score "
-        f"{'–' if mean is None else f'{mean:.2f}'} · capped {totals['cappedRows']}"
-        + (f" · checked by rules only {totals['checked']}" if totals.get("checked") else "")
+        f"rows {totals.rows} · scored {totals.scored} · JUDGE_ERROR "
+        f"{totals.judge_errors} · mean score "
+        f"{'–' if mean is None else f'{mean:.2f}'} · capped {totals.capped_rows}"
+        + (f" · checked by rules only {totals.checked}" if totals.checked else "")
     )
-    if task.get("state") != "COMPLETED":
+    if task.state != "COMPLETED":
         console.print(
-            f"[bold yellow]{task.get('state')}[/bold yellow]: {totals['rows']} of "
-            f"{task.get('plannedRows')} planned row(s) have a result"
-            + (f" ({task['stopReason']})" if task.get("stopReason") else "")
+            f"[bold yellow]{task.state}[/bold yellow]: {totals.rows} of "
+            f"{task.planned_rows} planned row(s) have a result"
+            + (f" ({task.stop_reason})" if task.stop_reason else "")
         )
     # a --judge none task has no scored rows: its rule-check line below gives the pass rate
-    if totals["passRate"] is not None and totals["scored"]:
+    if totals.pass_rate is not None and totals.scored:
         console.print(
-            f"pass rate {totals['passRate'] * 100:.1f}% ({totals['passedRows']} of "
-            f"{totals['scored']} scored rows: no red flag and score ≥ {totals['passScore']})"
+            f"pass rate {totals.pass_rate * 100:.1f}% ({totals.passed_rows} of "
+            f"{totals.scored} scored rows: no red flag and score ≥ {totals.pass_score})"
         )
-    if report["judgeErrors"]:
-        kinds = Counter(e["kind"] for e in report["judgeErrors"])
-        first = report["judgeErrors"][0]
+    if report.judge_errors:
+        kinds = Counter(e.kind for e in report.judge_errors)
+        first = report.judge_errors[0]
         console.print(
             "[bold red]JUDGE_ERROR[/bold red] "
-            + ", ".join(f"{kind} ×{n}" for kind, n in sorted(kinds.items()))
-            + f"; first ({first['rowId']}): {first['message']}",
+            + ", ".join(f"{kind} ×{n}" for kind, n in sorted(kinds.items(), key=_kind_order))
+            + f"; first ({first.row_id}): {first.message}",
             markup=True,
         )
-    if "rules" in report:
-        _print_rules(report["rules"], console)
-    flags = [f for f in report["redFlags"] if f["count"]]
+    if report.rules is not None:
+        _print_rules(report.rules, console)
+    flags = [f for f in report.red_flags if f.count]
     if flags:
         table = Table(title="Red flags", title_justify="left")
         table.add_column("type")
         table.add_column("rows", justify="right")
         table.add_column("examples")
         for flag in flags:
-            table.add_row(flag["type"], str(flag["count"]), ", ".join(flag["rowIds"][:4]))
+            table.add_row(flag.type, str(flag.count), ", ".join(flag.row_ids[:4]))
         console.print(table)
-    elif totals["scored"]:
+    elif totals.scored:
         console.print("Red flags: none")
-    if not totals["scored"]:
+    if not totals.scored:
         return
     intents = Table(title="Per intent", title_justify="left")
     for column in ("intent", "rows", "mean", "red flags"):
         intents.add_column(column, justify="left" if column == "intent" else "right")
-    for intent in report["intents"]:
-        if intent["rows"]:
-            m = intent["meanScore"]
+    for intent in report.intents:
+        if intent.rows:
+            m = intent.mean_score
             intents.add_row(
-                intent["intentKey"],
-                str(intent["rows"]),
+                intent.intent_key,
+                str(intent.rows),
                 "–" if m is None else f"{m:.2f}",
-                str(intent["redFlagCount"]),
+                str(intent.red_flag_count),
             )
     console.print(intents)
+    # violated or partial entries were judged, so their compliance is a number
     pack_rules = [
-        r
-        for r in report["requirements"]
-        if r["category"] != "CASE" and (r["violated"] or r["partial"])
+        (r, r.compliance or 0.0)
+        for r in report.requirements
+        if r.category != "CASE" and (r.violated or r.partial)
     ]
-    worst = sorted(pack_rules, key=lambda r: (r["compliance"], -r["violated"], r["id"]))
+    worst = sorted(pack_rules, key=lambda rc: (rc[1], -rc[0].violated, rc[0].id))
     if worst:
         low = Table(title="Least-followed rubric requirements", title_justify="left")
         for column in ("requirement", "violated", "partial", "compliance"):
             low.add_column(column, justify="left" if column == "requirement" else "right")
-        for r in worst[:LEAST_FOLLOWED]:
-            low.add_row(
-                r["id"], str(r["violated"]), str(r["partial"]), f"{r['compliance'] * 100:.0f}%"
-            )
+        for r, compliance in worst[:LEAST_FOLLOWED]:
+            low.add_row(r.id, str(r.violated), str(r.partial), f"{compliance * 100:.0f}%")
         console.print(low)
-    clusters = report.get("issueClusters") or []
+    clusters = report.issue_clusters
     if clusters:
         top = Table(title="Top issue clusters (low rows by shared violation)", title_justify="left")
         top.add_column("#", justify="right")
@@ -112,33 +112,37 @@ def print_summary(report: dict[str, Any], console: Console) -> None:
         top.add_column("examples")
         for c in clusters[:TOP_CLUSTERS]:
             top.add_row(
-                str(c["rank"]),
-                c["leadRequirementId"] or "(no violated requirement)",
-                str(c["size"]),
-                "–" if c["meanScore"] is None else f"{c['meanScore']:.2f}",
-                f"{c['redFlagShare'] * 100:.0f}%",
-                ", ".join(c["exampleRowIds"][:2]),
+                str(c.rank),
+                c.lead_requirement_id or "(no violated requirement)",
+                str(c.size),
+                "–" if c.mean_score is None else f"{c.mean_score:.2f}",
+                f"{c.red_flag_share * 100:.0f}%",
+                ", ".join(c.example_row_ids[:2]),
             )
         console.print(top)
 
 
-def _print_rules(rules: dict[str, Any], console: Console) -> None:
+def _kind_order(item: tuple[str | None, int]) -> str:
+    return item[0] or ""
+
+
+def _print_rules(rules: RulesSection, console: Console) -> None:
     """Seed 001's summary: pass rate, verdicts, averages, then each failed case's checks."""
-    verdicts = ", ".join(f"{v} {n}" for v, n in rules["verdictDistribution"].items())
-    duration = rules["averageDurationMs"]
+    verdicts = ", ".join(f"{v} {n}" for v, n in rules.verdict_distribution.items())
+    duration = rules.average_duration_ms
     console.print(
-        f"rule checks: {rules['passedCases']}/{rules['totalCases']} cases passed "
-        f"(passRate {rules['passRate']:.2f}) · verdicts {verdicts} · avg tool calls "
-        f"{rules['averageToolCallCount']:.1f} · avg duration "
+        f"rule checks: {rules.passed_cases}/{rules.total_cases} cases passed "
+        f"(passRate {rules.pass_rate:.2f}) · verdicts {verdicts} · avg tool calls "
+        f"{rules.average_tool_call_count:.1f} · avg duration "
         f"{'–' if duration is None else f'{duration:.1f} ms'}"
     )
-    failed = [r for r in rules["results"] if not r["passed"]]
+    failed = [r for r in rules.results if not r.passed]
     if failed:
         table = Table(title="Failed cases", title_justify="left")
         table.add_column("case")
         table.add_column("failedChecks")
         for r in failed[:FAILED_CASES]:
-            table.add_row(r["caseId"], "\n".join(r["failedChecks"]))
+            table.add_row(r.case_id, "\n".join(r.failed_checks))
         console.print(table)
         if len(failed) > FAILED_CASES:
             console.print(f"… and {len(failed) - FAILED_CASES} more in report.json (rules)")

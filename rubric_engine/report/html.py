@@ -5,8 +5,8 @@ Security Policy forbids any fetch, so the file opens offline and never calls out
 red-flag bucket first (seed 003 §四: red lines sit on top even when rare), then totals, charts
 (score distribution, per intent, per-requirement compliance), issue clusters, slices,
 requirements, errors and usage, and a drill-down per row (dialogue, referenceBasis, the judge's
-explanation, what capped the score). Rendered with jinja2 (autoescaped) from the report dict and
-the task's stored rows, so it is rebuilt from the store like every other report.
+explanation, what capped the score). Rendered with jinja2 (autoescaped) from the typed report
+and the task's stored rows, so it is rebuilt from the store like every other report.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from rubric_engine.report.outcome import row_verdict
+from rubric_engine.report.model import Report
+from rubric_engine.report.outcome import row_outcome
 from rubric_engine.results import RowResult, RowStatus
 from rubric_engine.rubric.model import EvalRubric
 
@@ -40,10 +41,10 @@ def _environment() -> Environment:
     return env
 
 
-def score_chart(report: dict[str, Any]) -> dict[str, Any]:
+def score_chart(report: Report) -> dict[str, Any]:
     """Vertical bars, one per score of the scale: ``{width, height, bars: [{label, count, x, y,
     w, h}]}`` in SVG user units."""
-    dist = report["totals"]["scoreDistribution"]
+    dist = report.totals.score_distribution
     top = max(dist.values(), default=0) or 1
     height, base, slot = 180, 150, CHART_WIDTH // max(len(dist), 1)
     bars = []
@@ -87,29 +88,31 @@ def _hbars(items: list[tuple[str, float | None, str]], scale_max: float) -> dict
     }
 
 
-def intent_chart(report: dict[str, Any], rubric: EvalRubric) -> dict[str, Any]:
+def intent_chart(report: Report, rubric: EvalRubric) -> dict[str, Any]:
     """Mean final score per intent with rows (bars over the scale's maximum)."""
     items = [
-        (i["intentKey"], i["meanScore"], f"{i['rows']} rows · {i['redFlagCount']} red flags")
-        for i in report["intents"]
-        if i["rows"]
+        (i.intent_key, i.mean_score, f"{i.rows} rows · {i.red_flag_count} red flags")
+        for i in report.intents
+        if i.rows
     ]
     return _hbars(items, rubric.score_scale.max)
 
 
-def compliance_chart(report: dict[str, Any]) -> dict[str, Any]:
+def compliance_chart(report: Report) -> dict[str, Any]:
     """Compliance per pack requirement that was judged at least once, least followed first."""
     judged = [
-        r for r in report["requirements"] if r["compliance"] is not None and r["category"] != "CASE"
+        (r, r.compliance)
+        for r in report.requirements
+        if r.compliance is not None and r.category != "CASE"
     ]
-    judged.sort(key=lambda r: (r["compliance"], -r["violated"], r["id"]))
-    items = [
-        (r["id"], r["compliance"], f"{r['violated']} violated · {r['partial']} partial")
-        for r in judged
+    judged.sort(key=lambda rc: (rc[1], -rc[0].violated, rc[0].id))
+    items: list[tuple[str, float | None, str]] = [
+        (r.id, compliance, f"{r.violated} violated · {r.partial} partial")
+        for r, compliance in judged
     ]
     chart = _hbars(items, 1.0)
-    for bar, r in zip(chart["bars"], judged, strict=True):
-        bar["critical"] = r["critical"]
+    for bar, (r, _) in zip(chart["bars"], judged, strict=True):
+        bar["critical"] = r.critical
     return chart
 
 
@@ -127,7 +130,7 @@ def drilldown_rows(results: list[RowResult], pass_score: int) -> list[RowResult]
     order = sorted(
         range(len(results)),
         key=lambda i: (
-            rank.get(row_verdict(results[i], pass_score), 3),
+            rank.get(row_outcome(results[i], pass_score), 3),
             results[i].final_score if results[i].final_score is not None else 0,
             i,
         ),
@@ -163,7 +166,7 @@ def row_details(
             {
                 "rowId": r.row_id,
                 "anchor": _anchor(r.row_id, anchors),
-                "verdict": row_verdict(r, pass_score),
+                "outcome": row_outcome(r, pass_score),
                 "scored": r.status is RowStatus.SCORED,
                 "intentKey": r.intent_key,
                 "judgeScore": r.judge_score,
@@ -212,27 +215,33 @@ def _case_texts(dialogue: dict[str, Any]) -> dict[str, str]:
 
 
 def render_html(
-    report: dict[str, Any],
+    report: Report,
     rubric: EvalRubric,
     rows: list[tuple[RowResult, dict[str, Any]]],
     total_rows: int | None = None,
 ) -> str:
     """The self-contained HTML report (UTF-8 text); ``rows`` are the drill-down's rows with
     their dialogues (see :func:`drilldown_rows`), ``total_rows`` how many the task has."""
-    details = row_details(rubric, rows, report["totals"]["passScore"])
+    details = row_details(rubric, rows, report.totals.pass_score)
     by_id = {d["rowId"]: d for d in details}
     flags = [
-        {**f, "examples": [by_id[i] for i in f["rowIds"][:EXAMPLES_PER_FLAG] if i in by_id]}
-        for f in report["redFlags"]
-        if f["count"]
+        {
+            "type": f.type,
+            "text": f.text,
+            "count": f.count,
+            "row_ids": f.row_ids,
+            "examples": [by_id[i] for i in f.row_ids[:EXAMPLES_PER_FLAG] if i in by_id],
+        }
+        for f in report.red_flags
+        if f.count
     ]
     template = _environment().get_template("report.html.j2")
     return template.render(
         report=report,
-        task=report["task"],
-        totals=report["totals"],
+        task=report.task,
+        totals=report.totals,
         flags=flags,
-        clear_flags=[f["type"] for f in report["redFlags"] if not f["count"]],
+        clear_flags=[f.type for f in report.red_flags if not f.count],
         score_chart=score_chart(report),
         intent_chart=intent_chart(report, rubric),
         compliance_chart=compliance_chart(report),

@@ -10,10 +10,10 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 
-from rubric_engine.report.gate import CheckResult
+from rubric_engine.report.gate import GateCheck, GateResult
 
 
-def junit_xml(suite: str, checks: Sequence[CheckResult]) -> str:
+def junit_xml(suite: str, checks: Sequence[GateCheck]) -> str:
     """``<testsuites>`` XML text with an XML declaration and a final newline."""
     failures = sum(1 for c in checks if not c.passed)
     root = ET.Element(
@@ -35,5 +35,10 @@ def junit_xml(suite: str, checks: Sequence[CheckResult]) -> str:
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
 
-def _kind(check: CheckResult) -> str:
+def gate_junit(result: GateResult) -> str:
+    """The JUnit XML of a whole gate run."""
+    return junit_xml(result.suite, result.checks)
+
+
+def _kind(check: GateCheck) -> str:
     return "regression" if check.name.startswith("noRegression") else "threshold"

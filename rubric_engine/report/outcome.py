@@ -1,4 +1,4 @@
-"""A row's outcome for reports, diffs and gates: pass score, verdict, rounding (SPEC §9).
+"""A row's outcome for reports, diffs and gates: pass score, outcome, rounding (SPEC §9).
 
 **Pass** (seed 001 §3–§4 ``passed`` / ``passRate``, carried over to rubric scoring): a SCORED
 row passes when it has no red flag and ``finalScore >= passScore``. ``passScore`` is one below
@@ -7,27 +7,27 @@ sets it. ``passRate = passed / scored``: JUDGE_ERROR rows have no outcome, so th
 this denominator like every other (SPEC §5 step 7) and are counted on their own; a CI gate
 should bound ``judgeErrors`` next to ``passRate``.
 
-A row's **verdict** is one of :data:`VERDICTS`: ``RED_FLAG`` (any red flag, whatever the
+A row's **outcome** is one of :data:`OUTCOMES`: ``RED_FLAG`` (any red flag, whatever the
 score: seed 003 §四 puts red lines in their own bucket), ``PASS``, ``FAIL`` (scored below
-``passScore``) or ``JUDGE_ERROR``. Pure functions.
+``passScore``) or ``JUDGE_ERROR``. "Verdict" is kept for the judge's answer; the report's
+``totals.verdictDistribution`` key keeps its old name for readers of ``report.json``. Pure.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from dataclasses import dataclass
 
+from rubric_engine.report.model import RowOutcome
 from rubric_engine.results import RequirementStatus, RowResult, RowStatus
 from rubric_engine.rubric.model import EvalRubric
 
-VERDICTS = ("PASS", "FAIL", "RED_FLAG", "JUDGE_ERROR")
-#: the report field that counts each referenceBasis status
+OUTCOMES: tuple[RowOutcome, ...] = ("PASS", "FAIL", "RED_FLAG", "JUDGE_ERROR")
+#: the (snake_case) report field that counts each referenceBasis status
 STATUS_FIELD = {
     RequirementStatus.FOLLOWED: "followed",
     RequirementStatus.PARTIAL: "partial",
     RequirementStatus.VIOLATED: "violated",
-    RequirementStatus.NOT_APPLICABLE: "notApplicable",
+    RequirementStatus.NOT_APPLICABLE: "not_applicable",
 }
 
 
@@ -37,7 +37,7 @@ def default_pass_score(rubric: EvalRubric) -> int:
     return scale.max - 1 if scale.max - scale.min >= 2 else scale.max
 
 
-def row_verdict(result: RowResult, pass_score: int) -> str:
+def row_outcome(result: RowResult, pass_score: int) -> RowOutcome:
     """``JUDGE_ERROR``, ``RED_FLAG``, ``PASS`` or ``FAIL`` (see the module docstring).
 
     A CHECKED row (``--judge none``) has no score: it passes when its rule checks do
@@ -54,32 +54,37 @@ def row_verdict(result: RowResult, pass_score: int) -> str:
     return "PASS" if result.final_score >= pass_score else "FAIL"
 
 
-#: decimal places of means and ratios in reports; ``None`` inside :func:`exact_figures`
-PRECISION: ContextVar[int | None] = ContextVar("rubric_eval_precision", default=4)
+@dataclass(frozen=True)
+class Figures:
+    """How a report rounds its means and ratios: to ``places`` decimals (4 in every written
+    report), or not at all (``None``): a gate or a diff decides on the exact value (1,808 /
+    2,009 = 0.89995 must fail ``passRate>=0.9``), then rounds what it shows."""
+
+    places: int | None = 4
+
+    def _rounded(self, value: float) -> float:
+        return value if self.places is None else round(value, self.places)
+
+    def mean(self, values: list[int]) -> float | None:
+        """The mean, rounded; ``None`` when empty."""
+        return self._rounded(sum(values) / len(values)) if values else None
+
+    def ratio(self, num: int, den: int) -> float | None:
+        """``num / den``, rounded; ``None`` when ``den`` is 0."""
+        return self._rounded(num / den) if den else None
 
 
-@contextmanager
-def exact_figures() -> Iterator[None]:
-    """Build reports with unrounded means and ratios: a gate or a diff decides on the exact
-    value (1,808 / 2,009 = 0.89995 must fail ``passRate>=0.9``), then rounds for display."""
-    token = PRECISION.set(None)
-    try:
-        yield
-    finally:
-        PRECISION.reset(token)
-
-
-def _rounded(value: float) -> float:
-    places = PRECISION.get()
-    return value if places is None else round(value, places)
+#: the figures of every written report
+ROUNDED = Figures(4)
+#: unrounded figures, for gates and diffs
+EXACT = Figures(None)
 
 
 def mean(values: list[int]) -> float | None:
-    """Mean rounded to 4 places (exact inside :func:`exact_figures`); ``None`` when empty."""
-    return _rounded(sum(values) / len(values)) if values else None
+    """Mean rounded to 4 places; ``None`` when empty."""
+    return ROUNDED.mean(values)
 
 
 def ratio(num: int, den: int) -> float | None:
-    """``num / den`` rounded to 4 places (exact inside :func:`exact_figures`); ``None`` when
-    ``den`` is 0."""
-    return _rounded(num / den) if den else None
+    """``num / den`` rounded to 4 places; ``None`` when ``den`` is 0."""
+    return ROUNDED.ratio(num, den)

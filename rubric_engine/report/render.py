@@ -1,16 +1,17 @@
-"""Render a report dict as JSON (machines) or Markdown (review). Pure string building."""
+"""Render a typed report as JSON (machines) or Markdown (review). Pure string building."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
+
+from rubric_engine.report.model import Diff, IssueCluster, Report, RulesSection, Slice
 
 EXAMPLE_ROWS = 5
 
 
-def render_json(report: dict[str, Any]) -> str:
-    """Indented UTF-8 JSON with a final newline; key order as built."""
-    return json.dumps(report, ensure_ascii=False, indent=2) + "\n"
+def render_json(report: Report | Diff) -> str:
+    """Indented UTF-8 JSON with a final newline; keys in the model's field order."""
+    return report.to_json()
 
 
 def _fmt(value: Any, digits: int = 2) -> str:
@@ -29,51 +30,51 @@ def _cell(text: Any) -> str:
     return str(text if text is not None else "").replace("|", "\\|").replace("\n", " ")
 
 
-def render_markdown(report: dict[str, Any]) -> str:
+def render_markdown(report: Report) -> str:
     """Review report: red flags first, then totals, intents, requirements, lowest rows."""
-    task, totals = report["task"], report["totals"]
-    draft = " — a draft, not a published version" if task.get("rubricStatus") == "DRAFT" else ""
+    task, totals = report.task, report.totals
+    draft = " — a draft, not a published version" if task.rubric_status == "DRAFT" else ""
     out = [
-        f"# rubric-eval report — task {task['id']}",
+        f"# rubric-eval report — task {task.id}",
         "",
-        f"- Rubric: `{task['rubricKey']}` v{task['rubricVersion']} ({task['rubricStatus']})"
-        f"{draft}, hash `{task['rubricHash'][:19]}…`",
-        f"- Prompt: `{task['promptVersion']}` `{task['promptHash'][:19]}…`; engine "
-        f"{task['engineVersion']} ({task['analysisVersion']})",
-        f"- Judge: `{task['model']}`, mode {task['judgeMode']}"
-        + (f", cassettes: {_provenance(task.get('cassettes'))}" if task.get("cassettes") else ""),
-        f"- Rows: {totals['rows']} · scored {totals['scored']} · JUDGE_ERROR "
-        f"{totals['judgeErrors']} · mean score {_fmt(totals['meanScore'])} "
-        f"(judge's own {_fmt(totals['meanJudgeScore'])}; {totals['cappedRows']} capped)",
-        f"- Pass rate: {_pct(totals['passRate'])} ({totals['passedRows']} of {totals['scored']} "
-        f"scored rows have no red flag and a final score ≥ {totals['passScore']})",
+        f"- Rubric: `{task.rubric_key}` v{task.rubric_version} ({task.rubric_status})"
+        f"{draft}, hash `{task.rubric_hash[:19]}…`",
+        f"- Prompt: `{task.prompt_version}` `{task.prompt_hash[:19]}…`; engine "
+        f"{task.engine_version} ({task.analysis_version})",
+        f"- Judge: `{task.model}`, mode {task.judge_mode}"
+        + (f", cassettes: {_provenance(task.cassettes)}" if task.cassettes else ""),
+        f"- Rows: {totals.rows} · scored {totals.scored} · JUDGE_ERROR "
+        f"{totals.judge_errors} · mean score {_fmt(totals.mean_score)} "
+        f"(judge's own {_fmt(totals.mean_judge_score)}; {totals.capped_rows} capped)",
+        f"- Pass rate: {_pct(totals.pass_rate)} ({totals.passed_rows} of {totals.scored} "
+        f"scored rows have no red flag and a final score ≥ {totals.pass_score})",
         "",
     ]
-    if task.get("state") != "COMPLETED":
+    if task.state != "COMPLETED":
         out += [
-            f"**State: {task.get('state')}** — {totals['rows']} of {task.get('plannedRows')} "
+            f"**State: {task.state}** — {totals.rows} of {task.planned_rows} "
             "planned rows were judged; this report covers those rows only.",
             "",
         ]
     out += ["## Red flags", ""]
-    flagged = [f for f in report["redFlags"] if f["count"]]
+    flagged = [f for f in report.red_flags if f.count]
     if flagged:
         out += ["| type | rows | example rows | meaning |", "|---|---:|---|---|"]
         for f in flagged:
-            examples = ", ".join(f["rowIds"][:EXAMPLE_ROWS]) + (
-                " …" if f["count"] > EXAMPLE_ROWS else ""
+            examples = ", ".join(f.row_ids[:EXAMPLE_ROWS]) + (
+                " …" if f.count > EXAMPLE_ROWS else ""
             )
-            out.append(f"| **{f['type']}** | {f['count']} | {examples} | {_cell(f['text'])} |")
+            out.append(f"| **{f.type}** | {f.count} | {examples} | {_cell(f.text)} |")
     else:
         out.append("No red flags in scored rows.")
-    clear = [f["type"] for f in report["redFlags"] if not f["count"]]
+    clear = [f.type for f in report.red_flags if not f.count]
     if clear:
         out += ["", f"Not seen: {', '.join(clear)}."]
     out += ["", "## Score distribution", "", "| score | rows |", "|---:|---:|"]
-    out += [f"| {s} | {n} |" for s, n in totals["scoreDistribution"].items()]
+    out += [f"| {s} | {n} |" for s, n in totals.score_distribution.items()]
     out += [
         "",
-        "Verdicts: " + ", ".join(f"{v} {n}" for v, n in totals["verdictDistribution"].items()),
+        "Verdicts: " + ", ".join(f"{v} {n}" for v, n in totals.outcome_distribution.items()),
     ]
     out += [
         "",
@@ -83,9 +84,9 @@ def render_markdown(report: dict[str, Any]) -> str:
         "|---|---:|---:|---:|---:|",
     ]
     out += [
-        f"| {i['intentKey']} ({_cell(i['name'])}) | {i['rows']} | {_fmt(i['meanScore'])} | "
-        f"{_pct(i['passRate'])} | {i['redFlagCount']} |"
-        for i in report["intents"]
+        f"| {i.intent_key} ({_cell(i.name)}) | {i.rows} | {_fmt(i.mean_score)} | "
+        f"{_pct(i.pass_rate)} | {i.red_flag_count} |"
+        for i in report.intents
     ]
     out += [
         "",
@@ -94,15 +95,15 @@ def render_markdown(report: dict[str, Any]) -> str:
         "| requirement | intent | category | followed | partial | violated | n/a | compliance |",
         "|---|---|---|---:|---:|---:|---:|---:|",
     ]
-    for r in report["requirements"]:
-        name = f"**{r['id']}**" if r["critical"] else r["id"]
-        if r["category"] == "CASE" and r.get("text"):  # a hash ID says nothing by itself
-            text = " ".join(str(r["text"]).split())
+    for r in report.requirements:
+        name = f"**{r.id}**" if r.critical else r.id
+        if r.category == "CASE" and r.text:  # a hash ID says nothing by itself
+            text = " ".join(str(r.text).split())
             name += f" — {_cell(text[:80] + ('…' if len(text) > 80 else ''))}"
         out.append(
-            f"| {name} | {r['intentKey'] or 'common' if r['category'] != 'CASE' else 'case'}"
-            f" | {r['category']} | {r['followed']} | {r['partial']} | {r['violated']} | "
-            f"{r['notApplicable']} | {_pct(r['compliance'])} |"
+            f"| {name} | {r.intent_key or 'common' if r.category != 'CASE' else 'case'}"
+            f" | {r.category} | {r.followed} | {r.partial} | {r.violated} | "
+            f"{r.not_applicable} | {_pct(r.compliance)} |"
         )
     out += [
         "",
@@ -110,88 +111,81 @@ def render_markdown(report: dict[str, Any]) -> str:
         "violated); not-applicable and JUDGE_ERROR rows are outside the denominator.",
         "",
     ]
-    for cut in report.get("slices", ()):
+    for cut in report.slices or ():
         out += _slice(cut)
-    out += _clusters(report["issueClusters"])
-    if "rules" in report:
-        out += _rules_section(report["rules"])
+    out += _clusters(report.issue_clusters)
+    if report.rules is not None:
+        out += _rules_section(report.rules)
     out += [
         "## Lowest-scoring rows",
         "",
         "| row | final | judge | intent | violated | red flags | capped by |",
         "|---|---:|---:|---|---|---|---|",
     ]
-    for r in report["lowestRows"]:
+    for low in report.lowest_rows:
         out.append(
-            f"| {r['rowId']} | {r['finalScore']} | {r['judgeScore']} | {r['intentKey']} | "
-            f"{', '.join(r['violatedRequirementIds']) or '–'} | "
-            f"{', '.join(r['redFlagTypes']) or '–'} | {', '.join(r['cappedBy']) or '–'} |"
+            f"| {low.row_id} | {low.final_score} | {low.judge_score} | {low.intent_key} | "
+            f"{', '.join(low.violated_requirement_ids) or '–'} | "
+            f"{', '.join(low.red_flag_types) or '–'} | {', '.join(low.capped_by) or '–'} |"
         )
-    out += ["", f"## JUDGE_ERROR rows ({totals['judgeErrors']})", ""]
-    if totals["judgeErrorsByKind"]:
+    out += ["", f"## JUDGE_ERROR rows ({totals.judge_errors})", ""]
+    if totals.judge_errors_by_kind:
         out += [
-            "By kind: " + ", ".join(f"{k} {n}" for k, n in totals["judgeErrorsByKind"].items()),
+            "By kind: " + ", ".join(f"{k} {n}" for k, n in totals.judge_errors_by_kind.items()),
             "",
         ]
-    if report["judgeErrors"]:
-        out += [
-            f"- `{e['rowId']}` {e['kind']}: {_cell(e['message'])}" for e in report["judgeErrors"]
-        ]
+    if report.judge_errors:
+        out += [f"- `{e.row_id}` {e.kind}: {_cell(e.message)}" for e in report.judge_errors]
     else:
         out.append("None.")
     out += ["", "## Protocol warnings", ""]
-    if report["warnings"]:
+    if report.warnings:
         out += ["| code | count |", "|---|---:|"]
-        out += [f"| {code} | {n} |" for code, n in report["warnings"].items()]
+        out += [f"| {code} | {n} |" for code, n in report.warnings.items()]
     else:
         out.append("None.")
-    usage, agent = report["usage"], report["agent"]
+    usage, agent = report.usage, report.agent
     out += [
         "",
         "## Agent",
         "",
-        f"- Tool calls: {agent['toolCallsTotal']} ({_fmt(agent['toolCallsMean'])} per row)",
-        f"- Duration: mean {_fmt(agent['durationMsMean'], 1)} ms over "
-        f"{agent['rowsWithDuration']} row(s) whose trace records it",
+        f"- Tool calls: {agent.tool_calls_total} ({_fmt(agent.tool_calls_mean)} per row)",
+        f"- Duration: mean {_fmt(agent.duration_ms_mean, 1)} ms over "
+        f"{agent.rows_with_duration} row(s) whose trace records it",
         "",
         "## Judge usage",
         "",
-        f"- Judge calls: {usage['calls']} (re-asks and failed attempts included)",
-        f"- Tokens: {usage['promptTokens']} prompt, {usage['completionTokens']} completion",
-        f"- Cost: {_cost(usage['costUsd'])}",
-        f"- Latency per row: mean {_fmt(usage['latencyMsMean'], 1)} ms, "
-        f"p95 {_fmt(usage['latencyMsP95'], 1)} ms",
+        f"- Judge calls: {usage.calls} (re-asks and failed attempts included)",
+        f"- Tokens: {usage.prompt_tokens} prompt, {usage.completion_tokens} completion",
+        f"- Cost: {_cost(usage.cost_usd)}",
+        f"- Latency per row: mean {_fmt(usage.latency_ms_mean, 1)} ms, "
+        f"p95 {_fmt(usage.latency_ms_p95, 1)} ms",
         "",
     ]
     return "\n".join(out) + "\n"
 
 
-def _slice(cut: dict[str, Any]) -> list[str]:
+def _slice(cut: Slice) -> list[str]:
     out = [
-        f"## By {cut['by']}",
+        f"## By {cut.by}",
         "",
         "| group | rows | scored | mean | pass rate | red-flag rows | compliance "
         "| least followed |",
         "|---|---:|---:|---:|---:|---:|---:|---|",
     ]
-    for g in cut["groups"]:
-        judged = [r for r in g["requirements"] if r["compliance"] is not None]
-        worst = sorted(judged, key=lambda r: (r["compliance"], -r["violated"], r["id"]))[:3]
+    for g in cut.groups:
+        judged = [(r, r.compliance) for r in g.requirements if r.compliance is not None]
+        worst = sorted(judged, key=lambda rc: (rc[1], -rc[0].violated, rc[0].id))[:3]
         out.append(
-            f"| {_cell(g['value'])} | {g['rows']} | {g['scored']} | {_fmt(g['meanScore'])} | "
-            f"{_pct(g['passRate'])} | {g['redFlagRows']} | {_pct(g['compliance'])} | "
-            + (
-                ", ".join(
-                    f"{r['id']} {_pct(r['compliance'])}" for r in worst if r["compliance"] < 1
-                )
-                or "–"
-            )
+            f"| {_cell(g.value)} | {g.rows} | {g.scored} | {_fmt(g.mean_score)} | "
+            f"{_pct(g.pass_rate)} | {g.red_flag_rows} | {_pct(g.compliance)} | "
+            + (", ".join(f"{r.id} {_pct(c)}" for r, c in worst if c < 1) or "–")
             + " |"
         )
     return [*out, ""]
 
 
-def _clusters(clusters: list[dict[str, Any]]) -> list[str]:
+def _clusters(clusters: tuple[IssueCluster, ...]) -> list[str]:
     out = ["## Issue clusters", ""]
     if not clusters:
         return [*out, "No low-scoring rows.", ""]
@@ -203,39 +197,38 @@ def _clusters(clusters: list[dict[str, Any]]) -> list[str]:
         "|---:|---|---:|---:|---:|---|---|",
     ]
     for c in clusters:
-        lead = c["leadRequirementId"] or "(no violated requirement)"
-        lead = f"**{lead}**" if c["critical"] else lead
-        also = ", ".join(f"{o['id']} ×{o['rows']}" for o in c["coViolated"][:4]) or "–"
+        lead = c.lead_requirement_id or "(no violated requirement)"
+        lead = f"**{lead}**" if c.critical else lead
+        also = ", ".join(f"{o.id} ×{o.rows}" for o in c.co_violated[:4]) or "–"
         out.append(
-            f"| {c['rank']} | {lead}{': ' + _cell(c['text']) if c['text'] else ''} | {c['size']} | "
-            f"{_fmt(c['meanScore'])} | {_pct(c['redFlagShare'])} | {also} | "
-            f"{', '.join(c['exampleRowIds'])} |"
+            f"| {c.rank} | {lead}{': ' + _cell(c.text) if c.text else ''} | {c.size} | "
+            f"{_fmt(c.mean_score)} | {_pct(c.red_flag_share)} | {also} | "
+            f"{', '.join(c.example_row_ids)} |"
         )
     return [*out, ""]
 
 
-def _rules_section(rules: dict[str, Any]) -> list[str]:
+def _rules_section(rules: RulesSection) -> list[str]:
     """Seed 001's report: pass rate, verdicts, and each failed case's failedChecks."""
-    verdicts = ", ".join(f"{v} {n}" for v, n in rules["verdictDistribution"].items())
+    verdicts = ", ".join(f"{v} {n}" for v, n in rules.verdict_distribution.items())
     out = [
         "## Rule checks",
         "",
-        f"- Cases: {rules['totalCases']} · passed {rules['passedCases']} "
-        f"({_pct(rules['passRate'])})",
+        f"- Cases: {rules.total_cases} · passed {rules.passed_cases} ({_pct(rules.pass_rate)})",
         f"- Verifier verdicts: {verdicts}",
-        f"- Average tool calls: {_fmt(rules['averageToolCallCount'])} · average duration: "
-        f"{_fmt(rules['averageDurationMs'], 1)} ms",
+        f"- Average tool calls: {_fmt(rules.average_tool_call_count)} · average duration: "
+        f"{_fmt(rules.average_duration_ms, 1)} ms",
         "",
     ]
-    failed = [r for r in rules["results"] if not r["passed"]]
+    failed = [r for r in rules.results if not r.passed]
     if failed:
         out += ["| case | failed checks | evidence coverage |", "|---|---|---|"]
         for r in failed:
             coverage = ", ".join(
-                f"{tool} {'✓' if ok else '✗'}" for tool, ok in r["evidenceCoverage"].items()
+                f"{tool} {'✓' if ok else '✗'}" for tool, ok in r.evidence_coverage.items()
             )
-            checks = "<br>".join(_cell(c) for c in r["failedChecks"])
-            out.append(f"| {r['caseId']} | {checks} | {coverage or '–'} |")
+            checks = "<br>".join(_cell(c) for c in r.failed_checks)
+            out.append(f"| {r.case_id} | {checks} | {coverage or '–'} |")
         out.append("")
     return out
 
@@ -252,30 +245,33 @@ def _provenance(counts: dict[str, int] | None) -> str:
     return ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items()))
 
 
-def render_diff_markdown(diff: dict[str, Any]) -> str:
+def render_diff_markdown(diff: Diff) -> str:
     """Review text of a baseline diff: summary, rubric note, then regressions first."""
-    rubric = diff["rubricComparison"]
-    verdict = "**REGRESSION**" if diff["hasRegression"] else "no regression"
+    rubric = diff.rubric_comparison
+    result = "**REGRESSION**" if diff.has_regression else "no regression"
     out = [
-        f"# rubric-eval diff — baseline {diff['baselineTaskId']} → current {diff['currentTaskId']}",
+        f"# rubric-eval diff — baseline {diff.baseline_task_id} → current {diff.current_task_id}",
         "",
-        f"- Result: {verdict} · {diff['regressionCount']} regression(s), "
-        f"{diff['improvementCount']} improvement(s), {diff['changedCount']} change(s)",
-        f"- Rows: {diff['baselineTotalCases']} → {diff['currentTotalCases']}; passed "
-        f"{diff['baselinePassedCases']} → {diff['currentPassedCases']}; pass rate "
-        f"{_pct(diff['baselinePassRate'])} → {_pct(diff['currentPassRate'])}",
-        f"- Rubric: {rubric['note']}",
+        f"- Result: {result} · {diff.regression_count} regression(s), "
+        f"{diff.improvement_count} improvement(s), {diff.changed_count} change(s)",
+        f"- Rows: {diff.baseline_total_cases} → {diff.current_total_cases}; passed "
+        f"{diff.baseline_passed_cases} → {diff.current_passed_cases}; pass rate "
+        f"{_pct(diff.baseline_pass_rate)} → {_pct(diff.current_pass_rate)}",
+        f"- Rubric: {rubric.note}",
     ]
-    if not rubric["sameRubric"]:
-        for side in ("onlyInBaseline", "onlyInCurrent"):
-            if rubric[side]:
-                out.append(f"  - {side}: {', '.join(rubric[side])}")
+    if not rubric.same_rubric:
+        for side, ids in (
+            ("onlyInBaseline", rubric.only_in_baseline),
+            ("onlyInCurrent", rubric.only_in_current),
+        ):
+            if ids:
+                out.append(f"  - {side}: {', '.join(ids)}")
     for kind, title in (
         ("REGRESSION", "Regressions"),
         ("IMPROVEMENT", "Improvements"),
         ("CHANGED", "Changed"),
     ):
-        items = [i for i in diff["items"] if i["type"] == kind]
+        items = [i for i in diff.items if i.type == kind]
         out += ["", f"## {title} ({len(items)})", ""]
         if not items:
             out.append("None.")
@@ -283,9 +279,9 @@ def render_diff_markdown(diff: dict[str, Any]) -> str:
         out += ["| scope | case | metric | baseline | current | delta | message |"]
         out += ["|---|---|---|---|---|---:|---|"]
         out += [
-            f"| {i['scope']} | {i['caseId'] or '–'} | {i['metric']} | "
-            f"{_cell(_value(i['baselineValue']))} | {_cell(_value(i['currentValue']))} | "
-            f"{_fmt(i['delta'], 4)} | {_cell(i['message'])} |"
+            f"| {i.scope} | {i.case_id or '–'} | {i.metric} | "
+            f"{_cell(_value(i.baseline_value))} | {_cell(_value(i.current_value))} | "
+            f"{_fmt(i.delta, 4)} | {_cell(i.message)} |"
             for i in items
         ]
     return "\n".join(out) + "\n"

@@ -14,7 +14,8 @@ from collections import Counter
 from typing import Any
 
 from rubric_engine.errors import ConfigurationError
-from rubric_engine.report.outcome import STATUS_FIELD, mean, ratio, row_verdict
+from rubric_engine.report.model import Slice, SliceGroup, SliceRequirement
+from rubric_engine.report.outcome import ROUNDED, STATUS_FIELD, Figures, row_outcome
 from rubric_engine.results import RowResult, RowStatus
 from rubric_engine.rubric.model import EvalRubric
 
@@ -33,9 +34,10 @@ def slice_report(
     results: list[RowResult],
     metadata: list[dict[str, Any]],
     pass_score: int,
-) -> dict[str, Any]:
-    """One slice: ``{by, groups: [{value, rows, scored, meanScore, passRate, redFlagRows,
-    followed, partial, violated, notApplicable, compliance, requirements: [...]}]}``.
+    fig: Figures = ROUNDED,
+) -> Slice:
+    """One slice: its groups, each with the counts of a small report (see
+    :class:`~rubric_engine.report.model.SliceGroup`).
 
     Args:
         name: ``intent``, ``category`` or a metadata field.
@@ -80,8 +82,8 @@ def slice_report(
         only = (
             (lambda rid, v=value: category_of.get(rid, "CASE") == v) if name == "category" else None
         )
-        out.append(_group(value, rows, pass_score, order, only))
-    return {"by": name, "groups": out}
+        out.append(_group(value, rows, pass_score, order, only, fig))
+    return Slice(by=name, groups=tuple(out))
 
 
 def _values(value: Any) -> list[str]:
@@ -109,7 +111,8 @@ def _group(
     pass_score: int,
     order: dict[str, int],
     only: Any,
-) -> dict[str, Any]:
+    fig: Figures,
+) -> SliceGroup:
     scored = [r for r in rows if r.status is RowStatus.SCORED]
     counts: dict[str, Counter[str]] = {}
     for r in scored:
@@ -120,24 +123,26 @@ def _group(
     for counter in counts.values():
         total.update(counter)
     ranked = sorted(counts.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0]))
-    return {
-        "value": value,
-        "rows": len(rows),
-        "scored": len(scored),
-        "meanScore": mean([r.final_score for r in scored if r.final_score is not None]),
-        "passRate": ratio(sum(row_verdict(r, pass_score) == "PASS" for r in scored), len(scored)),
-        "redFlagRows": sum(1 for r in scored if r.red_flag_types),
-        **_counts(total),
-        "requirements": [{"id": rid, **_counts(c)} for rid, c in ranked],
-    }
+    return SliceGroup(
+        value=value,
+        rows=len(rows),
+        scored=len(scored),
+        mean_score=fig.mean([r.final_score for r in scored if r.final_score is not None]),
+        pass_rate=fig.ratio(sum(row_outcome(r, pass_score) == "PASS" for r in scored), len(scored)),
+        red_flag_rows=sum(1 for r in scored if r.red_flag_types),
+        **status_counts(total, fig),
+        requirements=tuple(SliceRequirement(id=rid, **status_counts(c, fig)) for rid, c in ranked),
+    )
 
 
-def _counts(counter: Counter[str]) -> dict[str, Any]:
+def status_counts(counter: Counter[str], fig: Figures = ROUNDED) -> dict[str, Any]:
+    """The ``followed … notApplicable, compliance`` fields (snake_case) of a status counter
+    keyed as :data:`~rubric_engine.report.outcome.STATUS_FIELD` says."""
     judged = counter["followed"] + counter["partial"] + counter["violated"]
     return {
         "followed": counter["followed"],
         "partial": counter["partial"],
         "violated": counter["violated"],
-        "notApplicable": counter["notApplicable"],
-        "compliance": ratio(counter["followed"], judged),
+        "not_applicable": counter["not_applicable"],
+        "compliance": fig.ratio(counter["followed"], judged),
     }

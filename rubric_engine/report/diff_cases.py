@@ -1,0 +1,316 @@
+"""Diff items: how one difference is written, and the case-scope comparisons (seed 001 §6).
+
+Helpers for :mod:`rubric_engine.report.diff`, which documents the rules. Pure.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rubric_engine.report.metrics import Better
+from rubric_engine.report.model import DiffItem, ItemType
+from rubric_engine.report.outcome import row_outcome
+from rubric_engine.report.rows import RowFacts
+from rubric_engine.results import RequirementStatus, RowResult, RowStatus
+
+REGRESSION: ItemType = "REGRESSION"
+IMPROVEMENT: ItemType = "IMPROVEMENT"
+CHANGED: ItemType = "CHANGED"
+_RANK = {RequirementStatus.FOLLOWED: 0, RequirementStatus.PARTIAL: 1, RequirementStatus.VIOLATED: 2}
+
+
+def item(
+    kind: ItemType,
+    metric: str,
+    base: Any,
+    cur: Any,
+    message: str,
+    case_id: str | None = None,
+) -> DiffItem:
+    numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (base, cur))
+    return DiffItem(
+        type=kind,
+        scope="case" if case_id else "aggregate",
+        case_id=case_id,
+        metric=metric,
+        baseline_value=shown(base) if isinstance(base, float) else base,
+        current_value=shown(cur) if isinstance(cur, float) else cur,
+        delta=round(cur - base, 4) if numeric else None,
+        message=message,
+    )
+
+
+def shown(value: float | None) -> float | None:
+    """Figures decided on exactly (``outcome.EXACT``) are shown to 4 places."""
+    return None if value is None else round(value, 4)
+
+
+def _direction(base: Any, cur: Any, better: Better) -> ItemType | None:
+    """REGRESSION/IMPROVEMENT for a numeric change (CHANGED when neither way is better),
+    ``None`` when equal or not comparable."""
+    if base is None or cur is None or base == cur:
+        return None
+    if better is Better.NEITHER:
+        return CHANGED
+    improved = cur > base if better is Better.HIGHER else cur < base
+    return IMPROVEMENT if improved else REGRESSION
+
+
+def fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return "–" if value is None else str(value)
+
+
+def numeric(
+    items: list[DiffItem],
+    metric: str,
+    label: str,
+    base: Any,
+    cur: Any,
+    better: Better,
+    *,
+    up_only: bool = False,
+    case_id: str | None = None,
+) -> None:
+    kind = _direction(base, cur, better)
+    if kind is None:
+        return
+    if up_only and kind == IMPROVEMENT:
+        kind = CHANGED
+    verb = "rose" if cur > base else "fell"
+    where = f"{case_id}: " if case_id else ""
+    items.append(
+        item(
+            kind,
+            metric,
+            base,
+            cur,
+            f"{where}{label} {verb} from {fmt(base)} to {fmt(cur)}",
+            case_id,
+        )
+    )
+
+
+def case_items(
+    baseline_rows: list[tuple[RowResult, RowFacts]],
+    current_rows: list[tuple[RowResult, RowFacts]],
+    b_pass: int,
+    c_pass: int,
+    shared: set[str],
+) -> list[DiffItem]:
+    """Case-scope items in the current task's row order, then the baseline's rows that have no
+    result in the current task (see :mod:`rubric_engine.report.diff` for the rules)."""
+    items: list[DiffItem] = []
+    base_rows = {r.row_id: (r, f) for r, f in baseline_rows}
+    seen = set()
+    for cur, cur_facts in current_rows:
+        seen.add(cur.row_id)
+        found = base_rows.get(cur.row_id)
+        if found is None:
+            items.append(
+                item(
+                    CHANGED,
+                    "presence",
+                    None,
+                    "present",
+                    f"{cur.row_id}: only in the current task",
+                    cur.row_id,
+                )
+            )
+            continue
+        items += _row_items(found[0], cur, found[1], cur_facts, b_pass, c_pass, shared)
+    for base, _ in baseline_rows:
+        if base.row_id not in seen:
+            items.append(
+                item(
+                    REGRESSION,
+                    "presence",
+                    "present",
+                    None,
+                    f"{base.row_id}: judged in the baseline, no result in the current task",
+                    base.row_id,
+                )
+            )
+    return items
+
+
+def _row_items(
+    base: RowResult,
+    cur: RowResult,
+    base_facts: RowFacts,
+    cur_facts: RowFacts,
+    b_pass: int,
+    c_pass: int,
+    shared: set[str],
+) -> list[DiffItem]:
+    rid = cur.row_id
+    items: list[DiffItem] = []
+    if base.status is not cur.status:
+        if cur.status is RowStatus.JUDGE_ERROR:
+            why = f" ({cur.error.kind}: {cur.error.message})" if cur.error else ""
+            items.append(
+                item(
+                    REGRESSION,
+                    "status",
+                    str(base.status),
+                    str(cur.status),
+                    f"{rid}: became JUDGE_ERROR{why}",
+                    rid,
+                )
+            )
+        else:
+            items.append(
+                item(
+                    CHANGED,
+                    "status",
+                    str(base.status),
+                    str(cur.status),
+                    f"{rid}: was JUDGE_ERROR, now scored",
+                    rid,
+                )
+            )
+        return items
+    if cur.status is RowStatus.JUDGE_ERROR:
+        return items
+    was = row_outcome(base, b_pass) == "PASS"
+    now = row_outcome(cur, c_pass) == "PASS"
+    if was != now:
+        items.append(
+            item(
+                IMPROVEMENT if now else REGRESSION,
+                "passed",
+                was,
+                now,
+                f"{rid}: {'now passes' if now else 'passed before, fails now'}",
+                rid,
+            )
+        )
+    numeric(
+        items,
+        "finalScore",
+        "final score",
+        base.final_score,
+        cur.final_score,
+        Better.HIGHER,
+        case_id=rid,
+    )
+    for flag in cur.red_flag_types:
+        if flag not in base.red_flag_types:
+            items.append(
+                item(
+                    REGRESSION,
+                    f"redFlags.{flag}",
+                    False,
+                    True,
+                    f"{rid}: new red flag {flag}",
+                    rid,
+                )
+            )
+    for flag in base.red_flag_types:
+        if flag not in cur.red_flag_types:
+            items.append(
+                item(
+                    IMPROVEMENT,
+                    f"redFlags.{flag}",
+                    True,
+                    False,
+                    f"{rid}: red flag {flag} gone",
+                    rid,
+                )
+            )
+    if base.intent_key != cur.intent_key:
+        items.append(
+            item(
+                CHANGED,
+                "intentKey",
+                base.intent_key,
+                cur.intent_key,
+                f"{rid}: judged as intent {cur.intent_key}, was {base.intent_key}",
+                rid,
+            )
+        )
+    before = {e.requirement_id: e.status for e in base.reference_basis}
+    for entry in cur.reference_basis:
+        old = before.get(entry.requirement_id)
+        is_case = entry.requirement_id.startswith("CASE_")
+        if old is None or old is entry.status or not (is_case or entry.requirement_id in shared):
+            continue
+        if old in _RANK and entry.status in _RANK:
+            kind = REGRESSION if _RANK[entry.status] > _RANK[old] else IMPROVEMENT
+        else:
+            kind = CHANGED
+        items.append(
+            item(
+                kind,
+                f"requirements.{entry.requirement_id}",
+                str(old),
+                str(entry.status),
+                f"{rid}: {entry.requirement_id} {old} → {entry.status}",
+                rid,
+            )
+        )
+    items += _rule_items(base, cur)
+    numeric(
+        items,
+        "toolCalls",
+        "tool calls",
+        base_facts.tool_calls,
+        cur_facts.tool_calls,
+        Better.LOWER,
+        up_only=True,
+        case_id=rid,
+    )
+    numeric(
+        items,
+        "durationMs",
+        "agent duration (ms)",
+        base_facts.duration_ms,
+        cur_facts.duration_ms,
+        Better.LOWER,
+        up_only=True,
+        case_id=rid,
+    )
+    return items
+
+
+def _rule_items(base: RowResult, cur: RowResult) -> list[DiffItem]:
+    """Seed 001 §6 on rule checks: an evidence tool lost, or fewer keywords matched."""
+    if base.rules is None or cur.rules is None:
+        return []
+    rid = cur.row_id
+    items: list[DiffItem] = []
+    for tool, now in cur.rules.evidence_coverage.items():
+        was = base.rules.evidence_coverage.get(tool)
+        if was is not None and was != now:
+            items.append(
+                item(
+                    IMPROVEMENT if now else REGRESSION,
+                    f"evidenceCoverage.{tool}",
+                    was,
+                    now,
+                    f"{rid}: evidence tool {tool} {'now used' if now else 'no longer used'}",
+                    rid,
+                )
+            )
+    numeric(
+        items,
+        "matchedKeywordCount",
+        "matched keywords",
+        base.rules.matched_keyword_count,
+        cur.rules.matched_keyword_count,
+        Better.HIGHER,
+        case_id=rid,
+    )
+    if base.rules.verdict != cur.rules.verdict:
+        items.append(
+            item(
+                CHANGED,
+                "verdict",
+                base.rules.verdict,
+                cur.rules.verdict,
+                f"{rid}: verifier verdict {base.rules.verdict} → {cur.rules.verdict}",
+                rid,
+            )
+        )
+    return items

@@ -1,0 +1,319 @@
+"""The report's one type: every section of ``report.json`` and of a baseline diff (SPEC §9).
+
+Aggregation (:mod:`rubric_engine.report.aggregate`, :mod:`~rubric_engine.report.diff`) builds
+these frozen models; every renderer (JSON, Markdown, HTML, console, JUnit) and the metric table
+(:mod:`rubric_engine.report.metrics`) reads them by attribute. Python names are snake_case;
+the JSON keeps the camelCase spelling through the project's one alias generator
+(:class:`rubric_engine.results._Wire`), so ``report.json`` is :meth:`Report.to_json` of the
+model, byte for byte what the dict-built report was.
+
+Field order is the JSON key order. A field listed in a model's ``_omit_when_none`` is left out
+of the JSON when ``None`` (the report's optional keys: ``slices`` without ``--by``, ``rules``
+without rule checks, ``totals.checked`` without rules-only rows, the task's extras); every other
+``None`` is written as ``null``. Figures are rounded as :mod:`rubric_engine.report.outcome`
+says. The one key whose JSON name is not the field name is ``totals.verdictDistribution``
+(kept for readers of ``report.json``): it counts row *outcomes*, not judge verdicts.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic.alias_generators import to_camel
+
+from rubric_engine.results import RuleSummary, _Wire
+
+#: a row's outcome in a report (see :mod:`rubric_engine.report.outcome`)
+RowOutcome = Literal["PASS", "FAIL", "RED_FLAG", "JUDGE_ERROR"]
+ItemType = Literal["REGRESSION", "IMPROVEMENT", "CHANGED"]
+ItemScope = Literal["aggregate", "case"]
+
+
+class _Section(_Wire):
+    """A report section: frozen, camelCase JSON, optional keys left out when ``None``."""
+
+    _omit_when_none: ClassVar[frozenset[str]] = frozenset()
+
+    @model_serializer(mode="wrap")
+    def _leave_out_optional(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        for name in self._omit_when_none:
+            key = to_camel(name)
+            if key in data and data[key] is None:
+                del data[key]
+        return data
+
+
+class _Document(_Section):
+    """A whole JSON document (a report, a diff)."""
+
+    def to_json(self) -> str:
+        """Indented UTF-8 JSON with a final newline, keys in field order: the file's bytes."""
+        return json.dumps(self.to_json_dict(), ensure_ascii=False, indent=2) + "\n"
+
+    def __getitem__(self, key: str) -> Any:
+        """The JSON value under camelCase ``key`` (a plain dict/list copy), for scripts written
+        against the dict report; the library itself reads attributes."""
+        return self.to_json_dict()[key]
+
+
+class TaskSection(_Section):
+    """Identity of the task and every version that made its scores (SPEC §3)."""
+
+    _omit_when_none = frozenset({"cassettes", "stop_reason", "renormalized_from", "judged_under"})
+
+    id: str
+    created_at: str
+    state: str
+    rubric_key: str
+    rubric_version: int
+    rubric_status: str
+    rubric_hash: str
+    prompt_version: str
+    prompt_hash: str
+    engine_version: str
+    analysis_version: str
+    model: str
+    judge_mode: str
+    judge_params: dict[str, Any]
+    inputs: tuple[Any, ...]
+    planned_rows: int
+    #: cassette entries the answers came from, by provenance (``{"authored": 25}``)
+    cassettes: dict[str, int] | None = None
+    stop_reason: str | None = None
+    renormalized_from: str | None = None
+    judged_under: Any = None
+
+
+class Totals(_Section):
+    """Row counts, means over SCORED rows, the pass rate and the distributions."""
+
+    _omit_when_none = frozenset({"checked"})
+
+    rows: int
+    scored: int
+    judge_errors: int
+    mean_score: float | None
+    mean_judge_score: float | None
+    capped_rows: int
+    rows_with_red_flags: int
+    pass_score: int
+    passed_rows: int
+    #: passed / (scored + checked), 0–1; ``None`` without such rows
+    pass_rate: float | None
+    #: ``{"1": n, …}`` over the whole scale, ascending
+    score_distribution: dict[str, int]
+    #: rows per outcome, in :data:`~rubric_engine.report.outcome.OUTCOMES` order
+    outcome_distribution: dict[RowOutcome, int] = Field(alias="verdictDistribution")
+    judge_errors_by_kind: dict[str, int]
+    #: rows decided by rule checks alone (``--judge none``); left out when there are none
+    checked: int | None = None
+
+
+class RedFlagCount(_Section):
+    type: str
+    text: str | None
+    count: int
+    row_ids: tuple[str, ...]
+
+
+class IntentSummary(_Section):
+    intent_key: str
+    name: str
+    rows: int
+    mean_score: float | None
+    pass_rate: float | None
+    red_flag_count: int
+    rows_with_red_flags: int
+
+
+class StatusCounts(_Section):
+    """referenceBasis entries per status; compliance = followed / (followed + partial +
+    violated), ``None`` when nothing was judged (SPEC §5 step 7)."""
+
+    followed: int
+    partial: int
+    violated: int
+    not_applicable: int
+    compliance: float | None
+
+
+class RequirementSummary(_Section):
+    id: str
+    intent_key: str | None
+    category: str
+    critical: bool
+    followed: int
+    partial: int
+    violated: int
+    not_applicable: int
+    compliance: float | None
+    text: str | None
+
+
+class SliceRequirement(_Section):
+    id: str
+    followed: int
+    partial: int
+    violated: int
+    not_applicable: int
+    compliance: float | None
+
+
+class SliceGroup(_Section):
+    value: str
+    rows: int
+    scored: int
+    mean_score: float | None
+    pass_rate: float | None
+    red_flag_rows: int
+    followed: int
+    partial: int
+    violated: int
+    not_applicable: int
+    compliance: float | None
+    requirements: tuple[SliceRequirement, ...]
+
+
+class Slice(_Section):
+    by: str
+    groups: tuple[SliceGroup, ...]
+
+
+class CoViolated(_Section):
+    id: str
+    rows: int
+    text: str | None
+
+
+class IssueCluster(_Section):
+    rank: int
+    lead_requirement_id: str | None
+    text: str | None
+    critical: bool
+    category: str | None
+    size: int
+    row_ids: tuple[str, ...]
+    example_row_ids: tuple[str, ...]
+    mean_score: float | None
+    red_flag_share: float
+    red_flag_types: dict[str, int]
+    co_violated: tuple[CoViolated, ...]
+
+
+class LowRow(_Section):
+    row_id: str
+    final_score: int | None
+    judge_score: int | None
+    intent_key: str | None
+    violated_requirement_ids: tuple[str, ...]
+    partial_requirement_ids: tuple[str, ...]
+    red_flag_types: tuple[str, ...]
+    capped_by: tuple[str, ...]
+    score_explanation: str | None
+
+
+class JudgeErrorEntry(_Section):
+    row_id: str
+    kind: str | None
+    message: str | None
+
+
+class AgentSummary(_Section):
+    tool_calls_total: int
+    tool_calls_mean: float | None
+    rows_with_duration: int
+    duration_ms_mean: float | None
+
+
+class UsageSummary(_Section):
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float | None
+    latency_ms_mean: float | None
+    latency_ms_p95: float | None
+
+
+class RulesSection(_Section):
+    """Seed 001's ``DiagnosisEvalReport`` over the rows that carry rule checks."""
+
+    total_cases: int
+    passed_cases: int
+    #: passed / total, 0–1 (the section exists only when some row has rule checks)
+    pass_rate: float
+    #: the verifier's verdicts from the traces (a missing one as ``NONE``)
+    verdict_distribution: dict[str, int]
+    average_tool_call_count: float
+    average_duration_ms: float | None
+    results: tuple[RuleSummary, ...]
+
+
+class Report(_Document):
+    """A task's report (README "Reports"); :meth:`to_json` is ``report.json``."""
+
+    _omit_when_none = frozenset({"slices", "rules"})
+
+    task: TaskSection
+    totals: Totals
+    red_flags: tuple[RedFlagCount, ...]
+    intents: tuple[IntentSummary, ...]
+    requirements: tuple[RequirementSummary, ...]
+    slices: tuple[Slice, ...] | None = None
+    issue_clusters: tuple[IssueCluster, ...]
+    lowest_rows: tuple[LowRow, ...]
+    judge_errors: tuple[JudgeErrorEntry, ...]
+    warnings: dict[str, int]
+    agent: AgentSummary
+    usage: UsageSummary
+    rules: RulesSection | None = None
+
+
+class DiffItem(_Section):
+    """One difference; ``delta`` is ``current - baseline`` for numbers, else ``None``."""
+
+    type: ItemType
+    scope: ItemScope
+    case_id: str | None
+    metric: str
+    baseline_value: Any
+    current_value: Any
+    delta: int | float | None
+    message: str
+
+
+class RubricRef(_Section):
+    key: str
+    version: int
+    hash: str
+
+
+class RubricComparison(_Section):
+    same_rubric: bool
+    baseline: RubricRef
+    current: RubricRef
+    shared_requirement_ids: int
+    only_in_baseline: tuple[str, ...]
+    only_in_current: tuple[str, ...]
+    note: str
+
+
+class Diff(_Document):
+    """A baseline diff (seed 001 §6): summary fields, ``rubricComparison``, ``items``."""
+
+    baseline_task_id: str
+    current_task_id: str
+    baseline_total_cases: int
+    current_total_cases: int
+    baseline_passed_cases: int
+    current_passed_cases: int
+    baseline_pass_rate: float | None
+    current_pass_rate: float | None
+    regression_count: int
+    improvement_count: int
+    changed_count: int
+    has_regression: bool
+    rubric_comparison: RubricComparison
+    items: tuple[DiffItem, ...]

@@ -1,0 +1,81 @@
+"""What reports read of one stored row besides its result: judge usage and agent facts.
+
+Pure: :func:`row_facts` reads a stored dialogue (camelCase JSON of ``DialogueRow``) that the
+store edge hands over; nothing here opens the store.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rubric_engine.rules.evidence import as_number
+
+
+@dataclass(frozen=True)
+class RowUsage:
+    """Per-row judge usage as stored."""
+
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float | None
+    latency_ms: float
+
+
+@dataclass(frozen=True)
+class RowFacts:
+    """What the agent did in a row, read from the stored dialogue (seed 001 §3).
+
+    Attributes:
+        tool_calls: tool calls the agent made (assistant ``tool_calls``; else the trace's
+            ``toolInvocations``), 0 when none.
+        duration_ms: the agent's own run time from the trace, ``None`` when not recorded.
+        metadata: the row's metadata (scenario, risk_level, tags …) for ``--by`` slices.
+        case_texts: the row's case-level requirements (``CASE_…`` IDs) and their texts, so the
+            report can show what each one asks; empty for rows without any.
+    """
+
+    tool_calls: int = 0
+    duration_ms: float | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    case_texts: dict[str, str] = field(default_factory=dict)
+
+
+def row_facts(dialogue: dict[str, Any]) -> RowFacts:
+    """Read :class:`RowFacts` from a stored dialogue (camelCase JSON of ``DialogueRow``).
+
+    Duration is the first number among ``trace.durationMs``, ``trace.totalDurationMs`` and
+    ``trace.session.totalDurationMs`` (the seed-001 trace fixture).
+    """
+    calls = sum(len(m.get("toolCalls") or ()) for m in dialogue.get("messages") or ())
+    trace: dict[str, Any] = dialogue.get("trace") or {}
+    if not calls and isinstance(trace.get("toolInvocations"), list):
+        calls = len(trace["toolInvocations"])
+    session: dict[str, Any] = trace["session"] if isinstance(trace.get("session"), dict) else {}
+    duration = None
+    for value in (
+        trace.get("durationMs"),
+        trace.get("totalDurationMs"),
+        session.get("totalDurationMs"),
+    ):
+        if as_number(value) is not None:  # numbers, or strings holding one, as checks read them
+            duration = as_number(value)
+            break
+    return RowFacts(calls, duration, dict(dialogue.get("metadata") or {}), _case_texts(dialogue))
+
+
+def _case_texts(dialogue: dict[str, Any]) -> dict[str, str]:
+    if not (
+        dialogue.get("expected")
+        or dialogue.get("expectedBehavior")
+        or dialogue.get("negativeBehavior")
+    ):
+        return {}
+    from rubric_engine.dialogue.model import DialogueRow
+    from rubric_engine.rubric.case_level import case_requirements
+    from rubric_engine.rules.run import case_rule_requirements
+
+    row = DialogueRow.model_validate(dialogue)
+    found = case_requirements(row.expected_behavior, row.negative_behavior)
+    return {r.id: r.text for r in (*found, *case_rule_requirements(row.expected))}

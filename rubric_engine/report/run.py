@@ -1,0 +1,128 @@
+"""``gate`` and ``diff`` as library calls over task stores (SPEC §9; seed 001 §6, seed 004 C.2).
+
+:func:`run_diff` and :func:`run_gate` open the stores, rebuild the reports with exact figures
+(a gate decides 1,808 / 2,009 = 0.89995 against ``passRate>=0.9`` on the exact value; a diff
+shows figures rounded to 4 places) and call the pure
+:func:`~rubric_engine.report.diff.diff_tasks` and
+:func:`~rubric_engine.report.gate.evaluate_gate`. The CLI only parses options, calls these,
+prints and maps the result to an exit code. An edge: it reads the store."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from rubric_engine.errors import ConfigurationError, StoreError
+from rubric_engine.report.diff import diff_tasks
+from rubric_engine.report.gate import (
+    GateResult,
+    check_parameters,
+    evaluate_gate,
+    parse_threshold,
+    slice_fields,
+)
+from rubric_engine.report.model import Diff
+from rubric_engine.report.stored import StoredTask, diff_side, load_task, report_from_task
+from rubric_engine.store import TaskStore
+
+
+def require_store(store: Path) -> None:
+    """Refuse a path that is not an existing store file (opening it would create an empty one).
+
+    Raises:
+        StoreError: a folder, or no file there (the fix is named).
+    """
+    if store.is_dir():
+        raise StoreError(f"{store} is a folder; --store takes the path of a store file")
+    if not store.is_file():
+        raise StoreError(
+            f"{store}: no task store here; pass --store PATH, or start one: "
+            "`rubric-eval rubric publish FILE` then `rubric-eval score INPUT --rubric KEY`"
+        )
+
+
+def _load(store: Path, task_id: str) -> StoredTask:
+    require_store(store)
+    with TaskStore(store) as opened:
+        return load_task(opened, task_id)
+
+
+def run_diff(
+    store: Path,
+    baseline: str,
+    current: str,
+    *,
+    baseline_store: Path | None = None,
+    pass_score: int | None = None,
+) -> Diff:
+    """The baseline diff of two stored tasks.
+
+    Args:
+        store: the store holding ``current`` (and ``baseline`` unless ``baseline_store``).
+        baseline_store: the store holding the baseline task, e.g. a CI artifact.
+        pass_score: the pass score of both reports (default: each pack's own default).
+
+    Raises:
+        StoreError: a store path that is not a store file, or a damaged task.
+        TaskNotFoundError: no such task.
+        ConfigurationError: a ``pass_score`` outside a pack's scale.
+    """
+    require_store(store)
+    base_task = _load(baseline_store or store, baseline)
+    cur_task = _load(store, current)
+    # diff_side builds exact figures: the diff decides on them and rounds what it shows
+    return diff_tasks(
+        diff_side(base_task, pass_score=pass_score), diff_side(cur_task, pass_score=pass_score)
+    )
+
+
+def run_gate(
+    store: Path,
+    task_id: str,
+    thresholds: Sequence[str] = (),
+    *,
+    baseline: str | None = None,
+    no_regression: bool = False,
+    baseline_store: Path | None = None,
+    pass_score: int | None = None,
+    allow_partial: bool = False,
+) -> GateResult:
+    """Check a stored task against thresholds and, with ``no_regression``, a baseline task.
+
+    Args:
+        thresholds: ``METRIC OP NUMBER`` texts (metrics: :mod:`rubric_engine.report.metrics`).
+        baseline: the accepted run; needs ``no_regression`` (and the reverse).
+        allow_partial: leave out the ``complete`` check (a task not COMPLETED with every
+            planned row otherwise fails the gate).
+
+    Returns:
+        The checks in order; :attr:`GateResult.passed` is the gate's outcome.
+
+    Raises:
+        ConfigurationError: nothing to check, ``baseline`` without ``no_regression`` or the
+            reverse, a bad threshold or metric parameter (the valid ones listed).
+        StoreError / TaskNotFoundError: as :func:`run_diff`.
+    """
+    if not thresholds and not no_regression:
+        raise ConfigurationError(
+            "nothing to check: give at least one --threshold, or --baseline TASK --no-regression"
+        )
+    if no_regression and baseline is None:
+        raise ConfigurationError("--no-regression needs --baseline TASK (the accepted run)")
+    if baseline is not None and not no_regression:
+        raise ConfigurationError(
+            "--baseline is only used with --no-regression; add it, or drop --baseline"
+        )
+    parsed = [parse_threshold(t) for t in thresholds]
+    current = _load(store, task_id)
+    # exact: 0.89995 must fail passRate>=0.9, so nothing is rounded before comparing
+    by = slice_fields(parsed)
+    report = report_from_task(current, pass_score=pass_score, by=by, exact=True)
+    check_parameters(parsed, report)  # before the baseline is read: the cheaper mistake
+    diff = None
+    if baseline is not None:
+        base = _load(baseline_store or store, baseline)
+        diff = diff_tasks(
+            diff_side(base, pass_score=pass_score), diff_side(current, pass_score=pass_score)
+        )
+    return evaluate_gate(report, parsed, diff=diff, require_complete=not allow_partial)

@@ -1,0 +1,200 @@
+"""The report package's store edge: reports rebuilt from a stored task, never from current files
+(SPEC §3, §9).
+
+:func:`report_for_task` reads the task's own rubric snapshot and rows from the store and
+aggregates them; :func:`write_reports` writes ``report.json``, ``report.md``, ``report.html``
+and ``rows.jsonl``. The same task always gives the same bytes. This is the only module of
+:mod:`rubric_engine.report` that reads the store or writes files; the rest is pure.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rubric_engine.errors import StoreError
+from rubric_engine.registry import verified_snapshot
+from rubric_engine.report.aggregate import build_report
+from rubric_engine.report.model import Report, TaskSection
+from rubric_engine.report.render import render_json, render_markdown
+from rubric_engine.report.rows import RowFacts, RowUsage, row_facts
+from rubric_engine.results import RowResult
+from rubric_engine.rubric.model import EvalRubric
+from rubric_engine.store import StoredRow, TaskRecord, TaskStore
+
+if TYPE_CHECKING:
+    from rubric_engine.report.diff import DiffSide
+
+
+def task_section(task: TaskRecord) -> TaskSection:
+    """The report's ``task`` block: identity and every version that made the scores."""
+    extra = task.extra
+    return TaskSection(
+        id=task.id,
+        created_at=task.created_at,
+        state=task.state,
+        rubric_key=task.rubric_key,
+        rubric_version=task.rubric_version,
+        rubric_status=task.rubric_status,
+        rubric_hash=task.rubric_hash,
+        prompt_version=task.prompt_version,
+        prompt_hash=task.prompt_hash,
+        engine_version=task.engine_version,
+        analysis_version=task.analysis_version,
+        model=task.model,
+        judge_mode=task.judge_mode,
+        judge_params=task.judge_params,
+        inputs=tuple(task.inputs),
+        planned_rows=task.row_count,
+        cassettes=extra.get("cassettes"),
+        stop_reason=extra.get("stopReason"),
+        renormalized_from=extra.get("renormalizedFrom"),
+        judged_under=extra.get("judgedUnder"),
+    )
+
+
+@dataclass(frozen=True)
+class StoredTask:
+    """A task read back from the store: its record, its own rubric snapshot and its rows."""
+
+    record: TaskRecord
+    rubric: EvalRubric
+    rows: list[ReportRow]
+
+
+@dataclass(frozen=True)
+class ReportRow:
+    """One row as reports read it: the result, what the judge calls cost, what the agent did.
+    Dialogues and raw judge replies stay in the store (the HTML drill-down fetches a few)."""
+
+    result: RowResult
+    usage: RowUsage
+    facts: RowFacts
+
+
+def report_row(stored: StoredRow) -> ReportRow:
+    """What reports keep of a stored row."""
+    usage = RowUsage(
+        stored.calls,
+        stored.prompt_tokens,
+        stored.completion_tokens,
+        stored.cost_usd,
+        stored.latency_ms,
+    )
+    return ReportRow(stored.result, usage, row_facts(stored.dialogue))
+
+
+def load_task(store: TaskStore, task_id: str) -> StoredTask:
+    """Read a task, parse its rubric snapshot and load its rows in input order.
+
+    The task's rubric snapshot is checked against the content hash recorded when the task ran
+    (SPEC §3): a report is never rebuilt from rules edited afterwards.
+
+    Raises:
+        TaskNotFoundError: no such task.
+        StoreError: the stored snapshot no longer validates or no longer matches its hash; a
+            COMPLETED task does not hold exactly its planned rows (rows were deleted or added).
+    """
+    record = store.task(task_id)
+    rubric = verified_snapshot(record.rubric_snapshot, record.rubric_hash, f"task {task_id}")
+    rows = [
+        ReportRow(result, RowUsage(calls, prompt, completion, cost, latency), row_facts(dialogue))
+        for result, calls, prompt, completion, cost, latency, dialogue in store.report_rows(task_id)
+    ]
+    if len(rows) > record.row_count or (
+        record.state == "COMPLETED" and len(rows) != record.row_count
+    ):
+        raise StoreError(
+            f"task {task_id} is {record.state} with {record.row_count} planned row(s) but the "
+            f"store holds {len(rows)}: rows were deleted or added after the run. The report is "
+            "not rebuilt from a damaged task; restore the store from a backup or score again."
+        )
+    return StoredTask(record, rubric, rows)
+
+
+def report_from_task(
+    task: StoredTask,
+    *,
+    pass_score: int | None = None,
+    by: tuple[str, ...] = (),
+    exact: bool = False,
+) -> Report:
+    """The report of an already loaded task (see :func:`build_report` for the options)."""
+    rows = ((row.result, row.usage, row.facts) for row in task.rows)
+    return build_report(
+        task_section(task.record), task.rubric, rows, pass_score=pass_score, by=by, exact=exact
+    )
+
+
+def report_for_task(
+    store: TaskStore, task_id: str, *, pass_score: int | None = None, by: tuple[str, ...] = ()
+) -> Report:
+    """Rebuild a task's report from the store alone.
+
+    Args:
+        pass_score: lowest passing final score (default: one below the scale's top).
+        by: slices to add (``intent``, ``category`` or a row metadata field).
+
+    Raises:
+        TaskNotFoundError: no such task.
+        StoreError: the stored snapshot no longer validates or no longer matches its hash.
+        ConfigurationError: a bad ``pass_score`` or ``by`` name (valid choices listed).
+    """
+    return report_from_task(load_task(store, task_id), pass_score=pass_score, by=by)
+
+
+@dataclass(frozen=True)
+class ReportFiles:
+    json: Path
+    markdown: Path
+    rows: Path
+    html: Path
+
+
+def write_reports(
+    store: TaskStore,
+    task_id: str,
+    report: Report,
+    out: Path,
+    task: StoredTask | None = None,
+) -> ReportFiles:
+    """Write ``report.json``, ``report.md``, ``report.html`` (self-contained) and ``rows.jsonl``
+    (one row object per line).
+
+    Args:
+        task: the task as :func:`load_task` already read it, so it is not read twice.
+    """
+    task = task if task is not None else load_task(store, task_id)
+    out.mkdir(parents=True, exist_ok=True)
+    files = ReportFiles(
+        out / "report.json", out / "report.md", out / "rows.jsonl", out / "report.html"
+    )
+    files.json.write_text(render_json(report), encoding="utf-8")
+    files.markdown.write_text(render_markdown(report), encoding="utf-8")
+    files.html.write_text(html_report(store, task, report), encoding="utf-8")
+    with files.rows.open("w", encoding="utf-8") as handle:
+        for row in task.rows:
+            handle.write(json.dumps(row.result.to_json_dict(), ensure_ascii=False) + "\n")
+    return files
+
+
+def diff_side(task: StoredTask, *, pass_score: int | None = None, exact: bool = True) -> DiffSide:
+    """What :func:`rubric_engine.report.diff.diff_tasks` reads of one task: its report with
+    exact figures (the diff decides on them and rounds what it shows)."""
+    from rubric_engine.report.diff import DiffSide
+
+    report = report_from_task(task, pass_score=pass_score, exact=exact)
+    return DiffSide(report, task.rubric, [(r.result, r.facts) for r in task.rows])
+
+
+def html_report(store: TaskStore, task: StoredTask, report: Report) -> str:
+    """The self-contained HTML report; its drill-down holds at most
+    :data:`~rubric_engine.report.html.DRILLDOWN_ROWS` rows (worst first), fetched from the store."""
+    from rubric_engine.report.html import drilldown_rows, render_html
+
+    picked = drilldown_rows([r.result for r in task.rows], report.totals.pass_score)
+    dialogues = store.dialogues(task.record.id, [r.row_id for r in picked])
+    pairs = [(r, dialogues.get(r.row_id, {})) for r in picked]
+    return render_html(report, task.rubric, pairs, total_rows=len(task.rows))
