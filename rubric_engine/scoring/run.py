@@ -1,0 +1,378 @@
+"""The one orchestrator of ``score``: preflight → task → judge the rows → finish → report.
+
+A fresh run and a resumed one differ only in how their :class:`_Plan` is made (from the
+options, or from the stored task); both then go through :func:`_run`. The rows themselves are
+judged, normalized and stored by :func:`rubric_engine.pipeline.run_batch`, which owns the
+concurrency. :func:`score_async` is the implementation; :func:`score` runs it on a new event
+loop for callers without one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, cast
+
+from rubric_engine.cassette import CassetteIndex, CassetteWriter
+from rubric_engine.errors import ConfigurationError, ExitCode, RubricEvalError, StoreError
+from rubric_engine.judge.backends import LiveBackend, LiveSettings, RecordBackend, ReplayBackend
+from rubric_engine.judge.instructor_judge import DEFAULT_PARAMS, InstructorJudge
+from rubric_engine.judge.limiter import AdaptiveLimit
+from rubric_engine.judge.protocol import Judge
+from rubric_engine.pipeline import Budget, JudgeUnavailable, NoJudge, RequestBuilder, run_batch
+from rubric_engine.prompt import PromptTemplate, load_prompt
+from rubric_engine.registry import rubric_for_scoring, verified_snapshot
+from rubric_engine.report import (
+    ReportFiles,
+    ReportRow,
+    StoredTask,
+    load_task,
+    report_from_task,
+    report_row,
+    write_reports,
+)
+from rubric_engine.results import JudgeErrorKind, RowResult
+from rubric_engine.rubric.model import EvalRubric
+from rubric_engine.scoring.options import MODES, Mode, ScoreOptions, check_options, effective_model
+from rubric_engine.scoring.preflight import (
+    Inputs,
+    check_cassette_folder,
+    check_cost_known,
+    check_credentials,
+    check_something_to_check,
+    check_writable,
+    read_inputs,
+)
+from rubric_engine.scoring.task import (
+    RETRIED_ON_RESUME,
+    check_inputs_unchanged,
+    report_command,
+    resume_command,
+    rules_only_rubric,
+    task_lock,
+    task_record,
+)
+from rubric_engine.store import StoredRow, TaskStore, new_task_id
+from rubric_engine.task_state import TaskState
+
+#: the report as built by :mod:`rubric_engine.report` (a JSON-ready mapping)
+Report = dict[str, Any]
+OnStart = Callable[[str, int], None]
+OnRow = Callable[[RowResult], None]
+
+
+@dataclass
+class ScoreResult:
+    """What a run produced.
+
+    Attributes:
+        task_id: the task in the store.
+        report: the task's report (what ``report.json`` holds).
+        files: where the report files were written.
+        cassette_misses: replayed rows without a recorded answer (JUDGE_ERROR rows).
+        stopped: why the run stopped before every row was judged (a budget ran out), else
+            ``None``.
+    """
+
+    task_id: str
+    report: Report
+    files: ReportFiles
+    cassette_misses: list[RowResult] = field(default_factory=list)
+    stopped: str | None = None
+
+
+class JudgeUnavailableError(RubricEvalError):
+    """The first rows all failed in transport; the run stopped instead of failing every row."""
+
+    exit_code = ExitCode.NOTHING_SCORED
+
+    def __init__(self, task_id: str, saved: int, total: int, first_error: str, store: Path) -> None:
+        which = f"all {total} row(s)" if saved == total else f"the first {saved} of {total} row(s)"
+        rest = "" if saved == total else ", so the rest were not tried"
+        super().__init__(
+            f"stopped task {task_id}: {which} failed to reach the judge{rest}. First error: "
+            f"{first_error}. Check --model, --api-base and the API key. The failed rows are "
+            f"kept: {report_command(task_id, store)}; once the judge is reachable, "
+            f"`{resume_command(task_id, store)}` judges them again"
+        )
+        self.task_id = task_id
+
+
+@dataclass
+class _Plan:
+    """Everything one run needs once its options are checked; made before the task exists."""
+
+    options: ScoreOptions
+    rubric: EvalRubric
+    template: PromptTemplate | None  #: ``None``: ``--judge none``
+    params: dict[str, Any]
+    inputs: Inputs
+    backend: ReplayBackend | LiveBackend | None  #: ``None``: ``--judge none``
+    out: Path
+    builder: RequestBuilder = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.builder = RequestBuilder(self.rubric, self.template)
+
+
+def score(
+    options: ScoreOptions, on_start: OnStart | None = None, on_row: OnRow | None = None
+) -> ScoreResult:
+    """Score a batch (or finish one, ``options.resume``) and write the report files.
+
+    Runs :func:`score_async` on a new event loop. Inside a running loop (a notebook, an async
+    app) call ``await score_async(options)`` instead: this function refuses rather than start
+    a second loop in the same thread.
+
+    Raises:
+        ConfigurationError: called while an event loop is running in this thread; and every
+            error of :func:`score_async`.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(score_async(options, on_start, on_row))
+    raise ConfigurationError(
+        "score() was called inside a running event loop (a notebook or an async app); use "
+        "`await score_async(options)` there instead"
+    )
+
+
+async def score_async(
+    options: ScoreOptions, on_start: OnStart | None = None, on_row: OnRow | None = None
+) -> ScoreResult:
+    """Score a batch (or finish one, ``options.resume``) and write ``report.json``,
+    ``report.md``, ``report.html`` and ``rows.jsonl``.
+
+    Safe inside a running event loop; the judge calls run concurrently on it. The checks
+    before the first call, the store and the report files are plain blocking I/O on the
+    loop's thread (short, and the store's connection must stay on one thread).
+
+    ``on_start(task_id, rows_to_judge)`` is called once the task exists; ``on_row`` after each
+    row is stored. When a budget runs out, the rows judged so far are reported and
+    ``ScoreResult.stopped`` says why (the task is STOPPED and can be resumed).
+
+    Raises:
+        InputError: a rubric, dataset or option problem (nothing is scored); LifecycleError
+            when the rubric is a file without ``draft``, or a RETIRED or unknown version.
+        CassetteError: a cassette file is malformed (replay).
+        StoreError: the store cannot be opened; the task is running in another process.
+        JudgeUnavailableError: the first rows all failed to reach the judge; the run stopped.
+        asyncio.CancelledError / KeyboardInterrupt: passed on after the task is marked
+            INTERRUPTED; finished rows stay.
+    """
+    check_options(options)
+    if options.resume is not None:
+        return await _resume(options, options.resume, on_start, on_row)
+    plan = _fresh_plan(options)
+    task_id = new_task_id()
+    plan.out = options.out or Path("reports") / task_id
+    check_writable(plan.out, "report folder")
+    with TaskStore(options.store) as store, task_lock(options.store, task_id):
+        store.create_task(
+            task_record(
+                task_id,
+                replace(options, out=plan.out),  # resume writes where this run writes
+                plan.rubric,
+                plan.template,
+                plan.builder.system_text,
+                plan.params,
+                plan.inputs,
+            )
+        )
+        return await _run(plan, store, task_id, frozenset(), on_start, on_row)
+
+
+def _fresh_plan(options: ScoreOptions) -> _Plan:
+    """Every check of a new run, in the order that makes the cheapest mistakes show first."""
+    rules_only = options.judge == "none"
+    rubric = (
+        rubric_for_scoring(options.rubric, options.store, options.draft)
+        if options.rubric
+        else rules_only_rubric()
+    )
+    template = None if rules_only else load_prompt(options.prompt_version)
+    inputs = read_inputs(options)
+    backend = None
+    if rules_only:
+        check_something_to_check(rubric, inputs.rows)
+    else:
+        backend = _backend(options, rubric)
+        check_credentials(options)
+        check_cost_known(options)
+    params = {
+        **DEFAULT_PARAMS,
+        "temperature": float(options.temperature),
+        "max_tokens": int(options.max_tokens),
+    }
+    return _Plan(options, rubric, template, params, inputs, backend, Path())
+
+
+async def _resume(
+    options: ScoreOptions, task_id: str, on_start: OnStart | None, on_row: OnRow | None
+) -> ScoreResult:
+    if not options.store.is_file():
+        raise StoreError(f"{options.store}: no task store here; pass --store PATH")
+    with TaskStore(options.store) as store, task_lock(options.store, task_id):
+        task = store.task(task_id)
+        settings = task.extra.get("run")
+        if task.judge_mode == "none":
+            raise ConfigurationError(
+                f"task {task_id} ran rule checks only (--judge none): there is no judge call to "
+                "save, so it is not resumed; score its inputs again with --judge none"
+            )
+        if task.judge_mode not in MODES or settings is None:
+            raise ConfigurationError(
+                f"task {task_id} ({task.judge_mode}) cannot be resumed: it keeps no run "
+                "settings; score its inputs again"
+            )
+        outcomes = store.row_outcomes(task_id)
+        done = frozenset(r for r, kind in outcomes.items() if kind not in RETRIED_ON_RESUME)
+        if task.state == TaskState.COMPLETED and len(done) == task.row_count:
+            raise ConfigurationError(
+                f"task {task_id} is COMPLETED and every row has a result; nothing to resume "
+                f"(`{report_command(task_id, options.store)}` shows it)"
+            )
+        rubric = verified_snapshot(task.rubric_snapshot, task.rubric_hash, f"task {task_id}")
+        template = load_prompt(task.prompt_version)
+        if template.hash != task.prompt_hash:
+            raise ConfigurationError(
+                f"task {task_id} was judged with prompt {task.prompt_version} {task.prompt_hash}, "
+                f"and this rubric-eval's template has {template.hash}; resume it with the "
+                f"rubric-eval version that started it ({task.engine_version})"
+            )
+        params = {
+            k: v for k, v in task.judge_params.items() if k not in ("maxReasks", "outputMode")
+        }
+        resumed = replace(
+            options,
+            inputs=[Path(p) for p in settings["inputs"]],
+            input_format=settings["inputFormat"],
+            mode=cast(Mode, task.judge_mode),
+            cassettes=Path(settings["cassettes"]),
+            model=task.model,
+            api_base=options.api_base or settings.get("apiBase"),
+            api_key_env=options.api_key_env or settings.get("apiKeyEnv"),
+            timeout_s=float(settings.get("timeoutS") or options.timeout_s),
+            max_reasks=int(task.judge_params["maxReasks"]),
+        )
+        check_inputs_unchanged(task, list(resumed.inputs))
+        inputs = read_inputs(resumed)
+        backend = _backend(resumed, rubric)
+        check_credentials(resumed)
+        check_cost_known(resumed)
+        first_out = settings.get("out")
+        out = options.out or (Path(first_out) if first_out else Path("reports") / task_id)
+        check_writable(out, "report folder")
+        store.set_state(task_id, TaskState.RUNNING)
+        plan = _Plan(resumed, rubric, template, params, inputs, backend, out)
+        return await _run(plan, store, task_id, done, on_start, on_row)
+
+
+def _backend(options: ScoreOptions, rubric: EvalRubric) -> ReplayBackend | LiveBackend:
+    """The judge's transport: cassettes for a replay, the provider (and a writer) otherwise."""
+    if options.mode == "replay":
+        check_cassette_folder(options)
+        return ReplayBackend(CassetteIndex.load(options.cassettes))
+    limiter = AdaptiveLimit(options.concurrency)
+    live = LiveSettings(
+        api_base=options.api_base,
+        api_key_env=options.api_key_env,
+        timeout_s=options.timeout_s,
+        retry=options.retry,
+    )
+    if options.mode == "record":
+        stems = [Path(p).stem for p in options.inputs] + (["rows"] if options.rows else [])
+        writer = CassetteWriter(options.cassettes / rubric.key / f"{'+'.join(stems)}.jsonl")
+        return RecordBackend(
+            live, writer, provider=effective_model(options).split("/")[0], limiter=limiter
+        )
+    return LiveBackend(live, limiter)
+
+
+async def _run(
+    plan: _Plan,
+    store: TaskStore,
+    task_id: str,
+    done: frozenset[str],
+    on_start: OnStart | None,
+    on_row: OnRow | None,
+) -> ScoreResult:
+    """Judge the rows not in ``done``, finish the task, build and write its report."""
+    options = plan.options
+    judge: Judge = (
+        NoJudge()
+        if plan.backend is None
+        else InstructorJudge(
+            plan.backend, plan.rubric, effective_model(options), plan.params, options.max_reasks
+        )
+    )
+    budget = None
+    if options.max_calls is not None or options.max_cost_usd is not None:
+        budget = Budget(options.max_calls, options.max_cost_usd)
+    total = len(plan.inputs.rows)
+    if on_start is not None:
+        on_start(task_id, total - len(done))
+    misses: list[RowResult] = []
+
+    def track(result: RowResult) -> None:
+        if result.error is not None and result.error.kind is JudgeErrorKind.CASSETTE_MISS:
+            misses.append(result)
+        if on_row is not None:
+            on_row(result)
+
+    # a fresh run keeps what it stores for its report instead of reading every row back;
+    # a resumed one has older rows in the store only, so it reads them all
+    kept: list[tuple[int, ReportRow]] | None = None if done else []
+
+    def keep(stored: StoredRow) -> None:
+        if kept is not None:
+            kept.append((stored.seq, report_row(stored)))
+
+    try:
+        await run_batch(
+            plan.inputs.rows,
+            plan.builder,
+            judge,
+            store,
+            task_id,
+            options.concurrency,
+            track,
+            stop_after_failures=0 if options.mode == "replay" else 3,
+            skip=done,
+            budget=budget,
+            on_stored=keep,
+        )
+    except JudgeUnavailable as stop:
+        store.finish_task(task_id, TaskState.STOPPED, {"stopReason": "the judge was unreachable"})
+        raise JudgeUnavailableError(
+            task_id, stop.failed, total, stop.first_error, options.store
+        ) from stop
+    except BaseException:
+        store.finish_task(task_id, TaskState.INTERRUPTED, {})
+        raise
+    stopped = budget.stop_reason if budget is not None else None
+    state = TaskState.STOPPED if stopped else TaskState.COMPLETED
+    store.finish_task(task_id, state, _extra(plan, store, task_id, stopped))
+    if kept is None:
+        task = load_task(store, task_id)  # read once for the report and its files
+    else:
+        kept.sort(key=lambda pair: pair[0])
+        task = StoredTask(store.task(task_id), plan.rubric, [row for _, row in kept])
+    report = report_from_task(task)
+    files = write_reports(store, task_id, report, plan.out, task)
+    return ScoreResult(task_id, report, files, misses, stopped)
+
+
+def _extra(plan: _Plan, store: TaskStore, task_id: str, stopped: str | None) -> dict[str, Any]:
+    extra: dict[str, Any] = {"stopReason": stopped}
+    backend = plan.backend
+    if isinstance(backend, ReplayBackend):
+        kinds = map(backend.index.kind, store.cassette_keys(task_id))
+        extra["cassettes"] = dict(sorted(Counter(k for k in kinds if k).items()))
+    elif backend is not None:
+        extra["concurrency"] = backend.limiter.stats()
+    return extra
