@@ -32,12 +32,6 @@ MIN_MAX_TOKENS = 16
 MIN_TIMEOUT_S = 0.1
 
 
-def _default_prompt() -> str:
-    from rubric_engine.prompt import DEFAULT_PROMPT
-
-    return DEFAULT_PROMPT
-
-
 def _default_retry() -> RetryPolicy:
     from rubric_engine.judge.retry import RetryPolicy
 
@@ -69,7 +63,10 @@ class ScoreOptions:
     store: Path = DEFAULT_STORE
     out: Path | None = None
     input_format: InputFormat = "auto"
-    prompt_version: str = field(default_factory=_default_prompt)
+    #: the judge's prompt template (``prompts/<version>/``); ``None``: the engine's current
+    #: one, :data:`rubric_engine.prompt.DEFAULT_PROMPT` (named there only, and not loaded
+    #: just to read this default)
+    prompt_version: str | None = None
     max_reasks: int = 2
     temperature: float = 0.0
     max_tokens: int = 1024

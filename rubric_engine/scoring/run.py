@@ -23,7 +23,7 @@ from rubric_engine.judge.instructor_judge import DEFAULT_PARAMS, InstructorJudge
 from rubric_engine.judge.limiter import AdaptiveLimit
 from rubric_engine.judge.protocol import Judge
 from rubric_engine.pipeline import Budget, JudgeUnavailable, NoJudge, RequestBuilder, run_batch
-from rubric_engine.prompt import PromptTemplate, load_prompt
+from rubric_engine.prompt import DEFAULT_PROMPT, PromptTemplate, load_prompt
 from rubric_engine.registry import rubric_for_scoring, verified_snapshot
 from rubric_engine.report import (
     ReportFiles,
@@ -194,7 +194,9 @@ def _fresh_plan(options: ScoreOptions) -> _Plan:
         if options.rubric
         else rules_only_rubric()
     )
-    template = None if rules_only else load_prompt(options.prompt_version)
+    template = None
+    if not rules_only:
+        template = load_prompt(options.prompt_version or DEFAULT_PROMPT)
     inputs = read_inputs(options)
     backend = None
     if rules_only:
