@@ -1,8 +1,10 @@
-"""The scoring pipeline: the one orchestrator that wires the edges and owns concurrency.
+"""The row engine: judges a run's rows concurrently and stores each result as it ends.
 
-Rows stream from the input; ``concurrency`` workers judge them; each finished row is
-normalized (or becomes a ``JUDGE_ERROR`` value) and written to the store at once, so memory
-stays flat and an interrupted run keeps what it finished.
+Rows come in validated (parsed once, before the task was created); ``concurrency`` workers
+judge them; each finished row becomes its result through
+:func:`rubric_engine.row_result.row_result` (normalized, or a ``JUDGE_ERROR`` value) and is
+written to the store at once, so an interrupted run keeps what it finished. The run around it
+(checks, task, report) is :mod:`rubric_engine.scoring.run`, the one orchestrator.
 """
 
 from __future__ import annotations
@@ -202,7 +204,7 @@ async def run_batch(
     """Judge every row with at most ``concurrency`` calls in flight; store each as it ends.
 
     Args:
-        rows: validated rows in input order (streamed; not held in memory).
+        rows: validated rows in input order.
         concurrency: at least 1.
         on_row: called after each row is stored (progress bars).
         stop_after_failures: when the first this-many finished rows all failed in transport

@@ -30,6 +30,7 @@ from rubric_engine.rubric.diff import RubricDiff, diff_rubrics, renormalize_bloc
 from rubric_engine.rubric.model import EvalRubric
 from rubric_engine.rules.run import run_rules
 from rubric_engine.store import StoredRow, TaskStore, new_task_id
+from rubric_engine.task_state import TaskState
 from rubric_engine.verdict import verdict_model
 
 
@@ -119,7 +120,7 @@ def renormalize(
                 id=new_id,
                 created_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
                 finished_at=None,
-                state="RUNNING",
+                state=TaskState.RUNNING,
                 rubric_version=target.version,
                 rubric_status=str(target.status),
                 rubric_hash=target.content_hash(),
@@ -145,7 +146,7 @@ def renormalize(
             )
         store.finish_task(
             new_id,
-            "COMPLETED",
+            TaskState.COMPLETED,
             {
                 "renormalizedFrom": task_id,
                 "judgedUnder": f"{judged.key} v{judged.version}",

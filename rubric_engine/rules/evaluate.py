@@ -256,11 +256,12 @@ def _max_cost(check: MaxCost, ev: Evidence) -> _Outcome:
 def _allowed_verdicts(check: AllowedVerdicts, ev: Evidence) -> _Outcome:
     if ev.verifier_verdict is None:
         return _Outcome(S.VIOLATED, "the trace has no verifier verdict")
-    if fold(ev.verifier_verdict).strip() in {fold(v).strip() for v in check.verdicts}:
+    if fold(ev.verifier_verdict).strip() in {fold(v).strip() for v in check.verifier_verdicts}:
         return _Outcome(S.FOLLOWED)
     return _Outcome(
         S.VIOLATED,
-        f"verdict {ev.verifier_verdict} not in allowed verdicts {', '.join(check.verdicts)}",
+        f"verdict {ev.verifier_verdict} not in allowed verdicts "
+        f"{', '.join(check.verifier_verdicts)}",
     )
 
 

@@ -6,9 +6,10 @@ costs nothing. The CLI is a thin shell over :func:`score`; tests and notebooks c
 directly (notebooks and async apps: ``await score_async(options)``).
 
 Modules: :mod:`.options` (the options, their defaults and checks), :mod:`.preflight` (checks
-that read files or the environment), :mod:`.task` (the stored task, resume), :mod:`.run` (the
-one orchestrator). Names are imported on first use, so ``rubric-eval --help`` (which reads the
-option defaults) stays fast.
+that read files or the environment), :mod:`.task` (the stored task record), :mod:`.plan`
+(everything a new or resumed run needs, checked) and :mod:`.run` (the one orchestrator).
+Names are imported on first use, so ``rubric-eval --help`` (which reads the option defaults)
+stays fast.
 """
 
 from __future__ import annotations

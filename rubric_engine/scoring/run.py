@@ -1,6 +1,6 @@
 """The one orchestrator of ``score``: preflight → task → judge the rows → finish → report.
 
-A fresh run and a resumed one differ only in how their :class:`_Plan` is made (from the
+A fresh run and a resumed one differ only in how their :class:`Plan` is made (from the
 options, or from the stored task); both then go through :func:`_run`. The rows themselves are
 judged, normalized and stored by :func:`rubric_engine.pipeline.run_batch`, which owns the
 concurrency. :func:`score_async` is the implementation; :func:`score` runs it on a new event
@@ -14,17 +14,13 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
-from rubric_engine.cassette import CassetteIndex, CassetteWriter
 from rubric_engine.errors import ConfigurationError, ExitCode, RubricEvalError, StoreError
-from rubric_engine.judge.backends import LiveBackend, LiveSettings, RecordBackend, ReplayBackend
-from rubric_engine.judge.instructor_judge import DEFAULT_PARAMS, InstructorJudge
-from rubric_engine.judge.limiter import AdaptiveLimit
+from rubric_engine.judge.backends import ReplayBackend
+from rubric_engine.judge.instructor_judge import InstructorJudge
 from rubric_engine.judge.protocol import Judge
-from rubric_engine.pipeline import Budget, JudgeUnavailable, NoJudge, RequestBuilder, run_batch
-from rubric_engine.prompt import DEFAULT_PROMPT, PromptTemplate, load_prompt
-from rubric_engine.registry import rubric_for_scoring, verified_snapshot
+from rubric_engine.pipeline import Budget, JudgeUnavailable, NoJudge, run_batch
 from rubric_engine.report import (
     ReportFiles,
     ReportRow,
@@ -35,23 +31,11 @@ from rubric_engine.report import (
     write_reports,
 )
 from rubric_engine.results import JudgeErrorKind, RowResult
-from rubric_engine.rubric.model import EvalRubric
-from rubric_engine.scoring.options import MODES, Mode, ScoreOptions, check_options, effective_model
-from rubric_engine.scoring.preflight import (
-    Inputs,
-    check_cassette_folder,
-    check_cost_known,
-    check_credentials,
-    check_something_to_check,
-    check_writable,
-    read_inputs,
-)
+from rubric_engine.scoring.options import ScoreOptions, check_options, effective_model
+from rubric_engine.scoring.plan import Plan, fresh_plan, resumed_plan
 from rubric_engine.scoring.task import (
-    RETRIED_ON_RESUME,
-    check_inputs_unchanged,
     report_command,
     resume_command,
-    rules_only_rubric,
     task_lock,
     task_record,
 )
@@ -99,23 +83,6 @@ class JudgeUnavailableError(RubricEvalError):
             f"`{resume_command(task_id, store)}` judges them again"
         )
         self.task_id = task_id
-
-
-@dataclass
-class _Plan:
-    """Everything one run needs once its options are checked; made before the task exists."""
-
-    options: ScoreOptions
-    rubric: EvalRubric
-    template: PromptTemplate | None  #: ``None``: ``--judge none``
-    params: dict[str, Any]
-    inputs: Inputs
-    backend: ReplayBackend | LiveBackend | None  #: ``None``: ``--judge none``
-    out: Path
-    builder: RequestBuilder = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.builder = RequestBuilder(self.rubric, self.template)
 
 
 def score(
@@ -167,10 +134,8 @@ async def score_async(
     check_options(options)
     if options.resume is not None:
         return await _resume(options, options.resume, on_start, on_row)
-    plan = _fresh_plan(options)
     task_id = new_task_id()
-    plan.out = options.out or Path("reports") / task_id
-    check_writable(plan.out, "report folder")
+    plan = fresh_plan(options, task_id)
     with TaskStore(options.store) as store, task_lock(options.store, task_id):
         store.create_task(
             task_record(
@@ -186,117 +151,18 @@ async def score_async(
         return await _run(plan, store, task_id, frozenset(), on_start, on_row)
 
 
-def _fresh_plan(options: ScoreOptions) -> _Plan:
-    """Every check of a new run, in the order that makes the cheapest mistakes show first."""
-    rules_only = options.judge == "none"
-    rubric = (
-        rubric_for_scoring(options.rubric, options.store, options.draft)
-        if options.rubric
-        else rules_only_rubric()
-    )
-    template = None
-    if not rules_only:
-        template = load_prompt(options.prompt_version or DEFAULT_PROMPT)
-    inputs = read_inputs(options)
-    backend = None
-    if rules_only:
-        check_something_to_check(rubric, inputs.rows)
-    else:
-        backend = _backend(options, rubric)
-        check_credentials(options)
-        check_cost_known(options)
-    params = {
-        **DEFAULT_PARAMS,
-        "temperature": float(options.temperature),
-        "max_tokens": int(options.max_tokens),
-    }
-    return _Plan(options, rubric, template, params, inputs, backend, Path())
-
-
 async def _resume(
     options: ScoreOptions, task_id: str, on_start: OnStart | None, on_row: OnRow | None
 ) -> ScoreResult:
     if not options.store.is_file():
         raise StoreError(f"{options.store}: no task store here; pass --store PATH")
     with TaskStore(options.store) as store, task_lock(options.store, task_id):
-        task = store.task(task_id)
-        settings = task.extra.get("run")
-        if task.judge_mode == "none":
-            raise ConfigurationError(
-                f"task {task_id} ran rule checks only (--judge none): there is no judge call to "
-                "save, so it is not resumed; score its inputs again with --judge none"
-            )
-        if task.judge_mode not in MODES or settings is None:
-            raise ConfigurationError(
-                f"task {task_id} ({task.judge_mode}) cannot be resumed: it keeps no run "
-                "settings; score its inputs again"
-            )
-        outcomes = store.row_outcomes(task_id)
-        done = frozenset(r for r, kind in outcomes.items() if kind not in RETRIED_ON_RESUME)
-        if task.state == TaskState.COMPLETED and len(done) == task.row_count:
-            raise ConfigurationError(
-                f"task {task_id} is COMPLETED and every row has a result; nothing to resume "
-                f"(`{report_command(task_id, options.store)}` shows it)"
-            )
-        rubric = verified_snapshot(task.rubric_snapshot, task.rubric_hash, f"task {task_id}")
-        template = load_prompt(task.prompt_version)
-        if template.hash != task.prompt_hash:
-            raise ConfigurationError(
-                f"task {task_id} was judged with prompt {task.prompt_version} {task.prompt_hash}, "
-                f"and this rubric-eval's template has {template.hash}; resume it with the "
-                f"rubric-eval version that started it ({task.engine_version})"
-            )
-        params = {
-            k: v for k, v in task.judge_params.items() if k not in ("maxReasks", "outputMode")
-        }
-        resumed = replace(
-            options,
-            inputs=[Path(p) for p in settings["inputs"]],
-            input_format=settings["inputFormat"],
-            mode=cast(Mode, task.judge_mode),
-            cassettes=Path(settings["cassettes"]),
-            model=task.model,
-            api_base=options.api_base or settings.get("apiBase"),
-            api_key_env=options.api_key_env or settings.get("apiKeyEnv"),
-            timeout_s=float(settings.get("timeoutS") or options.timeout_s),
-            max_reasks=int(task.judge_params["maxReasks"]),
-        )
-        check_inputs_unchanged(task, list(resumed.inputs))
-        inputs = read_inputs(resumed)
-        backend = _backend(resumed, rubric)
-        check_credentials(resumed)
-        check_cost_known(resumed)
-        first_out = settings.get("out")
-        out = options.out or (Path(first_out) if first_out else Path("reports") / task_id)
-        check_writable(out, "report folder")
-        store.set_state(task_id, TaskState.RUNNING)
-        plan = _Plan(resumed, rubric, template, params, inputs, backend, out)
+        plan, done = resumed_plan(options, store, task_id)
         return await _run(plan, store, task_id, done, on_start, on_row)
 
 
-def _backend(options: ScoreOptions, rubric: EvalRubric) -> ReplayBackend | LiveBackend:
-    """The judge's transport: cassettes for a replay, the provider (and a writer) otherwise."""
-    if options.mode == "replay":
-        check_cassette_folder(options)
-        return ReplayBackend(CassetteIndex.load(options.cassettes))
-    limiter = AdaptiveLimit(options.concurrency)
-    live = LiveSettings(
-        api_base=options.api_base,
-        api_key_env=options.api_key_env,
-        timeout_s=options.timeout_s,
-        retry=options.retry,
-    )
-    if options.mode == "record":
-        stems = [Path(p).stem for p in options.inputs] + (["rows"] if options.rows else [])
-        writer = CassetteWriter(options.cassettes / rubric.key / f"{'+'.join(stems)}.jsonl")
-        return RecordBackend(
-            live, writer, provider=effective_model(options).split("/")[0], limiter=limiter
-        )
-    return LiveBackend(live, limiter)
-
-
 async def _run(
-    plan: _Plan,
+    plan: Plan,
     store: TaskStore,
     task_id: str,
     done: frozenset[str],
@@ -369,7 +235,7 @@ async def _run(
     return ScoreResult(task_id, report, files, misses, stopped)
 
 
-def _extra(plan: _Plan, store: TaskStore, task_id: str, stopped: str | None) -> dict[str, Any]:
+def _extra(plan: Plan, store: TaskStore, task_id: str, stopped: str | None) -> dict[str, Any]:
     extra: dict[str, Any] = {"stopReason": stopped}
     backend = plan.backend
     if isinstance(backend, ReplayBackend):
