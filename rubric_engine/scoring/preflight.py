@@ -8,8 +8,8 @@ provider's credentials and price are looked up in litellm (imported only for liv
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rubric_engine.dialogue.model import DialogueRow
@@ -19,19 +19,36 @@ from rubric_engine.rubric.model import EvalRubric
 from rubric_engine.scoring.options import ScoreOptions, effective_model
 
 
-@dataclass(frozen=True)
+@dataclass
 class Inputs:
     """A run's rows, parsed and checked once.
 
     Attributes:
         files: the input files, in the order given.
-        rows: every row, files first (in file order), then the rows given in memory.
-        from_memory: how many of ``rows`` were given in memory (0 for a CLI run).
+        rows: every row, files first (in file order), then the rows given in memory; emptied
+            by :meth:`drain` as the run takes them.
+        from_memory: how many of the rows were given in memory (0 for a CLI run).
+        total: how many rows there are (also after :meth:`drain`).
     """
 
     files: tuple[Path, ...]
-    rows: tuple[DialogueRow, ...]
+    rows: list[DialogueRow]
     from_memory: int = 0
+    total: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.total = len(self.rows)
+
+    def drain(self) -> Iterator[DialogueRow]:
+        """Yield the rows in order, letting go of each as it is taken.
+
+        The run stores every row as it finishes, so holding all the parsed rows to the end
+        would add their size to the peak memory of a large batch (they are parsed once, up
+        front, so that nothing is scored from a file that is broken further down).
+        """
+        self.rows.reverse()
+        while self.rows:
+            yield self.rows.pop()
 
 
 def read_inputs(options: ScoreOptions) -> Inputs:
@@ -48,7 +65,7 @@ def read_inputs(options: ScoreOptions) -> Inputs:
     memory: list[DialogueRow] = []
     if options.rows:
         memory = MemorySource(options.rows).read(seen)
-    return Inputs(tuple(Path(p) for p in options.inputs), (*rows, *memory), len(memory))
+    return Inputs(tuple(Path(p) for p in options.inputs), [*rows, *memory], len(memory))
 
 
 def check_credentials(options: ScoreOptions) -> None:

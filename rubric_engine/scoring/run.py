@@ -181,7 +181,7 @@ async def _run(
     budget = None
     if options.max_calls is not None or options.max_cost_usd is not None:
         budget = Budget(options.max_calls, options.max_cost_usd)
-    total = len(plan.inputs.rows)
+    total = plan.inputs.total
     if on_start is not None:
         on_start(task_id, total - len(done))
     misses: list[RowResult] = []
@@ -202,7 +202,7 @@ async def _run(
 
     try:
         await run_batch(
-            plan.inputs.rows,
+            plan.inputs.drain(),
             plan.builder,
             judge,
             store,

@@ -84,7 +84,7 @@ def file_sha256(path: Path) -> str:
 
 def _memory_sha256(inputs: Inputs) -> str:
     """``sha256:<hex>`` of the rows given in memory, as validated (canonical JSON)."""
-    rows = inputs.rows[len(inputs.rows) - inputs.from_memory :]
+    rows = inputs.rows[inputs.total - inputs.from_memory :]
     canonical = json.dumps(
         [r.model_dump(mode="json", by_alias=True) for r in rows],
         sort_keys=True,
@@ -137,7 +137,7 @@ def task_record(
             else {}
         ),
         inputs=input_records(inputs),
-        row_count=len(inputs.rows),
+        row_count=inputs.total,
         extra={"run": run_settings(options)},
     )
 
