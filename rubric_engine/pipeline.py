@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass, field
+from typing import Literal
 
 from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.judge.protocol import Judge, JudgeOutcome, JudgeRequest
@@ -147,8 +148,8 @@ class Budget:
     max_cost_usd: float | None = None
     calls: int = 0
     cost_usd: float = 0.0
-    #: which limit stopped new rows: ``"calls"`` or ``"cost"``; ``None`` while within budget
-    exhausted: str | None = None
+    #: which limit stopped new rows; ``None`` while within budget
+    exhausted: Literal["calls", "cost"] | None = None
     #: set once the first row has finished, i.e. once a cost per call is known
     first_spend: asyncio.Event = field(default_factory=asyncio.Event)
 
