@@ -3,13 +3,48 @@
 The public API, imported on first use so that ``rubric-eval --help`` stays fast::
 
     from rubric_engine import ScoreOptions, score, load_rubric, normalize_verdict
+
+In a notebook or an async app, ``await score_async(options)`` (``score`` refuses to start a
+second event loop inside a running one).
 """
 
 from __future__ import annotations
 
 from importlib import import_module
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the real types for checkers; at run time each name loads on first use
+    from rubric_engine.cases.seed000 import EvalCase
+    from rubric_engine.dialogue.model import DialogueRow
+    from rubric_engine.dialogue.readers import DialogueSource
+    from rubric_engine.errors import ExitCode, RubricEvalError
+    from rubric_engine.normalize import normalize_verdict
+    from rubric_engine.report import report_for_task
+    from rubric_engine.results import (
+        CheckResult,
+        RowResult,
+        WarningCode,
+    )
+    from rubric_engine.row_result import row_result
+    from rubric_engine.rubric.loader import load_rubric, parse_rubric
+    from rubric_engine.rubric.model import (
+        EvalRubric,
+        HardRequirement,
+        RubricIntent,
+    )
+    from rubric_engine.rules.evaluate import evaluate_check
+    from rubric_engine.rules.evidence import evidence_from_row
+    from rubric_engine.rules.model import Check
+    from rubric_engine.scoring.options import ScoreOptions
+    from rubric_engine.scoring.run import (
+        ScoreResult,
+        score,
+        score_async,
+    )
+    from rubric_engine.store import TaskStore
+    from rubric_engine.task_state import TaskState
+    from rubric_engine.verdict import verdict_model
 
 __version__ = "0.1.0"
 
@@ -27,19 +62,55 @@ _API = {
     "verdict_model": "rubric_engine.verdict",
     "normalize_verdict": "rubric_engine.normalize",
     "RowResult": "rubric_engine.results",
+    "CheckResult": "rubric_engine.results",
     "WarningCode": "rubric_engine.results",
-    "ScoreOptions": "rubric_engine.scoring",
-    "score": "rubric_engine.scoring",
+    "row_result": "rubric_engine.row_result",
+    "ScoreOptions": "rubric_engine.scoring.options",
+    "ScoreResult": "rubric_engine.scoring.run",
+    "score": "rubric_engine.scoring.run",
+    "score_async": "rubric_engine.scoring.run",
+    "TaskState": "rubric_engine.task_state",
     "TaskStore": "rubric_engine.store",
     "report_for_task": "rubric_engine.report",
     "RubricEvalError": "rubric_engine.errors",
+    "ExitCode": "rubric_engine.errors",
     "Check": "rubric_engine.rules.model",
     "evaluate_check": "rubric_engine.rules.evaluate",
     "evidence_from_row": "rubric_engine.rules.evidence",
     "EvalCase": "rubric_engine.cases.seed000",
 }
 
-__all__ = ["DEFAULT_STORE", "__version__", *_API]
+#: the public names (kept in step with ``_API`` by tests/test_public_api.py)
+__all__ = [
+    "DEFAULT_STORE",
+    "Check",
+    "CheckResult",
+    "DialogueRow",
+    "DialogueSource",
+    "EvalCase",
+    "EvalRubric",
+    "ExitCode",
+    "HardRequirement",
+    "RowResult",
+    "RubricEvalError",
+    "RubricIntent",
+    "ScoreOptions",
+    "ScoreResult",
+    "TaskState",
+    "TaskStore",
+    "WarningCode",
+    "__version__",
+    "evaluate_check",
+    "evidence_from_row",
+    "load_rubric",
+    "normalize_verdict",
+    "parse_rubric",
+    "report_for_task",
+    "row_result",
+    "score",
+    "score_async",
+    "verdict_model",
+]
 
 
 def __getattr__(name: str) -> Any:

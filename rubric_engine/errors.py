@@ -11,6 +11,35 @@ and the fix (STYLE.md "Errors").
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """What every ``rubric-eval`` command returns: the one table of exit codes.
+
+    ``score`` uses 4–6, ``gate`` 7; the shell's conventions give 130 (Ctrl-C) and 141 (the
+    reader of stdout went away, ``| head``).
+    """
+
+    OK = 0
+    #: anything unexpected (a bug: please report it with the traceback)
+    UNEXPECTED = 1
+    #: bad input or options: nothing was scored
+    BAD_INPUT = 2
+    #: the task store is missing, locked or holds something unexpected
+    STORE = 3
+    #: a replay ran but some rows had no cassette entry (they are JUDGE_ERROR rows)
+    CASSETTE_MISS = 4
+    #: no row could be scored (every row JUDGE_ERROR, or the judge was unreachable)
+    NOTHING_SCORED = 5
+    #: a budget (``--max-calls`` / ``--max-cost``) stopped ``score``
+    BUDGET = 6
+    #: a ``gate`` check failed, or the task is incomplete
+    GATE_FAILED = 7
+    #: interrupted (Ctrl-C); finished rows are kept
+    INTERRUPTED = 130
+    #: stdout was closed early (SIGPIPE), like other Unix tools
+    BROKEN_PIPE = 141
 
 
 @dataclass(frozen=True)
@@ -44,13 +73,13 @@ def format_loc(loc: tuple[str | int, ...] | list[str | int]) -> str:
 class RubricEvalError(Exception):
     """Base of every error rubric-eval raises on purpose. ``exit_code`` is what the CLI returns."""
 
-    exit_code = 1
+    exit_code: int = ExitCode.UNEXPECTED
 
 
 class InputError(RubricEvalError):
     """A file or option the user gave is wrong. Carries every problem found, not only the first."""
 
-    exit_code = 2
+    exit_code = ExitCode.BAD_INPUT
 
     def __init__(self, summary: str, problems: list[Problem] | None = None) -> None:
         self.summary = summary
@@ -70,22 +99,22 @@ class DatasetError(InputError):
 class StoreError(RubricEvalError):
     """The task store is missing, locked, or holds something unexpected."""
 
-    exit_code = 3
+    exit_code = ExitCode.STORE
 
 
 class TaskNotFoundError(StoreError):
     """No task with the given id exists in the store (a wrong argument, hence exit code 2)."""
 
-    exit_code = 2
+    exit_code = ExitCode.BAD_INPUT
 
 
 class CassetteError(RubricEvalError):
     """A cassette file is malformed or lacks its provenance (SPEC §10)."""
 
-    exit_code = 2
+    exit_code = ExitCode.BAD_INPUT
 
 
 class ConfigurationError(RubricEvalError):
     """Options that cannot work together, or a missing prompt template or credential."""
 
-    exit_code = 2
+    exit_code = ExitCode.BAD_INPUT

@@ -20,6 +20,7 @@ from rubric_engine.results import (
     RowStatus,
     WarningCode,
 )
+from rubric_engine.rubric.case_level import applicable_requirements
 from rubric_engine.rubric.model import EvalRubric, HardRequirement
 from rubric_engine.verdict import QuestionsCheck, VerdictBase
 
@@ -91,9 +92,30 @@ def normalize_verdict(
         KeyError: ``verdict.intent_key`` is not in ``rubric`` (cannot happen for a verdict of
             this rubric's model).
     """
+    applicable = applicable_requirements(rubric, verdict.intent_key, tuple(case_requirements))
+    return normalize_applicable(rubric, verdict, row_id, applicable, warnings_in, rule_results)
+
+
+def normalize_applicable(
+    rubric: EvalRubric,
+    verdict: VerdictBase,
+    row_id: str,
+    applicable_list: Sequence[HardRequirement],
+    warnings_in: Sequence[ProtocolWarning] = (),
+    rule_results: Mapping[str, RequirementStatus] | None = None,
+) -> RowResult:
+    """:func:`normalize_verdict` for a caller that has already worked out the applicable set.
+
+    Args:
+        applicable_list: exactly
+            :func:`~rubric_engine.rubric.case_level.applicable_requirements` for the
+            verdict's intent and the row's case-level requirements (the row-result step
+            computes it once and also uses it to pick the rule results).
+
+    The other arguments, the steps and the result are :func:`normalize_verdict`'s.
+    """
     warnings = list(warnings_in)
     rule_results = rule_results or {}
-    applicable_list = (*rubric.applicable_requirements(verdict.intent_key), *case_requirements)
     applicable = {r.id: r for r in applicable_list}
 
     unmet = _dedupe(verdict.unmet_requirement_ids, warnings)

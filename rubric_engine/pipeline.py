@@ -1,8 +1,10 @@
-"""The scoring pipeline: the one orchestrator that wires the edges and owns concurrency.
+"""The row engine: judges a run's rows concurrently and stores each result as it ends.
 
-Rows stream from the input; ``concurrency`` workers judge them; each finished row is
-normalized (or becomes a ``JUDGE_ERROR`` value) and written to the store at once, so memory
-stays flat and an interrupted run keeps what it finished.
+Rows come in validated (parsed once, before the task was created); ``concurrency`` workers
+judge them; each finished row becomes its result through
+:func:`rubric_engine.row_result.row_result` (normalized, or a ``JUDGE_ERROR`` value) and is
+written to the store at once, so an interrupted run keeps what it finished. The run around it
+(checks, task, report) is :mod:`rubric_engine.scoring.run`, the one orchestrator.
 """
 
 from __future__ import annotations
@@ -10,20 +12,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass, field
+from typing import Literal
 
 from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.judge.protocol import Judge, JudgeOutcome, JudgeRequest
 from rubric_engine.prompt import PromptTemplate, render_system, render_user
-from rubric_engine.results import (
-    JudgeErrorKind,
-    ProtocolWarning,
-    RowResult,
-    RowStatus,
-    WarningCode,
-)
-from rubric_engine.rubric.case_level import case_requirements
+from rubric_engine.results import JudgeErrorKind, ProtocolWarning, RowResult, WarningCode
+from rubric_engine.row_result import row_result as _row_result
+from rubric_engine.rubric.case_level import CaseRequirements, row_case_requirements
 from rubric_engine.rubric.model import EvalRubric, HardRequirement
-from rubric_engine.rules.run import RuleRun, checked_result, judged_result, rule_summary, run_rules
+from rubric_engine.rules.run import RuleRun, run_rules
 from rubric_engine.store import StoredRow, TaskStore
 
 
@@ -32,16 +30,21 @@ class PreparedRow:
     """A row ready for the judge.
 
     Attributes:
-        case_requirements: every case-level requirement: the behaviours the judge sees, then
-            the case's rule checks (decided by the rules, not shown to the judge).
+        case: the row's case-level requirements, derived once: the behaviours the judge sees
+            and the case's rule checks (decided by the rules, not shown to the judge).
         rules: the row's rule checks, already run (SPEC §7).
     """
 
     seq: int
     row: DialogueRow
-    case_requirements: tuple[HardRequirement, ...]
+    case: CaseRequirements
     request: JudgeRequest
     rules: RuleRun
+
+    @property
+    def case_requirements(self) -> tuple[HardRequirement, ...]:
+        """Every case-level requirement: the behaviours, then the rule checks."""
+        return self.case.all
 
 
 class RequestBuilder:
@@ -58,11 +61,11 @@ class RequestBuilder:
         self.rubric_hash = rubric.content_hash()
 
     def prepare(self, seq: int, row: DialogueRow) -> PreparedRow:
-        reqs = case_requirements(row.expected_behavior, row.negative_behavior)
+        case = row_case_requirements(row)
         rules = run_rules(self.rubric, row)
         messages: tuple[dict[str, str], ...] = ()
         if self.template is not None:
-            user_text = render_user(self.template, self.rubric, row, reqs)
+            user_text = render_user(self.template, self.rubric, row, case.behaviours)
             messages = (
                 {"role": "system", "content": self.system_text},
                 {"role": "user", "content": user_text},
@@ -70,17 +73,11 @@ class RequestBuilder:
         request = JudgeRequest(
             row_id=row.row_id,
             messages=messages,
-            case_requirement_ids=tuple(r.id for r in reqs),
+            case_requirement_ids=tuple(r.id for r in case.behaviours),
             rubric_hash=self.rubric_hash,
             prompt_hash=self.template.hash if self.template else "",
         )
-        return PreparedRow(
-            seq=seq,
-            row=row,
-            case_requirements=reqs + rules.case_requirements,
-            request=request,
-            rules=rules,
-        )
+        return PreparedRow(seq=seq, row=row, case=case, request=request, rules=rules)
 
 
 class NoJudge:
@@ -90,32 +87,34 @@ class NoJudge:
         return JudgeOutcome(verdict=None, error=None)
 
 
-def row_result(rubric: EvalRubric, prepared: PreparedRow, outcome: JudgeOutcome) -> RowResult:
-    """Normalize a verdict, or turn a judge error into a ``JUDGE_ERROR`` row (never a score).
-
-    Rule checks decide their requirements in every case: merged into the referenceBasis
-    (source ``rule``) of a scored row, summarized on a JUDGE_ERROR row, and the whole result
-    of a ``--judge none`` row (status CHECKED).
+def judge_warnings(outcome: JudgeOutcome) -> tuple[ProtocolWarning, ...]:
+    """The warnings a judge outcome brings to its row: one ``JUDGE_REASKED`` per re-ask, in
+    order (detail: why, at most 500 characters), then the judge's clean-ups of its values.
     """
-    row = prepared.row
-    if outcome.verdict is None and outcome.error is None:
-        return checked_result(rubric, row, prepared.rules)
     reasked = tuple(
         ProtocolWarning(code=WarningCode.JUDGE_REASKED, detail=why[:500]) for why in outcome.reasks
     )
-    if outcome.verdict is None:
-        known = [r.id for r in rubric.common_requirements]
-        known += [r.id for r in prepared.rules.case_requirements]
-        return RowResult(
-            row_id=row.row_id,
-            status=RowStatus.JUDGE_ERROR,
-            warnings=reasked,
-            error=outcome.error,
-            rules=rule_summary(row, prepared.rules, known),
-        )
-    judged = prepared.request.case_requirement_ids
-    behaviours = [r for r in prepared.case_requirements if r.id in judged]
-    return judged_result(rubric, row, outcome.verdict, behaviours, prepared.rules, reasked)
+    # ``cleanups`` (a counted warning per clean-up of a judge value) comes with the explicit
+    # verdict parsing of issue 11 item 4; outcomes without it have none
+    cleanups: tuple[ProtocolWarning, ...] = tuple(getattr(outcome, "cleanups", ()))
+    return reasked + cleanups
+
+
+def row_result(rubric: EvalRubric, prepared: PreparedRow, outcome: JudgeOutcome) -> RowResult:
+    """A judged (or ``--judge none``) row's result: :func:`rubric_engine.row_result.row_result`
+    with the judge's verdict, error and warnings taken from ``outcome``.
+
+    An outcome with neither verdict nor error is a ``--judge none`` row (status CHECKED).
+    """
+    return _row_result(
+        rubric,
+        prepared.row,
+        prepared.case,
+        prepared.rules,
+        verdict=outcome.verdict,
+        error=outcome.error,
+        warnings=judge_warnings(outcome),
+    )
 
 
 def stored_row(prepared: PreparedRow, outcome: JudgeOutcome, result: RowResult) -> StoredRow:
@@ -149,8 +148,8 @@ class Budget:
     max_cost_usd: float | None = None
     calls: int = 0
     cost_usd: float = 0.0
-    #: which limit stopped new rows: ``"calls"`` or ``"cost"``; ``None`` while within budget
-    exhausted: str | None = None
+    #: which limit stopped new rows; ``None`` while within budget
+    exhausted: Literal["calls", "cost"] | None = None
     #: set once the first row has finished, i.e. once a cost per call is known
     first_spend: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -206,7 +205,7 @@ async def run_batch(
     """Judge every row with at most ``concurrency`` calls in flight; store each as it ends.
 
     Args:
-        rows: validated rows in input order (streamed; not held in memory).
+        rows: validated rows in input order.
         concurrency: at least 1.
         on_row: called after each row is stored (progress bars).
         stop_after_failures: when the first this-many finished rows all failed in transport

@@ -24,11 +24,13 @@ from rubric_engine.registry import LifecycleError, rubric_for_scoring, verified_
 from rubric_engine.report import ReportFiles, report_for_task, write_reports
 from rubric_engine.report.model import Report
 from rubric_engine.results import RowResult, RowStatus, WarningCode
-from rubric_engine.rubric.case_level import case_requirements
+from rubric_engine.row_result import row_result
+from rubric_engine.rubric.case_level import row_case_requirements
 from rubric_engine.rubric.diff import RubricDiff, diff_rubrics, renormalize_blockers
 from rubric_engine.rubric.model import EvalRubric
-from rubric_engine.rules.run import judged_result, run_rules
+from rubric_engine.rules.run import run_rules
 from rubric_engine.store import StoredRow, TaskStore, new_task_id
+from rubric_engine.task_state import TaskState
 from rubric_engine.verdict import verdict_model
 
 
@@ -56,8 +58,8 @@ def _renormalized(stored: StoredRow, judged: EvalRubric, target: EvalRubric) -> 
     if result.status is not RowStatus.SCORED:
         return result  # a JUDGE_ERROR stays one: there is no verdict to re-apply
     row = DialogueRow.model_validate(stored.dialogue)
-    case_reqs = case_requirements(row.expected_behavior, row.negative_behavior)
-    context = {"row_id": row.row_id, "case_requirement_ids": [r.id for r in case_reqs]}
+    case = row_case_requirements(row)
+    context = {"row_id": row.row_id, "case_requirement_ids": [r.id for r in case.behaviours]}
     try:
         verdict = verdict_model(judged).model_validate_json(_final_content(stored), context=context)
     except (ValidationError, ValueError) as exc:
@@ -65,7 +67,7 @@ def _renormalized(stored: StoredRow, judged: EvalRubric, target: EvalRubric) -> 
             f"row {row.row_id}: its stored judge reply no longer parses under the rubric it was "
             f"judged with ({exc}); the store was changed after the task ran"
         ) from exc
-    known = set(target.requirements_by_id) | {r.id for r in case_reqs}
+    known = set(target.requirements_by_id) | {r.id for r in case.behaviours}
     verdict = verdict.model_copy(
         update={
             "unmet_requirement_ids": [i for i in verdict.unmet_requirement_ids if i in known],
@@ -74,7 +76,7 @@ def _renormalized(stored: StoredRow, judged: EvalRubric, target: EvalRubric) -> 
     )
     reasked = [w for w in result.warnings if w.code is WarningCode.JUDGE_REASKED]
     # rule checks are re-run under the target version: they read only the stored dialogue
-    return judged_result(target, row, verdict, case_reqs, run_rules(target, row), reasked)
+    return row_result(target, row, case, run_rules(target, row), verdict, warnings=reasked)
 
 
 def renormalize(
@@ -118,7 +120,7 @@ def renormalize(
                 id=new_id,
                 created_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
                 finished_at=None,
-                state="RUNNING",
+                state=TaskState.RUNNING,
                 rubric_version=target.version,
                 rubric_status=str(target.status),
                 rubric_hash=target.content_hash(),
@@ -144,7 +146,7 @@ def renormalize(
             )
         store.finish_task(
             new_id,
-            "COMPLETED",
+            TaskState.COMPLETED,
             {
                 "renormalizedFrom": task_id,
                 "judgedUnder": f"{judged.key} v{judged.version}",

@@ -9,7 +9,13 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+)
 from pydantic.alias_generators import to_camel
 
 
@@ -106,13 +112,30 @@ class JudgeError(_Wire):
 
 
 class CheckResult(_Wire):
-    """One rule check of a row (SPEC §7): which requirement it decides and how."""
+    """One rule check of a row (SPEC §7): which requirement it decides and how.
+
+    The one type for a check's result: :func:`rubric_engine.rules.evaluate.evaluate_check`
+    returns it and a row's :class:`RuleSummary` lists it.
+
+    Attributes:
+        requirement_id: the pack requirement the check belongs to, or the case check's
+            ``CASE_RULE_<8 hex>`` ID.
+        type: the check type (``must_contain``, …).
+        name: the check's ``name``, else the pack requirement's ID, else the check type.
+        status: FOLLOWED, VIOLATED or NOT_APPLICABLE (never PARTIAL: a rule holds or not).
+        detail: why it failed or could not be decided; ``None`` when it held.
+        measures: numbers the seed-001 summary adds up: ``matchedKeywordCount``,
+            ``requiredKeywordCount``, ``evidenceCoverage`` (``{tool: seen}``). Not written to
+            JSON (the summary carries their totals), so a result read back from the store has
+            none.
+    """
 
     requirement_id: str
     type: str
     name: str
     status: RequirementStatus
     detail: str | None = None
+    measures: dict[str, Any] = Field(default_factory=dict, exclude=True, repr=False)
 
 
 class RuleSummary(_Wire):
@@ -121,7 +144,8 @@ class RuleSummary(_Wire):
     Attributes:
         passed: every check FOLLOWED or NOT_APPLICABLE.
         failed_checks: one ``"<name>: <why>"`` line per VIOLATED check, in check order.
-        verdict: the verifier's verdict from the trace, or ``None``.
+        verifier_verdict: the verifier's verdict from the trace, or ``None``; JSON ``verdict``
+            (seed 001's spelling). Not the judge's verdict.
         matched_keyword_count / required_keyword_count: summed over ``must_contain`` checks.
         evidence_coverage: ``{tool: seen}`` over ``required_tools`` checks.
         tool_call_count: tool invocations in the trace (or the messages).
@@ -132,13 +156,18 @@ class RuleSummary(_Wire):
     title: str | None = None
     passed: bool
     failed_checks: tuple[str, ...] = ()
-    verdict: str | None = None
+    verifier_verdict: str | None = Field(default=None, alias="verdict")
     matched_keyword_count: int = 0
     required_keyword_count: int = 0
     evidence_coverage: dict[str, bool] = {}
     tool_call_count: int = 0
     duration_ms: int | float | None = None
     checks: tuple[CheckResult, ...] = ()
+
+    @property
+    def verdict(self) -> str | None:
+        """Old name of :attr:`verifier_verdict`, kept while ``report/diff.py`` still reads it."""
+        return self.verifier_verdict
 
 
 class RowResult(_Wire):

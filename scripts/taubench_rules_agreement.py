@@ -27,7 +27,8 @@ from rubric_engine.results import RequirementStatus
 from rubric_engine.rules.evaluate import evaluate_check
 from rubric_engine.rules.evidence import evidence_from_row
 from rubric_engine.rules.model import ToolSequence
-from rubric_engine.rules.run import rules_only_rubric, run_rules
+from rubric_engine.rules.run import run_rules
+from rubric_engine.scoring.task import rules_only_rubric
 
 VARIANTS = {
     "as shipped (unordered, successful calls, arguments included)": {},
@@ -39,9 +40,7 @@ VARIANTS = {
 
 def _passes(row: DialogueRow) -> bool:
     run = run_rules(rules_only_rubric(), row)
-    return all(
-        outcome.status is not RequirementStatus.VIOLATED for _, outcome in run.outcomes.values()
-    )
+    return all(result.status is not RequirementStatus.VIOLATED for result in run.results.values())
 
 
 def _variant(check: ToolSequence, exact: bool = False, **changes: object) -> ToolSequence:
@@ -75,7 +74,7 @@ def main() -> None:
     print("tasks with outputs (reward = outputs only in this tau-bench copy):")
     for r in with_outputs:
         run = run_rules(rules_only_rubric(), r)
-        states = ", ".join(f"{c.label} {o.status}" for c, o in run.outcomes.values())
+        states = ", ".join(f"{result.name} {result.status}" for result in run.results.values())
         print(f"  {r.row_id}: reward {r.metadata.get('reward')}; {states}")
     if args.variants:
         print("expectedActions variants on the action-only runs:")

@@ -15,8 +15,8 @@ from rubric_engine.errors import DatasetError
 from rubric_engine.prompt import render_dialogue
 from rubric_engine.rubric.case_level import case_requirements
 from rubric_engine.rules.evidence import evidence_from_row
-from rubric_engine.rules.run import rules_only_rubric
 from rubric_engine.scoring import ScoreOptions, score
+from rubric_engine.scoring.task import rules_only_rubric
 from tests.conftest import ROOT
 
 DATA = ROOT / "tests" / "data"

@@ -196,11 +196,6 @@ def test_pure_report_modules_import_no_io_module(module: str) -> None:
     assert _loaded_after_import(module, IO_MODULES) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="rubric_engine/rubric/__init__.py imports its YAML loader, so rubric.model loads "
-    "yaml; once that package's exports are lazy this passes and the mark must go",
-)
 def test_pure_report_modules_do_not_load_yaml() -> None:
     assert _loaded_after_import("rubric_engine.report.aggregate", ("yaml",)) == []
 

@@ -134,6 +134,36 @@ def test_a_run_killed_at_a_random_moment_resumes_with_no_row_lost_or_scored_twic
     assert len(lines) == 26
 
 
+def test_ctrl_c_marks_the_task_interrupted_keeps_its_rows_and_exits_130(tmp_path: Path) -> None:
+    # score() runs score_async on its own event loop: Ctrl-C must still reach the run, mark
+    # the task INTERRUPTED (not leave it RUNNING) and end with the CLI's 130 and its advice
+    store = tmp_path / "s.sqlite"
+    with StubServer(slow(0.12)) as server:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "rubric_engine.cli",
+                *live_args(server, store, tmp_path / "out", "--concurrency", "2"),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "NO_COLOR": "1"},
+        )
+        deadline = time.monotonic() + 60
+        while len(server.requests) < 6 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=30)
+    assert process.returncode == 130, err
+    task_id, rows = stored(store)
+    assert f"interrupted: task {task_id} keeps" in err and "score --resume" in err
+    with TaskStore(store) as opened:
+        assert opened.task(task_id).state == "INTERRUPTED"
+    assert 0 < len(rows) < 26 and all(r["status"] == "SCORED" for r in rows.values())
+
+
 def test_resume_refusals_say_what_to_do(tmp_path: Path) -> None:
     store = tmp_path / "s.sqlite"
     code, out = run(

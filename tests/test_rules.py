@@ -8,8 +8,8 @@ import pytest
 from pydantic import TypeAdapter, ValidationError
 
 from rubric_engine.dialogue.shapes import row_from_object
-from rubric_engine.results import RequirementStatus
-from rubric_engine.rules.evaluate import CheckOutcome, evaluate_check
+from rubric_engine.results import CheckResult, RequirementStatus
+from rubric_engine.rules.evaluate import evaluate_check
 from rubric_engine.rules.evidence import Evidence, ToolUse, evidence_from_row
 from rubric_engine.rules.model import Check
 from rubric_engine.rules.text import contains, fold
@@ -18,7 +18,7 @@ S = RequirementStatus
 CHECK = TypeAdapter(Check)
 
 
-def run(check: dict[str, Any], **evidence: Any) -> CheckOutcome:
+def run(check: dict[str, Any], **evidence: Any) -> CheckResult:
     base: dict[str, Any] = {
         "final_answer": "",
         "assistant_texts": (),

@@ -50,7 +50,10 @@ class DiagnosisCase(BaseModel):
     expected_root_cause_keywords: tuple[str, ...] | None = Field(default=None, min_length=1)
     min_keyword_matches: StrictInt | None = Field(default=None, ge=1)
     required_evidence_tools: tuple[str, ...] | None = Field(default=None, min_length=1)
-    allowed_verdicts: tuple[str, ...] | None = Field(default=None, min_length=1)
+    #: the verifier's verdicts a case accepts (not the judge's); ``allowedVerdicts`` in files
+    allowed_verifier_verdicts: tuple[str, ...] | None = Field(
+        default=None, min_length=1, alias="allowedVerdicts"
+    )
     forbidden_answer_keywords: tuple[str, ...] = ()
     expected: tuple[Any, ...] = ()
     metadata: dict[str, Any] = Field(default_factory=dict)
@@ -112,12 +115,12 @@ def _checks(case: DiagnosisCase) -> list[Any]:
                 "tools": list(case.required_evidence_tools),
             }
         )
-    if case.allowed_verdicts:
+    if case.allowed_verifier_verdicts:
         checks.append(
             {
                 "type": "allowed_verdicts",
                 "name": "allowedVerdicts",
-                "verdicts": list(case.allowed_verdicts),
+                "verdicts": list(case.allowed_verifier_verdicts),
             }
         )
     if case.forbidden_answer_keywords:

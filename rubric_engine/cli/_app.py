@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, NoReturn, TypeVar
 
 import typer
+
+from rubric_engine.errors import ExitCode, RubricEvalError, StoreError
+
+T = TypeVar("T")
 
 app = typer.Typer(
     name="rubric-eval",
@@ -47,27 +51,22 @@ app.add_typer(rubric_app, name="rubric")
 app.add_typer(cassette_app, name="cassette")
 app.add_typer(prompt_app, name="prompt")
 
-EXIT_CASSETTE_MISS = 4
-EXIT_NOTHING_SCORED = 5
-EXIT_BUDGET = 6
-EXIT_GATE_FAILED = 7
+#: old name of ``ExitCode.GATE_FAILED``, kept while ``gate_cmd`` imports it
+EXIT_GATE_FAILED = ExitCode.GATE_FAILED
 StoreOpt = Annotated[
     Path, typer.Option("--store", help="SQLite task store.", envvar="RUBRIC_EVAL_STORE")
 ]
 
 
 def _fail(error: Exception) -> NoReturn:
-    from rubric_engine.errors import RubricEvalError
-
-    code = error.exit_code if isinstance(error, RubricEvalError) else 1
+    """Print ``error`` and exit with its code (:class:`ExitCode`; 1 for a foreign error)."""
+    code = error.exit_code if isinstance(error, RubricEvalError) else ExitCode.UNEXPECTED
     typer.echo(f"error: {error}", err=True)
     raise typer.Exit(code)
 
 
-def _guard(fn: Any) -> Any:
+def _guard(fn: Callable[[], T]) -> T:
     """Run a command body; turn our errors into a message and an exit code, no traceback."""
-    from rubric_engine.errors import RubricEvalError
-
     try:
         return fn()
     except RubricEvalError as exc:
@@ -75,8 +74,6 @@ def _guard(fn: Any) -> Any:
 
 
 def _require_store(store: Path) -> None:
-    from rubric_engine.errors import StoreError
-
     if store.is_dir():
         raise StoreError(f"{store} is a folder; --store takes the path of a store file")
     if not store.is_file():

@@ -19,6 +19,7 @@ from rubric_engine.cli._app import (
     print_columns,
     rubric_app,
 )
+from rubric_engine.errors import ExitCode
 
 RefArg = Annotated[
     str, typer.Argument(help="KEY, KEY@VERSION (from the store) or a pack file.", metavar="REF")
@@ -45,7 +46,7 @@ def rubric_validate(files: Annotated[list[Path], typer.Argument(help="Pack files
             f"{len(pack.red_flags)} red-flag types, hash {pack.content_hash()}"
         )
     if failed:
-        raise typer.Exit(2)
+        raise typer.Exit(ExitCode.BAD_INPUT)
 
 
 @rubric_app.command("schema")

@@ -1,25 +1,28 @@
-"""`rubric-eval score`."""
+"""`rubric-eval score`: parse the options, call :func:`rubric_engine.scoring.score`, print.
+
+Every default comes from :data:`rubric_engine.scoring.options.DEFAULTS` and every value is
+checked by :func:`~rubric_engine.scoring.options.check_options`, so the command and the
+library accept the same values with the same messages.
+"""
 
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, cast
+from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
 
-from rubric_engine import DEFAULT_STORE
-from rubric_engine.cli._app import (
-    EXIT_BUDGET,
-    EXIT_CASSETTE_MISS,
-    EXIT_NOTHING_SCORED,
-    StoreOpt,
-    _guard,
-    app,
-)
+from rubric_engine.cli._app import StoreOpt, _guard, app
+from rubric_engine.errors import ExitCode
+from rubric_engine.scoring.options import DEFAULTS as D
 
 if TYPE_CHECKING:
-    from rubric_engine.scoring import ScoreResult
+    from rich.progress import TaskID
+
+    from rubric_engine.results import RowResult
+    from rubric_engine.scoring import ScoreOptions, ScoreResult
 
 
 @app.command()
@@ -39,14 +42,14 @@ def score(
             help="Published rubric KEY (its latest PUBLISHED version) or KEY@VERSION from the "
             "store; or a pack FILE together with --draft. Optional with --judge none.",
         ),
-    ] = "",
+    ] = str(D.rubric),
     judge: Annotated[
         str,
         typer.Option(
             help="llm: the LLM judge plus rule checks; none: rule checks only (no judge "
             "call, no cassettes, no API key)."
         ),
-    ] = "llm",
+    ] = D.judge,
     mode: Annotated[
         str,
         typer.Option(
@@ -54,7 +57,7 @@ def score(
             "call the provider and save cassettes; live: call the "
             "provider."
         ),
-    ] = "replay",
+    ] = D.mode,
     cassettes: Annotated[
         Path,
         typer.Option(
@@ -62,32 +65,38 @@ def score(
             "under it; record appends to "
             "DIR/<rubricKey>/<input>.jsonl)."
         ),
-    ] = Path("cassettes"),
-    model: Annotated[
-        str, typer.Option(help="litellm model name of the judge.")
-    ] = "openai/gpt-4o-mini",
+    ] = D.cassettes,
+    model: Annotated[str, typer.Option(help="litellm model name of the judge.")] = D.model,
     api_base: Annotated[
         str | None, typer.Option(help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1.")
-    ] = None,
+    ] = D.api_base,
     api_key_env: Annotated[
         str | None,
         typer.Option(
             help="Environment variable holding the API key (never stored); default: the "
             "provider's usual one, e.g. OPENAI_API_KEY."
         ),
-    ] = None,
-    concurrency: Annotated[int, typer.Option(min=1, help="Judge calls in flight.")] = 8,
-    store: StoreOpt = DEFAULT_STORE,
+    ] = D.api_key_env,
+    concurrency: Annotated[int, typer.Option(help="Judge calls in flight.")] = D.concurrency,
+    store: StoreOpt = D.store,
     out: Annotated[
         Path | None, typer.Option(help="Report folder (default reports/<task id>).")
-    ] = None,
-    input_format: Annotated[str, typer.Option(help="auto, jsonl, json, csv or yaml.")] = "auto",
-    max_reasks: Annotated[int, typer.Option(min=0, help="Re-asks after an invalid verdict.")] = 2,
+    ] = D.out,
+    input_format: Annotated[
+        str, typer.Option(help="auto, jsonl, json, csv or yaml.")
+    ] = D.input_format,
+    max_reasks: Annotated[
+        int, typer.Option(help="Re-asks after an invalid verdict (0 or more).")
+    ] = D.max_reasks,
     temperature: Annotated[
-        float, typer.Option(min=0.0, max=2.0, help="Judge sampling temperature.")
-    ] = 0.0,
-    max_tokens: Annotated[int, typer.Option(min=16, help="Judge output token limit.")] = 1024,
-    timeout: Annotated[float, typer.Option(min=0.1, help="Per-request timeout, seconds.")] = 120.0,
+        float, typer.Option(help="Judge sampling temperature, 0 to 2.")
+    ] = D.temperature,
+    max_tokens: Annotated[
+        int, typer.Option(help="Judge output token limit (at least 16).")
+    ] = D.max_tokens,
+    timeout: Annotated[
+        float, typer.Option(help="Per-request timeout, seconds (at least 0.1).")
+    ] = D.timeout_s,
     draft: Annotated[
         bool,
         typer.Option(
@@ -95,7 +104,7 @@ def score(
             help="Allow --rubric to be a pack file that is not published (a trial run; the task "
             "and report say draft).",
         ),
-    ] = False,
+    ] = D.draft,
     resume: Annotated[
         str | None,
         typer.Option(
@@ -105,17 +114,18 @@ def score(
             "result (and rows that never reached the judge). Inputs, rubric, model and mode "
             "come from the task.",
         ),
-    ] = None,
+    ] = D.resume,
     max_calls: Annotated[
         int | None,
         typer.Option(
-            min=1, help="Budget: stop starting rows after this many judge calls (all attempts)."
+            help="Budget: stop starting rows after this many judge calls (all attempts; at "
+            "least 1)."
         ),
-    ] = None,
+    ] = D.max_calls,
     max_cost: Annotated[
         float | None,
         typer.Option(help="Budget: stop starting rows after this much spend, in USD."),
-    ] = None,
+    ] = D.max_cost_usd,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Score dialogue files with a rubric pack; print a summary and the task id.
@@ -159,7 +169,7 @@ def score(
             "API key), or point --cassettes at the folder that holds them.",
             err=True,
         )
-        raise typer.Exit(EXIT_CASSETTE_MISS)
+        raise typer.Exit(ExitCode.CASSETTE_MISS)
     if result.stopped:
         totals = result.report["totals"]
         typer.echo(
@@ -168,17 +178,17 @@ def score(
             f"`{resume_command(result.task_id, options.store)}` and a larger budget.",
             err=True,
         )
-        raise typer.Exit(EXIT_BUDGET)
+        raise typer.Exit(ExitCode.BUDGET)
     totals = result.report["totals"]
     if not totals["scored"] and not totals.get("checked"):
         typer.echo(
             "error: no row was scored (every row is JUDGE_ERROR; reasons above and in rows.jsonl)",
             err=True,
         )
-        raise typer.Exit(EXIT_NOTHING_SCORED)
+        raise typer.Exit(ExitCode.NOTHING_SCORED)
 
 
-def _run_score(options: Any, quiet: bool) -> ScoreResult:
+def _run_score(options: ScoreOptions, quiet: bool) -> ScoreResult:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -193,17 +203,18 @@ def _run_score(options: Any, quiet: bool) -> ScoreResult:
         console=console,
         disable=quiet or not console.is_terminal,
     )
-    state: dict[str, Any] = {"done": 0}
+    state = _Progress()
 
     def start(task_id: str, total: int) -> None:
-        state.update(task=task_id, total=total)
-        state["bar"] = progress.add_task(f"task {task_id}", total=total)
+        state.task, state.total = task_id, total
+        state.bar = progress.add_task(f"task {task_id}", total=total)
         if not console.is_terminal and not quiet:
             typer.echo(f"task {task_id}: scoring {total} row(s) …", err=True)
 
-    def advance(_row: Any) -> None:
-        state["done"] += 1
-        progress.advance(state["bar"])
+    def advance(_row: RowResult) -> None:
+        state.done += 1
+        if state.bar is not None:
+            progress.advance(state.bar)
 
     # on Ctrl-C, calls cut off mid-flight leave litellm coroutines that were never awaited
     warnings.filterwarnings("ignore", "coroutine .* was never awaited", RuntimeWarning)
@@ -211,15 +222,25 @@ def _run_score(options: Any, quiet: bool) -> ScoreResult:
         with progress:
             return score(options, on_start=start, on_row=advance)
     except KeyboardInterrupt:
-        if "task" in state:
+        if state.task is not None:
             typer.echo(
-                f"\ninterrupted: task {state['task']} keeps {state['done']} of "
-                f"{state['total']} finished row(s); "
-                f"`{report_command(state['task'], options.store)}` shows them; "
-                f"`{resume_command(state['task'], options.store)}` finishes the task",
+                f"\ninterrupted: task {state.task} keeps {state.done} of "
+                f"{state.total} finished row(s); "
+                f"`{report_command(state.task, options.store)}` shows them; "
+                f"`{resume_command(state.task, options.store)}` finishes the task",
                 err=True,
             )
-        raise typer.Exit(130) from None
+        raise typer.Exit(ExitCode.INTERRUPTED) from None
+
+
+@dataclass
+class _Progress:
+    """What the progress display knows of the run: its task, rows planned and done."""
+
+    task: str | None = None
+    total: int = 0
+    done: int = 0
+    bar: TaskID | None = None
 
 
 def _print_summary(result: ScoreResult) -> None:

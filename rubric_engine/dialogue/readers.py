@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -267,41 +267,14 @@ class DialogueSource:
             )
 
     def _parse(self) -> Iterator[Parsed]:
-        for where, obj, default_id in self._objects():
-            if isinstance(obj, json.JSONDecodeError):
-                yield (
-                    where,
-                    [
-                        Problem(
-                            where,
-                            "",
-                            f"not valid JSON ({obj.msg} at line {obj.lineno} column "
-                            f"{obj.colno}); "
-                            + (
-                                "each line must be one JSON object"
-                                if self._resolved_format() == "jsonl"
-                                else "the file must be one JSON array of rows (or a tau2 "
-                                "results file); for one row per line use .jsonl"
-                            ),
-                        )
-                    ],
-                )
-            elif isinstance(obj, RowShapeError):
-                yield where, [Problem(where, obj.field, str(obj))]
-            else:
-                case = _case_name(obj)
-                try:
-                    if is_diagnosis_case(obj):
-                        obj = diagnosis_row(obj, load_fixture(str(obj["traceFixture"]), self.path))
-                    yield where, row_from_object(obj, default_id)
-                except RowShapeError as exc:
-                    yield where, [Problem(where, exc.field, f"{case}{exc}")]
-                except ValidationError as exc:
-                    fields = diagnosis_fields() if is_diagnosis_case(obj) else None
-                    yield where, [_problem(where, case, err, fields) for err in exc.errors()]
+        return _parse_objects(self._objects(), self.path, self._resolved_format())
 
     def validate(self, seen: dict[str, str] | None = None) -> int:
-        """Check every row; return the row count.
+        """Check every row; return the row count (:meth:`read` without keeping the rows)."""
+        return len(self.read(seen))
+
+    def read(self, seen: dict[str, str] | None = None) -> list[DialogueRow]:
+        """Parse and check every row once; return them in file order.
 
         Args:
             seen: rowIds already taken (by earlier files of the same task) → where; updated.
@@ -316,26 +289,8 @@ class DialogueSource:
                 f"{self.path}: input file {what}; pass .jsonl, .json, .csv or .yaml dialogue "
                 "or case files"
             )
-        problems: list[Problem] = []
-        seen = {} if seen is None else seen
-        count = 0
         try:
-            for where, parsed in self._parse():
-                if isinstance(parsed, list):
-                    problems.extend(parsed)
-                elif parsed.row_id in seen:
-                    problems.append(
-                        Problem(
-                            where,
-                            "rowId",
-                            f"duplicate rowId {parsed.row_id!r} "
-                            f"(first at {seen[parsed.row_id]}); rowIds must be "
-                            "unique within a task",
-                        )
-                    )
-                else:
-                    count += 1
-                    seen[parsed.row_id] = where
+            rows = _checked_rows(self._parse(), seen, str(self.path))
         except UnicodeDecodeError as exc:
             raise DatasetError(
                 f"{self.path}: not UTF-8 text ({exc.reason} at byte "
@@ -345,19 +300,11 @@ class DialogueSource:
             raise DatasetError(
                 f"{self.path}: not valid CSV ({exc}); quote fields that hold commas or line breaks"
             ) from exc
-        if problems:
-            shown = problems[:MAX_PROBLEMS]
-            more = len(problems) - len(shown)
-            raise DatasetError(
-                f"{self.path}: {len(problems)} problem(s) in the input; nothing was scored. Fix "
-                "them and run again" + (f" ({more} more not shown)" if more else ""),
-                shown,
-            )
-        if count == 0:
+        if not rows:
             raise DatasetError(
                 f"{self.path}: no rows found; expected {_EXPECTED[self._resolved_format()]}"
             )
-        return count
+        return rows
 
     def __iter__(self) -> Iterator[DialogueRow]:
         """Stream rows in file order. Call :meth:`validate` first; a broken row here raises."""
@@ -365,3 +312,128 @@ class DialogueSource:
             if isinstance(parsed, list):
                 raise DatasetError(f"{where}: row changed since validation", parsed)
             yield parsed
+
+
+def _parse_objects(
+    objects: Iterable[tuple[str, Any, str]], case_file: Path, fmt: str
+) -> Iterator[Parsed]:
+    """Each raw object as a row, or as the problems that keep it from being one.
+
+    Args:
+        objects: ``(where, raw object or read error, default rowId)`` in input order.
+        case_file: where a seed-001 case's ``traceFixture`` is looked up from.
+        fmt: the input format, for the wording of a JSON syntax error.
+    """
+    for where, obj, default_id in objects:
+        if isinstance(obj, json.JSONDecodeError):
+            yield (
+                where,
+                [
+                    Problem(
+                        where,
+                        "",
+                        f"not valid JSON ({obj.msg} at line {obj.lineno} column "
+                        f"{obj.colno}); "
+                        + (
+                            "each line must be one JSON object"
+                            if fmt == "jsonl"
+                            else "the file must be one JSON array of rows (or a tau2 "
+                            "results file); for one row per line use .jsonl"
+                        ),
+                    )
+                ],
+            )
+        elif isinstance(obj, RowShapeError):
+            yield where, [Problem(where, obj.field, str(obj))]
+        elif isinstance(obj, DialogueRow):
+            yield where, obj
+        else:
+            case = _case_name(obj)
+            try:
+                if is_diagnosis_case(obj):
+                    obj = diagnosis_row(obj, load_fixture(str(obj["traceFixture"]), case_file))
+                yield where, row_from_object(obj, default_id)
+            except RowShapeError as exc:
+                yield where, [Problem(where, exc.field, f"{case}{exc}")]
+            except ValidationError as exc:
+                fields = diagnosis_fields() if is_diagnosis_case(obj) else None
+                yield where, [_problem(where, case, err, fields) for err in exc.errors()]
+
+
+def _checked_rows(
+    parsed: Iterable[Parsed], seen: dict[str, str] | None, name: str
+) -> list[DialogueRow]:
+    """The rows, once every one parsed and no rowId repeats (here or in ``seen``).
+
+    Raises:
+        DatasetError: up to :data:`MAX_PROBLEMS` problems, each with its place.
+    """
+    problems: list[Problem] = []
+    seen = {} if seen is None else seen
+    rows: list[DialogueRow] = []
+    for where, found in parsed:
+        if isinstance(found, list):
+            problems.extend(found)
+        elif found.row_id in seen:
+            problems.append(
+                Problem(
+                    where,
+                    "rowId",
+                    f"duplicate rowId {found.row_id!r} "
+                    f"(first at {seen[found.row_id]}); rowIds must be "
+                    "unique within a task",
+                )
+            )
+        else:
+            rows.append(found)
+            seen[found.row_id] = where
+    if problems:
+        shown = problems[:MAX_PROBLEMS]
+        more = len(problems) - len(shown)
+        raise DatasetError(
+            f"{name}: {len(problems)} problem(s) in the input; nothing was scored. Fix "
+            "them and run again" + (f" ({more} more not shown)" if more else ""),
+            shown,
+        )
+    return rows
+
+
+#: what an in-memory row may be: a validated row, or an object in any accepted row shape
+MemoryRow = DialogueRow | Mapping[str, object]
+
+
+@dataclass(frozen=True)
+class MemorySource:
+    """Rows given in memory (the library's ``ScoreOptions.rows``) instead of a file.
+
+    Attributes:
+        rows: :class:`DialogueRow` values, or mappings in any row shape a file may hold (a
+            ``messages`` row, a seed-000/001/004 case, a tau-bench trajectory …); checked
+            like a file's rows. A row without ``rowId`` gets ``row-<n>`` (1-based).
+        name: how messages name the input (``rows[3]: …``).
+    """
+
+    rows: Sequence[MemoryRow]
+    name: str = "rows"
+
+    def read(self, seen: dict[str, str] | None = None) -> list[DialogueRow]:
+        """Check every row once; return them in order.
+
+        Raises:
+            DatasetError: no rows, or malformed or duplicated rows (every problem, with its
+                index).
+        """
+        objects = (
+            (
+                f"{self.name}[{i}]",
+                obj if isinstance(obj, DialogueRow) else dict(obj),
+                f"row-{i + 1}",
+            )
+            for i, obj in enumerate(self.rows)
+        )
+        rows = _checked_rows(
+            _parse_objects(objects, Path.cwd() / self.name, "json"), seen, self.name
+        )
+        if not rows:
+            raise DatasetError(f"{self.name}: no rows given; pass at least one dialogue row")
+        return rows

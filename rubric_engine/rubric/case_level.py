@@ -1,19 +1,33 @@
-"""Case-level requirements: a row's ``expectedBehavior`` / ``negativeBehavior`` as rules.
+"""The requirements that apply to a row, worked out in this one place (SPEC §5 step 1).
+
+Case-level requirements: a row's ``expectedBehavior`` / ``negativeBehavior`` as rules, and its
+rule checks (``expected:``) as requirements decided by the rule alone.
 
 Seed 000 §12.3 gives each eval case its own expected and forbidden behaviours; SPEC §5 step 1
 adds them to the applicable set next to the pack's rules. Each becomes a
 :class:`HardRequirement` with a *derived* ID that depends only on the text (NFKC, trimmed),
 so it stays the same when lines are reordered and is shared by rows that state the same rule,
 which lets reports count it across rows: ``CASE_EXPECTED_<8 hex>`` / ``CASE_NEGATIVE_<8 hex>``.
+Case checks become ``CASE_RULE_<8 hex>`` requirements (see
+:func:`~rubric_engine.rules.evaluate.case_rule_id`); they are not shown to the judge.
 Pure.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import unicodedata
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from rubric_engine.rubric.model import HardRequirement
+from rubric_engine.rubric.model import EvalRubric, HardRequirement
+from rubric_engine.rules.evaluate import case_rule_id, check_json
+from rubric_engine.rules.model import Check
+
+if TYPE_CHECKING:
+    from rubric_engine.dialogue.model import DialogueRow
 
 CASE_CATEGORY = "CASE"
 
@@ -54,3 +68,71 @@ def case_requirements(
                 ),
             )
     return tuple(found.values())
+
+
+def case_rule_requirements(checks: Iterable[Check]) -> tuple[HardRequirement, ...]:
+    """One requirement per distinct case check, in order (category ``CASE``, source ``rule``)."""
+    found: dict[str, HardRequirement] = {}
+    for check in checks:
+        config = {k: v for k, v in check_json(check).items() if k not in ("type", "name")}
+        text = f"rule {check.label}: {json.dumps(config, ensure_ascii=False)}"
+        rid = case_rule_id(check)
+        found.setdefault(
+            rid,
+            HardRequirement(id=rid, category=CASE_CATEGORY, text=text[:2000], source="rule"),
+        )
+    return tuple(found.values())
+
+
+@dataclass(frozen=True)
+class CaseRequirements:
+    """A row's case-level requirements, derived once per row.
+
+    Attributes:
+        behaviours: ``expectedBehavior`` then ``negativeBehavior`` (see
+            :func:`case_requirements`); the judge sees and decides these.
+        rules: the row's ``expected:`` checks (see :func:`case_rule_requirements`); decided by
+            the rule alone, never shown to the judge.
+    """
+
+    behaviours: tuple[HardRequirement, ...] = ()
+    rules: tuple[HardRequirement, ...] = ()
+
+    @property
+    def all(self) -> tuple[HardRequirement, ...]:
+        """Behaviours first, then rule checks: their order in the referenceBasis."""
+        return self.behaviours + self.rules
+
+
+def row_case_requirements(row: DialogueRow) -> CaseRequirements:
+    """Every case-level requirement of ``row``."""
+    return CaseRequirements(
+        behaviours=case_requirements(row.expected_behavior, row.negative_behavior),
+        rules=case_rule_requirements(row.expected),
+    )
+
+
+def applicable_requirements(
+    rubric: EvalRubric, intent_key: str | None, case: tuple[HardRequirement, ...]
+) -> tuple[HardRequirement, ...]:
+    """The requirements that apply to a row (SPEC §5 step 1), in referenceBasis order.
+
+    Args:
+        rubric: the task's snapshot.
+        intent_key: the judge's chosen intent; ``None`` when no intent was chosen (a
+            ``--judge none`` row or a JUDGE_ERROR row), which leaves only the common ones.
+        case: the row's case-level requirements (:attr:`CaseRequirements.all`, or the
+            behaviours alone where a caller has no rule checks).
+
+    Returns:
+        Common requirements, then the intent's, then ``case``; each in declaration order.
+
+    Raises:
+        KeyError: ``intent_key`` is not one of the pack's intents.
+    """
+    pack = (
+        rubric.common_requirements
+        if intent_key is None
+        else (rubric.applicable_requirements(intent_key))
+    )
+    return (*pack, *case)

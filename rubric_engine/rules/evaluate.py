@@ -1,21 +1,22 @@
 """Evaluate one rule check against one row's evidence (SPEC §7). Pure.
 
-Every check returns a :class:`CheckOutcome` value, never raises for bad data: FOLLOWED when
-the check holds, VIOLATED with a ``detail`` saying what failed, NOT_APPLICABLE when the data
-the check needs is absent and the rule does not say that absence is a failure (no duration
-recorded for ``max_duration``, no cost for ``max_cost``, no retrieved documents, no final
-state). A missing verifier verdict *is* a failure (seed 001 §2: "必须存在").
+Every check returns a :class:`~rubric_engine.results.CheckResult` value and never raises for
+bad data: FOLLOWED when the check holds, VIOLATED with a ``detail`` saying what failed,
+NOT_APPLICABLE when the data the check needs is absent and the rule does not say that absence
+is a failure (no duration recorded for ``max_duration``, no cost for ``max_cost``, no retrieved
+documents, no final state). A missing verifier verdict *is* a failure (seed 001 §2: "必须存在").
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rubric_engine.results import RequirementStatus
+from rubric_engine.results import CheckResult, RequirementStatus
 from rubric_engine.rules.evidence import Evidence, ToolUse
 from rubric_engine.rules.model import (
     AllowedVerdicts,
@@ -43,15 +44,8 @@ S = RequirementStatus
 
 
 @dataclass(frozen=True)
-class CheckOutcome:
-    """One check's result.
-
-    Attributes:
-        status: FOLLOWED, VIOLATED or NOT_APPLICABLE (never PARTIAL: a rule holds or not).
-        detail: why it failed or could not be decided; ``None`` when it held.
-        measures: numbers for the seed-001 summary: ``matchedKeywordCount``,
-            ``requiredKeywordCount``, ``evidenceCoverage`` ({tool: bool}).
-    """
+class _Outcome:
+    """What one evaluator found; :func:`evaluate_check` names it as a ``CheckResult``."""
 
     status: RequirementStatus
     detail: str | None = None
@@ -62,14 +56,14 @@ def _texts(evidence: Evidence, scope: Scope) -> tuple[str, ...]:
     return (evidence.final_answer,) if scope == "final_answer" else evidence.assistant_texts
 
 
-def _must_contain(check: MustContain, ev: Evidence) -> CheckOutcome:
+def _must_contain(check: MustContain, ev: Evidence) -> _Outcome:
     text = "\n".join(_texts(ev, check.scope))
     hits = [k for k in check.keywords if contains(text, k)]
     measures = {"matchedKeywordCount": len(hits), "requiredKeywordCount": len(check.keywords)}
     if len(hits) >= check.required_matches:
-        return CheckOutcome(S.FOLLOWED, measures=measures)
+        return _Outcome(S.FOLLOWED, measures=measures)
     missing = [k for k in check.keywords if k not in hits]
-    return CheckOutcome(
+    return _Outcome(
         S.VIOLATED,
         f"{len(hits)} of {len(check.keywords)} keywords matched, {check.required_matches} "
         f"needed; missing: {', '.join(missing)}",
@@ -77,42 +71,42 @@ def _must_contain(check: MustContain, ev: Evidence) -> CheckOutcome:
     )
 
 
-def _must_not_contain(check: MustNotContain, ev: Evidence) -> CheckOutcome:
+def _must_not_contain(check: MustNotContain, ev: Evidence) -> _Outcome:
     text = "\n".join(_texts(ev, check.scope))
     hits = [k for k in check.keywords if contains(text, k)]
     if not hits:
-        return CheckOutcome(S.FOLLOWED)
-    return CheckOutcome(S.VIOLATED, f"forbidden keyword(s) present: {', '.join(hits)}")
+        return _Outcome(S.FOLLOWED)
+    return _Outcome(S.VIOLATED, f"forbidden keyword(s) present: {', '.join(hits)}")
 
 
-def _regex(check: RegexCheck, ev: Evidence) -> CheckOutcome:
+def _regex(check: RegexCheck, ev: Evidence) -> _Outcome:
     flags = re.IGNORECASE if check.ignore_case else 0
     joined = "\n".join(_texts(ev, check.scope))
     text = fold(joined) if check.ignore_case else normalize(joined)
     found = re.search(check.pattern, text, flags)
     if bool(found) == check.must_match:
-        return CheckOutcome(S.FOLLOWED)
+        return _Outcome(S.FOLLOWED)
     if check.must_match:
-        return CheckOutcome(S.VIOLATED, f"pattern {check.pattern!r} not found")
+        return _Outcome(S.VIOLATED, f"pattern {check.pattern!r} not found")
     assert found is not None
-    return CheckOutcome(S.VIOLATED, f"pattern {check.pattern!r} found: {found.group(0)!r}")
+    return _Outcome(S.VIOLATED, f"pattern {check.pattern!r} found: {found.group(0)!r}")
 
 
-def _required_tools(check: RequiredTools, ev: Evidence) -> CheckOutcome:
+def _required_tools(check: RequiredTools, ev: Evidence) -> _Outcome:
     seen = ev.tool_names
     coverage = {tool: tool in seen for tool in check.tools}
     missing = [t for t, ok in coverage.items() if not ok]
     measures = {"evidenceCoverage": coverage}
     if not missing:
-        return CheckOutcome(S.FOLLOWED, measures=measures)
-    return CheckOutcome(S.VIOLATED, f"missing evidence tool(s): {', '.join(missing)}", measures)
+        return _Outcome(S.FOLLOWED, measures=measures)
+    return _Outcome(S.VIOLATED, f"missing evidence tool(s): {', '.join(missing)}", measures)
 
 
-def _forbidden_tools(check: ForbiddenTools, ev: Evidence) -> CheckOutcome:
+def _forbidden_tools(check: ForbiddenTools, ev: Evidence) -> _Outcome:
     used = [t for t in check.tools if t in {c.name for c in ev.tool_calls}]
     if not used:
-        return CheckOutcome(S.FOLLOWED)
-    return CheckOutcome(S.VIOLATED, f"forbidden tool(s) called: {', '.join(used)}")
+        return _Outcome(S.FOLLOWED)
+    return _Outcome(S.VIOLATED, f"forbidden tool(s) called: {', '.join(used)}")
 
 
 def includes(expected: Any, actual: Any) -> bool:
@@ -192,7 +186,7 @@ def _unmatched(expected: Sequence[ExpectedCall], actual: Sequence[ToolUse]) -> l
     return [_describe(e) for e in expected if not any(call_matches(e, a) for a in actual)]
 
 
-def _tool_sequence(check: ToolSequence, ev: Evidence) -> CheckOutcome:
+def _tool_sequence(check: ToolSequence, ev: Evidence) -> _Outcome:
     actual = [
         c
         for c in ev.tool_calls
@@ -217,7 +211,7 @@ def _tool_sequence(check: ToolSequence, ev: Evidence) -> CheckOutcome:
     else:
         ok = _assign(expected, actual) is not None
     if ok:
-        return CheckOutcome(S.FOLLOWED)
+        return _Outcome(S.FOLLOWED)
     missing = _unmatched(expected, actual)
     detail = f"{check.mode} match failed; calls considered: {names}"
     if missing:
@@ -231,52 +225,53 @@ def _tool_sequence(check: ToolSequence, ev: Evidence) -> CheckOutcome:
         )
     else:
         detail += "; the calls are in another order"
-    return CheckOutcome(S.VIOLATED, detail)
+    return _Outcome(S.VIOLATED, detail)
 
 
-def _max_steps(check: MaxSteps, ev: Evidence) -> CheckOutcome:
+def _max_steps(check: MaxSteps, ev: Evidence) -> _Outcome:
     steps = ev.steps if ev.steps is not None else len(ev.tool_calls)
     if steps <= check.max_steps:
-        return CheckOutcome(S.FOLLOWED)
-    return CheckOutcome(S.VIOLATED, f"{steps} steps > maxSteps {check.max_steps}")
+        return _Outcome(S.FOLLOWED)
+    return _Outcome(S.VIOLATED, f"{steps} steps > maxSteps {check.max_steps}")
 
 
-def _max_duration(check: MaxDuration, ev: Evidence) -> CheckOutcome:
+def _max_duration(check: MaxDuration, ev: Evidence) -> _Outcome:
     if ev.duration_ms is None:
-        return CheckOutcome(S.NOT_APPLICABLE, "the trace records no duration")
+        return _Outcome(S.NOT_APPLICABLE, "the trace records no duration")
     if ev.duration_ms <= check.max_duration_ms:
-        return CheckOutcome(S.FOLLOWED)
-    return CheckOutcome(
+        return _Outcome(S.FOLLOWED)
+    return _Outcome(
         S.VIOLATED, f"took {ev.duration_ms:g} ms > maxDurationMs {check.max_duration_ms:g}"
     )
 
 
-def _max_cost(check: MaxCost, ev: Evidence) -> CheckOutcome:
+def _max_cost(check: MaxCost, ev: Evidence) -> _Outcome:
     if ev.cost_usd is None:
-        return CheckOutcome(S.NOT_APPLICABLE, "the trace records no cost")
+        return _Outcome(S.NOT_APPLICABLE, "the trace records no cost")
     if ev.cost_usd <= check.max_cost_usd:
-        return CheckOutcome(S.FOLLOWED)
-    return CheckOutcome(S.VIOLATED, f"cost ${ev.cost_usd:g} > maxCostUsd ${check.max_cost_usd:g}")
+        return _Outcome(S.FOLLOWED)
+    return _Outcome(S.VIOLATED, f"cost ${ev.cost_usd:g} > maxCostUsd ${check.max_cost_usd:g}")
 
 
-def _allowed_verdicts(check: AllowedVerdicts, ev: Evidence) -> CheckOutcome:
+def _allowed_verdicts(check: AllowedVerdicts, ev: Evidence) -> _Outcome:
     if ev.verifier_verdict is None:
-        return CheckOutcome(S.VIOLATED, "the trace has no verifier verdict")
-    if fold(ev.verifier_verdict).strip() in {fold(v).strip() for v in check.verdicts}:
-        return CheckOutcome(S.FOLLOWED)
-    return CheckOutcome(
+        return _Outcome(S.VIOLATED, "the trace has no verifier verdict")
+    if fold(ev.verifier_verdict).strip() in {fold(v).strip() for v in check.verifier_verdicts}:
+        return _Outcome(S.FOLLOWED)
+    return _Outcome(
         S.VIOLATED,
-        f"verdict {ev.verifier_verdict} not in allowed verdicts {', '.join(check.verdicts)}",
+        f"verdict {ev.verifier_verdict} not in allowed verdicts "
+        f"{', '.join(check.verifier_verdicts)}",
     )
 
 
-def _reference_document(check: ReferenceDocument, ev: Evidence) -> CheckOutcome:
+def _reference_document(check: ReferenceDocument, ev: Evidence) -> _Outcome:
     if ev.retrieved_doc_ids is None:
-        return CheckOutcome(S.NOT_APPLICABLE, "the trace lists no retrieved documents")
+        return _Outcome(S.NOT_APPLICABLE, "the trace lists no retrieved documents")
     if check.doc_id in ev.retrieved_doc_ids:
-        return CheckOutcome(S.FOLLOWED)
+        return _Outcome(S.FOLLOWED)
     shown = ", ".join(ev.retrieved_doc_ids[:5]) or "none"
-    return CheckOutcome(S.VIOLATED, f"{check.doc_id} not among retrieved documents ({shown})")
+    return _Outcome(S.VIOLATED, f"{check.doc_id} not among retrieved documents ({shown})")
 
 
 _FENCE = re.compile(r"```(?:json)?\s*\n(.*?)\n\s*```", re.DOTALL)
@@ -293,41 +288,39 @@ def _structured(ev: Evidence) -> tuple[Any, str | None]:
         return None, f"the answer is not JSON ({exc.msg} at line {exc.lineno})"
 
 
-def _json_schema(check: JsonSchemaCheck, ev: Evidence) -> CheckOutcome:
+def _json_schema(check: JsonSchemaCheck, ev: Evidence) -> _Outcome:
     import jsonschema
 
     value, problem = _structured(ev)
     if problem:
-        return CheckOutcome(S.VIOLATED, problem)
+        return _Outcome(S.VIOLATED, problem)
     validator = jsonschema.validators.validator_for(check.json_schema)(check.json_schema)
     errors = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
     if not errors:
-        return CheckOutcome(S.FOLLOWED)
+        return _Outcome(S.FOLLOWED)
     first = errors[0]
     where = "/".join(str(p) for p in first.absolute_path) or "(root)"
-    return CheckOutcome(
-        S.VIOLATED, f"{len(errors)} schema error(s); first at {where}: {first.message}"
-    )
+    return _Outcome(S.VIOLATED, f"{len(errors)} schema error(s); first at {where}: {first.message}")
 
 
-def _privacy(check: PrivacyCheck, ev: Evidence) -> CheckOutcome:
+def _privacy(check: PrivacyCheck, ev: Evidence) -> _Outcome:
     leaked = leaked_personal_data(_texts(ev, check.scope), ev.user_texts, check.kinds)
     if not leaked:
-        return CheckOutcome(S.FOLLOWED)
+        return _Outcome(S.FOLLOWED)
     shown = "; ".join(f"{kind}: {', '.join(values)}" for kind, values in leaked.items())
-    return CheckOutcome(S.VIOLATED, f"personal data the user did not give: {shown}")
+    return _Outcome(S.VIOLATED, f"personal data the user did not give: {shown}")
 
 
-def _final_state(check: FinalState, ev: Evidence) -> CheckOutcome:
+def _final_state(check: FinalState, ev: Evidence) -> _Outcome:
     if ev.final_state is None:
-        return CheckOutcome(S.NOT_APPLICABLE, "the trace records no final state")
+        return _Outcome(S.NOT_APPLICABLE, "the trace records no final state")
     if includes(check.state, ev.final_state):
-        return CheckOutcome(S.FOLLOWED)
+        return _Outcome(S.FOLLOWED)
     wrong = [k for k, v in check.state.items() if not includes(v, ev.final_state.get(k))]
-    return CheckOutcome(S.VIOLATED, f"final state differs in: {', '.join(wrong)}")
+    return _Outcome(S.VIOLATED, f"final state differs in: {', '.join(wrong)}")
 
 
-_EVALUATORS: dict[type, Callable[[Any, Evidence], CheckOutcome]] = {
+_EVALUATORS: dict[type, Callable[[Any, Evidence], _Outcome]] = {
     MustContain: _must_contain,
     MustNotContain: _must_not_contain,
     RegexCheck: _regex,
@@ -345,6 +338,44 @@ _EVALUATORS: dict[type, Callable[[Any, Evidence], CheckOutcome]] = {
 }
 
 
-def evaluate_check(check: Check, evidence: Evidence) -> CheckOutcome:
-    """Run one check on one row's evidence. Never raises for the row's data."""
-    return _EVALUATORS[type(check)](check, evidence)
+def evaluate_check(
+    check: Check, evidence: Evidence, requirement_id: str | None = None
+) -> CheckResult:
+    """Run one check on one row's evidence. Never raises for the row's data.
+
+    Args:
+        check: a pack requirement's ``check`` or one of a case's ``expected`` checks.
+        evidence: what the check reads (:func:`~rubric_engine.rules.evidence.evidence_from_row`).
+        requirement_id: the pack requirement the check belongs to; ``None`` for a case check,
+            which is known by its derived ``CASE_RULE_<8 hex>`` ID (:func:`case_rule_id`).
+
+    Returns:
+        The result, named by the check's ``name``, else the pack requirement's ID, else the
+        check type.
+    """
+    found = _EVALUATORS[type(check)](check, evidence)
+    if requirement_id is None:
+        rid, label = case_rule_id(check), check.name or check.type
+    else:
+        rid, label = requirement_id, check.name or requirement_id
+    return CheckResult(
+        requirement_id=rid,
+        type=check.type,
+        name=label,
+        status=found.status,
+        detail=found.detail,
+        measures=found.measures,
+    )
+
+
+def check_json(check: Check) -> dict[str, object]:
+    """The check as written in YAML/JSON (camelCase, defaults omitted)."""
+    return check.model_dump(mode="json", by_alias=True, exclude_defaults=True) | {
+        "type": check.type
+    }
+
+
+def case_rule_id(check: Check) -> str:
+    """``CASE_RULE_<8 hex>`` from the check's canonical JSON (stable across rows and order)."""
+    canonical = json.dumps(check_json(check), sort_keys=True, ensure_ascii=False)
+    return "CASE_RULE_" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:8].upper()

@@ -202,9 +202,10 @@ class AllowedVerdicts(_CheckBase):
     """The verifier's verdict is present and one of ``verdicts`` (seed 001 ``allowedVerdicts``)."""
 
     type: Literal["allowed_verdicts"]
-    verdicts: tuple[str, ...] = Field(min_length=1)
+    # the trace's verifier's verdicts, never the judge's: ``verdicts`` only in check files
+    verifier_verdicts: tuple[str, ...] = Field(alias="verdicts", min_length=1)
 
-    no_blank = field_validator("verdicts")(_no_blank)
+    no_blank = field_validator("verifier_verdicts")(_no_blank)
 
 
 class ReferenceDocument(_CheckBase):

@@ -1,0 +1,203 @@
+"""What ``rubric-eval score`` takes: :class:`ScoreOptions`, its defaults and its checks.
+
+The defaults are declared here once; the CLI (:mod:`rubric_engine.cli.score_cmd`) reads them
+from :data:`DEFAULTS` and checks nothing itself, so the library and the command line accept
+and refuse the same values with the same messages. Light on imports: ``--help`` loads this.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal, get_args
+
+from rubric_engine import DEFAULT_STORE
+from rubric_engine.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from rubric_engine.dialogue.model import DialogueRow
+    from rubric_engine.dialogue.readers import InputFormat
+    from rubric_engine.judge.retry import RetryPolicy
+
+Mode = Literal["replay", "record", "live"]
+MODES: tuple[str, ...] = get_args(Mode)
+JudgeKind = Literal["llm", "none"]
+JUDGES: tuple[str, ...] = get_args(JudgeKind)
+DEFAULT_MODEL = "openai/gpt-4o-mini"
+#: the smallest judge output budget worth asking for (a verdict is never shorter)
+MIN_MAX_TOKENS = 16
+#: the shortest per-request timeout, seconds
+MIN_TIMEOUT_S = 0.1
+
+
+def _default_retry() -> RetryPolicy:
+    from rubric_engine.judge.retry import RetryPolicy
+
+    return RetryPolicy()
+
+
+@dataclass
+class ScoreOptions:
+    """Everything ``rubric-eval score`` takes. Units in names; the CLI's defaults are these.
+
+    ``api_key_env`` names the variable holding the key; ``None`` lets litellm read the
+    provider's usual one (``OPENAI_API_KEY`` for ``openai/…``).
+    """
+
+    inputs: Sequence[Path] = ()
+    #: rows in memory instead of (or besides) ``inputs``: :class:`DialogueRow` values or
+    #: mappings in any row shape a file may hold; checked like a file's rows. A task scored
+    #: from rows in memory cannot be resumed (there is no file to read them again from).
+    rows: Sequence[DialogueRow | Mapping[str, object]] | None = None
+    #: a published ``KEY`` or ``KEY@N`` in ``store``, or a pack file (needs ``draft=True``);
+    #: optional with ``judge="none"``
+    rubric: str | Path = ""
+    mode: Mode = "replay"
+    cassettes: Path = Path("cassettes")
+    model: str = DEFAULT_MODEL
+    api_base: str | None = None
+    api_key_env: str | None = None
+    concurrency: int = 8
+    store: Path = DEFAULT_STORE
+    out: Path | None = None
+    input_format: InputFormat = "auto"
+    #: the judge's prompt template (``prompts/<version>/``); ``None``: the engine's current
+    #: one, :data:`rubric_engine.prompt.DEFAULT_PROMPT` (named there only, and not loaded
+    #: just to read this default)
+    prompt_version: str | None = None
+    max_reasks: int = 2
+    temperature: float = 0.0
+    max_tokens: int = 1024
+    timeout_s: float = 120.0
+    retry: RetryPolicy = field(default_factory=_default_retry)
+    #: allow a pack file (a draft) for a trial run; the task and report are marked DRAFT
+    draft: bool = False
+    #: finish this stored task instead of starting one (inputs and rubric come from the task)
+    resume: str | None = None
+    #: stop starting rows once this many provider calls (failed ones and re-asks included)
+    max_calls: int | None = None
+    #: stop starting rows once this much is spent, in USD (needs a model litellm has a price for)
+    max_cost_usd: float | None = None
+    #: ``none``: no judge call, no cassette, no key; rows are decided by rule checks alone
+    judge: JudgeKind = "llm"
+
+
+#: the defaults, for the CLI's option declarations
+DEFAULTS = ScoreOptions()
+
+#: options a resumed task takes from the task itself, with the flag that sets each
+_FROM_TASK = (
+    ("model", "--model"),
+    ("mode", "--mode"),
+    ("cassettes", "--cassettes"),
+    ("input_format", "--input-format"),
+    ("max_reasks", "--max-reasks"),
+    ("temperature", "--temperature"),
+    ("max_tokens", "--max-tokens"),
+    ("draft", "--draft"),
+    ("judge", "--judge"),
+)
+
+
+def effective_model(options: ScoreOptions) -> str:
+    """``--api-base`` means an OpenAI-compatible server: a bare model name gets ``openai/``."""
+    if options.api_base and "/" not in options.model:
+        return f"openai/{options.model}"
+    return options.model
+
+
+def check_options(options: ScoreOptions) -> None:
+    """Every check on the options alone (no file, store or network is touched).
+
+    Raises:
+        ConfigurationError: the first problem, naming the flag, the valid values and the fix.
+    """
+    _check_resume(options)
+    if options.judge not in JUDGES:
+        raise ConfigurationError(
+            f"--judge {options.judge!r} is not valid; use one of {', '.join(JUDGES)}"
+        )
+    has_rows = bool(options.inputs) or bool(options.rows)
+    if options.resume is None and not (has_rows and (options.rubric or options.judge == "none")):
+        raise ConfigurationError(
+            "give INPUT file(s) and --rubric KEY (or --resume TASK to finish a stored task; or "
+            "--judge none to run the rows' rule checks alone)"
+        )
+    if options.judge == "none" and (options.api_base or options.mode != "replay"):
+        raise ConfigurationError(
+            "--judge none calls no judge; drop --mode and --api-base (they are for the LLM judge)"
+        )
+    _check_budget(options)
+    _check_choices(options)
+    _check_ranges(options)
+    if options.api_base and not options.api_base.startswith(("http://", "https://")):
+        raise ConfigurationError(
+            f"--api-base {options.api_base!r} needs a scheme, e.g. http://127.0.0.1:8000/v1"
+        )
+    if options.api_base and options.mode == "replay":
+        raise ConfigurationError(
+            "--api-base is for --mode live or record; replay never calls a provider"
+        )
+    resolved = [Path(p).resolve() for p in options.inputs]
+    twice = {str(p) for p in options.inputs if resolved.count(Path(p).resolve()) > 1}
+    if twice:
+        raise ConfigurationError(
+            f"{', '.join(sorted(twice))} given more than once; pass each input file once"
+        )
+
+
+def _check_resume(options: ScoreOptions) -> None:
+    if options.resume is None:
+        return
+    if options.inputs or options.rows or options.rubric:
+        raise ConfigurationError(
+            "--resume takes the inputs and rubric the task started with; drop INPUT and --rubric"
+        )
+    given = [flag for name, flag in _FROM_TASK if getattr(options, name) != getattr(DEFAULTS, name)]
+    if given:
+        raise ConfigurationError(
+            f"--resume continues the task as it started (its judge, model, mode, cassettes, "
+            f"input format and sampling); drop {', '.join(given)}, or start a new task"
+        )
+
+
+def _check_budget(options: ScoreOptions) -> None:
+    if options.max_calls is not None and options.max_calls < 1:
+        raise ConfigurationError("--max-calls must be at least 1")
+    if options.max_cost_usd is not None and not (
+        math.isfinite(options.max_cost_usd) and options.max_cost_usd > 0
+    ):
+        raise ConfigurationError(
+            f"--max-cost {options.max_cost_usd!r} is not valid; give a positive number of USD"
+        )
+
+
+def _check_choices(options: ScoreOptions) -> None:
+    from rubric_engine.dialogue.readers import INPUT_FORMATS
+
+    if options.mode not in MODES:
+        raise ConfigurationError(
+            f"--mode {options.mode!r} is not valid; use one of {', '.join(MODES)}"
+        )
+    if options.input_format not in INPUT_FORMATS:
+        raise ConfigurationError(
+            f"--input-format {options.input_format!r} is not valid; use "
+            f"one of {', '.join(INPUT_FORMATS)}"
+        )
+
+
+def _check_ranges(options: ScoreOptions) -> None:
+    if options.concurrency < 1:
+        raise ConfigurationError("--concurrency must be at least 1")
+    if options.max_reasks < 0:
+        raise ConfigurationError("--max-reasks must be 0 or more")
+    if not 0 <= options.temperature <= 2:
+        raise ConfigurationError("--temperature must be between 0 and 2")
+    if options.max_tokens < MIN_MAX_TOKENS:
+        raise ConfigurationError(f"--max-tokens must be at least {MIN_MAX_TOKENS}")
+    if options.timeout_s < MIN_TIMEOUT_S:
+        raise ConfigurationError(
+            f"--timeout must be at least {MIN_TIMEOUT_S} seconds (a positive number)"
+        )

@@ -1,0 +1,191 @@
+"""What a run needs before its first judge call: a :class:`Plan`, for a new task or a resumed one.
+
+A fresh plan is made from the options alone; a resumed one from the stored task (its rubric
+snapshot, prompt, judge settings and inputs), with every check a fresh run makes. Either way
+everything that can fail before the first judge call fails here, in the order that shows the
+cheapest mistakes first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, cast
+
+from rubric_engine.cassette import CassetteIndex, CassetteWriter
+from rubric_engine.errors import ConfigurationError
+from rubric_engine.judge.backends import LiveBackend, LiveSettings, RecordBackend, ReplayBackend
+from rubric_engine.judge.instructor_judge import DEFAULT_PARAMS
+from rubric_engine.judge.limiter import AdaptiveLimit
+from rubric_engine.pipeline import RequestBuilder
+from rubric_engine.prompt import DEFAULT_PROMPT, PromptTemplate, load_prompt
+from rubric_engine.registry import rubric_for_scoring, verified_snapshot
+from rubric_engine.rubric.model import EvalRubric
+from rubric_engine.scoring.options import MODES, Mode, ScoreOptions, effective_model
+from rubric_engine.scoring.preflight import (
+    Inputs,
+    check_cassette_folder,
+    check_cost_known,
+    check_credentials,
+    check_something_to_check,
+    check_writable,
+    read_inputs,
+)
+from rubric_engine.scoring.task import (
+    RETRIED_ON_RESUME,
+    check_inputs_unchanged,
+    report_command,
+    rules_only_rubric,
+)
+from rubric_engine.store import TaskStore
+from rubric_engine.task_state import TaskState
+
+
+@dataclass
+class Plan:
+    """Everything one run needs; made and checked before the first judge call.
+
+    Attributes:
+        template: ``None`` for ``--judge none``.
+        params: the judge's sampling parameters (``temperature``, ``max_tokens``).
+        backend: the judge's transport; ``None`` for ``--judge none``.
+        out: the report folder (checked writable).
+        builder: renders the requests (the system text once per run).
+    """
+
+    options: ScoreOptions
+    rubric: EvalRubric
+    template: PromptTemplate | None
+    params: dict[str, Any]
+    inputs: Inputs
+    backend: ReplayBackend | LiveBackend | None
+    out: Path
+    builder: RequestBuilder = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.builder = RequestBuilder(self.rubric, self.template)
+
+
+def fresh_plan(options: ScoreOptions, out_for: str) -> Plan:
+    """The plan of a new task whose id will be ``out_for`` (the default report folder's name).
+
+    Raises:
+        InputError, LifecycleError, CassetteError, ConfigurationError: see
+            :func:`rubric_engine.scoring.score_async`.
+    """
+    rules_only = options.judge == "none"
+    rubric = (
+        rubric_for_scoring(options.rubric, options.store, options.draft)
+        if options.rubric
+        else rules_only_rubric()
+    )
+    template = None
+    if not rules_only:
+        template = load_prompt(options.prompt_version or DEFAULT_PROMPT)
+    inputs = read_inputs(options)
+    backend = None
+    if rules_only:
+        check_something_to_check(rubric, inputs.rows)
+    else:
+        backend = make_backend(options, rubric)
+        check_credentials(options)
+        check_cost_known(options)
+    out = options.out or Path("reports") / out_for
+    check_writable(out, "report folder")
+    params = {
+        **DEFAULT_PARAMS,
+        "temperature": float(options.temperature),
+        "max_tokens": int(options.max_tokens),
+    }
+    return Plan(options, rubric, template, params, inputs, backend, out)
+
+
+def resumed_plan(
+    options: ScoreOptions, store: TaskStore, task_id: str
+) -> tuple[Plan, frozenset[str]]:
+    """The plan that finishes ``task_id``, and the rowIds it keeps (they are not judged again).
+
+    The task is set RUNNING once every check has passed.
+
+    Raises:
+        TaskNotFoundError: no such task.
+        ConfigurationError: the task cannot be resumed (rule checks only, no run settings,
+            nothing left, another prompt template, its inputs changed or were in memory).
+        StoreError: its rubric snapshot was altered.
+    """
+    task = store.task(task_id)
+    settings = task.extra.get("run")
+    if task.judge_mode == "none":
+        raise ConfigurationError(
+            f"task {task_id} ran rule checks only (--judge none): there is no judge call to "
+            "save, so it is not resumed; score its inputs again with --judge none"
+        )
+    if task.judge_mode not in MODES or settings is None:
+        raise ConfigurationError(
+            f"task {task_id} ({task.judge_mode}) cannot be resumed: it keeps no run "
+            "settings; score its inputs again"
+        )
+    outcomes = store.row_outcomes(task_id)
+    done = frozenset(r for r, kind in outcomes.items() if kind not in RETRIED_ON_RESUME)
+    if task.state == TaskState.COMPLETED and len(done) == task.row_count:
+        raise ConfigurationError(
+            f"task {task_id} is COMPLETED and every row has a result; nothing to resume "
+            f"(`{report_command(task_id, options.store)}` shows it)"
+        )
+    rubric = verified_snapshot(task.rubric_snapshot, task.rubric_hash, f"task {task_id}")
+    template = load_prompt(task.prompt_version)
+    if template.hash != task.prompt_hash:
+        raise ConfigurationError(
+            f"task {task_id} was judged with prompt {task.prompt_version} {task.prompt_hash}, "
+            f"and this rubric-eval's template has {template.hash}; resume it with the "
+            f"rubric-eval version that started it ({task.engine_version})"
+        )
+    params = {k: v for k, v in task.judge_params.items() if k not in ("maxReasks", "outputMode")}
+    resumed = replace(
+        options,
+        inputs=[Path(p) for p in settings["inputs"]],
+        input_format=settings["inputFormat"],
+        mode=cast(Mode, task.judge_mode),
+        cassettes=Path(settings["cassettes"]),
+        model=task.model,
+        api_base=options.api_base or settings.get("apiBase"),
+        api_key_env=options.api_key_env or settings.get("apiKeyEnv"),
+        timeout_s=float(settings.get("timeoutS") or options.timeout_s),
+        max_reasks=int(task.judge_params["maxReasks"]),
+    )
+    check_inputs_unchanged(task, list(resumed.inputs))
+    inputs = read_inputs(resumed)
+    backend = make_backend(resumed, rubric)
+    check_credentials(resumed)
+    check_cost_known(resumed)
+    first_out = settings.get("out")
+    out = options.out or (Path(first_out) if first_out else Path("reports") / task_id)
+    check_writable(out, "report folder")
+    store.set_state(task_id, TaskState.RUNNING)
+    return Plan(resumed, rubric, template, params, inputs, backend, out), done
+
+
+def make_backend(options: ScoreOptions, rubric: EvalRubric) -> ReplayBackend | LiveBackend:
+    """The judge's transport: cassettes for a replay, the provider (and a writer) otherwise.
+
+    Raises:
+        ConfigurationError: a replay's cassette folder is missing.
+        CassetteError: a cassette file is malformed.
+    """
+    if options.mode == "replay":
+        check_cassette_folder(options)
+        return ReplayBackend(CassetteIndex.load(options.cassettes))
+    limiter = AdaptiveLimit(options.concurrency)
+    live = LiveSettings(
+        api_base=options.api_base,
+        api_key_env=options.api_key_env,
+        timeout_s=options.timeout_s,
+        retry=options.retry,
+    )
+    if options.mode == "record":
+        stems = [Path(p).stem for p in options.inputs] + (["rows"] if options.rows else [])
+        writer = CassetteWriter(options.cassettes / rubric.key / f"{'+'.join(stems)}.jsonl")
+        return RecordBackend(
+            live, writer, provider=effective_model(options).split("/")[0], limiter=limiter
+        )
+    return LiveBackend(live, limiter)

@@ -1,0 +1,204 @@
+"""Task creation: the stored record of a new task, and what a resumed task is taken from.
+
+A task records everything needed to read its report later and to resume it: the rubric
+snapshot, the prompt, the judge settings, the inputs with their hashes, and the run settings
+``--resume`` needs (names of secrets only, never their values). A task runs under an
+exclusive lock so it is never run twice at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+
+from rubric_engine import DEFAULT_STORE, __version__
+from rubric_engine.errors import ConfigurationError, StoreError
+from rubric_engine.prompt import PromptTemplate
+from rubric_engine.results import JudgeErrorKind
+from rubric_engine.rubric.loader import parse_rubric
+from rubric_engine.rubric.model import EvalRubric
+from rubric_engine.scoring.options import ScoreOptions, effective_model
+from rubric_engine.scoring.preflight import Inputs
+from rubric_engine.store import TaskRecord
+from rubric_engine.task_state import TaskState
+
+ANALYSIS_VERSION = "normalizer/1"
+#: the ``path`` a task records for rows given in memory (such a task cannot be resumed)
+MEMORY_INPUT = "<rows in memory>"
+#: JUDGE_ERROR kinds a resumed run judges again: the judge never answered these rows
+RETRIED_ON_RESUME = frozenset({JudgeErrorKind.TRANSPORT, JudgeErrorKind.CASSETTE_MISS})
+
+#: JSON-ready values as the store keeps them
+JsonValue = object
+
+
+def report_command(task_id: str, store: Path) -> str:
+    """The command that shows a task's report, with ``--store`` when it is not the default."""
+    extra = "" if store == DEFAULT_STORE else f" --store {store}"
+    return f"rubric-eval report {task_id}{extra}"
+
+
+def resume_command(task_id: str, store: Path) -> str:
+    """The command that finishes a stopped or interrupted task."""
+    extra = "" if store == DEFAULT_STORE else f" --store {store}"
+    return f"rubric-eval score --resume {task_id}{extra}"
+
+
+@contextmanager
+def task_lock(store: Path, task_id: str) -> Iterator[None]:
+    """Hold an exclusive lock on a task while it runs, so it is never run twice at once.
+
+    Raises:
+        StoreError: another process holds it.
+    """
+    import fcntl
+
+    folder = store.with_name(store.name + ".locks")  # beside the store, named after it
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / f"{task_id}.lock").open("a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise StoreError(
+                f"task {task_id} is being run by another rubric-eval process right now; let it "
+                "finish (or stop it) before resuming"
+            ) from None
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def file_sha256(path: Path) -> str:
+    """``sha256:<hex>`` of a file's bytes, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return "sha256:" + digest.hexdigest()
+
+
+def _memory_sha256(inputs: Inputs) -> str:
+    """``sha256:<hex>`` of the rows given in memory, as validated (canonical JSON)."""
+    rows = inputs.rows[inputs.total - inputs.from_memory :]
+    canonical = json.dumps(
+        [r.model_dump(mode="json", by_alias=True) for r in rows],
+        sort_keys=True,
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+    return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def input_records(inputs: Inputs) -> list[dict[str, JsonValue]]:
+    """The task's ``inputs``: each file's name and hash, then the rows given in memory."""
+    found: list[dict[str, JsonValue]] = [
+        {"path": p.name, "sha256": file_sha256(p)} for p in inputs.files
+    ]
+    if inputs.from_memory:
+        found.append({"path": MEMORY_INPUT, "sha256": _memory_sha256(inputs)})
+    return found
+
+
+def task_record(
+    task_id: str,
+    options: ScoreOptions,
+    rubric: EvalRubric,
+    template: PromptTemplate | None,
+    system_text: str,
+    params: Mapping[str, float | int | str],
+    inputs: Inputs,
+) -> TaskRecord:
+    """The task as stored; without a template (``--judge none``) judge fields say ``none``."""
+    return TaskRecord(
+        id=task_id,
+        created_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        finished_at=None,
+        state=TaskState.RUNNING,
+        rubric_key=rubric.key,
+        rubric_version=rubric.version,
+        rubric_status=str(rubric.status),
+        rubric_hash=rubric.content_hash(),
+        rubric_snapshot=rubric.snapshot(),
+        prompt_version=template.version if template else "none",
+        prompt_hash=template.hash if template else "",
+        prompt_system=system_text,
+        engine_version=__version__,
+        analysis_version=ANALYSIS_VERSION,
+        judge_mode=options.mode if template else "none",
+        model=effective_model(options) if template else "none",
+        judge_params=(
+            {**params, "maxReasks": options.max_reasks, "outputMode": "instructor/JSON"}
+            if template
+            else {}
+        ),
+        inputs=input_records(inputs),
+        row_count=inputs.total,
+        extra={"run": run_settings(options)},
+    )
+
+
+def run_settings(options: ScoreOptions) -> dict[str, JsonValue]:
+    """What ``--resume`` needs beyond the task's own fields. Names of secrets only."""
+    base = options.api_base
+    if base and "@" in base.split("//", 1)[-1].split("/", 1)[0]:
+        base = None  # credentials in the URL are never stored; pass --api-base on resume
+    return {
+        "inputs": [str(Path(p).resolve()) for p in options.inputs],
+        "inputFormat": options.input_format,
+        "cassettes": str(options.cassettes.resolve()),
+        "apiBase": base,
+        "apiKeyEnv": options.api_key_env,
+        "timeoutS": options.timeout_s,
+        "out": str(options.out.resolve()) if options.out is not None else None,
+    }
+
+
+def check_inputs_unchanged(task: TaskRecord, files: list[Path]) -> None:
+    """A resumed task reads the same files at the same places, byte for byte.
+
+    Raises:
+        ConfigurationError: the task was scored from rows in memory, or a file is missing or
+            changed since the task started.
+    """
+    if any(recorded.get("path") == MEMORY_INPUT for recorded in task.inputs):
+        raise ConfigurationError(
+            f"task {task.id} was scored from rows given in memory, which the store does not "
+            "keep for a re-run; score the rows again (or write them to a file and score that)"
+        )
+    for recorded, path in zip(task.inputs, files, strict=True):
+        if not path.is_file() or file_sha256(path) != recorded["sha256"]:
+            raise ConfigurationError(
+                f"{path}: {'missing' if not path.is_file() else 'changed'} since task "
+                f"{task.id} started ({recorded['sha256'][:19]}…); resume needs the same "
+                "input file at the same place"
+            )
+
+
+def rules_only_rubric() -> EvalRubric:
+    """The pack a ``--judge none`` task records when no ``--rubric`` is given: no requirements.
+
+    The task store keeps a snapshot of every task's pack (SPEC §3); with rules alone there is
+    none, so this placeholder says so. Its only intent exists because every pack needs one.
+    """
+    return parse_rubric(
+        {
+            "key": "rules_only",
+            "name": "Rule checks only (no rubric pack)",
+            "version": 1,
+            "status": "DRAFT",
+            "language": "und",
+            "description": "placeholder for --judge none without --rubric: the rows' own "
+            "rule checks (expected:) decide everything",
+            "intents": [
+                {"key": "RULES_ONLY", "name": "Rule checks only", "triggerHints": "every row"}
+            ],
+            # the user never saw <think> sections (SPEC §6): checks must not read them either
+            "outputParsing": {"thinkingMarkers": True},
+        },
+        source="<rules only>",
+    )

@@ -1,0 +1,24 @@
+"""A task's lifecycle state, as stored and reported (SPEC §3).
+
+A ``StrEnum``: stored and written to reports as its value, and equal to that string, so
+stores and reports written before the enum existed read the same.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class TaskState(StrEnum):
+    """Where a task is in its run.
+
+    ``RUNNING`` while rows are judged (also what a killed run leaves behind); ``COMPLETED``
+    once every row has a result; ``STOPPED`` when a budget ran out or the judge was
+    unreachable; ``INTERRUPTED`` after Ctrl-C or an unexpected error. A STOPPED,
+    INTERRUPTED or killed task can be resumed.
+    """
+
+    RUNNING = "RUNNING"
+    COMPLETED = "COMPLETED"
+    STOPPED = "STOPPED"
+    INTERRUPTED = "INTERRUPTED"
