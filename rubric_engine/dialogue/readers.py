@@ -49,10 +49,13 @@ from rubric_engine.dialogue.tau import (
 )
 from rubric_engine.errors import DatasetError, Problem, format_loc
 from rubric_engine.rules.model import check_error_message, check_model, strip_tags
+from rubric_engine.safe_yaml import YamlLimitError, load_documents
 
 InputFormat = Literal["auto", "jsonl", "json", "csv", "yaml"]
 INPUT_FORMATS: tuple[str, ...] = ("auto", "jsonl", "json", "csv", "yaml")
 MAX_PROBLEMS = 50
+#: largest YAML case file read whole (JSONL is streamed and has no such limit)
+MAX_YAML_BYTES = 100_000_000
 _CSV_USER = ("user", "query", "question", "input", "prompt")
 _CSV_ASSISTANT = ("assistant", "answer", "response", "output", "completion")
 
@@ -224,14 +227,14 @@ class DialogueSource:
         """Seed-000 cases in YAML: one per document, or a list per document."""
         text = self.path.read_text(encoding="utf-8-sig")
         try:
-            nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
-            docs = list(yaml.safe_load_all(text))
+            documents = load_documents(text, MAX_YAML_BYTES)
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f"{self.path}:{mark.line + 1}" if mark else str(self.path)
-            yield where, RowShapeError("", f"not valid YAML: {getattr(exc, 'problem', exc)}"), stem
+            what = "refused" if isinstance(exc, YamlLimitError) else "not valid YAML"
+            yield where, RowShapeError("", f"{what}: {getattr(exc, 'problem', exc)}"), stem
             return
-        for node, doc in zip(nodes, docs, strict=True):
+        for node, doc in documents:
             if isinstance(doc, list) and isinstance(node, yaml.SequenceNode):
                 for item_node, item in zip(node.value, doc, strict=True):
                     line = item_node.start_mark.line + 1

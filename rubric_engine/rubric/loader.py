@@ -18,9 +18,12 @@ from rubric_engine.errors import Problem, RubricError, format_loc
 from rubric_engine.rubric.checks import rubric_problems
 from rubric_engine.rubric.model import EvalRubric
 from rubric_engine.rules.model import check_error_message, check_model, strip_tags
+from rubric_engine.safe_yaml import YamlLimitError, load_documents
 
 LineIndex = dict[tuple[str | int, ...], int]
 Found = tuple[int | None, str, str]  # line, field path, message
+#: largest pack file read; the shipped packs are under 30 kB
+MAX_PACK_BYTES = 2_000_000
 _TYPE_MESSAGES = {
     "tuple_type": "must be a list (YAML `- item` lines; `[]` for none)",
     "list_type": "must be a list (YAML `- item` lines; `[]` for none)",
@@ -213,7 +216,9 @@ def load_rubric(path: str | Path) -> EvalRubric:
     """Load and validate one rubric pack file (YAML or JSON).
 
     Raises:
-        RubricError: the file is missing, is not YAML, or fails validation (all problems).
+        RubricError: the file is missing, is not YAML, holds more than one document, exceeds
+            the limits of :mod:`rubric_engine.safe_yaml` (size, nesting, alias expansion), or
+            fails validation (all problems).
     """
     path = Path(path)
     if path.is_dir():
@@ -227,14 +232,23 @@ def load_rubric(path: str | Path) -> EvalRubric:
     except (OSError, UnicodeDecodeError) as exc:
         raise RubricError(f"{path}: cannot read rubric file ({exc}); save it as UTF-8") from exc
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.load(text, Loader=yaml.SafeLoader)
+        documents = load_documents(text, MAX_PACK_BYTES)
+    except YamlLimitError as exc:
+        mark = exc.problem_mark
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise RubricError(f"{where}: rubric file refused: {exc.problem}") from exc
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)
         raise RubricError(
             f"{where}: not valid YAML: {getattr(exc, 'problem', exc)}; fix the syntax at that line"
         ) from exc
+    if len(documents) > 1:
+        raise RubricError(
+            f"{path}:{documents[1][0].start_mark.line + 1}: a second YAML document (`---`); "
+            "a pack file holds one pack: put each version in its own file"
+        )
+    node, data = documents[0] if documents else (None, None)
     lines = _line_index(node) if node is not None else {}
     duplicates = _duplicate_keys(node) if node is not None else []
     return parse_rubric(data, source=str(path), lines=lines, found_before=duplicates)
