@@ -88,3 +88,49 @@ def test_case_yaml_alias_bomb_is_refused_with_its_line(tmp_path: Path) -> None:
         DialogueSource(path).validate()
     assert time.perf_counter() - started < 5.0  # shared machine: generous
     assert f"{path}:1" in str(info.value) and "refused: aliases expand" in str(info.value)
+
+
+# -- 2. CSV: unbalanced quotes, line breaks inside fields -------------------------------------
+
+
+def test_csv_unbalanced_quote_is_refused_with_the_line_it_opened(tmp_path: Path) -> None:
+    """Guards: an unclosed quote swallowed every later line into one field; the file was
+    judged as one merged row and the run exited 0."""
+    path = tmp_path / "broken.csv"
+    path.write_text(
+        'rowId,user,assistant\nr1,"hi","hello\nthere"\nr2,"oops,hello\nr3,a,b\nr4,c,d\n',
+        encoding="utf-8",
+    )
+    with pytest.raises(DatasetError) as info:
+        DialogueSource(path).validate()
+    (problem,) = info.value.problems
+    assert problem.where == f"{path}:4"
+    assert "the quoted field that starts on line 4 is never closed" in problem.message
+
+
+def test_csv_stray_quote_inside_a_quoted_field_names_both_lines(tmp_path: Path) -> None:
+    path = tmp_path / "stray.csv"
+    path.write_text('rowId,user,assistant\nr1,hi,"she said "no" twice"\nr2,a,b\n', "utf-8")
+    with pytest.raises(DatasetError) as info:
+        DialogueSource(path).validate()
+    (problem,) = info.value.problems
+    assert problem.where == f"{path}:2" and "expected after '\"'" in problem.message
+    assert 'written twice ("")' in problem.message
+
+
+def test_csv_and_jsonl_of_one_dialogue_give_the_same_row(tmp_path: Path) -> None:
+    """Guards: a CRLF inside a quoted CSV field stayed ``\\r\\n`` while the JSONL twin had
+    ``\\n``, so the same dialogue sent the judge two different requests."""
+    csv_path = tmp_path / "d.csv"
+    csv_path.write_bytes(
+        b'rowId,user,assistant,scenario\r\nd1,"line one\r\nline two","ok\r\n\r\nfine\rend",x\r\n'
+    )
+    jsonl_path = tmp_path / "d.jsonl"
+    jsonl_path.write_text(
+        '{"rowId": "d1", "messages": [{"role": "user", "content": "line one\\nline two"}, '
+        '{"role": "assistant", "content": "ok\\n\\nfine\\nend"}], "scenario": "x"}\n',
+        encoding="utf-8",
+    )
+    (from_csv,) = list(DialogueSource(csv_path))
+    (from_jsonl,) = list(DialogueSource(jsonl_path))
+    assert from_csv == from_jsonl

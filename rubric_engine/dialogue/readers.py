@@ -39,6 +39,7 @@ from rubric_engine.cases.diagnosis import (
 )
 from rubric_engine.cases.seed000 import is_seed000
 from rubric_engine.cases.seed004 import is_seed004
+from rubric_engine.dialogue.csv_rows import csv_objects
 from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.dialogue.shapes import ID_KEYS, RowShapeError, row_from_object
 from rubric_engine.dialogue.tau import (
@@ -56,8 +57,6 @@ INPUT_FORMATS: tuple[str, ...] = ("auto", "jsonl", "json", "csv", "yaml")
 MAX_PROBLEMS = 50
 #: largest YAML case file read whole (JSONL is streamed and has no such limit)
 MAX_YAML_BYTES = 100_000_000
-_CSV_USER = ("user", "query", "question", "input", "prompt")
-_CSV_ASSISTANT = ("assistant", "answer", "response", "output", "completion")
 
 Parsed = tuple[str, DialogueRow | list[Problem]]
 _EXPECTED = {
@@ -66,55 +65,6 @@ _EXPECTED = {
     "csv": "a header line and one row per dialogue",
     "yaml": "one case per document (or a list of cases) with the agent's run",
 }
-
-
-def _csv_object(record: dict[str, str]) -> dict[str, Any]:
-    short = [k for k, v in record.items() if k is not None and v is None]
-    if short:
-        raise RowShapeError(
-            "",
-            f"the row has fewer fields than the header (no value for {', '.join(short)}); "
-            "quote fields that contain commas or line breaks",
-        )
-    if None in record:
-        raise RowShapeError(
-            "", "the row has more fields than the header; quote fields that contain commas"
-        )
-    obj: dict[str, Any] = {k: v for k, v in record.items() if k is not None}
-    for key in ("expected", "trace"):  # JSON columns: rule checks and the run's trace
-        if isinstance(obj.get(key), str) and obj[key].strip():
-            try:
-                obj[key] = json.loads(obj[key])
-            except json.JSONDecodeError as exc:
-                raise RowShapeError(key, f"the {key} column is not JSON ({exc.msg})") from exc
-        elif obj.get(key) == "":
-            obj.pop(key)
-    if obj.get("messages"):
-        try:
-            obj["messages"] = json.loads(obj["messages"])
-        except json.JSONDecodeError as exc:
-            raise RowShapeError(
-                "messages", f"the messages column is not a JSON array ({exc.msg})"
-            ) from exc
-        return obj
-    user = next((c for c in _CSV_USER if obj.get(c)), None)
-    assistant = next((c for c in _CSV_ASSISTANT if obj.get(c)), None)
-    if assistant is None:
-        present = [c for c in _CSV_ASSISTANT if c in obj]
-        if present:
-            raise RowShapeError(
-                present[0], f"the `{present[0]}` column is empty on this row: nothing to judge"
-            )
-        raise RowShapeError(
-            "",
-            "a CSV row needs a `messages` column (JSON) or an `assistant` "
-            f"column (or one of {', '.join(_CSV_ASSISTANT)}) plus a `user` "
-            "column",
-        )
-    messages = [{"role": "user", "content": obj.pop(user)}] if user else []
-    messages.append({"role": "assistant", "content": obj.pop(assistant)})
-    obj["messages"] = messages
-    return obj
 
 
 def _case_name(obj: Any) -> str:
@@ -210,14 +160,7 @@ class DialogueSource:
                         except json.JSONDecodeError as exc:
                             yield f"{self.path}:{n}", exc, f"{stem}-{n}"
         elif fmt == "csv":
-            with self.path.open(encoding="utf-8-sig", newline="") as handle:
-                reader = csv.DictReader(handle)
-                for record in reader:
-                    where = f"{self.path}:{reader.line_num}"
-                    try:
-                        yield where, _csv_object(record), f"{stem}-{reader.line_num}"
-                    except RowShapeError as exc:
-                        yield where, exc, stem
+            yield from csv_objects(self.path, stem)
         elif fmt == "yaml":
             yield from self._yaml_objects(stem)
         else:
