@@ -3,16 +3,19 @@ and nothing is sent to a judge for a file that is refused."""
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from rubric_engine.cli import app
 from rubric_engine.dialogue.readers import DialogueSource
 from rubric_engine.errors import DatasetError, RubricError
 from rubric_engine.rubric import load_rubric
-from tests.conftest import MINI_RUBRIC
+from tests.conftest import CASES, CASSETTES, MINI_RUBRIC, RUBRICS
 
 
 def _alias_bomb(levels: int, width: int = 10) -> str:
@@ -134,3 +137,89 @@ def test_csv_and_jsonl_of_one_dialogue_give_the_same_row(tmp_path: Path) -> None
     (from_csv,) = list(DialogueSource(csv_path))
     (from_jsonl,) = list(DialogueSource(jsonl_path))
     assert from_csv == from_jsonl
+
+
+# -- 3. Deep or unstorable JSON: refused at validation, before any judge call -----------------
+
+
+def _deep(levels: int) -> object:
+    value: object = "leaf"
+    for _ in range(levels):
+        value = {"a": value}
+    return value
+
+
+def _demo_row(**extra: object) -> str:
+    first = json.loads((CASES / "health_consult_zh.jsonl").read_text("utf-8").splitlines()[0])
+    return json.dumps({**first, **extra}, ensure_ascii=False)
+
+
+def test_deep_metadata_is_refused_before_any_call_and_nothing_is_stored(tmp_path: Path) -> None:
+    """Guards: metadata nested 300 levels passed validation, was judged (paid for), then the
+    store could not serialize it (pydantic's depth limit) and the run crashed; a resume paid
+    again."""
+    path = tmp_path / "deep.jsonl"
+    path.write_text(_demo_row(metadata={"m": _deep(300)}) + "\n", encoding="utf-8")
+    store = tmp_path / "s.sqlite"
+    result = CliRunner().invoke(
+        app,
+        [
+            "score",
+            str(path),
+            "-r",
+            str(RUBRICS / "health_cs.yaml"),
+            "--draft",
+            "--cassettes",
+            str(CASSETTES),
+            "--store",
+            str(store),
+            "--out",
+            str(tmp_path / "out"),
+            "-q",
+        ],
+    )
+    assert result.exit_code == 2, result.output
+    assert f"{path}:1: metadata.m.a… (100 levels down): nested more than 100 levels" in (
+        result.output
+    )
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        # Python's json decoder recursed into RecursionError on 5000 nested arrays
+        ('{"rowId": "r", "messages": ' + "[" * 5000 + "]" * 5000 + "}", "JSON nested far"),
+        (_demo_row(metadata={"score": float("nan")}), "metadata.score: nan is not a JSON number"),
+        (_demo_row(metadata={"note": "\ud800"}).replace("\ud800", "\\ud800"), "lone surrogate"),
+    ],
+)
+def test_unstorable_json_is_a_row_problem(tmp_path: Path, line: str, expected: str) -> None:
+    """Guards: NaN passed validation and reached report.json as invalid JSON; a lone surrogate
+    decoded fine and failed when SQLite encoded it, after the judge call."""
+    path = tmp_path / "rows.jsonl"
+    path.write_text(line + "\n", encoding="utf-8")
+    with pytest.raises(DatasetError) as info:
+        DialogueSource(path).validate()
+    assert expected in str(info.value)
+
+
+def test_otel_json_string_attribute_is_checked_like_the_row(tmp_path: Path) -> None:
+    """Guards: the OTel adapter decodes JSON *strings*; the row check saw only the string."""
+    deep = json.dumps(
+        [
+            {
+                "role": "assistant",
+                "parts": [{"type": "tool_call", "name": "f", "arguments": _deep(150)}],
+            }
+        ]
+    )
+    path = tmp_path / "otel.jsonl"
+    path.write_text(
+        json.dumps({"rowId": "o1", "gen_ai.input.messages": "[]", "gen_ai.output.messages": deep})
+        + "\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(DatasetError, match=r"gen_ai\.output\.messages \(JSON text\) \[0\]\.parts"):
+        DialogueSource(path).validate()

@@ -42,6 +42,7 @@ from rubric_engine.cases.seed004 import is_seed004
 from rubric_engine.dialogue.csv_rows import csv_objects
 from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.dialogue.shapes import ID_KEYS, RowShapeError, row_from_object
+from rubric_engine.dialogue.storable import MAX_ROW_DEPTH
 from rubric_engine.dialogue.tau import (
     is_taubench_trajectory,
     tau2_rows,
@@ -65,6 +66,14 @@ _EXPECTED = {
     "csv": "a header line and one row per dialogue",
     "yaml": "one case per document (or a list of cases) with the agent's run",
 }
+
+
+def _too_deep() -> RowShapeError:
+    """Python's JSON decoder recurses: JSON nested about a thousand levels deep exhausts it."""
+    return RowShapeError(
+        "",
+        f"JSON nested far deeper than the {MAX_ROW_DEPTH} levels a row may have; flatten it",
+    )
 
 
 def _case_name(obj: Any) -> str:
@@ -159,6 +168,8 @@ class DialogueSource:
                             yield f"{self.path}:{n}", json.loads(line), f"{stem}-{n}"
                         except json.JSONDecodeError as exc:
                             yield f"{self.path}:{n}", exc, f"{stem}-{n}"
+                        except RecursionError:
+                            yield f"{self.path}:{n}", _too_deep(), f"{stem}-{n}"
         elif fmt == "csv":
             yield from csv_objects(self.path, stem)
         elif fmt == "yaml":
@@ -191,6 +202,9 @@ class DialogueSource:
             data = json.loads(self.path.read_text(encoding="utf-8-sig"))
         except json.JSONDecodeError as exc:
             yield f"{self.path}:{exc.lineno}", exc, stem
+            return
+        except RecursionError:
+            yield str(self.path), _too_deep(), stem
             return
         if isinstance(data, dict) and "simulations" in data:
             for where, obj, default_id in tau2_rows(data):
