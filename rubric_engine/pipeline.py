@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass, field
 
+from rubric_engine.agent_output import thinking_warnings
 from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.judge.protocol import Judge, JudgeOutcome, JudgeRequest
 from rubric_engine.prompt import PromptTemplate, render_system, render_user
@@ -98,9 +99,10 @@ def row_result(rubric: EvalRubric, prepared: PreparedRow, outcome: JudgeOutcome)
     of a ``--judge none`` row (status CHECKED).
     """
     row = prepared.row
+    parsing = thinking_warnings(row, rubric.output_parsing)  # SPEC §6 malformed markers
     if outcome.verdict is None and outcome.error is None:
-        return checked_result(rubric, row, prepared.rules)
-    reasked = tuple(
+        return checked_result(rubric, row, prepared.rules).with_warnings(parsing)
+    reasked = parsing + tuple(
         ProtocolWarning(code=WarningCode.JUDGE_REASKED, detail=why[:500]) for why in outcome.reasks
     )
     if outcome.verdict is None:

@@ -124,6 +124,7 @@ class RenderedDialogue:
 
     transcript: str
     cards: tuple[tuple[int, str], ...]
+    thinking_sections: int = 0
 
 
 def render_dialogue(row: DialogueRow, rubric: EvalRubric) -> RenderedDialogue:
@@ -131,9 +132,11 @@ def render_dialogue(row: DialogueRow, rubric: EvalRubric) -> RenderedDialogue:
     lines: list[str] = []
     cards: list[tuple[int, str]] = []
     tool_names: dict[str, str] = {}
+    removed = 0
     for turn, message in enumerate(row.messages, start=1):
         if message.role == "assistant":
             parsed = parse_agent_output(message.content or "", rubric.output_parsing)
+            removed += parsed.thinking_sections
             if parsed.text:
                 lines.append(f"[{turn}] ASSISTANT:\n{parsed.text}")
             elif not message.tool_calls:
@@ -149,7 +152,9 @@ def render_dialogue(row: DialogueRow, rubric: EvalRubric) -> RenderedDialogue:
             lines.append(f"[{turn}] TOOL RESULT ({name}):\n{message.content or ''}")
         else:
             lines.append(f"[{turn}] {message.role.upper()}:\n{message.content or ''}")
-    return RenderedDialogue(transcript="\n\n".join(lines), cards=tuple(cards))
+    return RenderedDialogue(
+        transcript="\n\n".join(lines), cards=tuple(cards), thinking_sections=removed
+    )
 
 
 def block_tag(*contents: str) -> str:
@@ -173,7 +178,12 @@ def render_user(
     row: DialogueRow,
     case_requirements: Sequence[HardRequirement],
 ) -> str:
-    """The per-row user message: case-level requirements and the delimited data blocks."""
+    """The per-row user message: case-level requirements and the delimited data blocks.
+
+    ``reasoning_removed`` tells the template whether any thinking section was cut from the
+    agent's replies (SPEC §6: the judge is told so only then). ``judge_v1`` predates it and
+    always says reasoning was removed; ``judge_v2`` says it only when true.
+    """
     dialogue = render_dialogue(row, rubric)
     card_text = "\n\n".join(f"(turn {turn})\n{card}" for turn, card in dialogue.cards)
     reference = _reference_text(row.reference_output)
@@ -187,6 +197,7 @@ def render_user(
         reference=reference,
         case_requirements=[_requirement_line(r) for r in case_requirements],
         language=LANGUAGE_NAMES.get(rubric.language, rubric.language),
+        reasoning_removed=dialogue.thinking_sections > 0,
     ).strip()
 
 

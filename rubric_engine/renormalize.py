@@ -41,6 +41,14 @@ class RenormalizeResult:
     files: ReportFiles
 
 
+#: warnings about the row or the judge's attempts, not the verdict: carried over as they were
+_BEFORE_JUDGING = (
+    WarningCode.STRAY_THINKING_END,
+    WarningCode.UNCLOSED_THINKING_START,
+    WarningCode.JUDGE_REASKED,
+)
+
+
 def _final_content(stored: StoredRow) -> str:
     for attempt in reversed(stored.raw_attempts):
         response = attempt.get("response")
@@ -72,7 +80,7 @@ def _renormalized(stored: StoredRow, judged: EvalRubric, target: EvalRubric) -> 
             "partial_requirement_ids": [i for i in verdict.partial_requirement_ids if i in known],
         }
     )
-    reasked = [w for w in result.warnings if w.code is WarningCode.JUDGE_REASKED]
+    reasked = [w for w in result.warnings if w.code in _BEFORE_JUDGING]
     # rule checks are re-run under the target version: they read only the stored dialogue
     return judged_result(target, row, verdict, case_reqs, run_rules(target, row), reasked)
 

@@ -7,15 +7,24 @@ import json
 import re
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
+from rubric_engine.agent_output import parse_agent_output
 from rubric_engine.cli import app
+from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.dialogue.readers import DialogueSource
 from rubric_engine.errors import DatasetError, RubricError
+from rubric_engine.prompt import load_prompt, render_user
 from rubric_engine.rubric import load_rubric
+from rubric_engine.rubric.model import OutputParsing
 from tests.conftest import CASES, CASSETTES, MINI_RUBRIC, RUBRICS
+
+#: the shipped health pack's hash and judge_v1's, as published and recorded before this change
+HEALTH_CS_HASH = "sha256:c671bc35b3679004b1bee7d90ba996084c1df5c2524ee8e9871c0bd46304e328"
+JUDGE_V1_HASH = "sha256:64896ce0194bf261dee420301608e087b4504e36d3c77ce0e141c8482b71db69"
 
 
 def _alias_bomb(levels: int, width: int = 10) -> str:
@@ -223,3 +232,121 @@ def test_otel_json_string_attribute_is_checked_like_the_row(tmp_path: Path) -> N
     )
     with pytest.raises(DatasetError, match=r"gen_ai\.output\.messages \(JSON text\) \[0\]\.parts"):
         DialogueSource(path).validate()
+
+
+# -- 4. Thinking markers: only well-formed sections are removed -------------------------------
+
+THINK = OutputParsing.model_validate({"thinkingMarkers": True})
+THINK_IN_PROMPT = OutputParsing.model_validate(
+    {"thinkingMarkers": True, "thinkingOpensInPrompt": True}
+)
+
+
+@pytest.mark.parametrize(
+    ("content", "parsing", "text", "removed", "stray", "unclosed"),
+    [
+        ("<think>plan</think>Hello", THINK, "Hello", 1, 0, 0),
+        # guards: a </think> in visible text deleted everything before it
+        ("Use the </think> tag like this", THINK, "Use the </think> tag like this", 0, 1, 0),
+        # guards: an unclosed <think> turned the whole reply into an empty one
+        ("Sure! <think>hmm and the rest", THINK, "Sure! <think>hmm and the rest", 0, 0, 1),
+        ("a<think>x</think>b</think>c", THINK, "ab</think>c", 1, 1, 0),
+        # only a pack that says its template opens the section gets the prefix removed
+        ("plan in the template</think>Hello", THINK_IN_PROMPT, "Hello", 1, 0, 0),
+        ("plan</think>Hi<think>more</think>!", THINK_IN_PROMPT, "Hi!", 2, 0, 0),
+        ("no markers at all", THINK_IN_PROMPT, "no markers at all", 0, 0, 0),
+    ],
+)
+def test_thinking_sections_are_removed_only_when_well_formed(
+    content: str, parsing: OutputParsing, text: str, removed: int, stray: int, unclosed: int
+) -> None:
+    parsed = parse_agent_output(content, parsing)
+    assert (parsed.text, parsed.thinking_sections) == (text, removed)
+    assert (parsed.stray_thinking_ends, parsed.unclosed_thinking_starts) == (stray, unclosed)
+
+
+THINK_PACK = (
+    MINI_RUBRIC.replace(
+        "  - {id: COMMON_TONE, category: TONE, text: Be concise and polite., violationScore: 3}\n",
+        "  - {id: COMMON_TONE, category: TONE, text: Be concise and polite., violationScore: 3,\n"
+        "     check: {type: must_not_contain, keywords: [ibuprofen]}}\n",
+    )
+    + "outputParsing: {thinkingMarkers: true}\n"
+)
+
+
+def test_malformed_markers_are_kept_for_rules_and_judge_and_warned(tmp_path: Path) -> None:
+    """Guards: text before a stray ``</think>`` or after an unclosed ``<think>`` (which the
+    user read) was cut: ``must_not_contain`` passed on it, the judge never saw it, and nothing
+    on the row said so."""
+    pack = tmp_path / "think.yaml"
+    pack.write_text(THINK_PACK, encoding="utf-8")
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(
+        json.dumps(
+            {
+                "rowId": "t1",
+                "messages": [
+                    {"role": "user", "content": "headache"},
+                    {"role": "assistant", "content": "Rest first.</think> See a doctor."},
+                    {"role": "user", "content": "thanks"},
+                    {
+                        "role": "assistant",
+                        "content": "<think>done</think>Bye. <think>or take ibuprofen",
+                    },
+                ],
+            }
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    out = tmp_path / "out"
+    result = CliRunner().invoke(
+        app,
+        [
+            "score", str(rows), "-r", str(pack), "--draft", "--judge", "none",
+            "--store", str(tmp_path / "s.sqlite"), "--out", str(out), "-q",
+        ],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    (row,) = [json.loads(line) for line in (out / "rows.jsonl").read_text("utf-8").splitlines()]
+    basis = {e["requirementId"]: e["status"] for e in row["referenceBasis"]}
+    assert basis["COMMON_TONE"] == "VIOLATED"
+    assert [(w["code"], w["detail"].split(":")[0]) for w in row["warnings"]] == [
+        ("STRAY_THINKING_END", "turn 2"),
+        ("UNCLOSED_THINKING_START", "turn 4"),
+    ]
+    prompt = CliRunner().invoke(app, ["prompt", "show", str(rows), "--rubric", str(pack)])
+    assert "Rest first.</think> See a doctor." in prompt.output
+    assert "Bye. <think>or take ibuprofen" in prompt.output and "done" not in prompt.output
+
+
+def test_judge_v2_says_reasoning_was_removed_only_when_it_was(mini_rubric: Any) -> None:
+    """Guards: every prompt said "Reasoning the user never saw has been removed", also for
+    dialogues with no thinking at all (SPEC §6). judge_v1 keeps its bytes: its hash is in
+    every task and cassette key made with it."""
+    pack = mini_rubric.model_copy(update={"output_parsing": THINK})
+    v2 = load_prompt("judge_v2")
+    plain = DialogueRow.model_validate(
+        {"rowId": "a", "messages": [{"role": "assistant", "content": "hello"}]}
+    )
+    thought = DialogueRow.model_validate(
+        {"rowId": "b", "messages": [{"role": "assistant", "content": "<think>x</think>hello"}]}
+    )
+    sentence = "Reasoning the user never saw has been removed"
+    assert sentence not in render_user(v2, pack, plain, ())
+    assert sentence in render_user(v2, pack, thought, ())
+    assert sentence in render_user(load_prompt("judge_v1"), pack, plain, ())
+    assert load_prompt("judge_v1").hash == JUDGE_V1_HASH
+
+
+def test_thinking_opens_in_prompt_is_left_out_of_hash_and_snapshot_when_off(
+    mini_rubric: Any,
+) -> None:
+    """Published packs keep their hashes: the new optional field is omitted at its default."""
+    on = mini_rubric.model_copy(update={"output_parsing": THINK_IN_PROMPT})
+    off = mini_rubric.model_copy(update={"output_parsing": THINK})
+    assert "thinkingOpensInPrompt" not in json.dumps(off.snapshot())
+    assert on.snapshot()["outputParsing"]["thinkingOpensInPrompt"] is True
+    assert on.content_hash() != off.content_hash()
+    assert load_rubric(RUBRICS / "health_cs.yaml").content_hash() == HEALTH_CS_HASH
