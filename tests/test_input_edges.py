@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import TypeAdapter
 from typer.testing import CliRunner
 
 from rubric_engine.agent_output import parse_agent_output
@@ -18,12 +19,18 @@ from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.dialogue.readers import DialogueSource
 from rubric_engine.errors import DatasetError, RubricError
 from rubric_engine.prompt import load_prompt, render_user
+from rubric_engine.results import RequirementStatus
 from rubric_engine.rubric import load_rubric
 from rubric_engine.rubric.model import OutputParsing
+from rubric_engine.rules.evaluate import evaluate_check
+from rubric_engine.rules.evidence import evidence_from_row
+from rubric_engine.rules.model import Check
+from rubric_engine.rules.text import contains
 from tests.conftest import CASES, CASSETTES, MINI_RUBRIC, RUBRICS
 
 #: the shipped health pack's hash and judge_v1's, as published and recorded before this change
 HEALTH_CS_HASH = "sha256:c671bc35b3679004b1bee7d90ba996084c1df5c2524ee8e9871c0bd46304e328"
+CHECK: TypeAdapter[Check] = TypeAdapter(Check)
 JUDGE_V1_HASH = "sha256:64896ce0194bf261dee420301608e087b4504e36d3c77ce0e141c8482b71db69"
 
 
@@ -350,3 +357,34 @@ def test_thinking_opens_in_prompt_is_left_out_of_hash_and_snapshot_when_off(
     assert on.snapshot()["outputParsing"]["thinkingOpensInPrompt"] is True
     assert on.content_hash() != off.content_hash()
     assert load_rubric(RUBRICS / "health_cs.yaml").content_hash() == HEALTH_CS_HASH
+
+
+# -- 5. Keyword matching collapses whitespace ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "keyword"),
+    [
+        ("Refunds take 5-7\nbusiness days.", "5-7 business days"),
+        ("Refunds take 5-7   business\tdays.", "5-7 business days"),
+        ("Refunds take 5-7\r\n  business days.", "5-7 business days"),
+        ("Refunds take 5-7 business days.", "5-7\nbusiness  days"),
+        ("Refunds take 5-7\u00a0business\u3000days.", " 5-7 business days "),
+    ],
+)
+def test_keywords_match_across_line_breaks_and_space_runs(text: str, keyword: str) -> None:
+    """Guards: ``5-7\\nbusiness days`` failed a must_contain of ``5-7 business days`` (and on
+    a critical requirement raised a red flag)."""
+    must = CHECK.validate_python({"type": "must_contain", "keywords": [keyword]})
+    must_not = CHECK.validate_python({"type": "must_not_contain", "keywords": [keyword]})
+    row = DialogueRow.model_validate(
+        {"rowId": "k", "messages": [{"role": "assistant", "content": text}]}
+    )
+    evidence = evidence_from_row(row)
+    assert evaluate_check(must, evidence).status is RequirementStatus.FOLLOWED
+    assert evaluate_check(must_not, evidence).status is RequirementStatus.VIOLATED
+
+
+def test_whitespace_collapse_does_not_join_words() -> None:
+    assert not contains("5-7business days", "5-7 business days")
+    assert not contains("anything", " \n ")
