@@ -119,9 +119,7 @@ def parse_agent_output(content: str, parsing: OutputParsing) -> ParsedAgentOutpu
     text = content
     removed = stray = unclosed = 0
     for marker in parsing.thinking_markers:
-        stripped = _strip_thinking(
-            text, marker.start, marker.end, parsing.thinking_opens_in_prompt
-        )
+        stripped = _strip_thinking(text, marker.start, marker.end, parsing.thinking_opens_in_prompt)
         text = stripped.text
         removed += stripped.removed
         stray += stripped.stray_ends

@@ -388,3 +388,111 @@ def test_keywords_match_across_line_breaks_and_space_runs(text: str, keyword: st
 def test_whitespace_collapse_does_not_join_words() -> None:
     assert not contains("5-7business days", "5-7 business days")
     assert not contains("anything", " \n ")
+
+
+# -- 6. tau2: user actions, who performs an expected action, criteria of the right task -------
+
+
+def _tau2_telecom() -> dict[str, Any]:
+    """A tau2 results file in the telecom domain's shape (the user has tools of their own)."""
+    user_action = {"name": "toggle_airplane_mode", "arguments": {}, "requestor": "user"}
+    lookup = {"name": "get_customer", "arguments": {"phone": "555-0100"}, "requestor": "assistant"}
+    graded = {
+        "action_checks": [{"action": user_action, "action_match": True}, {"action": lookup}],
+        "nl_assertions": [{"nl_assertion": "Agent guides the user to turn airplane mode off."}],
+    }
+    return {
+        "info": {"environment_info": {"domain_name": "telecom"}},
+        "tasks": [
+            {
+                "id": "t0",
+                "evaluation_criteria": {
+                    "actions": [user_action, lookup],
+                    "nl_assertions": ["Agent guides the user to turn airplane mode off."],
+                },
+            },
+            {"id": "t1", "evaluation_criteria": {"nl_assertions": ["Agent must refund $50."]}},
+        ],
+        "simulations": [
+            {
+                "id": "s0",
+                "task_id": "t0",
+                "trial": 0,
+                "reward_info": graded,
+                "messages": [
+                    {"role": "user", "content": "No signal on my phone."},
+                    {"role": "assistant", "content": "Please turn airplane mode off."},
+                    {
+                        "role": "user",
+                        "content": None,
+                        "tool_calls": [{"id": "u1", **user_action}],
+                    },
+                    {
+                        "role": "tool",
+                        "id": "u1",
+                        "content": "Airplane mode: OFF",
+                        "requestor": "user",
+                    },
+                    {"role": "assistant", "content": None, "tool_calls": [{"id": "a1", **lookup}]},
+                    {"role": "tool", "id": "a1", "content": "{}", "requestor": "assistant"},
+                    {"role": "assistant", "content": "Signal should be back now."},
+                ],
+            },
+            # graded on t0's criteria although labelled t1: the file's task ids are misaligned
+            {
+                "id": "s1",
+                "task_id": "t1",
+                "trial": 0,
+                "reward_info": graded,
+                "messages": [{"role": "assistant", "content": "Hello."}],
+            },
+            # graded on nothing of its own: t1's entry may well be another task's
+            {
+                "id": "s2",
+                "task_id": "t1",
+                "trial": 1,
+                "reward_info": {"reward": 1.0},
+                "messages": [{"role": "assistant", "content": "Hi."}],
+            },
+        ],
+    }
+
+
+def test_tau2_user_actions_are_the_users_and_criteria_never_borrowed(
+    tmp_path: Path, mini_rubric: Any
+) -> None:
+    """Guards: a user's tool call (telecom ``requestor: user``) was dropped from the transcript
+    and its result shown as an agent tool result with no call; expected actions lost who must
+    perform them; a simulation with no graded criteria silently got the criteria its
+    (misaligned) task id points at."""
+    path = tmp_path / "telecom_results.json"
+    path.write_text(json.dumps(_tau2_telecom()), encoding="utf-8")
+    source = DialogueSource(path)
+    assert source.validate() == 3
+    rows = {r.row_id: r for r in source}
+    assert set(rows) == {"telecom-t0", "telecom-t1-t0", "telecom-t1-t1"}
+    graded = rows["telecom-t0"]
+    user = render_user(load_prompt(), mini_rubric, graded, ())
+    assert "[3] USER ACTION toggle_airplane_mode {}" in user
+    assert "[4] RESULT OF USER ACTION (toggle_airplane_mode):\nAirplane mode: OFF" in user
+    assert "[6] TOOL RESULT (get_customer):\n{}" in user
+    assert "TOOL RESULT (toggle_airplane_mode)" not in user
+    actions = graded.reference_output["expectedActions"]
+    assert actions[0] == {"name": "toggle_airplane_mode", "arguments": {}, "requestor": "user"}
+    assert "requestor" not in actions[1]  # the agent, tau2's default performer
+    assert {c.name for c in evidence_from_row(graded).tool_calls} == {"get_customer"}
+    ungraded = rows["telecom-t1-t1"]
+    assert ungraded.expected_behavior == () and ungraded.reference_output is None
+    assert ungraded.metadata["criteriaSource"] == "none"
+    assert "no graded criteria of its own" in ungraded.metadata["criteriaMissing"]
+    assert "refund" not in render_user(load_prompt(), mini_rubric, ungraded, ())
+
+
+def test_tau2_task_criteria_are_used_when_the_file_agrees_with_itself(tmp_path: Path) -> None:
+    data = _tau2_telecom()
+    data["simulations"] = [data["simulations"][0], data["simulations"][2]]  # aligned file
+    path = tmp_path / "telecom_results.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    rows = {r.row_id: r for r in DialogueSource(path)}
+    assert rows["telecom-t1"].expected_behavior == ("Agent must refund $50.",)
+    assert rows["telecom-t1"].metadata["criteriaSource"] == "tasks"
