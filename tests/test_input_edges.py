@@ -26,7 +26,7 @@ from rubric_engine.rules.evaluate import evaluate_check
 from rubric_engine.rules.evidence import evidence_from_row
 from rubric_engine.rules.model import Check
 from rubric_engine.rules.text import contains
-from tests.conftest import CASES, CASSETTES, MINI_RUBRIC, RUBRICS
+from tests.conftest import CASES, CASSETTES, MINI_RUBRIC, RUBRICS, shared_data
 
 #: the shipped health pack's hash and judge_v1's, as published and recorded before this change
 HEALTH_CS_HASH = "sha256:c671bc35b3679004b1bee7d90ba996084c1df5c2524ee8e9871c0bd46304e328"
@@ -496,3 +496,109 @@ def test_tau2_task_criteria_are_used_when_the_file_agrees_with_itself(tmp_path: 
     rows = {r.row_id: r for r in DialogueSource(path)}
     assert rows["telecom-t1"].expected_behavior == ("Agent must refund $50.",)
     assert rows["telecom-t1"].metadata["criteriaSource"] == "tasks"
+
+
+# -- 7. OpenTelemetry OTLP/JSON trace exports ------------------------------------------------
+
+
+def _kv(key: str, value: object) -> dict[str, object]:
+    """An OTLP/JSON KeyValue as exporters write it (structured GenAI values as JSON text)."""
+    if isinstance(value, bool):
+        return {"key": key, "value": {"boolValue": value}}
+    if isinstance(value, int):
+        return {"key": key, "value": {"intValue": str(value)}}  # int64 is a string in OTLP/JSON
+    if isinstance(value, list | dict):
+        value = json.dumps(value)
+    return {"key": key, "value": {"stringValue": value}}
+
+
+def _otlp_export() -> dict[str, object]:
+    """The OTel GenAI spec's tool-call example (two chat spans around an execute_tool span) and
+    its event-attribute example, wrapped in an OTLP/JSON export as a Collector writes it."""
+    examples = json.loads(shared_data("otel-genai", "examples_llm_calls.json").read_text("utf-8"))
+    by_anchor = {e["anchor"]: e["value"] for e in examples["examples"]}
+
+    def span(span_id: str, name: str, **attrs: object) -> dict[str, object]:
+        return {
+            "traceId": "5b8efff798038103d269b633813fc60c",
+            "spanId": span_id,
+            "name": name,
+            "kind": 3,
+            "startTimeUnixNano": "1700000000000000000",
+            "endTimeUnixNano": "1700000001250000000",
+            "attributes": [_kv(k.replace("__", "."), v) for k, v in attrs.items()],
+        }
+
+    chat_1 = span(
+        "eee19b7ec3c1b174",
+        "chat gpt-4",
+        gen_ai__operation__name="chat",
+        gen_ai__usage__input_tokens=42,
+        gen_ai__input__messages=by_anchor["gen-ai-input-messages-tool-call-span-1"],
+        gen_ai__output__messages=by_anchor["gen-ai-output-messages-tool-call-span-1"],
+    )
+    tool = span("eee19b7ec3c1b175", "execute_tool get_weather", gen_ai__operation__name="x")
+    chat_2 = span(
+        "eee19b7ec3c1b176",
+        "chat gpt-4",
+        gen_ai__input__messages=by_anchor["gen-ai-input-messages-tool-call-span-2"],
+        gen_ai__output__messages=by_anchor["gen-ai-output-messages-tool-call-span-2"],
+    )
+    on_event = span("eee19b7ec3c1b177", "chat gpt-4", gen_ai__operation__name="chat")
+    on_event["events"] = [
+        {
+            "name": "gen_ai.client.inference.operation.details",
+            "attributes": [
+                _kv("gen_ai.input.messages", by_anchor["gen-ai-input-messages-event"]),
+                _kv("gen_ai.output.messages", by_anchor["gen-ai-output-messages-event"]),
+            ],
+        }
+    ]
+    return {
+        "resourceSpans": [
+            {
+                "resource": {"attributes": [_kv("service.name", "weather-bot")]},
+                "scopeSpans": [
+                    {
+                        "scope": {"name": "opentelemetry.instrumentation.openai_v2"},
+                        "spans": [chat_1, tool, chat_2, on_event],
+                    }
+                ],
+            }
+        ]
+    }
+
+
+@pytest.mark.parametrize("as_jsonl", [False, True])
+def test_otlp_json_export_is_read_one_row_per_llm_span(tmp_path: Path, as_jsonl: bool) -> None:
+    """Guards: a real OTLP/JSON export (resourceSpans → scopeSpans → spans, attributes as
+    [{key, value: {stringValue…}}]) was refused with a message that did not mention OTel."""
+    export = _otlp_export()
+    path = tmp_path / ("export.jsonl" if as_jsonl else "export.json")
+    path.write_text(json.dumps(export) + ("\n" if as_jsonl else ""), encoding="utf-8")
+    source = DialogueSource(path)
+    assert source.validate() == 3  # the execute_tool span has no messages: skipped
+    rows = {r.row_id: r for r in source}
+    assert list(rows) == ["eee19b7ec3c1b174", "eee19b7ec3c1b176", "eee19b7ec3c1b177"]
+    first = rows["eee19b7ec3c1b174"]
+    assert first.messages[0].content == "Weather in Paris?"
+    assert first.messages[-1].tool_calls[0].name == "get_weather"
+    assert first.metadata["service"] == "weather-bot"
+    assert first.metadata["spanName"] == "chat gpt-4"
+    assert first.metadata["otelAttributes"]["gen_ai.usage.input_tokens"] == 42
+    assert first.trace == {"durationMs": 1250.0}
+    assert any(m.role == "tool" for m in rows["eee19b7ec3c1b176"].messages)
+    assert "OpenTelemetry" in (rows["eee19b7ec3c1b177"].messages[-1].content or "")
+
+
+def test_otlp_export_without_llm_spans_says_what_it_found(tmp_path: Path) -> None:
+    export = _otlp_export()
+    spans = export["resourceSpans"][0]["scopeSpans"][0]["spans"]  # type: ignore[index]
+    export["resourceSpans"][0]["scopeSpans"][0]["spans"] = [spans[1]]  # type: ignore[index]
+    path = tmp_path / "export.json"
+    path.write_text(json.dumps(export), encoding="utf-8")
+    with pytest.raises(DatasetError) as info:
+        DialogueSource(path).validate()
+    message = str(info.value)
+    assert "OTLP/JSON trace export with 1 span(s), none carrying GenAI messages" in message
+    assert "CAPTURE_MESSAGE_CONTENT" in message

@@ -4,8 +4,10 @@ Formats (``--input-format``, default ``auto``: by file suffix, then content):
 
 * ``jsonl`` — one JSON object per line, in any row shape of
   :mod:`rubric_engine.dialogue.shapes`.
-* ``json`` — a JSON array of such objects (tau-bench v1 trajectory arrays included), or a
-  tau2-bench results file ``{tasks, simulations}`` (see :mod:`rubric_engine.dialogue.tau`).
+* ``json`` — a JSON array of such objects (tau-bench v1 trajectory arrays included), a
+  tau2-bench results file ``{tasks, simulations}`` (see :mod:`rubric_engine.dialogue.tau`), or
+  an OpenTelemetry OTLP/JSON trace export ``{resourceSpans}`` (one row per LLM-call span, see
+  :mod:`rubric_engine.dialogue.otlp`; in ``jsonl``, one export per line).
 * ``yaml`` (``.yaml``/``.yml``) — seed-000 cases, one per document or a list per document.
 * ``csv`` — a header row and quoted (possibly multi-line) fields: ``rowId`` (optional), and
   either ``messages`` (a JSON array) or a ``user`` and an ``assistant`` column (aliases
@@ -41,6 +43,7 @@ from rubric_engine.cases.seed000 import is_seed000
 from rubric_engine.cases.seed004 import is_seed004
 from rubric_engine.dialogue.csv_rows import csv_objects
 from rubric_engine.dialogue.model import DialogueRow
+from rubric_engine.dialogue.otlp import is_otlp_export, otlp_rows
 from rubric_engine.dialogue.shapes import ID_KEYS, RowShapeError, row_from_object
 from rubric_engine.dialogue.storable import MAX_ROW_DEPTH
 from rubric_engine.dialogue.tau import (
@@ -62,7 +65,8 @@ MAX_YAML_BYTES = 100_000_000
 Parsed = tuple[str, DialogueRow | list[Problem]]
 _EXPECTED = {
     "jsonl": "one JSON object per line with `messages`",
-    "json": "an array of rows, or a tau2-bench file whose `simulations` list is not empty",
+    "json": "an array of rows, a tau2-bench file whose `simulations` list is not empty, or an "
+    "OTLP/JSON export with GenAI spans",
     "csv": "a header line and one row per dialogue",
     "yaml": "one case per document (or a list of cases) with the agent's run",
 }
@@ -163,13 +167,22 @@ class DialogueSource:
         if fmt == "jsonl":
             with self.path.open(encoding="utf-8-sig") as handle:
                 for n, line in enumerate(handle, start=1):
-                    if line.strip():
-                        try:
-                            yield f"{self.path}:{n}", json.loads(line), f"{stem}-{n}"
-                        except json.JSONDecodeError as exc:
-                            yield f"{self.path}:{n}", exc, f"{stem}-{n}"
-                        except RecursionError:
-                            yield f"{self.path}:{n}", _too_deep(), f"{stem}-{n}"
+                    if not line.strip():
+                        continue
+                    try:
+                        obj = json.loads(line)
+                    except json.JSONDecodeError as exc:
+                        yield f"{self.path}:{n}", exc, f"{stem}-{n}"
+                        continue
+                    except RecursionError:
+                        yield f"{self.path}:{n}", _too_deep(), f"{stem}-{n}"
+                        continue
+                    if is_otlp_export(obj):  # a Collector file exporter: one export per line
+                        for where, row, span_id in otlp_rows(obj):
+                            default = f"{stem}-{n}-{span_id or where}"
+                            yield f"{self.path}:{n} {where}".rstrip(), row, default
+                    else:
+                        yield f"{self.path}:{n}", obj, f"{stem}-{n}"
         elif fmt == "csv":
             yield from csv_objects(self.path, stem)
         elif fmt == "yaml":
@@ -209,6 +222,9 @@ class DialogueSource:
         if isinstance(data, dict) and "simulations" in data:
             for where, obj, default_id in tau2_rows(data):
                 yield f"{self.path}: {where}", obj, default_id
+        elif is_otlp_export(data):
+            for where, obj, span_id in otlp_rows(data):
+                yield f"{self.path}: {where}".rstrip(": "), obj, f"{stem}-{span_id or where}"
         elif isinstance(data, list):
             domain = taubench_domain(stem)
             for i, obj in enumerate(data):
@@ -221,7 +237,9 @@ class DialogueSource:
                 RowShapeError(
                     "",
                     "a .json input must be an array of rows or a tau2-bench results file "
-                    "{tasks, simulations}; for one row per line use .jsonl",
+                    "{tasks, simulations}, or an OpenTelemetry OTLP/JSON trace export "
+                    "{resourceSpans: [{scopeSpans: [{spans}]}]}; for one row per line use "
+                    ".jsonl",
                 ),
                 stem,
             )
