@@ -20,7 +20,7 @@ from rubric_engine.dialogue.readers import DialogueSource
 from rubric_engine.errors import DatasetError, RubricError
 from rubric_engine.prompt import load_prompt, render_user
 from rubric_engine.results import RequirementStatus
-from rubric_engine.rubric import load_rubric
+from rubric_engine.rubric import load_rubric, load_rubric_checked
 from rubric_engine.rubric.model import OutputParsing
 from rubric_engine.rules.evaluate import evaluate_check
 from rubric_engine.rules.evidence import evidence_from_row
@@ -602,3 +602,68 @@ def test_otlp_export_without_llm_spans_says_what_it_found(tmp_path: Path) -> Non
     message = str(info.value)
     assert "OTLP/JSON trace export with 1 span(s), none carrying GenAI messages" in message
     assert "CAPTURE_MESSAGE_CONTENT" in message
+
+
+# -- 8. Pack validation: warnings listed with the errors ------------------------------------
+
+
+def test_pack_warnings_are_listed_by_validate_with_lines(tmp_path: Path) -> None:
+    """Guards: validation accepted silently a red-flag type no critical rule raises, duplicate
+    categories, caps that can never bind, a file saying PUBLISHED and any language string."""
+    text = (
+        MINI_RUBRIC.replace("status: DRAFT", "status: PUBLISHED")
+        .replace("language: en", "language: English please\ncategories: [LEGAL, LEGAL, TONE]")
+        .replace("text: Keep it short.}", "text: Keep it short., violationScore: 5}")
+    )
+    path = tmp_path / "warn.yaml"
+    path.write_text(text, encoding="utf-8")
+    result = CliRunner().invoke(app, ["rubric", "validate", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "8 warning(s)" in result.output
+    for line, needle in [
+        (4, "status: warning: a pack file says 'PUBLISHED', but a file is always a draft"),
+        (5, "language: warning: 'English please' is not a language code"),
+        (6, "categories[1]: warning: 'LEGAL' is listed twice"),
+        (6, "categories[2]: warning: 'TONE' is built in already"),
+        (11, "commonRequirements[2].violationScore: warning: never applies: the requirement"),
+        (24, "intents[1].requirements[0].violationScore: warning: 5 is the top of scoreScale"),
+        (28, "redFlags[2].type: warning: no critical requirement raises 'CARD_VIOLATION'"),
+    ]:
+        assert f"{path}:{line}: {needle}" in result.output, needle
+    assert "PRICE_DISCLOSURE" in result.output  # the mini pack declares two unused types
+
+
+def test_pack_errors_and_warnings_come_out_together(tmp_path: Path) -> None:
+    path = tmp_path / "broken.yaml"
+    path.write_text(
+        "key: p\nname: p\nversion: 1\nlanguage: xx_1\n"
+        "intents:\n  - {key: I, name: i, triggerHints: h, requirements: []}\n"
+        "redFlags: [{type: X, text: x}]\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(RubricError) as info:
+        load_rubric(path)
+    assert "1 problem(s) and 2 warning(s)" in info.value.summary
+    problems = [(p.where, p.field, p.message.split(":")[0]) for p in info.value.problems]
+    assert problems == [
+        (
+            f"{path}:5",
+            "commonRequirements",
+            "the pack has no requirements (none common, none in any intent)",
+        ),
+        (f"{path}:4", "language", "warning"),
+        (f"{path}:7", "redFlags[0].type", "warning"),
+    ]
+
+
+@pytest.mark.parametrize("language", ["zh", "en", "zh-Hans-CN", "en-us", "yue", "und"])
+def test_language_codes_are_accepted(tmp_path: Path, language: str) -> None:
+    path = tmp_path / "lang.yaml"
+    path.write_text(MINI_RUBRIC.replace("language: en", f"language: {language}"), "utf-8")
+    _, warnings = load_rubric_checked(path)
+    assert not [w for w in warnings if w.field == "language"]
+
+
+def test_shipped_packs_validate_without_warnings() -> None:
+    for name in ("health_cs.yaml", "airline_cs.yaml"):
+        assert load_rubric_checked(RUBRICS / name)[1] == []

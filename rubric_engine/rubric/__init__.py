@@ -3,7 +3,9 @@
 from rubric_engine.rubric.loader import (
     dump_json_schema,
     load_rubric,
+    load_rubric_checked,
     parse_rubric,
+    parse_rubric_checked,
     rubric_json_schema,
 )
 from rubric_engine.rubric.model import (
@@ -28,6 +30,8 @@ __all__ = [
     "content_hash",
     "dump_json_schema",
     "load_rubric",
+    "load_rubric_checked",
     "parse_rubric",
+    "parse_rubric_checked",
     "rubric_json_schema",
 ]
