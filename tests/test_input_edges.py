@@ -667,3 +667,17 @@ def test_language_codes_are_accepted(tmp_path: Path, language: str) -> None:
 def test_shipped_packs_validate_without_warnings() -> None:
     for name in ("health_cs.yaml", "airline_cs.yaml"):
         assert load_rubric_checked(RUBRICS / name)[1] == []
+
+
+def test_storable_check_lets_yaml_dates_and_number_keys_through() -> None:
+    """YAML gives dates and number keys, which the store writes as text: not a problem; binary
+    data that is not UTF-8 is (it failed only when the row was stored)."""
+    import datetime
+
+    from rubric_engine.dialogue.storable import storable_problem
+
+    assert storable_problem({"m": {datetime.date(2024, 1, 2): 1, 3: "x"}, "b": b"ok"}) is None
+    assert storable_problem({"m": [b"\xff"]}) == (
+        "m[0]",
+        "binary data that is not UTF-8 text cannot be stored",
+    )

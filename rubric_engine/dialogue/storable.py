@@ -25,12 +25,15 @@ def storable_problem(value: Any) -> tuple[str, str] | None:
     """The first value in ``value`` that cannot be stored as JSON, or ``None``.
 
     Args:
-        value: decoded JSON (dicts, lists, tuples, strings, numbers, booleans, ``None``).
+        value: decoded JSON or YAML (dicts, lists, tuples, strings, numbers, booleans,
+            ``None``, dates).
 
     Returns:
         ``(field path, message with the fix)`` for the first problem in depth-first order:
         nesting deeper than :data:`MAX_ROW_DEPTH`, a non-finite number, a string (or key) that
-        is not valid Unicode text; ``None`` when everything is storable.
+        is not valid Unicode text, binary data (YAML ``!!binary``) that is not UTF-8;
+        ``None`` when everything is storable. Dates, and keys that are numbers or dates (YAML),
+        pass: the store writes them as text.
     """
     stack: list[tuple[Any, tuple[str | int, ...]]] = [(value, ())]
     while stack:
@@ -43,9 +46,10 @@ def storable_problem(value: Any) -> tuple[str, str] | None:
             )
         if isinstance(item, dict):
             for key, child in reversed(item.items()):
-                if not isinstance(key, str) or not _is_text(key):
+                # YAML keys may be numbers or dates: the store writes those as their text
+                if isinstance(key, str) and not _is_text(key):
                     return format_loc(path), f"key {key!r} is not valid Unicode text"
-                stack.append((child, (*path, key)))
+                stack.append((child, (*path, str(key))))
         elif isinstance(item, list | tuple):
             stack.extend((child, (*path, i)) for i, child in reversed(list(enumerate(item))))
         elif isinstance(item, float) and not math.isfinite(item):
@@ -53,6 +57,8 @@ def storable_problem(value: Any) -> tuple[str, str] | None:
                 format_loc(path),
                 f'{item} is not a JSON number; write null or a string such as "{item}"',
             )
+        elif isinstance(item, bytes) and not _is_utf8(item):  # YAML !!binary
+            return format_loc(path), "binary data that is not UTF-8 text cannot be stored"
         elif isinstance(item, str) and not _is_text(item):
             return (
                 format_loc(path),
@@ -66,5 +72,13 @@ def _is_text(text: str) -> bool:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
         return False
     return True
