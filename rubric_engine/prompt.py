@@ -124,16 +124,25 @@ class RenderedDialogue:
 
     transcript: str
     cards: tuple[tuple[int, str], ...]
+    thinking_sections: int = 0
+    user_actions: int = 0
 
 
 def render_dialogue(row: DialogueRow, rubric: EvalRubric) -> RenderedDialogue:
-    """Number the turns, strip thinking, cut cards out, and show tool calls and results."""
+    """Number the turns, strip thinking, cut cards out, and show tool calls and results.
+
+    A tool call on a *user* turn (the user acting on their own device, tau2's ``requestor:
+    user``) is a ``USER ACTION`` line, and the tool result answering it a ``RESULT OF USER
+    ACTION``; the agent's calls and results keep their own labels.
+    """
     lines: list[str] = []
     cards: list[tuple[int, str]] = []
-    tool_names: dict[str, str] = {}
+    calls_by_id: dict[str, tuple[str, str]] = {}  # call id → (tool name, who called it)
+    removed = user_actions = 0
     for turn, message in enumerate(row.messages, start=1):
         if message.role == "assistant":
             parsed = parse_agent_output(message.content or "", rubric.output_parsing)
+            removed += parsed.thinking_sections
             if parsed.text:
                 lines.append(f"[{turn}] ASSISTANT:\n{parsed.text}")
             elif not message.tool_calls:
@@ -142,14 +151,31 @@ def render_dialogue(row: DialogueRow, rubric: EvalRubric) -> RenderedDialogue:
             cards.extend((turn, card) for card in parsed.cards)
             for call in message.tool_calls:
                 if call.id:
-                    tool_names[call.id] = call.name
+                    calls_by_id[call.id] = (call.name, "assistant")
                 lines.append(f"[{turn}] ASSISTANT TOOL CALL {call.name} {call.arguments_text()}")
         elif message.role == "tool":
-            name = tool_names.get(message.tool_call_id or "", message.name or "tool")
-            lines.append(f"[{turn}] TOOL RESULT ({name}):\n{message.content or ''}")
+            default = (message.name or "tool", "assistant")
+            name, caller = calls_by_id.get(message.tool_call_id or "", default)
+            label = "RESULT OF USER ACTION" if caller == "user" else "TOOL RESULT"
+            lines.append(f"[{turn}] {label} ({name}):\n{message.content or ''}")
+        elif message.role == "user" and message.tool_calls:
+            # the user acting on their own device (tau2 telecom `requestor: user`): shown as
+            # the user's, never as the agent's, and their results likewise
+            if message.content:
+                lines.append(f"[{turn}] USER:\n{message.content}")
+            for call in message.tool_calls:
+                if call.id:
+                    calls_by_id[call.id] = (call.name, "user")
+                user_actions += 1
+                lines.append(f"[{turn}] USER ACTION {call.name} {call.arguments_text()}")
         else:
             lines.append(f"[{turn}] {message.role.upper()}:\n{message.content or ''}")
-    return RenderedDialogue(transcript="\n\n".join(lines), cards=tuple(cards))
+    return RenderedDialogue(
+        transcript="\n\n".join(lines),
+        cards=tuple(cards),
+        thinking_sections=removed,
+        user_actions=user_actions,
+    )
 
 
 def block_tag(*contents: str) -> str:
@@ -173,7 +199,14 @@ def render_user(
     row: DialogueRow,
     case_requirements: Sequence[HardRequirement],
 ) -> str:
-    """The per-row user message: case-level requirements and the delimited data blocks."""
+    """The per-row user message: case-level requirements and the delimited data blocks.
+
+    ``reasoning_removed`` tells the template whether any thinking section was cut from the
+    agent's replies (SPEC §6: the judge is told so only then). ``judge_v1`` predates it and
+    always says reasoning was removed; ``judge_v2`` says it only when true. ``user_actions``:
+    the dialogue has ``USER ACTION`` lines (tool calls the user made); ``judge_v2`` says that
+    they are not the agent's.
+    """
     dialogue = render_dialogue(row, rubric)
     card_text = "\n\n".join(f"(turn {turn})\n{card}" for turn, card in dialogue.cards)
     reference = _reference_text(row.reference_output)
@@ -187,6 +220,8 @@ def render_user(
         reference=reference,
         case_requirements=[_requirement_line(r) for r in case_requirements],
         language=LANGUAGE_NAMES.get(rubric.language, rubric.language),
+        reasoning_removed=dialogue.thinking_sections > 0,
+        user_actions=dialogue.user_actions > 0,
     ).strip()
 
 

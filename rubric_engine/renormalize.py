@@ -43,6 +43,11 @@ class RenormalizeResult:
     files: ReportFiles
 
 
+#: warnings about the judge's attempts, not the verdict: carried over as they were (the row's
+#: own thinking-marker warnings are worked out again by row_result under the target pack)
+_BEFORE_JUDGING = (WarningCode.JUDGE_REASKED,)
+
+
 def _final_content(stored: StoredRow) -> str:
     for attempt in reversed(stored.raw_attempts):
         response = attempt.get("response")
@@ -74,7 +79,7 @@ def _renormalized(stored: StoredRow, judged: EvalRubric, target: EvalRubric) -> 
             "partial_requirement_ids": [i for i in verdict.partial_requirement_ids if i in known],
         }
     )
-    reasked = [w for w in result.warnings if w.code is WarningCode.JUDGE_REASKED]
+    reasked = [w for w in result.warnings if w.code in _BEFORE_JUDGING]
     # rule checks are re-run under the target version: they read only the stored dialogue
     return row_result(target, row, case, run_rules(target, row), verdict, warnings=reasked)
 

@@ -79,6 +79,11 @@ class WarningCode(StrEnum):
     QUESTIONS_CHECK_WITHOUT_CARD = "QUESTIONS_CHECK_WITHOUT_CARD"
     #: the judge's first answer failed validation and it was asked again (detail: why)
     JUDGE_REASKED = "JUDGE_REASKED"
+    #: an agent reply has a closing thinking marker with no opening one before it; the text
+    #: was kept for the judge and the rule checks (SPEC §6; detail: the turn)
+    STRAY_THINKING_END = "STRAY_THINKING_END"
+    #: an agent reply opens a thinking section and never closes it; the text was kept
+    UNCLOSED_THINKING_START = "UNCLOSED_THINKING_START"
 
 
 class ProtocolWarning(_Wire):
@@ -197,6 +202,10 @@ class RowResult(_Wire):
     questions_issues: tuple[str, ...] = ()
     error: JudgeError | None = None
     rules: RuleSummary | None = None
+
+    def with_warnings(self, first: tuple[ProtocolWarning, ...]) -> RowResult:
+        """This result with ``first`` (warnings found before judging) ahead of its own."""
+        return self.model_copy(update={"warnings": (*first, *self.warnings)}) if first else self
 
     @model_serializer(mode="wrap")
     def _omit_absent_rules(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:

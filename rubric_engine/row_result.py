@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rubric_engine.agent_output import thinking_warnings
 from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.normalize import normalize_applicable
 from rubric_engine.results import (
@@ -59,11 +60,14 @@ def row_result(
         verdict: the judge's validated answer; ``None`` when there is none.
         error: why the judge gave no answer; ignored when ``verdict`` is given.
         warnings: raised before this step (re-asks, the judge's clean-ups of its values);
-            kept first on a SCORED or JUDGE_ERROR row. A CHECKED row has no judge, so none.
+            kept on a SCORED or JUDGE_ERROR row. A CHECKED row has no judge, so none.
+            Every row starts with its malformed thinking markers (SPEC §6), worked out here.
 
     Returns:
         ``SCORED`` with a verdict, ``JUDGE_ERROR`` with only an error, ``CHECKED`` with neither.
     """
+    marks = thinking_warnings(row, rubric.output_parsing)
+    warnings = (*marks, *warnings)
     if verdict is not None:
         applicable = applicable_requirements(rubric, verdict.intent_key, case.all)
         ids = [r.id for r in applicable]
@@ -81,7 +85,7 @@ def row_result(
             error=error,
             rules=rule_summary(row, rules, ids),
         )
-    return _checked(rubric, row, rules, ids)
+    return _checked(rubric, row, rules, ids).with_warnings(marks)
 
 
 def _checked(rubric: EvalRubric, row: DialogueRow, rules: RuleRun, ids: list[str]) -> RowResult:

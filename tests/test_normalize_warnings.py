@@ -253,3 +253,27 @@ def test_red_flag_upgrades_a_partial_red_line_of_its_type(mini_rubric: Any) -> N
     assert codes(result) == ["RED_FLAG_BACKFILLED"]
     assert "all or nothing" in (result.warnings[0].detail or "")
     assert result.final_score == 2
+
+
+def test_malformed_thinking_markers_are_row_warnings() -> None:
+    # SPEC §6: the text around a stray or unclosed marker is kept, and the row says so
+    from rubric_engine.agent_output import thinking_warnings
+    from rubric_engine.dialogue.model import DialogueRow
+    from rubric_engine.rubric.model import OutputParsing
+
+    row = DialogueRow.model_validate(
+        {
+            "rowId": "t",
+            "messages": [
+                {"role": "assistant", "content": "seen</think> too"},
+                {"role": "assistant", "content": "<think>ok</think>fine"},
+                {"role": "assistant", "content": "and <think>this"},
+            ],
+        }
+    )
+    found = thinking_warnings(row, OutputParsing.model_validate({"thinkingMarkers": True}))
+    assert [(w.code.value, (w.detail or "")[:6]) for w in found] == [
+        ("STRAY_THINKING_END", "turn 1"),
+        ("UNCLOSED_THINKING_START", "turn 3"),
+    ]
+    assert thinking_warnings(row, OutputParsing()) == ()

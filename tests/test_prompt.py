@@ -64,16 +64,22 @@ def test_thinking_stripped_and_cards_cut_out() -> None:
         "<think>secret plan</think>Answer.<questions>Q1\nQ2</questions>", parsing
     )
     assert parsed.text == "Answer." and parsed.cards == ("Q1\nQ2",)
+    # SPEC §6 (issue 14): an unclosed opening marker is kept (the user may have seen it)
     unclosed = parse_agent_output("Visible.<think>never closed", parsing)
-    assert unclosed.text == "Visible." and unclosed.thinking_sections == 1
+    assert unclosed.text == "Visible.<think>never closed" and unclosed.thinking_sections == 0
+    assert unclosed.unclosed_thinking_starts == 1
     off = parse_agent_output("<think>kept</think>", OutputParsing())
     assert off.text == "<think>kept</think>"
 
 
 def test_lone_closing_marker_hides_the_reasoning_before_it() -> None:
-    parsing = OutputParsing.model_validate({"thinkingMarkers": True})
+    # only when the pack says its agent template opens the section in the prompt (SPEC §6)
+    parsing = OutputParsing.model_validate({"thinkingMarkers": True, "thinkingOpensInPrompt": True})
     parsed = parse_agent_output("推理过程：用户可能……</think>您好，请问症状持续多久了？", parsing)
     assert parsed.text == "您好，请问症状持续多久了？" and parsed.thinking_sections == 1
+    default = OutputParsing.model_validate({"thinkingMarkers": True})
+    kept = parse_agent_output("推理过程：用户可能……</think>您好，请问症状持续多久了？", default)
+    assert kept.text.startswith("推理过程") and kept.stray_thinking_ends == 1
 
 
 def test_empty_replies_stay_visible_to_the_judge() -> None:

@@ -87,6 +87,10 @@ def load_fixture(name: str, case_file: Path) -> dict[str, Any]:
         data = json.loads(path.read_text(encoding="utf-8-sig"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise RowShapeError("traceFixture", f"fixture {path.name} is not JSON ({exc})") from exc
+    except RecursionError as exc:  # the JSON decoder recurses
+        raise RowShapeError(
+            "traceFixture", f"fixture {path.name} nests JSON too deeply to read; flatten it"
+        ) from exc
     if not isinstance(data, dict):
         raise RowShapeError("traceFixture", f"fixture {path.name} must be a JSON object")
     return data

@@ -28,23 +28,27 @@ RefArg = Annotated[
 
 @rubric_app.command("validate")
 def rubric_validate(files: Annotated[list[Path], typer.Argument(help="Pack files.")]) -> None:
-    """Validate rubric packs; every problem of a file is listed with its line and field."""
+    """Validate rubric packs; every problem and warning of a file is listed with its line and
+    field (warnings do not fail validation)."""
     from rubric_engine.errors import RubricError
-    from rubric_engine.rubric import load_rubric
+    from rubric_engine.rubric import load_rubric_checked
 
     failed = 0
     for path in files:
         try:
-            pack = load_rubric(path)
+            pack, warnings = load_rubric_checked(path)
         except RubricError as exc:
             failed += 1
             typer.echo(f"error: {exc}", err=True)
             continue
+        also = f", {len(warnings)} warning(s)" if warnings else ""
         typer.echo(
             f"ok: {path}: {pack.key} v{pack.version} ({pack.status}), "
             f"{len(pack.intents)} intents, {len(pack.requirements_by_id)} requirements, "
-            f"{len(pack.red_flags)} red-flag types, hash {pack.content_hash()}"
+            f"{len(pack.red_flags)} red-flag types, hash {pack.content_hash()}{also}"
         )
+        for warning in warnings:
+            typer.echo(f"  - {warning}")
     if failed:
         raise typer.Exit(ExitCode.BAD_INPUT)
 

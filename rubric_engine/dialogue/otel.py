@@ -25,6 +25,7 @@ import json
 from typing import Any
 
 from rubric_engine.dialogue.errors import RowShapeError
+from rubric_engine.dialogue.storable import MAX_ROW_DEPTH, storable_problem
 
 INPUT = "gen_ai.input.messages"
 OUTPUT = "gen_ai.output.messages"
@@ -43,11 +44,18 @@ def otel_attributes(obj: dict[str, Any]) -> dict[str, Any] | None:
 def _decoded(value: Any, field: str) -> Any:
     if isinstance(value, str):
         try:
-            return json.loads(value)
+            value = json.loads(value)
         except json.JSONDecodeError as exc:
             raise RowShapeError(
                 field, f"not JSON ({exc.msg}); expected a list of messages"
             ) from exc
+        except RecursionError as exc:  # the decoder recurses: ~1000 levels exhaust it
+            raise RowShapeError(
+                field, f"JSON nested far deeper than the {MAX_ROW_DEPTH} levels a row may have"
+            ) from exc
+        if (problem := storable_problem(value)) is not None:  # as for the row itself
+            path, message = problem
+            raise RowShapeError(f"{field} (JSON text){path and ' ' + path}", message)
     return value
 
 

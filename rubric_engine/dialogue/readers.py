@@ -4,8 +4,10 @@ Formats (``--input-format``, default ``auto``: by file suffix, then content):
 
 * ``jsonl`` — one JSON object per line, in any row shape of
   :mod:`rubric_engine.dialogue.shapes`.
-* ``json`` — a JSON array of such objects (tau-bench v1 trajectory arrays included), or a
-  tau2-bench results file ``{tasks, simulations}`` (see :mod:`rubric_engine.dialogue.tau`).
+* ``json`` — a JSON array of such objects (tau-bench v1 trajectory arrays included), a
+  tau2-bench results file ``{tasks, simulations}`` (see :mod:`rubric_engine.dialogue.tau`), or
+  an OpenTelemetry OTLP/JSON trace export ``{resourceSpans}`` (one row per LLM-call span, see
+  :mod:`rubric_engine.dialogue.otlp`; in ``jsonl``, one export per line).
 * ``yaml`` (``.yaml``/``.yml``) — seed-000 cases, one per document or a list per document.
 * ``csv`` — a header row and quoted (possibly multi-line) fields: ``rowId`` (optional), and
   either ``messages`` (a JSON array) or a ``user`` and an ``assistant`` column (aliases
@@ -39,8 +41,11 @@ from rubric_engine.cases.diagnosis import (
 )
 from rubric_engine.cases.seed000 import is_seed000
 from rubric_engine.cases.seed004 import is_seed004
+from rubric_engine.dialogue.csv_rows import csv_objects
 from rubric_engine.dialogue.model import DialogueRow
+from rubric_engine.dialogue.otlp import is_otlp_export, otlp_rows
 from rubric_engine.dialogue.shapes import ID_KEYS, RowShapeError, row_from_object
+from rubric_engine.dialogue.storable import MAX_ROW_DEPTH
 from rubric_engine.dialogue.tau import (
     is_taubench_trajectory,
     tau2_rows,
@@ -49,69 +54,30 @@ from rubric_engine.dialogue.tau import (
 )
 from rubric_engine.errors import DatasetError, Problem, format_loc
 from rubric_engine.rules.model import check_error_message, check_model, strip_tags
+from rubric_engine.safe_yaml import YamlLimitError, load_documents
 
 InputFormat = Literal["auto", "jsonl", "json", "csv", "yaml"]
 INPUT_FORMATS: tuple[str, ...] = ("auto", "jsonl", "json", "csv", "yaml")
 MAX_PROBLEMS = 50
-_CSV_USER = ("user", "query", "question", "input", "prompt")
-_CSV_ASSISTANT = ("assistant", "answer", "response", "output", "completion")
+#: largest YAML case file read whole (JSONL is streamed and has no such limit)
+MAX_YAML_BYTES = 100_000_000
 
 Parsed = tuple[str, DialogueRow | list[Problem]]
 _EXPECTED = {
     "jsonl": "one JSON object per line with `messages`",
-    "json": "an array of rows, or a tau2-bench file whose `simulations` list is not empty",
+    "json": "an array of rows, a tau2-bench file whose `simulations` list is not empty, or an "
+    "OTLP/JSON export with GenAI spans",
     "csv": "a header line and one row per dialogue",
     "yaml": "one case per document (or a list of cases) with the agent's run",
 }
 
 
-def _csv_object(record: dict[str, str]) -> dict[str, Any]:
-    short = [k for k, v in record.items() if k is not None and v is None]
-    if short:
-        raise RowShapeError(
-            "",
-            f"the row has fewer fields than the header (no value for {', '.join(short)}); "
-            "quote fields that contain commas or line breaks",
-        )
-    if None in record:
-        raise RowShapeError(
-            "", "the row has more fields than the header; quote fields that contain commas"
-        )
-    obj: dict[str, Any] = {k: v for k, v in record.items() if k is not None}
-    for key in ("expected", "trace"):  # JSON columns: rule checks and the run's trace
-        if isinstance(obj.get(key), str) and obj[key].strip():
-            try:
-                obj[key] = json.loads(obj[key])
-            except json.JSONDecodeError as exc:
-                raise RowShapeError(key, f"the {key} column is not JSON ({exc.msg})") from exc
-        elif obj.get(key) == "":
-            obj.pop(key)
-    if obj.get("messages"):
-        try:
-            obj["messages"] = json.loads(obj["messages"])
-        except json.JSONDecodeError as exc:
-            raise RowShapeError(
-                "messages", f"the messages column is not a JSON array ({exc.msg})"
-            ) from exc
-        return obj
-    user = next((c for c in _CSV_USER if obj.get(c)), None)
-    assistant = next((c for c in _CSV_ASSISTANT if obj.get(c)), None)
-    if assistant is None:
-        present = [c for c in _CSV_ASSISTANT if c in obj]
-        if present:
-            raise RowShapeError(
-                present[0], f"the `{present[0]}` column is empty on this row: nothing to judge"
-            )
-        raise RowShapeError(
-            "",
-            "a CSV row needs a `messages` column (JSON) or an `assistant` "
-            f"column (or one of {', '.join(_CSV_ASSISTANT)}) plus a `user` "
-            "column",
-        )
-    messages = [{"role": "user", "content": obj.pop(user)}] if user else []
-    messages.append({"role": "assistant", "content": obj.pop(assistant)})
-    obj["messages"] = messages
-    return obj
+def _too_deep() -> RowShapeError:
+    """Python's JSON decoder recurses: JSON nested about a thousand levels deep exhausts it."""
+    return RowShapeError(
+        "",
+        f"JSON nested far deeper than the {MAX_ROW_DEPTH} levels a row may have; flatten it",
+    )
 
 
 def _case_name(obj: Any) -> str:
@@ -201,20 +167,24 @@ class DialogueSource:
         if fmt == "jsonl":
             with self.path.open(encoding="utf-8-sig") as handle:
                 for n, line in enumerate(handle, start=1):
-                    if line.strip():
-                        try:
-                            yield f"{self.path}:{n}", json.loads(line), f"{stem}-{n}"
-                        except json.JSONDecodeError as exc:
-                            yield f"{self.path}:{n}", exc, f"{stem}-{n}"
-        elif fmt == "csv":
-            with self.path.open(encoding="utf-8-sig", newline="") as handle:
-                reader = csv.DictReader(handle)
-                for record in reader:
-                    where = f"{self.path}:{reader.line_num}"
+                    if not line.strip():
+                        continue
                     try:
-                        yield where, _csv_object(record), f"{stem}-{reader.line_num}"
-                    except RowShapeError as exc:
-                        yield where, exc, stem
+                        obj = json.loads(line)
+                    except json.JSONDecodeError as exc:
+                        yield f"{self.path}:{n}", exc, f"{stem}-{n}"
+                        continue
+                    except RecursionError:
+                        yield f"{self.path}:{n}", _too_deep(), f"{stem}-{n}"
+                        continue
+                    if is_otlp_export(obj):  # a Collector file exporter: one export per line
+                        for where, row, span_id in otlp_rows(obj):
+                            default = f"{stem}-{n}-{span_id or where}"
+                            yield f"{self.path}:{n} {where}".rstrip(), row, default
+                    else:
+                        yield f"{self.path}:{n}", obj, f"{stem}-{n}"
+        elif fmt == "csv":
+            yield from csv_objects(self.path, stem)
         elif fmt == "yaml":
             yield from self._yaml_objects(stem)
         else:
@@ -224,14 +194,14 @@ class DialogueSource:
         """Seed-000 cases in YAML: one per document, or a list per document."""
         text = self.path.read_text(encoding="utf-8-sig")
         try:
-            nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
-            docs = list(yaml.safe_load_all(text))
+            documents = load_documents(text, MAX_YAML_BYTES)
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f"{self.path}:{mark.line + 1}" if mark else str(self.path)
-            yield where, RowShapeError("", f"not valid YAML: {getattr(exc, 'problem', exc)}"), stem
+            what = "refused" if isinstance(exc, YamlLimitError) else "not valid YAML"
+            yield where, RowShapeError("", f"{what}: {getattr(exc, 'problem', exc)}"), stem
             return
-        for node, doc in zip(nodes, docs, strict=True):
+        for node, doc in documents:
             if isinstance(doc, list) and isinstance(node, yaml.SequenceNode):
                 for item_node, item in zip(node.value, doc, strict=True):
                     line = item_node.start_mark.line + 1
@@ -246,9 +216,15 @@ class DialogueSource:
         except json.JSONDecodeError as exc:
             yield f"{self.path}:{exc.lineno}", exc, stem
             return
+        except RecursionError:
+            yield str(self.path), _too_deep(), stem
+            return
         if isinstance(data, dict) and "simulations" in data:
             for where, obj, default_id in tau2_rows(data):
                 yield f"{self.path}: {where}", obj, default_id
+        elif is_otlp_export(data):
+            for where, obj, span_id in otlp_rows(data):
+                yield f"{self.path}: {where}".rstrip(": "), obj, f"{stem}-{span_id or where}"
         elif isinstance(data, list):
             domain = taubench_domain(stem)
             for i, obj in enumerate(data):
@@ -261,7 +237,9 @@ class DialogueSource:
                 RowShapeError(
                     "",
                     "a .json input must be an array of rows or a tau2-bench results file "
-                    "{tasks, simulations}; for one row per line use .jsonl",
+                    "{tasks, simulations}, or an OpenTelemetry OTLP/JSON trace export "
+                    "{resourceSpans: [{scopeSpans: [{spans}]}]}; for one row per line use "
+                    ".jsonl",
                 ),
                 stem,
             )

@@ -32,6 +32,7 @@ from rubric_engine.cases.seed004 import is_seed004, seed004_row
 from rubric_engine.dialogue.errors import RowShapeError
 from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.dialogue.otel import otel_attributes, otel_message, otel_row
+from rubric_engine.dialogue.storable import storable_problem
 from rubric_engine.rules.evidence import trace_problems
 
 __all__ = ["RowShapeError", "row_from_object"]
@@ -229,11 +230,18 @@ def row_from_object(obj: Any, default_id: str) -> DialogueRow:
         default_id: the rowId when the object has none (``<file stem>-<line>``).
 
     Raises:
-        RowShapeError: the object's shape is not a dialogue.
+        RowShapeError: the object's shape is not a dialogue, or it holds something the store
+            cannot keep (:func:`rubric_engine.dialogue.storable.storable_problem`: nesting
+            deeper than 100 levels, ``NaN``/``Infinity``, a lone surrogate).
         pydantic.ValidationError: a field has the wrong type or value.
     """
     if not isinstance(obj, dict):
         raise RowShapeError("", "each row must be a JSON object with `messages` or `conversations`")
+    # the store keeps the row as JSON: what it cannot keep is refused now, before the judge
+    # is paid, and before any adapter walks it (adapters add a few levels, far below the
+    # serializer's limit; the OTel adapter checks the JSON strings it decodes the same way)
+    if (problem := storable_problem(obj)) is not None:
+        raise RowShapeError(*problem)
     if is_seed000(obj):
         obj = seed000_row(obj)
     elif is_seed004(obj):

@@ -3,7 +3,11 @@
 * tau2 ``{tasks, simulations}``: one row per simulation, ``rowId = {domain}-{task_id}``
   (``-t{trial}`` when a task ran more than once). The assertions and actions a simulation was
   graded on (its own ``reward_info``) become case-level ``expectedBehavior`` and the
-  ``referenceOutput``; assistant texts wrapped as ``{"message": …}`` are unwrapped.
+  ``referenceOutput`` (an action the user must perform keeps ``requestor: user``); assistant
+  texts wrapped as ``{"message": …}`` are unwrapped. A simulation graded on nothing of its own
+  takes its task's criteria only when the file's task ids can be trusted (no other simulation
+  contradicts its entry); otherwise it gets none and ``metadata.criteriaMissing`` says why.
+  Tool calls the user makes (telecom: ``requestor: user``) stay on the user's turn.
 * tau-bench v1 ``[{task_id, trial, reward, info, traj}]``: ``rowId = {domain}-{task_id}-t{trial}``
   (the domain from the file name: ``airline``/``retail``, else ``tau``); the expected tool
   calls and outputs of ``info.task`` become the ``referenceOutput`` and two rule checks
@@ -44,17 +48,27 @@ def tau2_rows(data: dict[str, Any]) -> Iterator[tuple[str, Any, str]]:
     info = data.get("info") or {}
     domain = ((info.get("environment_info") or {}).get("domain_name")) or "tau2"
     tasks = {str(t.get("id")): t for t in data.get("tasks") or [] if isinstance(t, dict)}
-    sims = data.get("simulations") or []
+    sims = [s for s in data.get("simulations") or [] if isinstance(s, dict)]
     trials: dict[str, int] = {}
     for sim in sims:
         tid = str(sim.get("task_id"))
         trials[tid] = trials.get(tid, 0) + 1
+    misaligned = _task_ids_misaligned(sims, tasks)
     for i, sim in enumerate(sims):
         tid = str(sim.get("task_id"))
         row_id = f"{domain}-{tid}" + (f"-t{sim.get('trial', 0)}" if trials[tid] > 1 else "")
         task = tasks.get(tid, {})
         reward_info = sim.get("reward_info") or {}
         criteria, criteria_source = _tau2_criteria(task, reward_info)
+        flags: dict[str, Any] = {}
+        if criteria_source == "tasks" and misaligned:
+            # the file's task ids point at other tasks: the entry found is not this one's
+            criteria, criteria_source = _NO_CRITERIA, "none"
+            flags["criteriaMissing"] = (
+                "this simulation carries no graded criteria of its own, and the file's task "
+                f"ids do not match what the other simulations were graded on, so task {tid}'s "
+                "criteria may be another task's: none are used"
+            )
         messages = []
         for m in sim.get("messages") or []:
             if isinstance(m, dict) and m.get("role") == "assistant":
@@ -69,7 +83,9 @@ def tau2_rows(data: dict[str, Any]) -> Iterator[tuple[str, Any, str]]:
                 "referenceOutput": {
                     "expectedActions": criteria["actions"],
                     "communicateInfo": criteria["communicate_info"],
-                },
+                }
+                if criteria_source != "none"
+                else None,
                 "metadata": {
                     "source": "tau2-bench",
                     "domain": domain,
@@ -81,22 +97,52 @@ def tau2_rows(data: dict[str, Any]) -> Iterator[tuple[str, Any, str]]:
                     "criteriaSource": criteria_source,
                     "taskListDisagrees": criteria_source == "reward_info"
                     and criteria != _tau2_task_criteria(task),
+                    **flags,
                 },
             },
             row_id,
         )
 
 
+_NO_CRITERIA: dict[str, list[Any]] = {"nl_assertions": [], "actions": [], "communicate_info": []}
+
+
+def _action(raw: Any) -> dict[str, Any]:
+    """An expected action as shown to the judge: ``{name, arguments}``, plus ``requestor``
+    when someone other than the agent must perform it (tau2 telecom: the user toggles
+    airplane mode on their phone). tau2's default performer is the agent (``assistant``);
+    leaving it implicit keeps the rendering of agent-only tasks as it was."""
+    action = raw if isinstance(raw, dict) else {}
+    shown = {"name": action.get("name"), "arguments": action.get("arguments")}
+    requestor = action.get("requestor")
+    if requestor not in (None, "assistant"):
+        shown["requestor"] = requestor
+    return shown
+
+
 def _tau2_task_criteria(task: dict[str, Any]) -> dict[str, list[Any]]:
     criteria = task.get("evaluation_criteria") or {}
     return {
         "nl_assertions": list(criteria.get("nl_assertions") or []),
-        "actions": [
-            {"name": a.get("name"), "arguments": a.get("arguments")}
-            for a in criteria.get("actions") or []
-        ],
+        "actions": [_action(a) for a in criteria.get("actions") or []],
         "communicate_info": list(criteria.get("communicate_info") or []),
     }
+
+
+def _has_own_criteria(reward_info: dict[str, Any]) -> bool:
+    return any(reward_info.get(k) for k in ("nl_assertions", "action_checks", "communicate_checks"))
+
+
+def _task_ids_misaligned(sims: list[dict[str, Any]], tasks: dict[str, dict[str, Any]]) -> bool:
+    """Whether any simulation was graded on other criteria than its ``task_id``'s entry:
+    then a ``task_id`` is not a reliable way to find a simulation's task in this file."""
+    for sim in sims:
+        reward_info = sim.get("reward_info") or {}
+        if _has_own_criteria(reward_info):
+            task = tasks.get(str(sim.get("task_id")), {})
+            if _tau2_criteria(task, reward_info)[0] != _tau2_task_criteria(task):
+                return True
+    return False
 
 
 def _tau2_criteria(
@@ -108,9 +154,7 @@ def _tau2_criteria(
     airline dev simulations disagree with their ``tasks`` entry), while each simulation's own
     ``reward_info`` lists the assertions and actions it was graded on. Prefer those.
     """
-    if not any(
-        reward_info.get(k) for k in ("nl_assertions", "action_checks", "communicate_checks")
-    ):
+    if not _has_own_criteria(reward_info):
         return _tau2_task_criteria(task), "tasks"
     return {
         "nl_assertions": [
@@ -119,10 +163,7 @@ def _tau2_criteria(
             if isinstance(a, dict) and a.get("nl_assertion")
         ],
         "actions": [
-            {
-                "name": (c.get("action") or {}).get("name"),
-                "arguments": (c.get("action") or {}).get("arguments"),
-            }
+            _action(c.get("action"))
             for c in reward_info.get("action_checks") or []
             if isinstance(c, dict)
         ],

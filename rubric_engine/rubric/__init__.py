@@ -14,7 +14,9 @@ if TYPE_CHECKING:
     from rubric_engine.rubric.loader import (
         dump_json_schema,
         load_rubric,
+        load_rubric_checked,
         parse_rubric,
+        parse_rubric_checked,
         rubric_json_schema,
     )
     from rubric_engine.rubric.model import (
@@ -40,6 +42,8 @@ _WHERE = {
     "dump_json_schema": "loader",
     "load_rubric": "loader",
     "parse_rubric": "loader",
+    "load_rubric_checked": "loader",
+    "parse_rubric_checked": "loader",
     "rubric_json_schema": "loader",
 }
 
@@ -54,7 +58,9 @@ __all__ = [
     "content_hash",
     "dump_json_schema",
     "load_rubric",
+    "load_rubric_checked",
     "parse_rubric",
+    "parse_rubric_checked",
     "rubric_json_schema",
 ]
 

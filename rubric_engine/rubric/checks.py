@@ -8,12 +8,16 @@ Pure: no I/O.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
 from rubric_engine.rubric.model import BUILTIN_CATEGORIES
 
 FieldProblem = tuple[str, str]
+#: BCP 47-like: a 2–3 letter language, then subtags (script, region, variant): zh, en-US,
+#: zh-Hans-CN, yue, und (undetermined). Case is free, as in BCP 47.
+LANGUAGE_TAG = re.compile(r"^[A-Za-z]{2,3}(-[A-Za-z0-9]{1,8})*$")
 
 
 def _requirements(data: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -187,3 +191,89 @@ def _requirement_problems(
                 (f"{path}.violationScore", f"{cap} is outside scoreScale {low}..{high}")
             )
     return problems
+
+
+def rubric_warnings(data: Any) -> list[FieldProblem]:
+    """What a pack may mean but probably does not: reported, never refused.
+
+    Warnings do not stop a pack from loading (stored snapshots published before a warning
+    existed stay readable); ``rubric validate`` lists them with the errors.
+
+    * ``language`` is not a BCP 47-like code (``zh``, ``en-US``, ``zh-Hans``): the judge is
+      told the dialogue's language from it.
+    * a ``redFlags`` type that no critical requirement raises: the judge may report it, but
+      it can never be backfilled to a requirement, so every report of it is an orphan.
+    * a ``categories`` entry listed twice, or one that is built in already.
+    * a ``violationScore`` that can never lower a score: equal to the scale's top, or on a
+      requirement with ``observableInData: false`` (always NOT_APPLICABLE, never VIOLATED).
+
+    Args:
+        data: the raw mapping; a non-mapping yields no warnings (:func:`rubric_problems`
+            reports it).
+
+    Returns:
+        ``(field path, message)`` pairs in file order.
+    """
+    if not isinstance(data, dict):
+        return []
+    found: list[FieldProblem] = []
+    language = data.get("language")
+    if isinstance(language, str) and not LANGUAGE_TAG.match(language.strip()):
+        found.append(
+            (
+                "language",
+                f"{language!r} is not a language code; use a BCP 47 tag such as zh, en, "
+                "zh-Hans or en-US (the judge is told the dialogue's language from it)",
+            )
+        )
+    categories = data.get("categories")
+    if isinstance(categories, list):
+        seen: set[str] = set()
+        for i, category in enumerate(categories):
+            if not isinstance(category, str):
+                continue
+            if category in BUILTIN_CATEGORIES:
+                found.append(
+                    (f"categories[{i}]", f"{category!r} is built in already; remove it here")
+                )
+            elif category in seen:
+                found.append((f"categories[{i}]", f"{category!r} is listed twice"))
+            seen.add(category)
+    raised = {
+        req.get("redFlagType") for _, req in _requirements(data) if req.get("critical") is True
+    }
+    flags = data.get("redFlags")
+    if isinstance(flags, list):
+        for i, flag in enumerate(flags):
+            ftype = flag.get("type") if isinstance(flag, dict) else None
+            if isinstance(ftype, str) and ftype not in raised:
+                found.append(
+                    (
+                        f"redFlags[{i}].type",
+                        f"no critical requirement raises {ftype!r}: when the judge reports it "
+                        "no rule can be marked violated (an orphan red flag, no cap). Give a "
+                        "critical requirement `redFlagType: " + ftype + "`, or remove the type",
+                    )
+                )
+    scale = _scale(data)
+    for path, req in _requirements(data):
+        cap = req.get("violationScore")
+        if not isinstance(cap, int) or isinstance(cap, bool):
+            continue
+        if req.get("observableInData") is False:
+            found.append(
+                (
+                    f"{path}.violationScore",
+                    "never applies: the requirement is unobservable (always NOT_APPLICABLE, "
+                    "never VIOLATED); remove the cap or make it observable",
+                )
+            )
+        elif scale is not None and cap == scale[1]:
+            found.append(
+                (
+                    f"{path}.violationScore",
+                    f"{cap} is the top of scoreScale {scale[0]}..{scale[1]}: the cap can never "
+                    "lower a score; lower it or remove it",
+                )
+            )
+    return found

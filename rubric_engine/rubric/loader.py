@@ -15,12 +15,15 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from rubric_engine.errors import Problem, RubricError, format_loc
-from rubric_engine.rubric.checks import rubric_problems
+from rubric_engine.rubric.checks import rubric_problems, rubric_warnings
 from rubric_engine.rubric.model import EvalRubric
 from rubric_engine.rules.model import check_error_message, check_model, strip_tags
+from rubric_engine.safe_yaml import YamlLimitError, load_documents
 
 LineIndex = dict[tuple[str | int, ...], int]
 Found = tuple[int | None, str, str]  # line, field path, message
+#: largest pack file read; the shipped packs are under 30 kB
+MAX_PACK_BYTES = 2_000_000
 _TYPE_MESSAGES = {
     "tuple_type": "must be a list (YAML `- item` lines; `[]` for none)",
     "list_type": "must be a list (YAML `- item` lines; `[]` for none)",
@@ -167,11 +170,28 @@ def parse_rubric(
         found_before: problems found while reading the file (duplicate keys), reported too.
 
     Returns:
-        The validated, frozen :class:`EvalRubric`.
+        The validated, frozen :class:`EvalRubric` (its warnings: :func:`parse_rubric_checked`).
 
     Raises:
         RubricError: with *every* problem found, each naming line (when known), field path,
-            valid choices and fix.
+            valid choices and fix; the pack's warnings are listed after them.
+    """
+    return parse_rubric_checked(data, source, lines, found_before)[0]
+
+
+def parse_rubric_checked(
+    data: Any,
+    source: str = "<rubric>",
+    lines: LineIndex | None = None,
+    found_before: list[Found] | None = None,
+    warnings_before: list[Found] | None = None,
+) -> tuple[EvalRubric, list[Problem]]:
+    """:func:`parse_rubric`, also returning the pack's warnings
+    (:func:`~rubric_engine.rubric.checks.rubric_warnings`, then ``warnings_before``) as
+    :class:`Problem` s, in line order.
+
+    Raises:
+        RubricError: as :func:`parse_rubric`.
     """
     lines = lines or {}
     found: list[Found] = list(found_before or [])
@@ -188,21 +208,32 @@ def parse_rubric(
     except ValidationError as exc:
         found.extend(_validation_problems(exc, source, lines, data))
     for path, message in rubric_problems(data):
-        loc = tuple(int(p) if p.isdigit() else p for p in _split_path(path))
-        found.append((_line_for(loc, lines), path, message))
+        found.append((_line_for(_loc(path), lines), path, message))
+    warned: list[Found] = list(warnings_before or [])
+    warned += [(_line_for(_loc(path), lines), path, m) for path, m in rubric_warnings(data)]
+    warnings = _as_problems(warned, source, prefix="warning: ")
     if found:
-        found.sort(key=lambda item: (item[0] or 0, item[1]))
-        problems = [
-            Problem(f"{source}:{line}" if line else source, field, message)
-            for line, field, message in found
-        ]
+        problems = _as_problems(found, source)
+        also = f" and {len(warnings)} warning(s)" if warnings else ""
         raise RubricError(
-            f"{source}: {len(problems)} problem(s) in rubric pack; fix them and run "
+            f"{source}: {len(problems)} problem(s){also} in rubric pack; fix them and run "
             "`rubric-eval rubric validate` again",
-            problems,
+            problems + warnings,
         )
     assert rubric is not None
-    return rubric
+    return rubric, warnings
+
+
+def _loc(path: str) -> tuple[str | int, ...]:
+    return tuple(int(p) if p.isdigit() else p for p in _split_path(path))
+
+
+def _as_problems(found: list[Found], source: str, prefix: str = "") -> list[Problem]:
+    ordered = sorted(found, key=lambda item: (item[0] or 0, item[1]))
+    return [
+        Problem(f"{source}:{line}" if line else source, field, prefix + message)
+        for line, field, message in ordered
+    ]
 
 
 def _split_path(path: str) -> list[str]:
@@ -210,12 +241,73 @@ def _split_path(path: str) -> list[str]:
 
 
 def load_rubric(path: str | Path) -> EvalRubric:
-    """Load and validate one rubric pack file (YAML or JSON).
+    """Load and validate one rubric pack file (YAML or JSON); warnings are dropped (see
+    :func:`load_rubric_checked`).
 
     Raises:
-        RubricError: the file is missing, is not YAML, or fails validation (all problems).
+        RubricError: the file is missing, is not YAML, holds more than one document, exceeds
+            the limits of :mod:`rubric_engine.safe_yaml` (size, nesting, alias expansion), or
+            fails validation (all problems).
+    """
+    return load_rubric_checked(path)[0]
+
+
+def load_rubric_checked(path: str | Path) -> tuple[EvalRubric, list[Problem]]:
+    """Load and validate one pack file; return it with its warnings (``rubric validate``).
+
+    Beyond :func:`parse_rubric`'s rules, a *file* must hold at least one requirement (a pack
+    with none judges nothing: an error), and a ``status`` other than DRAFT in a file is a
+    warning: a file is a draft until ``rubric publish`` freezes it in the store (SPEC §3).
+
+    Raises:
+        RubricError: as :func:`load_rubric`.
     """
     path = Path(path)
+    node, data = _read_pack(path)
+    lines = _line_index(node) if node is not None else {}
+    errors = _duplicate_keys(node) if node is not None else []
+    warnings: list[Found] = []
+    if isinstance(data, dict):
+        errors += _file_problems(data, lines)
+        warnings += _file_warnings(data, lines)
+    return parse_rubric_checked(data, str(path), lines, errors, warnings)
+
+
+def _file_problems(data: dict[str, Any], lines: LineIndex) -> list[Found]:
+    raw = data.get("intents")
+    intents: list[Any] = raw if isinstance(raw, list) else []
+    counted = [data.get("commonRequirements")] + [
+        i.get("requirements") for i in intents if isinstance(i, dict)
+    ]
+    if any(isinstance(reqs, list) and reqs for reqs in counted) or not intents:
+        return []  # no intents at all is already a problem of its own
+    return [
+        (
+            lines.get(("commonRequirements",)) or lines.get(("intents",)),
+            "commonRequirements",
+            "the pack has no requirements (none common, none in any intent): the judge would "
+            "check nothing. Add commonRequirements or intents[].requirements",
+        )
+    ]
+
+
+def _file_warnings(data: dict[str, Any], lines: LineIndex) -> list[Found]:
+    status = data.get("status")
+    if isinstance(status, str) and status != "DRAFT":
+        return [
+            (
+                _line_for(("status",), lines),
+                "status",
+                f"a pack file says {status!r}, but a file is always a draft: only `rubric-eval "
+                "rubric publish` (or `rubric retire`) sets a version's status, in the store. "
+                "Write `status: DRAFT`",
+            )
+        ]
+    return []
+
+
+def _read_pack(path: Path) -> tuple[yaml.Node | None, Any]:
+    """The composed node and data of a pack file (its single YAML document)."""
     if path.is_dir():
         raise RubricError(f"{path}: is a folder; pass a pack file such as rubrics/health_cs.yaml")
     try:
@@ -227,17 +319,23 @@ def load_rubric(path: str | Path) -> EvalRubric:
     except (OSError, UnicodeDecodeError) as exc:
         raise RubricError(f"{path}: cannot read rubric file ({exc}); save it as UTF-8") from exc
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.load(text, Loader=yaml.SafeLoader)
+        documents = load_documents(text, MAX_PACK_BYTES)
+    except YamlLimitError as exc:
+        mark = exc.problem_mark
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise RubricError(f"{where}: rubric file refused: {exc.problem}") from exc
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)
         raise RubricError(
             f"{where}: not valid YAML: {getattr(exc, 'problem', exc)}; fix the syntax at that line"
         ) from exc
-    lines = _line_index(node) if node is not None else {}
-    duplicates = _duplicate_keys(node) if node is not None else []
-    return parse_rubric(data, source=str(path), lines=lines, found_before=duplicates)
+    if len(documents) > 1:
+        raise RubricError(
+            f"{path}:{documents[1][0].start_mark.line + 1}: a second YAML document (`---`); "
+            "a pack file holds one pack: put each version in its own file"
+        )
+    return documents[0] if documents else (None, None)
 
 
 def rubric_json_schema() -> dict[str, Any]:

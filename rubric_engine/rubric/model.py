@@ -150,10 +150,29 @@ class OutputParsing(CamelModel):
 
     ``thinkingMarkers: true`` is shorthand for ``[{start: "<think>", end: "</think>"}]``;
     ``questionsCard: true`` for ``{enabled: true, start: "<questions>", end: "</questions>"}``.
+
+    Attributes:
+        thinking_markers: reasoning sections to strip; only well-formed ones (opening and
+            closing marker) are removed, a stray or unclosed marker is a row warning.
+        thinking_opens_in_prompt: the agent's chat template writes the opening marker into
+            the prompt, so replies carry only the closing one: everything before a reply's
+            first closing marker is reasoning. Off by default; when off it is left out of the
+            snapshot and the content hash, so packs published before it existed keep theirs.
+        questions_card: where the suggested follow-up questions card is.
     """
 
     thinking_markers: tuple[MarkerPair, ...] = ()
+    thinking_opens_in_prompt: StrictBool = False
     questions_card: QuestionsCard = QuestionsCard(enabled=False)
+
+    @model_serializer(mode="wrap")
+    def _omit_default_opening(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # a pack without the setting dumps (and snapshots) exactly as before it existed
+        data: dict[str, Any] = handler(self)
+        if not self.thinking_opens_in_prompt:
+            data.pop("thinkingOpensInPrompt", None)
+            data.pop("thinking_opens_in_prompt", None)
+        return data
 
     @field_validator("thinking_markers", mode="before")
     @classmethod

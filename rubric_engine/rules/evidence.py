@@ -152,9 +152,11 @@ def _arguments(raw: Any) -> Any:
 
 
 def _message_calls(row: DialogueRow) -> tuple[ToolUse, ...]:
+    """The agent's tool calls; a user's own actions (tau2 ``requestor: user``) are not."""
     return tuple(
         ToolUse(call.name, _arguments(call.arguments))
         for message in row.messages
+        if message.role == "assistant"
         for call in message.tool_calls
     )
 

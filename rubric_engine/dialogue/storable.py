@@ -1,0 +1,84 @@
+"""Is a row's data storable? Checked at input validation, before any judge call (SPEC §8, §11).
+
+A row is stored as JSON (the task store keeps the dialogue beside its result) and shown in
+reports. Three kinds of value pass JSON decoding and pydantic but fail later, after the judge
+call was paid for (issue 14): nesting deeper than the serializer allows (pydantic stops at about
+255 levels; Python's JSON decoder raises RecursionError at about a thousand), numbers that are
+not JSON (``NaN``, ``Infinity``: Python's decoder accepts them, strict JSON readers and
+PostgreSQL's ``jsonb`` do not), and text that is not UTF-8 (a lone surrogate such as
+``"\\ud800"`` decodes but cannot be written to SQLite). :func:`storable_problem` finds the first
+of them with its field path, without recursion, so any depth is measured safely.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from rubric_engine.errors import format_loc
+
+#: deepest nesting of objects/lists accepted in one row (the shipped data needs fewer than 15)
+MAX_ROW_DEPTH = 100
+
+
+def storable_problem(value: Any) -> tuple[str, str] | None:
+    """The first value in ``value`` that cannot be stored as JSON, or ``None``.
+
+    Args:
+        value: decoded JSON or YAML (dicts, lists, tuples, strings, numbers, booleans,
+            ``None``, dates).
+
+    Returns:
+        ``(field path, message with the fix)`` for the first problem in depth-first order:
+        nesting deeper than :data:`MAX_ROW_DEPTH`, a non-finite number, a string (or key) that
+        is not valid Unicode text, binary data (YAML ``!!binary``) that is not UTF-8;
+        ``None`` when everything is storable. Dates, and keys that are numbers or dates (YAML),
+        pass: the store writes them as text.
+    """
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(value, ())]
+    while stack:
+        item, path = stack.pop()
+        if len(path) > MAX_ROW_DEPTH:
+            return (
+                format_loc(path[:3]) + f"… ({MAX_ROW_DEPTH} levels down)",
+                f"nested more than {MAX_ROW_DEPTH} levels deep; flatten it (store it as a "
+                "JSON string, or keep only the fields the evaluation needs)",
+            )
+        if isinstance(item, dict):
+            for key, child in reversed(item.items()):
+                # YAML keys may be numbers or dates: the store writes those as their text
+                if isinstance(key, str) and not _is_text(key):
+                    return format_loc(path), f"key {key!r} is not valid Unicode text"
+                stack.append((child, (*path, str(key))))
+        elif isinstance(item, list | tuple):
+            stack.extend((child, (*path, i)) for i, child in reversed(list(enumerate(item))))
+        elif isinstance(item, float) and not math.isfinite(item):
+            return (
+                format_loc(path),
+                f'{item} is not a JSON number; write null or a string such as "{item}"',
+            )
+        elif isinstance(item, bytes) and not _is_utf8(item):  # YAML !!binary
+            return format_loc(path), "binary data that is not UTF-8 text cannot be stored"
+        elif isinstance(item, str) and not _is_text(item):
+            return (
+                format_loc(path),
+                "holds a lone surrogate (such as \\ud800), which is not Unicode text; fix the "
+                "encoding of the source",
+            )
+    return None
+
+
+def _is_text(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
