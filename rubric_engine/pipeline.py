@@ -102,7 +102,7 @@ def row_result(rubric: EvalRubric, prepared: PreparedRow, outcome: JudgeOutcome)
         return checked_result(rubric, row, prepared.rules)
     reasked = tuple(
         ProtocolWarning(code=WarningCode.JUDGE_REASKED, detail=why[:500]) for why in outcome.reasks
-    )
+    ) + tuple(outcome.parse_warnings)
     if outcome.verdict is None:
         known = [r.id for r in rubric.common_requirements]
         known += [r.id for r in prepared.rules.case_requirements]
