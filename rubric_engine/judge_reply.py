@@ -149,9 +149,11 @@ def _top_level_objects(text: str, start: int, end: int) -> tuple[list[tuple[int,
 
 
 def _syntax(text: str, offset: int, exc: json.JSONDecodeError) -> ReplyProblem:
+    pos = offset + exc.pos
+    ends = " (the reply ends before its JSON is complete)" if pos >= len(text.rstrip()) else ""
     return ReplyProblem(
         ProblemKind.JSON_SYNTAX,
-        f"the reply's JSON is malformed: {exc.msg} at {_where(text, offset + exc.pos)}; "
+        f"the reply's JSON is malformed: {exc.msg} at {_where(text, pos)}{ends}; "
         "send it again as valid JSON (double-quoted keys and strings, no trailing commas, "
         f"every bracket closed); {ONE_OBJECT}",
     )
