@@ -8,7 +8,7 @@ The judge returns only what is informative (seed 003 §七)::
 :func:`verdict_model` builds one pydantic model per rubric. Its validators *clean* every
 intent key, requirement ID and red-flag type (trim, drop invisible characters, NFKC, match
 case-insensitively to the pack's spelling) and *reject* what is still unknown, with a message
-that lists the valid choices — instructor feeds that message back to the judge as a re-ask.
+that lists the valid choices — the judge is re-asked with that message.
 The JSON Schema sent to the judge carries the same enumerations.
 
 Row-specific facts arrive through pydantic's validation context, passed explicitly by the
