@@ -355,3 +355,30 @@ def test_renormalize_reads_a_stored_tool_call_verdict_as_the_judge_did(tmp_path:
         r["rowId"]: r for r in map(json.loads, again.files.rows.read_text("utf-8").splitlines())
     }
     assert rows[ROW]["judgeScore"] == 4 and rows[ROW]["status"] == "SCORED"
+
+
+def test_renormalize_keeps_the_reply_warnings_of_the_row(tmp_path: Path) -> None:
+    """renormalize re-reads the stored reply with parse_reply: the ambiguity and clean-up
+    warnings the row got when it was judged are on the renormalized row too."""
+    from rubric_engine.renormalize import renormalize
+    from tests.conftest import RUBRICS
+
+    cleaned = json.dumps(body(intentKey="health_consultation", score="4"), ensure_ascii=False)
+    row, _ = run_row(tmp_path, [StubReply(content=OWN_THEN_QUOTED), StubReply(content=cleaned)])
+    judged = [w["code"] for w in row["warnings"]]
+    assert judged[:4] == [
+        "JUDGE_REASKED",
+        "AMBIGUOUS_REPLY",
+        "JUDGE_VALUE_RECASED",
+        "SCORE_TEXT_CONVERTED",
+    ]
+    with TaskStore(tmp_path / "store.sqlite") as store:
+        (task,) = store.tasks()
+    again = renormalize(
+        tmp_path / "store.sqlite", task.id, str(RUBRICS / "health_cs.yaml"), True, tmp_path / "rn"
+    )
+    rows = {
+        r["rowId"]: r for r in map(json.loads, again.files.rows.read_text("utf-8").splitlines())
+    }
+    assert [w["code"] for w in rows[ROW]["warnings"]] == judged
+    assert rows[ROW]["judgeScore"] == 4

@@ -302,3 +302,29 @@ def test_cassette_key_of_a_request_is_stable(mini_rubric: Any) -> None:
     assert request_key(parts) == request_key(
         key_parts(copy.deepcopy(kwargs), req.rubric_hash, req.prompt_hash)
     )
+
+
+def test_instructor_is_confined_to_one_adapter_on_its_public_api() -> None:
+    """Only judge/instructor_adapter.py imports instructor, and only names instructor exports
+    (``instructor.__all__`` / ``instructor.v2.__all__``): no private internals, which used to
+    pin instructor below 1.18."""
+    import re
+    from pathlib import Path
+
+    import instructor
+    import instructor.v2
+
+    package = Path(__file__).resolve().parent.parent / "rubric_engine"
+    importers = sorted(
+        p.relative_to(package).as_posix()
+        for p in package.rglob("*.py")
+        if re.search(r"^\s*(import|from) instructor\b", p.read_text("utf-8"), re.MULTILINE)
+    )
+    assert importers == ["judge/instructor_adapter.py"]
+    source = (package / "judge" / "instructor_adapter.py").read_text("utf-8")
+    imports = re.findall(r"^\s*(?:import|from) (instructor[\w.]*)", source, re.MULTILINE)
+    assert set(imports) == {"instructor", "instructor.v2"}
+    used = set(re.findall(r"\binstructor\.(?!v2\.)(\w+)", source))
+    used_v2 = set(re.findall(r"\binstructor\.v2\.(\w+)", source))
+    assert used - {"v2"} <= set(instructor.__all__), used
+    assert used_v2 <= set(instructor.v2.__all__), used_v2
