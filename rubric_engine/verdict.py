@@ -22,8 +22,9 @@ warning (SPEC §4 "every clean-up is a counted warning"), one per kind of change
 
 - ``" REFUND "`` → ``REFUND``: ``JUDGE_VALUE_TRIMMED``
 - ``"refund"`` → ``REFUND``: ``JUDGE_VALUE_RECASED``
-- ``"REF\u00adUND"``, ``"\u200bREFUND"`` → ``REFUND``: ``INVISIBLE_CHARACTER_REMOVED`` (every
-  Unicode format character, category Cf, the soft hyphen included; control characters too)
+- ``REF`` + U+00AD + ``UND``, U+200B + ``REFUND`` → ``REFUND``:
+  ``INVISIBLE_CHARACTER_REMOVED`` (every Unicode format character, category Cf, the soft
+  hyphen included; control characters too)
 - ``"ＲＥＦＵＮＤ"`` (full-width) → ``REFUND``: ``JUDGE_VALUE_NFKC_NORMALIZED``
 - the same red-flag type twice → kept once: ``DUPLICATE_RED_FLAG_TYPE``
 - a score sent as text (``"4"``, ``"4.0"``, ``"４"``) → 4: ``SCORE_TEXT_CONVERTED``
