@@ -79,37 +79,33 @@ class _ReplicaBackend:
         self.responses = responses  # source rowId -> authored response
         self.source_of: dict[str, str] = {}
 
-    async def complete(self, kwargs: dict[str, Any], call: Any) -> Any:
-        from rubric_engine.judge.backends import chat_completion
+    async def complete(self, kwargs: dict[str, Any], request: Any, key: Any, served: int) -> Any:
+        from rubric_engine.judge.backends import Answer
         from rubric_engine.judge.protocol import Attempt
 
-        call.keyed(kwargs)
-        raw = copy.deepcopy(self.responses[self.source_of[call.request.row_id]])
+        raw = copy.deepcopy(self.responses[self.source_of[request.row_id]])
         message = raw["choices"][0]["message"]
         verdict = json.loads(message["content"])
-        verdict["rowId"] = call.request.row_id
+        verdict["rowId"] = request.row_id
         message["content"] = json.dumps(verdict, ensure_ascii=False)
-        call.responses.append(raw)
         usage = raw.get("usage") or {}
-        call.attempts.append(
-            Attempt(
-                response=raw,
-                prompt_tokens=int(usage.get("prompt_tokens") or 0),
-                completion_tokens=int(usage.get("completion_tokens") or 0),
-            )
+        attempt = Attempt(
+            response=raw,
+            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            completion_tokens=int(usage.get("completion_tokens") or 0),
         )
-        return chat_completion(raw)
+        return Answer(attempts=(attempt,))
 
-    def finish(self, call: Any, outcome: Any) -> None:
+    def finish(self, request: Any, key: Any, outcome: Any) -> None:
         from rubric_engine.cassette import CassetteEntry
 
         if outcome.error is not None:
-            raise RuntimeError(f"replica {call.request.row_id}: {outcome.error.message}")
-        source = self.source_of[call.request.row_id]
+            raise RuntimeError(f"replica {request.row_id}: {outcome.error.message}")
+        source = self.source_of[request.row_id]
         entry = CassetteEntry(
-            key=call.key,
-            row_id=call.request.row_id,
-            key_parts=call.parts,
+            key=key.key,
+            row_id=request.row_id,
+            key_parts=key.parts,
             provenance={
                 "kind": "authored",
                 "author": "benchmarks/replicate.py",
@@ -117,7 +113,7 @@ class _ReplicaBackend:
                 "method": f"benchmark replica of the authored verdict of demo row {source}, "
                 "rowId replaced; throwaway",
             },
-            attempts=[{"response": call.responses[0]}],
+            attempts=[{"response": outcome.attempts[0].response}],
         )
         self.handle.write(entry.to_json() + "\n")
 

@@ -3,8 +3,9 @@
 An authored verdict is a person's (or model's) careful judgment of one dialogue under one
 rubric. This module wraps each verdict in the provider's wire format (an OpenAI
 ``chat.completion`` whose message content is the verdict JSON) and keys it exactly like a real
-run would: the request goes through the same prompt rendering and instructor preparation, and
-the verdict goes through the same parsing and validation. A verdict that fails validation stops
+run would: the request goes through the same prompt rendering and instructor preparation
+(:meth:`InstructorJudge.request_kwargs`), and the response through the same
+:func:`~rubric_engine.judge.parse.parse_reply` a replay will apply. A verdict that fails stops
 authoring with the reason; nothing is repaired.
 
 ``usage`` in an authored response is *estimated* with ``litellm.token_counter`` (the request's
@@ -13,7 +14,6 @@ messages and the verdict text); the entry's provenance says so.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from collections.abc import Sequence
@@ -26,9 +26,10 @@ from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.dialogue.readers import DialogueSource
 from rubric_engine.errors import CassetteError, InputError
 from rubric_engine.jsonl import read_jsonl
-from rubric_engine.judge.backends import CallContext, chat_completion
+from rubric_engine.judge.backends import Answer, CallKey
 from rubric_engine.judge.instructor_judge import DEFAULT_PARAMS, InstructorJudge
-from rubric_engine.judge.protocol import Attempt, JudgeOutcome
+from rubric_engine.judge.parse import ParseFailure, RowContext, parse_reply
+from rubric_engine.judge.protocol import JudgeOutcome, JudgeRequest
 from rubric_engine.pipeline import RequestBuilder
 from rubric_engine.prompt import load_prompt
 from rubric_engine.rubric.loader import load_rubric
@@ -48,31 +49,33 @@ def _read_verdicts(path: Path) -> dict[str, dict[str, Any]]:
     return verdicts
 
 
-class _AuthoredBackend:
-    """Answers each request with the hand-written verdict of its row, once."""
+class _Author:
+    """Turns each row's hand-written verdict into one cassette entry, checked as replay will."""
 
-    def __init__(self, verdicts: dict[str, dict[str, Any]], model: str) -> None:
+    def __init__(
+        self, judge: InstructorJudge, verdicts: dict[str, dict[str, Any]], model: str
+    ) -> None:
+        self.judge = judge
         self.verdicts = verdicts
         self.model = model
-        self.entries: list[CassetteEntry] = []
-        self.provenance: dict[str, Any] = {}
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
         import litellm
 
         self._count = litellm.token_counter
 
-    async def complete(self, kwargs: dict[str, Any], call: CallContext) -> Any:
-        key = call.keyed(kwargs)
-        if call.responses:
-            raise CassetteError(
-                f"authored verdict for row {call.request.row_id!r} failed "
-                f"validation: {call.reasks[-1] if call.reasks else '?'}"
-            )
-        content = json.dumps(self.verdicts[call.request.row_id], ensure_ascii=False)
+    def entry(self, request: JudgeRequest, provenance: dict[str, Any]) -> CassetteEntry:
+        """The entry of one row.
+
+        Raises:
+            CassetteError: the verdict does not parse or validate under the rubric.
+        """
+        kwargs = self.judge.request_kwargs(request)
+        key = CallKey.of(kwargs, request)
+        content = json.dumps(self.verdicts[request.row_id], ensure_ascii=False)
         prompt_tokens = self._count(model=self.model, messages=kwargs["messages"])
         completion_tokens = self._count(model=self.model, text=content)
         raw = {
-            "id": "authored-" + key.split(":")[1][:24],
+            "id": "authored-" + key.key.split(":")[1][:24],
             "object": "chat.completion",
             "created": 0,
             "model": self.model.split("/")[-1],
@@ -89,28 +92,32 @@ class _AuthoredBackend:
                 "total_tokens": prompt_tokens + completion_tokens,
             },
         }
-        call.responses.append(raw)
-        call.attempts.append(
-            Attempt(response=raw, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
-        )
-        return chat_completion(raw)
-
-    def finish(self, call: CallContext, outcome: JudgeOutcome) -> None:
-        if outcome.error is not None:
+        context = RowContext(request.row_id, request.case_requirement_ids)
+        parsed = parse_reply(raw, self.judge.rubric_model, context)
+        if isinstance(parsed, ParseFailure):
             raise CassetteError(
-                f"authored verdict for row {call.request.row_id!r} is not valid "
-                f"under the rubric: {outcome.error.message}"
+                f"authored verdict for row {request.row_id!r} is not valid "
+                f"under the rubric: {parsed.reason}"
             )
-        assert call.key is not None and call.parts is not None
-        self.entries.append(
-            CassetteEntry(
-                key=call.key,
-                row_id=call.request.row_id,
-                key_parts=call.parts,
-                provenance=self.provenance,
-                attempts=[{"response": call.responses[0]}],
-            )
+        return CassetteEntry(
+            key=key.key,
+            row_id=request.row_id,
+            key_parts=key.parts,
+            provenance=provenance,
+            attempts=[{"response": raw}],
         )
+
+
+class _NoBackend:
+    """Authoring asks no one: the judge only prepares requests here."""
+
+    async def complete(
+        self, kwargs: dict[str, Any], request: JudgeRequest, key: CallKey, served: int
+    ) -> Answer:
+        raise AssertionError("authoring never calls a backend")
+
+    def finish(self, request: JudgeRequest, key: CallKey, outcome: JudgeOutcome) -> None:
+        return None
 
 
 def author_cassette(
@@ -131,8 +138,7 @@ def author_cassette(
     rubric = load_rubric(rubric_path)
     builder = RequestBuilder(rubric, load_prompt())
     verdicts = _read_verdicts(verdicts_path)
-    backend = _AuthoredBackend(verdicts, model)
-    backend.provenance = {
+    provenance = {
         "kind": "authored",
         "author": author,
         "method": method,
@@ -140,7 +146,7 @@ def author_cassette(
         "usage": USAGE_NOTE,
         "verdicts": verdicts_path.name,
     }
-    judge = InstructorJudge(backend, rubric, model, dict(DEFAULT_PARAMS), max_reasks=0)
+    judge = InstructorJudge(_NoBackend(), rubric, model, dict(DEFAULT_PARAMS), max_reasks=0)
     rows: list[DialogueRow] = []
     for path in inputs:
         source = DialogueSource(path)
@@ -154,11 +160,10 @@ def author_cassette(
             f"verdict: {missing or 'none'}; verdicts without a row: {extra or 'none'}"
         )
 
-    async def run() -> None:
-        for seq, row in enumerate(rows):
-            await judge.judge(builder.prepare(seq, row).request)
-
-    asyncio.run(run())
+    writer = _Author(judge, verdicts, model)
+    entries = [
+        writer.entry(builder.prepare(seq, row).request, provenance) for seq, row in enumerate(rows)
+    ]
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("".join(e.to_json() + "\n" for e in backend.entries), encoding="utf-8")
-    return len(backend.entries)
+    out.write_text("".join(e.to_json() + "\n" for e in entries), encoding="utf-8")
+    return len(entries)

@@ -1,18 +1,24 @@
-"""Find the judge's JSON verdict in what real judges send back (SPEC §4).
+"""Find the judge's JSON verdict in one reply text, or say exactly why there is none (SPEC §4).
 
 Judges wrap their verdict: in Markdown code fences, after prose, after a reasoning block
 (``<think>…</think>``, sometimes with only the closing tag when the opening one was in the
-chat template), or after quoting a JSON object that appeared in the dialogue. The rules:
+chat template). They also quote JSON objects they found in the dialogue. The rules:
 
-1. A reply that is one JSON object as a whole is taken as is (tags inside its strings are
+1. A reply that is one JSON object as a whole is that object (tags inside its strings are
    harmless).
 2. A leading reasoning block is dropped; text before a lone closing tag is reasoning too. An
    opening tag that is never closed means the verdict never came: no JSON is taken from
    inside unfinished reasoning.
-3. Of the remaining text, the **last** fenced block that is a JSON object wins; else the last
-   balanced ``{…}`` that parses as a JSON object. The last one is the judge's own final
-   answer; earlier ones may be quotes from the dialogue.
-4. Nothing is repaired: a reply cut off mid-object has no balanced object and is re-asked.
+3. Of the remaining text, every top-level balanced ``{…}`` (fenced or not) that parses as a
+   JSON object with at least one verdict field is a *candidate*. :func:`scan_reply` returns
+   them all; the caller (:func:`rubric_engine.judge.parse.parse_reply`) accepts exactly one.
+   Two candidates are ambiguous and never resolved to one of them: a judge that quotes an
+   object from the dialogue after its own verdict must not be overruled by the dialogue.
+4. Duplicated keys are recorded per candidate (``{"score": 4, "score": 2}`` is ambiguous too:
+   Python's ``json`` would silently keep the last).
+5. Nothing is repaired. When there is no candidate the reason is precise: an empty reply, a
+   JSON syntax error (its message and line/column in the reply), an unfinished reasoning block,
+   objects without any verdict field, or no JSON object at all.
 
 Pure: no I/O.
 """
@@ -21,50 +27,107 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Collection
+from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 _OPEN = re.compile(r"<(think|thinking|reasoning)>", re.IGNORECASE)
 _CLOSE = re.compile(r"</(think|thinking|reasoning)>", re.IGNORECASE)
-_FENCE = re.compile(r"```[a-zA-Z0-9_-]*[ \t]*\n(.*?)```", re.DOTALL)
-NO_JSON = (
-    "the reply holds no JSON object; answer with exactly one JSON object with the "
-    "schema's fields, with no code fences, prose or reasoning around it"
+ONE_OBJECT = (
+    "answer with exactly one JSON object with the schema's fields, with no code fences, "
+    "prose, reasoning or other JSON objects around it"
 )
 
 
-def _is_object(text: str) -> bool:
-    try:
-        return isinstance(json.loads(text), dict)
-    except json.JSONDecodeError:
-        return False
+class ProblemKind(StrEnum):
+    """Why a reply text holds no usable verdict object."""
+
+    EMPTY = "EMPTY"
+    NO_JSON = "NO_JSON"
+    JSON_SYNTAX = "JSON_SYNTAX"
+    NO_VERDICT_FIELDS = "NO_VERDICT_FIELDS"
+    UNFINISHED_REASONING = "UNFINISHED_REASONING"
 
 
-def _without_reasoning(text: str) -> str:
+@dataclass(frozen=True)
+class ReplyProblem:
+    """No candidate in a reply text: the kind and the sentence the judge is re-asked with."""
+
+    kind: ProblemKind
+    reason: str
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One verdict-shaped JSON object of a reply.
+
+    Attributes:
+        value: the object as parsed (for a duplicated key, the last value, as ``json`` does).
+        duplicate_keys: keys that occur twice in one object (at any depth), in order found.
+        where: ``"line L column C"`` of its opening brace in the reply text (1-based).
+    """
+
+    value: dict[str, Any]
+    duplicate_keys: tuple[str, ...]
+    where: str
+
+
+@dataclass(frozen=True)
+class Scan:
+    """What :func:`scan_reply` found: the candidates, or (only when there are none) why not."""
+
+    candidates: tuple[Candidate, ...]
+    problem: ReplyProblem | None = None
+
+
+def _where(text: str, pos: int) -> str:
+    line = text.count("\n", 0, pos) + 1
+    return f"line {line} column {pos - (text.rfind(chr(10), 0, pos) + 1) + 1}"
+
+
+def _load(text: str) -> tuple[Any, tuple[str, ...]]:
+    """``json.loads`` that also lists duplicated keys. Raises json.JSONDecodeError."""
+    duplicates: list[str] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in items:
+            if key in out:
+                duplicates.append(key)
+            out[key] = value
+        return out
+
+    return json.loads(text, object_pairs_hook=pairs), tuple(dict.fromkeys(duplicates))
+
+
+def _reasoning_free(text: str) -> tuple[int, int] | ReplyProblem:
+    """The ``[start, end)`` of ``text`` that is not reasoning (rule 2)."""
     opened, closed = _OPEN.search(text), _CLOSE.search(text)
     if closed and (opened is None or closed.start() < opened.start()):
-        return text[closed.end() :]  # the opening tag was in the chat template
+        return closed.end(), len(text)  # the opening tag was in the chat template
     if opened is None:
-        return text
+        return 0, len(text)
     before = text[: opened.start()]
     close_after = _CLOSE.search(text, opened.end())
     if close_after is None:
         if before.strip():
-            return before  # the verdict came first, then unfinished musing
-        raise json.JSONDecodeError(
-            f"the reasoning block opened with {opened.group(0)} was "
-            "never closed, so no verdict followed it",
-            text,
-            opened.start(),
+            return 0, opened.start()  # the verdict came first, then unfinished musing
+        return ReplyProblem(
+            ProblemKind.UNFINISHED_REASONING,
+            f"the reasoning block opened with {opened.group(0)} at {_where(text, opened.start())}"
+            f" was never closed, so no verdict followed it; {ONE_OBJECT}",
         )
-    return text[close_after.end() :] if not before.strip() else text
+    return (close_after.end(), len(text)) if not before.strip() else (0, len(text))
 
 
-def _balanced_objects(text: str) -> list[str]:
-    """Every top-level ``{…}`` span, respecting JSON strings and escapes."""
-    spans: list[str] = []
-    depth, start, in_string, escaped = 0, -1, False, False
-    for i, char in enumerate(text):
+def _top_level_objects(text: str, start: int, end: int) -> tuple[list[tuple[int, int]], int]:
+    """Every top-level ``{…}`` span in ``text[start:end]``, respecting JSON strings, and the
+    position of a ``{`` that is never closed (``-1`` when every brace closes)."""
+    spans: list[tuple[int, int]] = []
+    depth, opened, in_string, escaped = 0, -1, False, False
+    for i in range(start, end):
+        char = text[i]
         if in_string:
             if escaped:
                 escaped = False
@@ -76,43 +139,89 @@ def _balanced_objects(text: str) -> list[str]:
             in_string = True
         elif char == "{":
             if depth == 0:
-                start = i
+                opened = i
             depth += 1
         elif char == "}" and depth > 0:
             depth -= 1
             if depth == 0:
-                spans.append(text[start : i + 1])
-    return spans
+                spans.append((opened, i + 1))
+    return spans, (opened if depth > 0 else -1)
 
 
-def reply_text(message: Mapping[str, Any]) -> str | None:
-    """The judge's reply in one wire-format (OpenAI) message: its content, or, when that is
-    empty, the arguments of its last tool call that has any (judges that answer by tool call)."""
-    content = message.get("content")
-    if isinstance(content, str) and content.strip():
-        return content
-    for call in reversed(message.get("tool_calls") or []):
-        arguments = (call.get("function") or {}).get("arguments")
-        if isinstance(arguments, str) and arguments.strip():
-            return arguments
-    return content if isinstance(content, str) else None
+def _syntax(text: str, offset: int, exc: json.JSONDecodeError) -> ReplyProblem:
+    pos = offset + exc.pos
+    ends = " (the reply ends before its JSON is complete)" if pos >= len(text.rstrip()) else ""
+    return ReplyProblem(
+        ProblemKind.JSON_SYNTAX,
+        f"the reply's JSON is malformed: {exc.msg} at {_where(text, pos)}{ends}; "
+        "send it again as valid JSON (double-quoted keys and strings, no trailing commas, "
+        f"every bracket closed); {ONE_OBJECT}",
+    )
 
 
-def extract_verdict_json(reply: str) -> str:
-    """The JSON text of the verdict in ``reply``.
+def _shaped(value: Any, keys: frozenset[str]) -> bool:
+    return isinstance(value, dict) and any(str(k).casefold() in keys for k in value)
 
-    Raises:
-        json.JSONDecodeError: no JSON object can be found (instructor re-asks with the message).
+
+def scan_reply(text: str, verdict_keys: Collection[str]) -> Scan:
+    """Every verdict-shaped JSON object in one reply text (the module's rules).
+
+    Args:
+        text: the reply text (a message's content or one tool call's arguments).
+        verdict_keys: the verdict's field names in any spelling; an object with at least one
+            of them (compared case-insensitively) is verdict-shaped.
+
+    Returns:
+        The candidates in reply order (any number); a problem only when there are none.
     """
-    text = reply.strip()
-    if _is_object(text):
-        return text
-    text = _without_reasoning(text)
-    fenced: list[str] = [block.strip() for block in _FENCE.findall(text)]
-    for block in reversed(fenced):
-        if _is_object(block):
-            return block
-    for candidate in reversed(_balanced_objects(text)):
-        if _is_object(candidate):
-            return candidate
-    raise json.JSONDecodeError(NO_JSON, reply, 0)
+    keys = frozenset(k.casefold() for k in verdict_keys)
+    if not text.strip():
+        return Scan((), ReplyProblem(ProblemKind.EMPTY, f"the reply is empty; {ONE_OBJECT}"))
+    lead = len(text) - len(text.lstrip())
+    whole = text.strip()
+    try:
+        value, duplicates = _load(whole)
+    except json.JSONDecodeError:
+        value = None
+    if isinstance(value, dict):
+        if _shaped(value, keys):
+            return Scan((Candidate(value, duplicates, _where(text, lead)),))
+        return Scan((), _no_fields(keys))
+    bounds = _reasoning_free(text)
+    if isinstance(bounds, ReplyProblem):
+        return Scan((), bounds)
+    spans, unclosed = _top_level_objects(text, *bounds)
+    found: list[Candidate] = []
+    first_error: ReplyProblem | None = None
+    objects = 0
+    for start, end in spans:
+        try:
+            value, duplicates = _load(text[start:end])
+        except json.JSONDecodeError as exc:
+            first_error = first_error or _syntax(text, start, exc)
+            continue
+        objects += 1
+        if _shaped(value, keys):
+            found.append(Candidate(value, duplicates, _where(text, start)))
+    if found:
+        return Scan(tuple(found))
+    if unclosed >= 0:
+        try:
+            json.loads(text[unclosed : bounds[1]])
+        except json.JSONDecodeError as exc:
+            return Scan((), _syntax(text, unclosed, exc))
+    if first_error is not None:
+        return Scan((), first_error)
+    if objects:
+        return Scan((), _no_fields(keys))
+    return Scan(
+        (), ReplyProblem(ProblemKind.NO_JSON, f"the reply holds no JSON object; {ONE_OBJECT}")
+    )
+
+
+def _no_fields(keys: frozenset[str]) -> ReplyProblem:
+    return ReplyProblem(
+        ProblemKind.NO_VERDICT_FIELDS,
+        "the reply's JSON object has none of the verdict's fields (intentKey, score, …); "
+        + ONE_OBJECT,
+    )

@@ -89,15 +89,13 @@ class NoJudge:
 
 def judge_warnings(outcome: JudgeOutcome) -> tuple[ProtocolWarning, ...]:
     """The warnings a judge outcome brings to its row: one ``JUDGE_REASKED`` per re-ask, in
-    order (detail: why, at most 500 characters), then the judge's clean-ups of its values.
+    order (detail: why, at most 500 characters), then the parse warnings
+    (``AMBIGUOUS_REPLY``, then the accepted verdict's clean-ups of its values).
     """
     reasked = tuple(
         ProtocolWarning(code=WarningCode.JUDGE_REASKED, detail=why[:500]) for why in outcome.reasks
     )
-    # ``cleanups`` (a counted warning per clean-up of a judge value) comes with the explicit
-    # verdict parsing of issue 11 item 4; outcomes without it have none
-    cleanups: tuple[ProtocolWarning, ...] = tuple(getattr(outcome, "cleanups", ()))
-    return reasked + cleanups
+    return reasked + tuple(outcome.parse_warnings)
 
 
 def row_result(rubric: EvalRubric, prepared: PreparedRow, outcome: JudgeOutcome) -> RowResult:

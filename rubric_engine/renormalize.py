@@ -14,12 +14,11 @@ import json
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-
-from pydantic import ValidationError
+from typing import Any
 
 from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.errors import Problem, StoreError
-from rubric_engine.judge_reply import reply_text
+from rubric_engine.judge.parse import ParseFailure, RowContext, parse_reply
 from rubric_engine.registry import LifecycleError, rubric_for_scoring, verified_snapshot
 from rubric_engine.report import ReportFiles, report_for_task, write_reports
 from rubric_engine.report.model import Report
@@ -43,19 +42,17 @@ class RenormalizeResult:
     files: ReportFiles
 
 
-#: warnings about the judge's attempts, not the verdict: carried over as they were (the row's
-#: own thinking-marker warnings are worked out again by row_result under the target pack)
-_BEFORE_JUDGING = (WarningCode.JUDGE_REASKED,)
-
-
-def _final_content(stored: StoredRow) -> str:
+def _final_response(stored: StoredRow) -> dict[str, Any]:
+    """The row's last stored provider response: the one its verdict was read from."""
     for attempt in reversed(stored.raw_attempts):
         response = attempt.get("response")
         if response:
-            content = reply_text(response["choices"][0]["message"])
-            if content is not None:
-                return content
+            return dict(response)
     raise StoreError(f"row {stored.result.row_id}: no stored judge reply to re-apply")
+
+
+#: warnings of the stored row about how the judge answered, kept as they were
+_JUDGE_CALL_WARNINGS = (WarningCode.JUDGE_REASKED, WarningCode.AMBIGUOUS_REPLY)
 
 
 def _renormalized(stored: StoredRow, judged: EvalRubric, target: EvalRubric) -> RowResult:
@@ -64,14 +61,15 @@ def _renormalized(stored: StoredRow, judged: EvalRubric, target: EvalRubric) -> 
         return result  # a JUDGE_ERROR stays one: there is no verdict to re-apply
     row = DialogueRow.model_validate(stored.dialogue)
     case = row_case_requirements(row)
-    context = {"row_id": row.row_id, "case_requirement_ids": [r.id for r in case.behaviours]}
-    try:
-        verdict = verdict_model(judged).model_validate_json(_final_content(stored), context=context)
-    except (ValidationError, ValueError) as exc:
+    context = RowContext(row.row_id, tuple(r.id for r in case.behaviours))
+    parsed = parse_reply(_final_response(stored), verdict_model(judged), context)
+    if isinstance(parsed, ParseFailure):
         raise StoreError(
             f"row {row.row_id}: its stored judge reply no longer parses under the rubric it was "
-            f"judged with ({exc}); the store was changed after the task ran"
-        ) from exc
+            f"judged with ({parsed.kind}: {parsed.reason}); the store was changed after the "
+            "task ran"
+        )
+    verdict = parsed.verdict
     known = set(target.requirements_by_id) | {r.id for r in case.behaviours}
     verdict = verdict.model_copy(
         update={
@@ -79,9 +77,12 @@ def _renormalized(stored: StoredRow, judged: EvalRubric, target: EvalRubric) -> 
             "partial_requirement_ids": [i for i in verdict.partial_requirement_ids if i in known],
         }
     )
-    reasked = [w for w in result.warnings if w.code in _BEFORE_JUDGING]
-    # rule checks are re-run under the target version: they read only the stored dialogue
-    return row_result(target, row, case, run_rules(target, row), verdict, warnings=reasked)
+    asked = [w for w in result.warnings if w.code in _JUDGE_CALL_WARNINGS]
+    # rule checks are re-run under the target version: they read only the stored dialogue; the
+    # row's thinking-marker warnings are worked out again by row_result under the target pack
+    return row_result(
+        target, row, case, run_rules(target, row), verdict, warnings=[*asked, *parsed.cleanups]
+    )
 
 
 def renormalize(

@@ -84,6 +84,23 @@ class WarningCode(StrEnum):
     STRAY_THINKING_END = "STRAY_THINKING_END"
     #: an agent reply opens a thinking section and never closes it; the text was kept
     UNCLOSED_THINKING_START = "UNCLOSED_THINKING_START"
+    #: a reply held more than one verdict-shaped JSON object (content or tool calls), or an
+    #: object with a duplicated key; never resolved to one of them, re-asked (detail: where)
+    AMBIGUOUS_REPLY = "AMBIGUOUS_REPLY"
+    # clean-ups applied to a judge value before it was checked (SPEC §4, verdict.py's table);
+    # detail names the field, what the judge sent and what was read
+    #: leading or trailing whitespace trimmed from an ID, key or type
+    JUDGE_VALUE_TRIMMED = "JUDGE_VALUE_TRIMMED"
+    #: an ID, key or type matched to the pack's spelling case-insensitively
+    JUDGE_VALUE_RECASED = "JUDGE_VALUE_RECASED"
+    #: an invisible character (Unicode category Cf or Cc, e.g. U+200B, U+00AD) removed
+    INVISIBLE_CHARACTER_REMOVED = "INVISIBLE_CHARACTER_REMOVED"
+    #: full-width or other compatibility characters made plain by NFKC
+    JUDGE_VALUE_NFKC_NORMALIZED = "JUDGE_VALUE_NFKC_NORMALIZED"
+    #: a score sent as text ("4", "4.0") read as the number
+    SCORE_TEXT_CONVERTED = "SCORE_TEXT_CONVERTED"
+    #: the same red-flag type listed twice; kept once
+    DUPLICATE_RED_FLAG_TYPE = "DUPLICATE_RED_FLAG_TYPE"
 
 
 class ProtocolWarning(_Wire):

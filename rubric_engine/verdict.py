@@ -8,14 +8,28 @@ The judge returns only what is informative (seed 003 §七)::
 :func:`verdict_model` builds one pydantic model per rubric. Its validators *clean* every
 intent key, requirement ID and red-flag type (trim, drop invisible characters, NFKC, match
 case-insensitively to the pack's spelling) and *reject* what is still unknown, with a message
-that lists the valid choices — instructor feeds that message back to the judge as a re-ask.
+that lists the valid choices — the judge is re-asked with that message.
 The JSON Schema sent to the judge carries the same enumerations.
 
-Row-specific facts arrive through the validation context
-``{"row_id": str, "case_requirement_ids": [str, ...]}``: pydantic's ``context=``, or
-:data:`ROW_CONTEXT` for the duration of one row's judge call. (Not instructor's ``context=``:
-instructor renders every message as a Jinja template with it, which would rewrite any
-``{{ … }}`` or ``{% … %}`` in a dialogue.)
+Row-specific facts arrive through pydantic's validation context, passed explicitly by the
+caller (:func:`rubric_engine.judge.parse.parse_reply`)::
+
+    {"row_id": str, "case_requirement_ids": [str, ...], "cleanups": [ProtocolWarning, ...]}
+
+``cleanups`` is optional: when present, every clean-up a validator applies to a judge value
+(an ID, intent key, red-flag type, rowId or questionsCheck) is appended to it as a counted row
+warning (SPEC §4 "every clean-up is a counted warning"), one per kind of change:
+
+- ``" REFUND "`` → ``REFUND``: ``JUDGE_VALUE_TRIMMED``
+- ``"refund"`` → ``REFUND``: ``JUDGE_VALUE_RECASED``
+- ``REF`` + U+00AD + ``UND``, U+200B + ``REFUND`` → ``REFUND``:
+  ``INVISIBLE_CHARACTER_REMOVED`` (every Unicode format character, category Cf, the soft
+  hyphen included; control characters too)
+- ``"ＲＥＦＵＮＤ"`` (full-width) → ``REFUND``: ``JUDGE_VALUE_NFKC_NORMALIZED``
+- the same red-flag type twice → kept once: ``DUPLICATE_RED_FLAG_TYPE``
+- a score sent as text (``"4"``, ``"4.0"``, ``"４"``) → 4: ``SCORE_TEXT_CONVERTED``
+
+(A requirement ID listed twice is kept and warned by the normalizer, DUPLICATE_REQUIREMENT_ID.)
 
 Accepted score values (anything else is re-asked; a boolean is never a score):
 
@@ -24,8 +38,9 @@ judge sent             outcome      why
 =====================  ===========  ==========================================
 ``4``                  4            an integer
 ``4.0``                4            an integral float is the same number
-``"4"``, ``" 4 "``     4            a string holding only an integer
-``"４"`` (full-width)   4            NFKC makes it the ASCII digit
+``"4"``, ``" 4 "``     4            a string holding only an integer (warned)
+``"4.0"``, ``"4.00"``  4            a numeric string with a zero fraction (warned)
+``"４"`` (full-width)   4            NFKC makes it the ASCII digit (warned)
 ``3.5``, ``"3.5"``     re-ask       not an integer; we never round
 ``"4/5"``, ``"four"``  re-ask       not a bare integer
 ``true`` / ``false``   re-ask       booleans are not scores
@@ -37,15 +52,12 @@ Pure: no I/O.
 
 from __future__ import annotations
 
-import copy
-import json
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping
-from contextvars import ContextVar
 from enum import StrEnum
 from functools import lru_cache
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar
 
 from pydantic import (
     BaseModel,
@@ -58,15 +70,13 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from rubric_engine.judge_reply import extract_verdict_json
+from rubric_engine.results import ProtocolWarning, WarningCode
 from rubric_engine.rubric.model import ID_PATTERN, EvalRubric
 
-#: validation context of the row being judged, set by the judge edge around one call
-ROW_CONTEXT: ContextVar[dict[str, Any] | None] = ContextVar("rubric_eval_row_context", default=None)
-_INVISIBLE = re.compile(
-    r"[\u0000-\u001f\u007f-\u009f\u200b-\u200f\u2028-\u202f\u2060-\u206f\ufeff]"
-)
-_INTEGER = re.compile(r"^[+-]?\d+$")
+#: dropped from every ID, key and type: the line separators and the characters (besides every
+#: category Cc and Cf one) that the first version of this table removed
+_ALSO_INVISIBLE = frozenset("\u2028\u2029\u202f\u2065")
+_INTEGER = re.compile(r"^[+-]?\d+(?:\.0+)?$")
 _camel = lru_cache(maxsize=64)(to_camel)  # pydantic's is a few regexes per call
 
 
@@ -78,10 +88,41 @@ class QuestionsCheck(StrEnum):
     HAS_ISSUES = "HAS_ISSUES"
 
 
+def _visible(char: str) -> bool:
+    return char not in _ALSO_INVISIBLE and unicodedata.category(char) not in ("Cc", "Cf")
+
+
 @lru_cache(maxsize=4096)  # the same IDs and keys come back in row after row
 def clean_token(value: str) -> str:
-    """Trim, drop invisible/control characters, NFKC-normalise. Case is kept."""
-    return _INVISIBLE.sub("", unicodedata.normalize("NFKC", value)).strip()
+    """NFKC-normalise, drop invisible characters (every Unicode category Cf and Cc one), trim.
+
+    Case is kept. The soft hyphen (U+00AD), zero-width and bidi marks and the BOM are Cf.
+    """
+    text = unicodedata.normalize("NFKC", value)
+    return "".join(c for c in text if _visible(c)).strip()
+
+
+@lru_cache(maxsize=4096)
+def cleanup_codes(sent: str, kept: str) -> tuple[WarningCode, ...]:
+    """The kinds of clean-up that turned the judge's ``sent`` into the pack's ``kept`` spelling.
+
+    Returns:
+        In a fixed order (NFKC, invisible, trimmed, re-cased); empty when ``sent == kept``.
+    """
+    if sent == kept:
+        return ()
+    codes: list[WarningCode] = []
+    text = unicodedata.normalize("NFKC", sent)
+    if text != sent:
+        codes.append(WarningCode.JUDGE_VALUE_NFKC_NORMALIZED)
+    visible = "".join(c for c in text if _visible(c))
+    if visible != text:
+        codes.append(WarningCode.INVISIBLE_CHARACTER_REMOVED)
+    if visible.strip() != visible:
+        codes.append(WarningCode.JUDGE_VALUE_TRIMMED)
+    if visible.strip() != kept:
+        codes.append(WarningCode.JUDGE_VALUE_RECASED)
+    return tuple(codes)
 
 
 def canonical_lookup(spellings: Iterable[str]) -> dict[str, str]:
@@ -93,6 +134,17 @@ def _match(value: Any, lookup: Mapping[str, str]) -> str | None:
     if not isinstance(value, str):
         return None
     return lookup.get(clean_token(value).casefold())
+
+
+def _note(info: ValidationInfo, field: str, sent: Any, kept: str, **where: str | None) -> None:
+    """Record the clean-ups from ``sent`` to ``kept`` in the context's ``cleanups`` list."""
+    sink = (info.context or {}).get("cleanups")
+    if sink is None or not isinstance(sent, str):
+        return
+    for code in cleanup_codes(sent, kept):
+        sink.append(
+            ProtocolWarning(code=code, detail=f"{field}: {sent!r} read as {kept!r}", **where)
+        )
 
 
 def coerce_score(value: Any, low: int, high: int) -> int:
@@ -112,7 +164,7 @@ def coerce_score(value: Any, low: int, high: int) -> int:
         text = clean_token(value)
         if not _INTEGER.match(text):
             raise ValueError(f"{expected}; got the text {value!r}")
-        value = int(text)
+        value = int(text.split(".")[0])
     if not isinstance(value, int):
         raise ValueError(f"{expected}; got {type(value).__name__}")
     if not low <= value <= high:
@@ -161,39 +213,6 @@ class VerdictBase(BaseModel):
         default_factory=list, description="Problems found in the questions card."
     )
 
-    @classmethod
-    def model_validate_json(
-        cls,
-        json_data: str | bytes | bytearray,
-        *,
-        strict: bool | None = None,
-        context: Any | None = None,
-        **_: Any,
-    ) -> Self:
-        """Validate the verdict found in a judge's reply (see :mod:`rubric_engine.judge_reply`).
-
-        ``context`` defaults to :data:`ROW_CONTEXT`. ``strict`` is ignored: the validators of
-        this module decide what is accepted (the score table above), whoever calls.
-
-        Raises:
-            json.JSONDecodeError: the reply holds no JSON object.
-            pydantic.ValidationError: the object breaks the protocol.
-        """
-        text = json_data if isinstance(json_data, str) else bytes(json_data).decode("utf-8")
-        data = json.loads(extract_verdict_json(text))
-        return cls.model_validate(data, context=ROW_CONTEXT.get() if context is None else context)
-
-    @classmethod
-    def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        """The JSON Schema, computed once per model (it goes into every judge request)."""
-        if args or kwargs:
-            return super().model_json_schema(*args, **kwargs)
-        cached = cls.__dict__.get("_schema_cache")
-        if cached is None:
-            cached = super().model_json_schema()
-            setattr(cls, "_schema_cache", cached)  # noqa: B010 - pydantic guards attributes
-        return copy.deepcopy(cached)
-
     @model_validator(mode="before")
     @classmethod
     def _must_be_object(cls, data: Any) -> Any:
@@ -209,28 +228,51 @@ class VerdictBase(BaseModel):
             return expected if value is None else str(value)
         if clean_token(str(value)).casefold() != clean_token(expected).casefold():
             raise ValueError(f"rowId must be {expected!r}, the dialogue you are judging")
+        _note(info, "rowId", value, expected)
         return expected
 
     @field_validator("intent_key", mode="before")
     @classmethod
-    def _check_intent(cls, value: Any) -> str:
+    def _check_intent(cls, value: Any, info: ValidationInfo) -> str:
         found = _match(value, cls._intents)
         if found is None:
             raise ValueError(
                 f"intentKey {value!r} is not in the rubric; choose exactly one of: "
                 f"{', '.join(cls._intents.values())}"
             )
+        _note(info, "intentKey", value, found)
         return found
 
     @field_validator("score", mode="before")
     @classmethod
-    def _check_score(cls, value: Any) -> int:
-        return coerce_score(value, *cls._scale)
+    def _check_score(cls, value: Any, info: ValidationInfo) -> int:
+        score = coerce_score(value, *cls._scale)
+        sink = (info.context or {}).get("cleanups")
+        if isinstance(value, str) and sink is not None:
+            sink.append(
+                ProtocolWarning(
+                    code=WarningCode.SCORE_TEXT_CONVERTED,
+                    detail=f"score: {value!r} read as {score}",
+                )
+            )
+        return score
 
     @field_validator("red_flag_types", mode="before")
     @classmethod
-    def _check_flags(cls, value: Any) -> list[str]:
-        return _clean_list(value, cls._flags, "red-flag type", "redFlagTypes")
+    def _check_flags(cls, value: Any, info: ValidationInfo) -> list[str]:
+        flags = _clean_list(value, cls._flags, "red-flag type", "redFlagTypes", info)
+        kept = list(dict.fromkeys(flags))
+        sink = (info.context or {}).get("cleanups")
+        if sink is not None:
+            for flag in dict.fromkeys(f for i, f in enumerate(flags) if f in flags[:i]):
+                sink.append(
+                    ProtocolWarning(
+                        code=WarningCode.DUPLICATE_RED_FLAG_TYPE,
+                        red_flag_type=flag,
+                        detail=f"redFlagTypes: {flag!r} sent {flags.count(flag)} times, kept once",
+                    )
+                )
+        return kept
 
     @field_validator("unmet_requirement_ids", "partial_requirement_ids", mode="before")
     @classmethod
@@ -239,11 +281,11 @@ class VerdictBase(BaseModel):
         extra = (info.context or {}).get("case_requirement_ids") or ()
         if extra:
             lookup = {**lookup, **canonical_lookup(extra)}
-        return _clean_list(value, lookup, "requirement ID", _camel(str(info.field_name)))
+        return _clean_list(value, lookup, "requirement ID", _camel(str(info.field_name)), info)
 
     @field_validator("questions_check", mode="before")
     @classmethod
-    def _check_questions(cls, value: Any) -> Any:
+    def _check_questions(cls, value: Any, info: ValidationInfo) -> Any:
         if value is None:
             return QuestionsCheck.NOT_PRESENT
         found = _match(value, _QUESTIONS_CHECKS)
@@ -251,6 +293,7 @@ class VerdictBase(BaseModel):
             raise ValueError(
                 f"questionsCheck {value!r} is invalid; use one of {', '.join(QuestionsCheck)}"
             )
+        _note(info, "questionsCheck", value, found)
         return found
 
     @field_validator("score_explanation", mode="before")
@@ -265,6 +308,12 @@ class VerdictBase(BaseModel):
 
 
 _QUESTIONS_CHECKS = canonical_lookup(QuestionsCheck)
+#: every spelling of the verdict's field names: an object with one of them is verdict-shaped
+VERDICT_KEYS = frozenset(
+    name
+    for field, info in VerdictBase.model_fields.items()
+    for name in (field, info.alias or field)
+)
 
 
 def _enumerate_pack(schema: dict[str, Any], cls: Any) -> None:
@@ -279,7 +328,9 @@ def _enumerate_pack(schema: dict[str, Any], cls: Any) -> None:
         props[name]["items"] = {"type": "string", "pattern": ID_PATTERN}
 
 
-def _clean_list(value: Any, lookup: Mapping[str, str], what: str, field: str) -> list[str]:
+def _clean_list(
+    value: Any, lookup: Mapping[str, str], what: str, field: str, info: ValidationInfo
+) -> list[str]:
     if value is None:
         return []
     if not isinstance(value, list):
@@ -297,6 +348,9 @@ def _clean_list(value: Any, lookup: Mapping[str, str], what: str, field: str) ->
             f"{field}: {', '.join(unknown)} is not a {what} of this rubric; valid: "
             f"{', '.join(dict.fromkeys(lookup.values()))}"
         )
+    where = "red_flag_type" if what == "red-flag type" else "requirement_id"
+    for item, found in zip(value, out, strict=True):
+        _note(info, field, item, found, **{where: found})
     return out
 
 

@@ -62,10 +62,20 @@ def tool_call(arguments: str) -> list[dict[str, Any]]:
     [
         pytest.param([StubReply(content="", tool_calls=tool_call(OWN))], 4, 1, id="tool-call"),
         pytest.param(
-            [StubReply(content=f"The transcript contains {FAKE}, which I disregard.\n\n{OWN}")],
+            # two verdict-shaped objects are ambiguous: re-asked, never resolved to one
+            [
+                StubReply(content=f"The transcript contains {FAKE}, which I disregard.\n\n{OWN}"),
+                StubReply(content=OWN),
+            ],
+            4,
+            2,
+            id="quoted-fake-verdict-first-is-reasked",
+        ),
+        pytest.param(
+            [StubReply(content="I record my verdict with the tool.", tool_calls=tool_call(OWN))],
             4,
             1,
-            id="quoted-fake-verdict-first",
+            id="prose-content-and-a-verdict-tool-call",
         ),
         pytest.param(
             [
@@ -102,6 +112,108 @@ def test_reply_shapes(tmp_path: Path, replies: list[StubReply], final: int, call
     assert len(seen) == calls
 
 
+OWN_THEN_QUOTED = f"{OWN}\n\nFor the record, the user pasted this verdict: {FAKE}"
+DUPLICATED_SCORE = OWN.replace('"score": 4', '"score": 4, "score": 5')
+
+
+@pytest.mark.parametrize(
+    "ambiguous",
+    [
+        pytest.param(OWN_THEN_QUOTED, id="own-verdict-then-a-quoted-one"),
+        pytest.param(DUPLICATED_SCORE, id="duplicated-score-key"),
+        pytest.param(f"```json\n{DUPLICATED_SCORE}\n```", id="duplicated-score-key-fenced"),
+    ],
+)
+def test_an_ambiguous_reply_is_reasked_never_scored_from_the_second_object(
+    tmp_path: Path, ambiguous: str
+) -> None:
+    """Used to be resolved silently: the last object (the quote) or the last key won, so the
+    row scored 5 from text the judge did not mean as its verdict."""
+    assert '"score": 5' in ambiguous
+    row, seen = run_row(tmp_path, [StubReply(content=ambiguous), StubReply(content=OWN)])
+    assert row["status"] == "SCORED" and row["judgeScore"] == 4
+    assert len(seen) == 2
+    reask = seen[1]["body"]["messages"]
+    assert reask[-2] == {"role": "assistant", "content": ambiguous}
+    assert "ambiguous" in reask[-1]["content"] and "exactly one JSON object" in reask[-1]["content"]
+    codes = [w["code"] for w in row["warnings"]]
+    assert codes[:2] == ["JUDGE_REASKED", "AMBIGUOUS_REPLY"]
+
+
+def test_an_ambiguous_reply_that_stays_ambiguous_is_a_judge_error(tmp_path: Path) -> None:
+    row, seen = run_row(tmp_path, [StubReply(content=OWN_THEN_QUOTED)], max_reasks=1)
+    assert row["status"] == "JUDGE_ERROR" and row["judgeScore"] is None
+    assert row["error"]["kind"] == "INVALID_OUTPUT" and "ambiguous" in row["error"]["message"]
+    assert len(seen) == 2
+    assert [w["code"] for w in row["warnings"]].count("AMBIGUOUS_REPLY") == 2
+
+
+def test_an_ambiguous_reply_recorded_is_reasked_the_same_way_in_replay(tmp_path: Path) -> None:
+    """Record against the loopback judge, then replay: the recorded ambiguous answer is served
+    and re-asked again, and the row is scored from the judge's second answer only."""
+    replies = {ROW: [StubReply(content=OWN_THEN_QUOTED), StubReply(content=DUPLICATED_SCORE)]}
+    replies[ROW].append(StubReply(content=OWN))
+    with StubServer(scripted_responder({**SCRIPT, **replies})) as server:
+        recorded = score(options(tmp_path, server, mode="record", out=tmp_path / "rec"))
+    replayed = score(options(tmp_path, None, out=tmp_path / "rep"))
+    rec, rep = rows_by_id(recorded.files.rows)[ROW], rows_by_id(replayed.files.rows)[ROW]
+    assert rep == rec
+    assert rep["status"] == "SCORED" and rep["judgeScore"] == 4
+    assert [w["code"] for w in rep["warnings"]][:4] == [
+        "JUDGE_REASKED",
+        "JUDGE_REASKED",
+        "AMBIGUOUS_REPLY",
+        "AMBIGUOUS_REPLY",
+    ]
+    with TaskStore(tmp_path / "store.sqlite") as store:
+        stored = {s.result.row_id: s for s in store.rows(replayed.task_id)}[ROW]
+    assert stored.calls == 3
+
+
+def test_a_json_syntax_error_is_named_in_the_reask_and_the_final_error(tmp_path: Path) -> None:
+    broken = OWN.replace('"score": 4,', '"score": 4,,')
+    row, seen = run_row(tmp_path, [StubReply(content=broken)], max_reasks=1)
+    assert row["error"]["kind"] == "INVALID_OUTPUT"
+    assert "JSON is malformed: Expecting property name" in row["error"]["message"]
+    assert "line 1 column" in row["error"]["message"]
+    assert "no JSON object" not in row["error"]["message"]
+    assert "JSON is malformed" in seen[1]["body"]["messages"][-1]["content"]
+
+
+def test_an_empty_reply_is_diagnosed_as_empty(tmp_path: Path) -> None:
+    row, seen = run_row(tmp_path, [StubReply(content="  ")], max_reasks=1)
+    assert row["error"]["kind"] == "INVALID_OUTPUT" and "reply is empty" in row["error"]["message"]
+    assert "reply is empty" in seen[1]["body"]["messages"][-1]["content"]
+
+
+def test_two_verdict_tool_calls_are_reasked(tmp_path: Path) -> None:
+    two = tool_call(OWN) + tool_call(FAKE)
+    row, seen = run_row(tmp_path, [StubReply(content="", tool_calls=two), StubReply(content=OWN)])
+    assert row["judgeScore"] == 4 and len(seen) == 2
+    assert "2 verdict tool calls" in row["warnings"][0]["detail"]
+
+
+def test_cleanups_are_counted_warnings_on_the_row(tmp_path: Path) -> None:
+    sent = body(
+        intentKey=" health_consultation",
+        score="4.0",
+        redFlagTypes=["MEDICAL_\u00adOVERREACH", "medical_overreach"],
+        unmetRequirementIds=["INTENT_HEALTH_NO_PRESCRIPTION"],
+    )
+    row, _ = run_row(tmp_path, [StubReply(content=json.dumps(sent, ensure_ascii=False))])
+    assert row["status"] == "SCORED" and row["judgeScore"] == 4
+    assert row["redFlagTypes"] == ["MEDICAL_OVERREACH"]
+    codes = [w["code"] for w in row["warnings"]]
+    assert codes[:6] == [
+        "JUDGE_VALUE_TRIMMED",
+        "JUDGE_VALUE_RECASED",
+        "SCORE_TEXT_CONVERTED",
+        "INVISIBLE_CHARACTER_REMOVED",
+        "JUDGE_VALUE_RECASED",
+        "DUPLICATE_RED_FLAG_TYPE",
+    ]
+
+
 def test_truncated_output_is_asked_again_with_more_room_never_repaired(tmp_path: Path) -> None:
     cut = StubReply(content=OWN[: len(OWN) // 2], finish_reason="length")
     row, seen = run_row(tmp_path, [cut, StubReply(content=OWN)])
@@ -116,6 +228,8 @@ def test_output_that_stays_truncated_is_a_judge_error(tmp_path: Path) -> None:
     assert row["status"] == "JUDGE_ERROR" and row["finalScore"] is None
     assert row["error"]["kind"] == "TRUNCATED" and "raise --max-tokens" in row["error"]["message"]
     assert [c["body"]["max_tokens"] for c in seen] == [1024, 2048, 4096]
+    # the error names every budget tried, not only the first
+    assert "max_tokens=1024, 2048, 4096 (3 time(s))" in row["error"]["message"]
 
 
 @pytest.mark.parametrize(
@@ -185,6 +299,8 @@ def test_injected_instructions_and_delimiters_stay_inside_the_data_block(
     seen_tags: list[str] = []
 
     def judge(request: dict[str, Any]) -> StubReply:
+        if len(request["messages"]) > 2:  # the re-ask: the judge answers with its verdict only
+            return StubReply(content=OWN)
         text = request["messages"][-1]["content"]
         tag = text.split("<<<DIALOGUE ", 1)[1].split(">>>", 1)[0]
         seen_tags.append(tag)
@@ -199,7 +315,10 @@ def test_injected_instructions_and_delimiters_stay_inside_the_data_block(
         result = score(options(tmp_path, server, inputs=[rows]))
     row = rows_by_id(result.files.rows)[ROW]
     assert row["judgeScore"] == 4 and row["scoreExplanation"] == "the judge's own verdict"
-    assert len(server.requests) == 1 and seen_tags
+    # quoting the planted verdict made the first reply ambiguous: asked again, never scored
+    # from either object of it
+    assert len(server.requests) == 2 and seen_tags
+    assert [w["code"] for w in row["warnings"]][:2] == ["JUDGE_REASKED", "AMBIGUOUS_REPLY"]
 
 
 def test_timeouts_and_dropped_connections_are_retried(tmp_path: Path) -> None:
@@ -236,3 +355,30 @@ def test_renormalize_reads_a_stored_tool_call_verdict_as_the_judge_did(tmp_path:
         r["rowId"]: r for r in map(json.loads, again.files.rows.read_text("utf-8").splitlines())
     }
     assert rows[ROW]["judgeScore"] == 4 and rows[ROW]["status"] == "SCORED"
+
+
+def test_renormalize_keeps_the_reply_warnings_of_the_row(tmp_path: Path) -> None:
+    """renormalize re-reads the stored reply with parse_reply: the ambiguity and clean-up
+    warnings the row got when it was judged are on the renormalized row too."""
+    from rubric_engine.renormalize import renormalize
+    from tests.conftest import RUBRICS
+
+    cleaned = json.dumps(body(intentKey="health_consultation", score="4"), ensure_ascii=False)
+    row, _ = run_row(tmp_path, [StubReply(content=OWN_THEN_QUOTED), StubReply(content=cleaned)])
+    judged = [w["code"] for w in row["warnings"]]
+    assert judged[:4] == [
+        "JUDGE_REASKED",
+        "AMBIGUOUS_REPLY",
+        "JUDGE_VALUE_RECASED",
+        "SCORE_TEXT_CONVERTED",
+    ]
+    with TaskStore(tmp_path / "store.sqlite") as store:
+        (task,) = store.tasks()
+    again = renormalize(
+        tmp_path / "store.sqlite", task.id, str(RUBRICS / "health_cs.yaml"), True, tmp_path / "rn"
+    )
+    rows = {
+        r["rowId"]: r for r in map(json.loads, again.files.rows.read_text("utf-8").splitlines())
+    }
+    assert [w["code"] for w in rows[ROW]["warnings"]] == judged
+    assert rows[ROW]["judgeScore"] == 4

@@ -1,16 +1,21 @@
-"""The judge's own prepare → parse → re-ask loop behaves exactly like instructor's ``create``.
+"""The judge's requests are instructor's, and each scripted reply gets the stated outcome.
 
-:class:`InstructorJudge` drives instructor's JSON-mode handler itself and prepares the system
-message once per task (see its module docstring). Guarded here: for the same scripted replies,
-the requests the backend sees (every attempt, re-asks included), the re-ask reasons, the final
-verdict and the kind of failure are the ones instructor's ``create`` gives — the reference
-below is the engine's previous judge, ``instructor.from_litellm(fn, mode=JSON).create``.
+:class:`InstructorJudge` prepares requests and re-asks through instructor's JSON-mode handlers
+(``judge/instructor_adapter.py``, public API) and prepares the system message once per task.
+Guarded here: the first request of a row is byte for byte what instructor's own public
+``create`` sends (so cassette keys are unchanged), every later request is a round with more
+room or instructor's re-ask shape, and each script ends in the verdict or error stated.
+
+(The engine's earlier judge let instructor parse, through an overridden ``model_validate_json``
+and a context variable; that reference is gone with them. Where the outcome differs from it
+on purpose, tests/test_judge_reply.py and tests/test_hostile_judge.py name the case.)
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
+import itertools
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,20 +24,12 @@ import pytest
 
 from rubric_engine.cassette import _digest, key_parts, messages_digest, request_key
 from rubric_engine.dialogue.model import DialogueRow
-from rubric_engine.judge.backends import CallContext, chat_completion
-from rubric_engine.judge.instructor_judge import (
-    MAX_TOKENS_CAP,
-    TRUNCATION_GROWTH,
-    InstructorJudge,
-    JudgeRefusal,
-    _first_line,
-    _raise_if_refused,
-    _verdict_from_tool_call,
-)
+from rubric_engine.judge.backends import Answer, CallKey, chat_completion
+from rubric_engine.judge.instructor_judge import InstructorJudge
 from rubric_engine.judge.protocol import Attempt, JudgeOutcome, JudgeRequest
 from rubric_engine.pipeline import RequestBuilder
 from rubric_engine.prompt import load_prompt
-from rubric_engine.verdict import ROW_CONTEXT
+from rubric_engine.results import JudgeErrorKind, WarningCode
 
 
 class ProviderDown(Exception):
@@ -112,6 +109,26 @@ SCRIPTS: dict[str, list[Any]] = {
 }
 
 
+#: per script: (judge score or None, error kind or None, number of re-asks kept on the row)
+EXPECTED: dict[str, tuple[int | None, str | None, int]] = {
+    "valid": (3, None, 0),
+    "cleaned values": (4, None, 0),
+    "unknown intent, then valid": (3, None, 1),
+    "fenced after prose": (3, None, 0),
+    "malformed JSON, re-asked out": (None, "INVALID_OUTPUT", 2),
+    "off-scale score, re-asked out": (None, "INVALID_OUTPUT", 2),
+    "unknown ID then malformed then valid": (2, None, 2),
+    "truncated until the rounds run out": (None, "TRUNCATED", 2),
+    "truncated, then valid with more room": (4, None, 1),
+    "truncated, then invalid, then valid": (3, None, 2),
+    "verdict as a tool call": (2, None, 0),
+    "refused": (None, "REFUSED", 0),
+    "content filter": (None, "REFUSED", 0),
+    "transport fails": (None, "TRANSPORT", 0),
+    "case-level ID": (3, None, 0),
+}
+
+
 @dataclass
 class ScriptBackend:
     """Serves the script's replies in order and records every request it is sent."""
@@ -119,21 +136,17 @@ class ScriptBackend:
     script: list[Any]
     seen: list[dict[str, Any]] = field(default_factory=list)
 
-    async def answer(self, kwargs: dict[str, Any]) -> Any:
+    async def complete(
+        self, kwargs: dict[str, Any], request: JudgeRequest, key: CallKey, served: int
+    ) -> Answer:
         self.seen.append(copy.deepcopy(kwargs))
         item = self.script[min(len(self.seen), len(self.script)) - 1]
         if isinstance(item, Exception):
-            raise item
-        return chat_completion(item)
+            failed = Attempt(response=None, error=f"{type(item).__name__}: {item}")
+            return Answer((failed,), (JudgeErrorKind.TRANSPORT, f"provider call failed: {item}"))
+        return Answer((Attempt(response=copy.deepcopy(item)),))
 
-    async def complete(self, kwargs: dict[str, Any], call: CallContext) -> Any:
-        call.keyed(kwargs)
-        response = await self.answer(kwargs)
-        call.responses.append(response.model_dump())
-        call.attempts.append(Attempt(response=call.responses[-1]))
-        return response
-
-    def finish(self, call: CallContext, outcome: JudgeOutcome) -> None:
+    def finish(self, request: JudgeRequest, key: CallKey, outcome: JudgeOutcome) -> None:
         return None
 
 
@@ -159,84 +172,85 @@ def request(mini_rubric: Any, case_ids: tuple[str, ...] = ()) -> JudgeRequest:
     return prepared
 
 
-async def reference(judge: InstructorJudge, req: JudgeRequest, backend: ScriptBackend) -> dict:
-    """What the engine's previous judge did with the same request and replies: instructor's
-    own ``create`` around the backend, started again with more room after a truncation."""
+def instructor_create_request(judge: InstructorJudge, req: JudgeRequest) -> dict[str, Any]:
+    """The request instructor's own public ``create`` (``from_litellm``, JSON mode) sends."""
     import instructor
-    from instructor.core.exceptions import IncompleteOutputException, InstructorRetryException
 
-    reasks: list[str] = []
-    room_box: list[int | None] = [None]
+    sent: list[dict[str, Any]] = []
 
     async def complete(*args: Any, **kwargs: Any) -> Any:
-        if room_box[0] is not None:
-            kwargs["max_tokens"] = room_box[0]
-        response = await backend.answer(kwargs)
-        _raise_if_refused(response)
-        _verdict_from_tool_call(response)
-        return response
+        sent.append(copy.deepcopy(kwargs))
+        return chat_completion(reply(verdict()))
 
     client: Any = instructor.from_litellm(complete, mode=instructor.Mode.JSON)
-    client.on("parse:error", lambda error, *a, **k: reasks.append(_first_line(error)))
-    token = ROW_CONTEXT.set(
-        {"row_id": req.row_id, "case_requirement_ids": list(req.case_requirement_ids)}
+    asyncio.run(
+        client.create(
+            response_model=judge.verdict_model,
+            messages=[dict(m) for m in req.messages],
+            model=judge.model,
+            max_retries=0,
+            **judge.params,
+        )
     )
-    room = int(judge.params["max_tokens"])
-    outcome: dict[str, Any] = {}
-    try:
-        for truncations in range(judge.max_reasks + 1):
-            try:
-                parsed = await client.create(
-                    response_model=judge.verdict_model,
-                    messages=[dict(m) for m in req.messages],
-                    model=judge.model,
-                    max_retries=judge.max_reasks,
-                    **judge.params,
-                )
-                outcome = {"verdict": parsed.model_dump(), "kind": None}
-                break
-            except IncompleteOutputException:
-                cut_at = room
-                room = min(MAX_TOKENS_CAP, room * TRUNCATION_GROWTH)
-                if truncations == judge.max_reasks or cut_at >= MAX_TOKENS_CAP:
-                    outcome = {"verdict": None, "kind": "TRUNCATED"}
-                    break
-                reasks.append(f"output cut off at max_tokens={cut_at}; asked again with {room}")
-                room_box[0] = room
-    except InstructorRetryException as exc:
-        cause = exc.__cause__
-        kind = "TRANSPORT"
-        if isinstance(cause, JudgeRefusal):
-            kind = "REFUSED"
-        elif type(cause).__name__ in ("ValidationError", "JSONDecodeError"):
-            kind = "INVALID_OUTPUT"
-            reasks = reasks[:-1]
-        outcome = {"verdict": None, "kind": kind}
-    finally:
-        ROW_CONTEXT.reset(token)
-    return {**outcome, "reasks": reasks}
+    (first,) = sent
+    return first
+
+
+REASK = "Correct your JSON ONLY RESPONSE, based on the following errors:\n"
 
 
 @pytest.mark.parametrize("name", sorted(SCRIPTS))
-def test_loop_matches_instructor_create(name: str, mini_rubric: Any) -> None:
+def test_requests_are_instructors_and_outcomes_are_as_stated(name: str, mini_rubric: Any) -> None:
+    """Every request the backend sees is instructor's: the first is what ``create`` sends, a
+    round after a truncation is the first with more ``max_tokens``, a re-ask is the request
+    before it plus the judge's reply and instructor's correction message with our reason."""
     judge = InstructorJudge(ScriptBackend([]), mini_rubric, "openai/stub-judge", max_reasks=2)
     case_ids = ("CASE_EXPECTED_X",) if name == "case-level ID" else ()
     req = request(mini_rubric, case_ids)
-
     ours = ScriptBackend(SCRIPTS[name])
     judge.backend = ours
     outcome = asyncio.run(judge.judge(req))
-    theirs = ScriptBackend(SCRIPTS[name])
-    expected = asyncio.run(reference(judge, req, theirs))
 
-    assert ours.seen == theirs.seen  # every attempt's request, re-asks included
-    assert len(ours.seen) >= 1
-    got = {
-        "verdict": outcome.verdict.model_dump() if outcome.verdict else None,
-        "kind": str(outcome.error.kind) if outcome.error else None,
-        "reasks": outcome.reasks,
-    }
-    assert got == expected
+    first = instructor_create_request(judge, req)
+    assert ours.seen[0] == first
+    replies = [r for r in SCRIPTS[name] if isinstance(r, dict)]
+    for n, (before, sent) in enumerate(itertools.pairwise(ours.seen)):
+        if sent["messages"] == first["messages"]:  # a new round with more room
+            assert sent == {**first, "max_tokens": sent["max_tokens"]}
+            assert sent["max_tokens"] > before["max_tokens"]
+            continue
+        answer = replies[min(n, len(replies) - 1)]["choices"][0]["message"]
+        assert sent["messages"][:-2] == before["messages"]
+        assert sent["messages"][-2]["content"] == (answer["content"] or "")
+        assert sent["messages"][-1]["content"].startswith(REASK)
+        final = outcome.error.message.split(": ", 1)[1] if outcome.error else ""
+        assert sent["messages"][-1]["content"][len(REASK) :] in [*outcome.reasks, final]
+    score, kind, reasks = EXPECTED[name]
+    assert (outcome.verdict.score if outcome.verdict else None) == score
+    assert (str(outcome.error.kind) if outcome.error else None) == kind
+    assert len(outcome.reasks) == reasks
+    assert outcome.cassette_key == request_key(key_parts(first, req.rubric_hash, req.prompt_hash))
+
+
+def test_the_reasons_say_what_went_wrong(mini_rubric: Any) -> None:
+    def run(name: str) -> JudgeOutcome:
+        judge = InstructorJudge(ScriptBackend(SCRIPTS[name]), mini_rubric, "openai/stub-judge")
+        return asyncio.run(judge.judge(request(mini_rubric)))
+
+    malformed = run("malformed JSON, re-asked out")
+    assert malformed.error is not None and "JSON is malformed" in malformed.error.message
+    assert "no JSON object" not in malformed.error.message
+    assert "choose exactly one of: REFUND, CHAT" in run("unknown intent, then valid").reasks[0]
+    truncated = run("truncated until the rounds run out")
+    assert truncated.error is not None
+    assert "max_tokens=1024, 2048, 4096 (3 time(s))" in truncated.error.message
+    cleaned = run("cleaned values")
+    assert [w.code for w in cleaned.parse_warnings] == [
+        WarningCode.SCORE_TEXT_CONVERTED,
+        WarningCode.INVISIBLE_CHARACTER_REMOVED,
+        WarningCode.JUDGE_VALUE_TRIMMED,
+        WarningCode.JUDGE_VALUE_RECASED,
+    ]
 
 
 def test_prepared_system_message_is_reused_across_rows(mini_rubric: Any) -> None:
@@ -288,3 +302,29 @@ def test_cassette_key_of_a_request_is_stable(mini_rubric: Any) -> None:
     assert request_key(parts) == request_key(
         key_parts(copy.deepcopy(kwargs), req.rubric_hash, req.prompt_hash)
     )
+
+
+def test_instructor_is_confined_to_one_adapter_on_its_public_api() -> None:
+    """Only judge/instructor_adapter.py imports instructor, and only names instructor exports
+    (``instructor.__all__`` / ``instructor.v2.__all__``): no private internals, which used to
+    pin instructor below 1.18."""
+    import re
+    from pathlib import Path
+
+    import instructor
+    import instructor.v2
+
+    package = Path(__file__).resolve().parent.parent / "rubric_engine"
+    importers = sorted(
+        p.relative_to(package).as_posix()
+        for p in package.rglob("*.py")
+        if re.search(r"^\s*(import|from) instructor\b", p.read_text("utf-8"), re.MULTILINE)
+    )
+    assert importers == ["judge/instructor_adapter.py"]
+    source = (package / "judge" / "instructor_adapter.py").read_text("utf-8")
+    imports = re.findall(r"^\s*(?:import|from) (instructor[\w.]*)", source, re.MULTILINE)
+    assert set(imports) == {"instructor", "instructor.v2"}
+    used = set(re.findall(r"\binstructor\.(?!v2\.)(\w+)", source))
+    used_v2 = set(re.findall(r"\binstructor\.v2\.(\w+)", source))
+    assert used - {"v2"} <= set(instructor.__all__), used
+    assert used_v2 <= set(instructor.v2.__all__), used_v2

@@ -88,7 +88,12 @@ def test_live_path_normalizes_unseen_dialogues(tmp_path: Path) -> None:
     assert rows["unseen-10"]["finalScore"] == 1
     assert rows["unseen-21"]["judgeScore"] == 4 and rows["unseen-21"]["finalScore"] == 1
     assert rows["unseen-21"]["redFlagTypes"] == ["MEDICAL_OVERREACH"]
-    assert [w["code"] for w in rows["unseen-21"]["warnings"]] == ["RED_FLAG_ADDED"]
+    # the string score and the re-cased ID are counted clean-ups (SPEC §4), then the red line
+    assert [w["code"] for w in rows["unseen-21"]["warnings"]] == [
+        "SCORE_TEXT_CONVERTED",
+        "JUDGE_VALUE_RECASED",
+        "RED_FLAG_ADDED",
+    ]
     assert rows["unseen-36"]["status"] == "SCORED" and rows["unseen-36"]["finalScore"] == 2
     assert [w["code"] for w in rows["unseen-36"]["warnings"]] == ["JUDGE_REASKED"]
     # every applicable rule has one entry; the pack's unobservable rules are not in this intent

@@ -277,3 +277,51 @@ def test_malformed_thinking_markers_are_row_warnings() -> None:
         ("UNCLOSED_THINKING_START", "turn 3"),
     ]
     assert thinking_warnings(row, OutputParsing()) == ()
+
+
+def test_reply_warnings_reach_the_row_after_the_reasks(mini_rubric: Any) -> None:
+    """The judge's parse warnings (judge/parse.py) are counted on the row: AMBIGUOUS_REPLY
+    for an ambiguous answer that was re-asked, then one per clean-up of the accepted verdict
+    (JUDGE_VALUE_TRIMMED, JUDGE_VALUE_RECASED, INVISIBLE_CHARACTER_REMOVED,
+    JUDGE_VALUE_NFKC_NORMALIZED, SCORE_TEXT_CONVERTED, DUPLICATE_RED_FLAG_TYPE)."""
+    import json
+
+    from rubric_engine.dialogue.model import DialogueRow
+    from rubric_engine.judge.parse import ParsedVerdict, RowContext, parse_reply
+    from rubric_engine.judge.protocol import JudgeOutcome
+    from rubric_engine.pipeline import RequestBuilder, row_result
+    from rubric_engine.prompt import load_prompt
+    from rubric_engine.results import ProtocolWarning
+
+    sent = {
+        "intentKey": " refund",
+        "score": "２",
+        "redFlagTypes": ["FALSE\u00ad_PROMISE", "FALSE_PROMISE"],
+        "unmetRequirementIds": ["ＲＥＦＵＮＤ＿ＮＯ＿ＰＲＯＭＩＳＥ"],
+    }
+    reply = {"choices": [{"finish_reason": "stop", "message": {"content": json.dumps(sent)}}]}
+    parsed = parse_reply(reply, verdict_model(mini_rubric), RowContext("r1"))
+    assert isinstance(parsed, ParsedVerdict)
+    row = DialogueRow.model_validate(
+        {"rowId": "r1", "messages": [{"role": "user", "content": "refund?"}]}
+    )
+    prepared = RequestBuilder(mini_rubric, load_prompt()).prepare(0, row)
+    ambiguous = ProtocolWarning(code=WarningCode.AMBIGUOUS_REPLY, detail="two objects")
+    outcome = JudgeOutcome(
+        verdict=parsed.verdict,
+        error=None,
+        reasks=["two objects"],
+        parse_warnings=[ambiguous, *parsed.cleanups],
+    )
+    result = row_result(mini_rubric, prepared, outcome)
+    assert codes(result) == [
+        "JUDGE_REASKED",
+        "AMBIGUOUS_REPLY",
+        "JUDGE_VALUE_TRIMMED",
+        "JUDGE_VALUE_RECASED",
+        "SCORE_TEXT_CONVERTED",
+        "INVISIBLE_CHARACTER_REMOVED",
+        "DUPLICATE_RED_FLAG_TYPE",
+        "JUDGE_VALUE_NFKC_NORMALIZED",
+    ]
+    assert result.judge_score == 2 and result.red_flag_types == ("FALSE_PROMISE",)

@@ -3,7 +3,6 @@ same inputs, and the pieces it is built from are worked out once."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -123,17 +122,12 @@ def test_a_checked_row_carries_no_judge_warnings(pack: Any) -> None:
     assert result.red_flag_types == ("BACKEND_EXPOSURE",)  # the rule-violated red line
 
 
-@dataclass
-class _OutcomeWithCleanups(JudgeOutcome):
-    """The shape a judge outcome takes once it reports its clean-ups (issue 11 item 4)."""
-
-    cleanups: list[ProtocolWarning] = field(default_factory=list)
-
-
 def test_the_judges_cleanups_follow_its_reasks_on_the_row(pack: Any) -> None:
-    trimmed = ProtocolWarning(code=WarningCode.JUDGE_REASKED, detail="stand-in for a clean-up")
-    outcome = _OutcomeWithCleanups(
-        verdict=judge(pack), error=None, reasks=["first"], cleanups=[trimmed]
+    trimmed = ProtocolWarning(
+        code=WarningCode.JUDGE_VALUE_TRIMMED, detail="stand-in for a clean-up"
+    )
+    outcome = JudgeOutcome(
+        verdict=judge(pack), error=None, reasks=["first"], parse_warnings=[trimmed]
     )
     warnings = judge_warnings(outcome)
     assert [w.detail for w in warnings] == ["first", "stand-in for a clean-up"]

@@ -27,13 +27,20 @@ def validate(rubric: Any, row_id: str = "r1", case_ids: tuple[str, ...] = (), **
         (" 4 ", 4),
         ("４", 4),
         ("+4", 4),
+        # a numeric string with a zero fraction is the integer (was re-asked: "got the text")
+        ("4.0", 4),
+        ("4.00", 4),
+        (" ４.０ ", 4),
     ],
 )
 def test_accepted_scores(sent: Any, got: int) -> None:
     assert coerce_score(sent, 1, 5) == got
 
 
-@pytest.mark.parametrize("sent", [3.5, "3.5", "4/5", "four", True, False, None, [4], 0, 6, "６"])
+@pytest.mark.parametrize(
+    "sent",
+    [3.5, "3.5", "4.5", "4.", ".0", "4.0.0", "4/5", "four", True, False, None, [4], 0, 6, "６"],
+)
 def test_rejected_scores_name_the_range(sent: Any) -> None:
     with pytest.raises(ValueError, match="from 1 to 5"):
         coerce_score(sent, 1, 5)
@@ -103,3 +110,60 @@ def test_schema_enumerates_the_pack(mini_rubric: Any) -> None:
     assert props["intentKey"]["enum"] == ["REFUND", "CHAT"]
     assert props["redFlagTypes"]["items"]["enum"][0] == "BACKEND_EXPOSURE"
     assert (props["score"]["minimum"], props["score"]["maximum"]) == (1, 5)
+
+
+@pytest.mark.parametrize(
+    "invisible",
+    [
+        "\u00ad",  # soft hyphen (Cf): the old character class missed it
+        "\u061c",  # Arabic letter mark (Cf)
+        "\u180e",  # Mongolian vowel separator (Cf)
+        "\U000e0001",  # language tag (Cf)
+        "\ufff9",  # interlinear annotation anchor (Cf)
+        "\u200b",
+        "\u2066",
+        "\ufeff",
+        "\u0007",
+    ],
+)
+def test_every_invisible_format_character_is_removed(mini_rubric: Any, invisible: str) -> None:
+    from rubric_engine.verdict import clean_token
+
+    assert clean_token(f"REF{invisible}UND") == "REFUND"
+    v = validate(
+        mini_rubric,
+        intentKey=f"{invisible}REFUND",
+        redFlagTypes=[f"FALSE{invisible}_PROMISE"],
+        unmetRequirementIds=[f"REFUND{invisible}_VERIFY"],
+    )
+    assert (v.intent_key, v.red_flag_types, v.unmet_requirement_ids) == (
+        "REFUND",
+        ["FALSE_PROMISE"],
+        ["REFUND_VERIFY"],
+    )
+
+
+def test_every_cf_character_of_unicode_is_removed() -> None:
+    import sys
+    import unicodedata
+
+    from rubric_engine.verdict import clean_token
+
+    cf = [chr(c) for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)) == "Cf"]
+    assert len(cf) > 150
+    kept = [hex(ord(c)) for c in cf if clean_token(f"A{c}B") != "AB"]
+    assert kept == []
+
+
+def test_a_duplicate_red_flag_type_is_kept_once_and_warned(mini_rubric: Any) -> None:
+    from rubric_engine.results import WarningCode
+
+    cleanups: list[Any] = []
+    v = verdict_model(mini_rubric).model_validate(
+        {"intentKey": "REFUND", "score": 2, "redFlagTypes": ["FALSE_PROMISE", "FALSE_PROMISE"]},
+        context={"row_id": "r1", "case_requirement_ids": [], "cleanups": cleanups},
+    )
+    assert v.red_flag_types == ["FALSE_PROMISE"]
+    assert [(w.code, w.red_flag_type) for w in cleanups] == [
+        (WarningCode.DUPLICATE_RED_FLAG_TYPE, "FALSE_PROMISE")
+    ]

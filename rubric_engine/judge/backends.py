@@ -1,8 +1,12 @@
 """Where a judge call's answer comes from: the provider (live, record) or a cassette (replay).
 
-Each backend answers one chat-completion request at a time for an :class:`InstructorJudge`.
-Replay builds the same response object a live call returns and hands it to the same
-instructor parsing and validation, so replay and live differ only in where bytes come from.
+A backend answers one chat-completion request at a time and returns an :class:`Answer`
+value: every attempt it made on the wire (failed ones included) and the raw response, or why
+there is none. It keeps no per-row state; the judge passes what a backend needs to know (the
+row's canonical key, how many responses the row has had) and collects the answers. Replay
+returns exactly the raw response a live call returned when it was recorded, so replay and live
+differ only in where bytes come from, and both go through the same
+:func:`~rubric_engine.judge.parse.parse_reply`.
 
 litellm is imported only by the live backends, and only when first used.
 """
@@ -27,35 +31,43 @@ from rubric_engine.judge.limiter import AdaptiveLimit
 from rubric_engine.judge.protocol import Attempt, JudgeOutcome, JudgeRequest
 from rubric_engine.judge.retry import RetryPolicy, status_of
 from rubric_engine.judge.secrets import redact
+from rubric_engine.results import JudgeErrorKind
 
 
-class CassetteMiss(Exception):
-    """Replay found no response for a request. Carries the key and what to do."""
+@dataclass(frozen=True)
+class CallKey:
+    """The canonical cassette key of a row's *first* request, and its named parts.
 
-    def __init__(self, key: str, message: str) -> None:
-        super().__init__(message)
-        self.key = key
+    Re-asks and larger-budget rounds of the row reuse it (SPEC §10).
+    """
+
+    key: str
+    parts: dict[str, str]
+
+    @classmethod
+    def of(cls, kwargs: dict[str, Any], request: JudgeRequest) -> CallKey:
+        parts = key_parts(kwargs, request.rubric_hash, request.prompt_hash)
+        return cls(request_key(parts), parts)
 
 
-@dataclass
-class CallContext:
-    """State of one row's calls, shared by instructor's re-asks for that row."""
+@dataclass(frozen=True)
+class Answer:
+    """What one request to a backend came to.
 
-    request: JudgeRequest
-    attempts: list[Attempt] = field(default_factory=list)
-    responses: list[dict[str, Any]] = field(default_factory=list)
-    reasks: list[str] = field(default_factory=list)
-    key: str | None = None
-    parts: dict[str, str] | None = None
-    #: set after a truncated answer: the re-ask's larger ``max_tokens`` (not part of the key)
-    max_tokens: int | None = None
+    Attributes:
+        attempts: every try on the wire, in order; transport failures first, the answered
+            one (with ``response``) last. Empty for a cassette miss.
+        failure: ``(kind, message)`` when there is no response: ``CASSETTE_MISS`` or
+            ``TRANSPORT`` (the retry policy gave up).
+    """
 
-    def keyed(self, kwargs: dict[str, Any]) -> str:
-        """The canonical key of the row's *first* request; re-asks reuse it."""
-        if self.key is None:
-            self.parts = key_parts(kwargs, self.request.rubric_hash, self.request.prompt_hash)
-            self.key = request_key(self.parts)
-        return self.key
+    attempts: tuple[Attempt, ...] = ()
+    failure: tuple[JudgeErrorKind, str] | None = None
+
+    @property
+    def response(self) -> dict[str, Any] | None:
+        """The raw wire response (sanitized), or ``None`` when there is a failure."""
+        return None if self.failure or not self.attempts else self.attempts[-1].response
 
 
 def _usage(response: dict[str, Any]) -> tuple[int, int]:
@@ -71,9 +83,15 @@ def chat_completion(raw: dict[str, Any]) -> Any:
 
 
 class Backend(Protocol):
-    async def complete(self, kwargs: dict[str, Any], call: CallContext) -> Any: ...
+    async def complete(
+        self, kwargs: dict[str, Any], request: JudgeRequest, key: CallKey, served: int
+    ) -> Answer:
+        """Answer ``kwargs``; ``served`` = responses the row already had (its re-asks)."""
+        ...
 
-    def finish(self, call: CallContext, outcome: JudgeOutcome) -> None: ...
+    def finish(self, request: JudgeRequest, key: CallKey, outcome: JudgeOutcome) -> None:
+        """Called once per row with its outcome (record mode writes the cassette entry)."""
+        ...
 
 
 class ReplayBackend:
@@ -82,40 +100,39 @@ class ReplayBackend:
     def __init__(self, index: CassetteIndex) -> None:
         self.index = index
 
-    async def complete(self, kwargs: dict[str, Any], call: CallContext) -> Any:
-        key = call.keyed(kwargs)
-        entry = self.index.get(key)
+    async def complete(
+        self, kwargs: dict[str, Any], request: JudgeRequest, key: CallKey, served: int
+    ) -> Answer:
+        entry = self.index.get(key.key)
         if entry is None:
-            assert call.parts is not None
-            raise CassetteMiss(
-                key,
-                f"cassette miss for row {call.request.row_id!r}, key {key}: "
-                f"{self.index.explain_miss(call.request.row_id, call.parts)}",
+            return Answer(
+                failure=(
+                    JudgeErrorKind.CASSETTE_MISS,
+                    f"cassette miss for row {request.row_id!r}, key {key.key}: "
+                    f"{self.index.explain_miss(request.row_id, key.parts)}",
+                )
             )
-        served = len(call.responses)
         if served >= len(entry.attempts):
-            raise CassetteMiss(
-                key,
-                f"cassette {entry.where} holds {len(entry.attempts)} "
-                f"response(s) for row {call.request.row_id!r} but the judge asked "
-                f"for response {served + 1} (a re-ask)",
+            return Answer(
+                failure=(
+                    JudgeErrorKind.CASSETTE_MISS,
+                    f"cassette {entry.where} holds {len(entry.attempts)} "
+                    f"response(s) for row {request.row_id!r} but the judge asked "
+                    f"for response {served + 1} (a re-ask)",
+                )
             )
         started = time.perf_counter()
         raw = entry.attempts[served]["response"]
-        response = chat_completion(raw)
         prompt, completion = _usage(raw)
-        call.responses.append(raw)
-        call.attempts.append(
-            Attempt(
-                response=raw,
-                latency_ms=(time.perf_counter() - started) * 1e3,
-                prompt_tokens=prompt,
-                completion_tokens=completion,
-            )
+        attempt = Attempt(
+            response=raw,
+            latency_ms=(time.perf_counter() - started) * 1e3,
+            prompt_tokens=prompt,
+            completion_tokens=completion,
         )
-        return response
+        return Answer(attempts=(attempt,))
 
-    def finish(self, call: CallContext, outcome: JudgeOutcome) -> None:
+    def finish(self, request: JudgeRequest, key: CallKey, outcome: JudgeOutcome) -> None:
         return None
 
 
@@ -169,43 +186,53 @@ class LiveBackend:
         self._litellm: Any = None
         self._unpriced: set[str] = set()
 
-    async def complete(self, kwargs: dict[str, Any], call: CallContext) -> Any:
-        call.keyed(kwargs)
+    async def complete(
+        self, kwargs: dict[str, Any], request: JudgeRequest, key: CallKey, served: int
+    ) -> Answer:
         if self._litellm is None:
             self._litellm = import_litellm()
         transport = self.settings.transport_kwargs()
-        async for attempt in self.settings.retry.retrying():
-            with attempt:
-                started = time.perf_counter()
-                async with self.limiter.slot() as ticket:
-                    try:
-                        response = await self._litellm.acompletion(**kwargs, **transport)
-                    except Exception as exc:  # every transport failure is logged, then judged
-                        if status_of(exc) == 429:
-                            self.limiter.on_rate_limited(ticket)
-                        call.attempts.append(
-                            Attempt(
-                                response=None,
-                                error=redact(describe_error(exc), transport.get("api_key")),
-                                latency_ms=(time.perf_counter() - started) * 1e3,
+        tries: list[Attempt] = []
+        try:
+            async for attempt in self.settings.retry.retrying():
+                with attempt:
+                    started = time.perf_counter()
+                    async with self.limiter.slot() as ticket:
+                        try:
+                            response = await self._litellm.acompletion(**kwargs, **transport)
+                        except Exception as exc:  # every transport failure is logged, then judged
+                            if status_of(exc) == 429:
+                                self.limiter.on_rate_limited(ticket)
+                            tries.append(
+                                Attempt(
+                                    response=None,
+                                    error=redact(describe_error(exc), transport.get("api_key")),
+                                    latency_ms=(time.perf_counter() - started) * 1e3,
+                                )
                             )
+                            raise
+                    await self.limiter.on_success()
+                    latency = (time.perf_counter() - started) * 1e3
+                    raw = sanitize_response(response.model_dump(mode="json"))
+                    prompt, completion = _usage(raw)
+                    tries.append(
+                        Attempt(
+                            response=raw,
+                            latency_ms=latency,
+                            prompt_tokens=prompt,
+                            completion_tokens=completion,
+                            cost_usd=self._cost(response),
                         )
-                        raise
-                await self.limiter.on_success()
-                latency = (time.perf_counter() - started) * 1e3
-                raw = sanitize_response(response.model_dump(mode="json"))
-                prompt, completion = _usage(raw)
-                call.responses.append(raw)
-                call.attempts.append(
-                    Attempt(
-                        response=raw,
-                        latency_ms=latency,
-                        prompt_tokens=prompt,
-                        completion_tokens=completion,
-                        cost_usd=self._cost(response),
                     )
-                )
-                return response
+                    return Answer(attempts=tuple(tries))
+        except Exception as exc:  # the retry policy gave up: a TRANSPORT value for the row
+            failed = [a.error for a in tries if a.error]
+            detail = (
+                failed[-1] if failed else redact((str(exc).splitlines() or [type(exc).__name__])[0])
+            )
+            return Answer(
+                tuple(tries), (JudgeErrorKind.TRANSPORT, f"provider call failed: {detail}")
+            )
         raise AssertionError("unreachable: tenacity re-raises the last error")
 
     def _cost(self, response: Any) -> float | None:
@@ -228,7 +255,7 @@ class LiveBackend:
             self._unpriced.add(model)
             return None
 
-    def finish(self, call: CallContext, outcome: JudgeOutcome) -> None:
+    def finish(self, request: JudgeRequest, key: CallKey, outcome: JudgeOutcome) -> None:
         return None
 
 
@@ -246,17 +273,19 @@ class RecordBackend(LiveBackend):
         self.writer = writer
         self.provider = provider
 
-    def finish(self, call: CallContext, outcome: JudgeOutcome) -> None:
-        if not call.responses or call.key is None or call.parts is None:
+    def finish(self, request: JudgeRequest, key: CallKey, outcome: JudgeOutcome) -> None:
+        answered = [a for a in outcome.attempts if a.response is not None]
+        if not answered:
             return  # transport failed throughout: nothing worth replaying
         if outcome.error is not None and outcome.error.kind == "TRANSPORT":
             return
-        model = str(call.responses[-1].get("model") or call.parts["model"])
+        assert answered[-1].response is not None
+        model = str(answered[-1].response.get("model") or key.parts["model"])
         self.writer.write(
             CassetteEntry(
-                key=call.key,
-                row_id=call.request.row_id,
-                key_parts=call.parts,
+                key=key.key,
+                row_id=request.row_id,
+                key_parts=key.parts,
                 provenance={
                     "kind": "recorded",
                     "provider": self.provider,
@@ -264,12 +293,7 @@ class RecordBackend(LiveBackend):
                     "recordedAt": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
                 },
                 attempts=[
-                    {"response": r, "latencyMs": round(a.latency_ms, 1)}
-                    for r, a in zip(
-                        call.responses,
-                        [a for a in call.attempts if a.response is not None],
-                        strict=True,
-                    )
+                    {"response": a.response, "latencyMs": round(a.latency_ms, 1)} for a in answered
                 ],
             )
         )

@@ -1,84 +1,53 @@
-"""The judge: instructor's prepare → parse → re-ask cycle around a backend call (SPEC §4).
+"""The judge: prepare → ask → parse → re-ask, around a backend call (SPEC §4).
 
-instructor's JSON-mode handler adds the verdict's JSON Schema to the system message, parses the
-reply with the rubric's verdict model, and on a validation error builds the re-ask (the reply
-plus the error text, which lists the valid choices); up to ``max_reasks`` re-asks. Transport
-retries happen below, in the backend, under the one
+Each row's request is prepared by instructor's JSON mode (through
+:class:`~rubric_engine.judge.instructor_adapter.InstructorAdapter`: the verdict's JSON Schema in
+the system message); each answer is read by :func:`~rubric_engine.judge.parse.parse_reply`;
+an answer that gives no valid verdict is re-asked with its reason (which lists the valid
+choices, or says where the JSON broke, or that the reply was ambiguous), up to ``max_reasks``
+times. Transport retries happen below, in the backend, under the one
 :class:`~rubric_engine.judge.retry.RetryPolicy`. When re-asks run out, or transport fails for
 good, the row becomes a ``JUDGE_ERROR`` value; nothing is raised.
 
-The three steps are instructor's own handler functions; only the bounded loop around them is
-here, for speed: instructor's ``create`` re-derives everything per call (it walks the response
-model for async validators five times, dumps the schema into the system text, copies the model),
-which cost more than the rest of a replayed row together. Here the system message with the
-schema is prepared once per task (by the same handler, on a probe row) and reused for every row;
-``tests/test_judge_equivalence.py`` checks that the requests, re-asks, verdicts and errors are
-the ones instructor's ``create`` produces.
+A task's system message (rubric + schema) is the same for every row, so it is prepared once
+per task (on a probe row) and reused; ``tests/test_judge_equivalence.py`` checks that the
+requests are the ones instructor's own ``create`` sends.
 """
 
 from __future__ import annotations
 
-import json
-import logging
+from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import ValidationError
-
-from rubric_engine.errors import format_loc
-from rubric_engine.judge.backends import Backend, CallContext, CassetteMiss
-from rubric_engine.judge.protocol import JudgeOutcome, JudgeRequest
-from rubric_engine.judge.secrets import redact
-from rubric_engine.judge_reply import reply_text
-from rubric_engine.results import JudgeError, JudgeErrorKind
+from rubric_engine.judge.backends import Answer, Backend, CallKey
+from rubric_engine.judge.instructor_adapter import InstructorAdapter
+from rubric_engine.judge.parse import ParsedVerdict, ParseFailureKind, RowContext, parse_reply
+from rubric_engine.judge.protocol import Attempt, JudgeOutcome, JudgeRequest
+from rubric_engine.results import JudgeError, JudgeErrorKind, ProtocolWarning, WarningCode
 from rubric_engine.rubric.model import EvalRubric
-from rubric_engine.verdict import verdict_model
+from rubric_engine.verdict import VerdictBase, verdict_model
 
 DEFAULT_PARAMS: dict[str, Any] = {"temperature": 0.0, "max_tokens": 1024}
 _PROBE = "\0rubric-eval probe row\0"
 
-
-def _first_line(exc: BaseException) -> str:
-    if isinstance(exc, ValidationError):
-        return "; ".join(f"{format_loc(e['loc']) or 'verdict'}: {e['msg']}" for e in exc.errors())
-    if isinstance(exc, json.JSONDecodeError):
-        return f"reply is not a JSON object ({exc.msg})"
-    return (str(exc).splitlines() or [type(exc).__name__])[0]
-
-
-class JudgeRefusal(Exception):
-    """The provider refused or filtered the answer; re-asking the same request will not help."""
-
-
-def _raise_if_refused(response: Any) -> None:
-    choice = (getattr(response, "choices", None) or [None])[0]
-    if choice is None:
-        return
-    refusal = getattr(choice.message, "refusal", None)
-    if refusal:
-        raise JudgeRefusal(f"the judge refused: {str(refusal)[:300]}")
-    if choice.finish_reason == "content_filter":
-        raise JudgeRefusal(
-            "the provider's content filter stopped the answer (finish_reason content_filter)"
-        )
-
-
-def _verdict_from_tool_call(response: Any) -> None:
-    """A judge that answers with a tool call and empty content: its arguments are the reply.
-
-    The stored raw response is untouched; only the object instructor parses is filled in.
-    """
-    choice = (getattr(response, "choices", None) or [None])[0]
-    message = getattr(choice, "message", None)
-    if message is None or (message.content or "").strip() or not message.tool_calls:
-        return
-    text = reply_text(message.model_dump())  # the same rule renormalize applies to stored replies
-    if text:
-        message.content = text
-
-
 #: A truncated answer is asked again with ``max_tokens`` multiplied by this, up to the cap.
 TRUNCATION_GROWTH = 2
 MAX_TOKENS_CAP = 16384
+
+
+@dataclass
+class _Row:
+    """What one row's calls have come to so far (the judge's own, never a backend's)."""
+
+    request: JudgeRequest
+    key: CallKey
+    attempts: list[Attempt] = field(default_factory=list)
+    reasks: list[str] = field(default_factory=list)
+    warnings: list[ProtocolWarning] = field(default_factory=list)
+
+    @property
+    def answers(self) -> int:
+        return sum(a.response is not None for a in self.attempts)
 
 
 class InstructorJudge:
@@ -100,39 +69,19 @@ class InstructorJudge:
         params: dict[str, Any] | None = None,
         max_reasks: int = 2,
     ) -> None:
-        import instructor
-        from instructor.v2.core.providers import Provider
-        from instructor.v2.core.registry import mode_registry
-        from instructor.v2.core.retry import _RETRYABLE_PARSE_ERRORS
-
-        # instructor logs failed parses at ERROR; a failed row is a value here
-        logging.getLogger("instructor").setLevel(logging.CRITICAL)
         self.backend = backend
         self.model = model
         self.params = {**DEFAULT_PARAMS, **(params or {})}
         self.max_reasks = max_reasks
-        # wrapped once: instructor would otherwise build a new wrapper class on every call
-        self.verdict_model = instructor.response_schema(verdict_model(rubric))
-        # what instructor.from_litellm(..., mode=JSON) uses for an OpenAI-compatible reply
-        self._handlers = mode_registry.get_handlers(Provider.OPENAI, instructor.Mode.JSON)
-        self._parse_errors: tuple[type[Exception], ...] = _RETRYABLE_PARSE_ERRORS
+        self.rubric_model: type[VerdictBase] = verdict_model(rubric)
+        self.adapter = InstructorAdapter(self.rubric_model)
+        #: the model whose JSON Schema the judge is shown (instructor's wrapper)
+        self.verdict_model = self.adapter.response_model
         self._prepared: dict[str, dict[str, Any] | None] = {}  # system text -> prepared kwargs
 
     def instructor_kwargs(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
-        """The request exactly as instructor's ``create`` (JSON mode) hands it to the backend:
-        the handler's request preparation, message conversion and retry isolation."""
-        from instructor.v2.core.messages import isolate_retry_kwargs
-
-        kwargs = {"messages": messages, "model": self.model, **self.params}
-        _, prepared = self._handlers.request_handler(
-            response_model=self.verdict_model, kwargs=kwargs
-        )
-        prepared.pop("autodetect_images", None)
-        if self._handlers.message_converter is not None:
-            prepared["messages"] = self._handlers.message_converter(
-                prepared["messages"], autodetect_images=False
-            )
-        return isolate_retry_kwargs(prepared)
+        """The request exactly as instructor's ``create`` (JSON mode) hands it to the backend."""
+        return self.adapter.prepare({"messages": messages, "model": self.model, **self.params})
 
     def request_kwargs(self, request: JudgeRequest) -> dict[str, Any]:
         """:meth:`instructor_kwargs` of the row's messages, with the system part prepared once.
@@ -159,112 +108,100 @@ class InstructorJudge:
 
         A reply cut off at ``max_tokens`` starts the row again (fresh messages, fresh re-ask
         count) with ``max_tokens`` times :data:`TRUNCATION_GROWTH`, at most ``max_reasks``
-        times and up to :data:`MAX_TOKENS_CAP`; then the row is ``TRUNCATED``.
+        times and up to :data:`MAX_TOKENS_CAP`; then the row is ``TRUNCATED``, and the error
+        names every budget tried.
         """
-        call = CallContext(request=request)
-        error: JudgeError | None = None
-        verdict = None
+        kwargs = self.request_kwargs(request)
+        row = _Row(request, CallKey.of(kwargs, request))
         room = int(self.params.get("max_tokens") or DEFAULT_PARAMS["max_tokens"])
+        tried: list[int] = []
+        parsed: ParsedVerdict | JudgeError | None = None
         for truncations in range(self.max_reasks + 1):
-            verdict, error = await self._ask(request, call)
-            if error is None or error.kind != JudgeErrorKind.TRUNCATED:
+            tried.append(room)
+            parsed = await self._round(row, kwargs, room if truncations else None)
+            if parsed is not None:
                 break
             cut_at = room
             room = min(MAX_TOKENS_CAP, room * TRUNCATION_GROWTH)
             if truncations == self.max_reasks or cut_at >= MAX_TOKENS_CAP:
-                error = JudgeError(
+                budgets = ", ".join(map(str, tried))
+                parsed = JudgeError(
                     kind=JudgeErrorKind.TRUNCATED,
-                    attempts=len(call.responses),
-                    message=f"the judge's output was cut off at max_tokens={cut_at} "
-                    f"{truncations + 1} time(s); raise --max-tokens",
+                    attempts=row.answers,
+                    message=f"the judge's output was cut off at max_tokens={budgets} "
+                    f"({len(tried)} time(s)); raise --max-tokens",
                 )
                 break
-            call.reasks.append(f"output cut off at max_tokens={cut_at}; asked again with {room}")
-            call.max_tokens = room
-        # the last parse error is the final failure, not a re-ask
-        reasks = (
-            call.reasks[:-1]
-            if error is not None and error.kind == "INVALID_OUTPUT"
-            else call.reasks
-        )
-        outcome = JudgeOutcome(
-            verdict=verdict,
-            error=error,
-            attempts=call.attempts,
-            reasks=reasks,
-            cassette_key=call.key,
-        )
-        self.backend.finish(call, outcome)
+            row.reasks.append(f"output cut off at max_tokens={cut_at}; asked again with {room}")
+        assert parsed is not None
+        if isinstance(parsed, ParsedVerdict):
+            outcome = JudgeOutcome(
+                verdict=parsed.verdict,
+                error=None,
+                attempts=row.attempts,
+                reasks=row.reasks,
+                cassette_key=row.key.key,
+                parse_warnings=[*row.warnings, *parsed.cleanups],
+            )
+        else:
+            # the last parse error is the final failure, not a re-ask
+            final = parsed.kind == JudgeErrorKind.INVALID_OUTPUT
+            outcome = JudgeOutcome(
+                verdict=None,
+                error=parsed,
+                attempts=row.attempts,
+                reasks=row.reasks[:-1] if final else row.reasks,
+                cassette_key=row.key.key,
+                parse_warnings=list(row.warnings),
+            )
+        self.backend.finish(request, row.key, outcome)
         return outcome
 
-    async def _ask(self, request: JudgeRequest, call: CallContext) -> tuple[Any, JudgeError | None]:
-        """One round of what instructor's ``create`` does: ask, parse, re-ask on invalid output.
+    async def _round(
+        self, row: _Row, kwargs: dict[str, Any], room: int | None
+    ) -> ParsedVerdict | JudgeError | None:
+        """Ask, parse, re-ask on an unusable answer, up to ``max_reasks`` times.
 
-        Returns the verdict, or the error that ended the round (a ``TRUNCATED`` one without a
-        message: :meth:`judge` decides whether to ask again with more room).
+        Returns:
+            The verdict; the error that ended the row; or ``None`` for a truncated answer
+            (:meth:`judge` decides whether to ask again with more room, ``room``).
         """
-        from instructor.core.exceptions import IncompleteOutputException
-
-        context = {
-            "row_id": request.row_id,
-            "case_requirement_ids": list(request.case_requirement_ids),
-        }
-        kwargs = self.request_kwargs(request)
+        context = RowContext(row.request.row_id, row.request.case_requirement_ids)
         for attempt in range(self.max_reasks + 1):
-            sent = kwargs
-            if call.max_tokens is not None:  # a round after truncation gets more room
-                sent = {**kwargs, "max_tokens": call.max_tokens}
-            try:
-                response = await self.backend.complete(sent, call)
-                _raise_if_refused(response)
-                _verdict_from_tool_call(response)
-                verdict = self._handlers.response_parser(
-                    response=response,
-                    response_model=self.verdict_model,
-                    validation_context=context,
-                    strict=True,
-                    stream=False,
-                    is_async=True,
+            sent = kwargs if room is None else {**kwargs, "max_tokens": room}
+            answer: Answer = await self.backend.complete(sent, row.request, row.key, row.answers)
+            row.attempts.extend(answer.attempts)
+            if answer.failure is not None or answer.response is None:
+                return self._failed(row, answer)
+            parsed = parse_reply(answer.response, self.rubric_model, context)
+            if isinstance(parsed, ParsedVerdict):
+                return parsed
+            if parsed.kind is ParseFailureKind.TRUNCATED:
+                return None
+            if parsed.kind is ParseFailureKind.REFUSED:
+                return JudgeError(
+                    kind=JudgeErrorKind.REFUSED, attempts=row.answers, message=parsed.reason
                 )
-                return verdict, None
-            except IncompleteOutputException:
-                return None, JudgeError(
-                    kind=JudgeErrorKind.TRUNCATED, attempts=len(call.responses), message=""
+            row.reasks.append(parsed.reason)
+            if parsed.kind.ambiguous:
+                row.warnings.append(
+                    ProtocolWarning(code=WarningCode.AMBIGUOUS_REPLY, detail=parsed.reason[:500])
                 )
-            except self._parse_errors as exc:
-                call.reasks.append(_first_line(exc))
-                if attempt == self.max_reasks:
-                    return None, JudgeError(
-                        kind=JudgeErrorKind.INVALID_OUTPUT,
-                        attempts=len(call.responses),
-                        message=f"no valid verdict after {len(call.responses)} answer(s): "
-                        f"{_first_line(exc)}",
-                    )
-                kwargs = self._handlers.reask_handler(
-                    kwargs=kwargs, response=response, exception=exc
+            if attempt == self.max_reasks:
+                return JudgeError(
+                    kind=JudgeErrorKind.INVALID_OUTPUT,
+                    attempts=row.answers,
+                    message=f"no valid verdict after {row.answers} answer(s): {parsed.reason}",
                 )
-            except Exception as exc:  # transport, cassette miss, refusal: classified below
-                return None, self._classify(exc, call)
+            kwargs = self.adapter.reask(kwargs, answer.response, parsed.reason)
         raise AssertionError("unreachable: the last attempt returns")
 
-    def _classify(self, exc: Exception, call: CallContext) -> JudgeError:
-        """A row's non-parse failure: a cassette miss, a refusal, or transport for good."""
-        attempts = len(call.responses)
-        if isinstance(exc, CassetteMiss):
+    @staticmethod
+    def _failed(row: _Row, answer: Answer) -> JudgeError:
+        """A row's non-parse failure: a cassette miss, or transport for good."""
+        kind, message = answer.failure or (JudgeErrorKind.TRANSPORT, "no response")
+        if kind is JudgeErrorKind.CASSETTE_MISS:
             return JudgeError(
-                kind=JudgeErrorKind.CASSETTE_MISS,
-                message=str(exc),
-                attempts=attempts,
-                cassette_key=exc.key,
+                kind=kind, message=message, attempts=row.answers, cassette_key=row.key.key
             )
-        if isinstance(exc, JudgeRefusal):
-            return JudgeError(
-                kind=JudgeErrorKind.REFUSED, attempts=attempts, message=_first_line(exc)
-            )
-        failed = [a.error for a in call.attempts if a.error]
-        detail = failed[-1] if failed else redact(_first_line(exc))
-        return JudgeError(
-            kind=JudgeErrorKind.TRANSPORT,
-            attempts=len(call.attempts),
-            message=f"provider call failed: {detail}",
-        )
+        return JudgeError(kind=kind, attempts=len(row.attempts), message=message)

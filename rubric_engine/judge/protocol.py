@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from rubric_engine.results import JudgeError
+from rubric_engine.results import JudgeError, ProtocolWarning
 from rubric_engine.verdict import VerdictBase
 
 
@@ -62,6 +62,9 @@ class JudgeOutcome:
         reasks: why each re-ask happened (validation messages), in order.
         attempts: every provider call made for this row, failed ones included (cost counts them).
         cassette_key: the canonical request key (set in every mode).
+        parse_warnings: row warnings from reading the replies, for the row result to carry
+            after the ``JUDGE_REASKED`` ones: an ``AMBIGUOUS_REPLY`` per ambiguous reply, then
+            one per clean-up applied to the accepted verdict's values (verdict.py's table).
     """
 
     verdict: VerdictBase | None
@@ -69,6 +72,7 @@ class JudgeOutcome:
     attempts: list[Attempt] = field(default_factory=list)
     reasks: list[str] = field(default_factory=list)
     cassette_key: str | None = None
+    parse_warnings: list[ProtocolWarning] = field(default_factory=list)
 
     @property
     def prompt_tokens(self) -> int:
