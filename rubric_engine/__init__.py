@@ -2,7 +2,10 @@
 
 The public API, imported on first use so that ``rubric-eval --help`` stays fast::
 
-    from rubric_engine import ScoreOptions, score, load_rubric, normalize_verdict
+    from rubric_engine import ScoreOptions, score, load_rubric, read_report
+
+    result = score(ScoreOptions(inputs=[Path("rows.jsonl")], rubric="support_cs"))
+    report = read_report(result.task_id)   # the typed report.json of any stored task
 
 In a notebook or an async app, ``await score_async(options)`` (``score`` refuses to start a
 second event loop inside a running one).
@@ -21,6 +24,9 @@ if TYPE_CHECKING:  # the real types for checkers; at run time each name loads on
     from rubric_engine.errors import ExitCode, RubricEvalError
     from rubric_engine.normalize import normalize_verdict
     from rubric_engine.report import report_for_task
+    from rubric_engine.report.gate import GateResult
+    from rubric_engine.report.model import Diff, Report
+    from rubric_engine.report.run import read_report, run_diff, run_gate
     from rubric_engine.results import (
         CheckResult,
         RowResult,
@@ -72,6 +78,12 @@ _API = {
     "TaskState": "rubric_engine.task_state",
     "TaskStore": "rubric_engine.store",
     "report_for_task": "rubric_engine.report",
+    "Report": "rubric_engine.report.model",
+    "Diff": "rubric_engine.report.model",
+    "GateResult": "rubric_engine.report.gate",
+    "read_report": "rubric_engine.report.run",
+    "run_diff": "rubric_engine.report.run",
+    "run_gate": "rubric_engine.report.run",
     "RubricEvalError": "rubric_engine.errors",
     "ExitCode": "rubric_engine.errors",
     "Check": "rubric_engine.rules.model",
@@ -87,10 +99,13 @@ __all__ = [
     "CheckResult",
     "DialogueRow",
     "DialogueSource",
+    "Diff",
     "EvalCase",
     "EvalRubric",
     "ExitCode",
+    "GateResult",
     "HardRequirement",
+    "Report",
     "RowResult",
     "RubricEvalError",
     "RubricIntent",
@@ -105,8 +120,11 @@ __all__ = [
     "load_rubric",
     "normalize_verdict",
     "parse_rubric",
+    "read_report",
     "report_for_task",
     "row_result",
+    "run_diff",
+    "run_gate",
     "score",
     "score_async",
     "verdict_model",

@@ -123,6 +123,18 @@ def test_a_user_script_type_checks_under_mypy_strict_with_real_types(tmp_path: P
         "print(asyncio.run(run(ScoreOptions(rows=[{'messages': []}], judge='none'))))\n",
     )
     assert good.returncode == 0, good.stdout + good.stderr
+    reading = _mypy_strict(
+        tmp_path,
+        "from pathlib import Path\n"
+        "from rubric_engine import EvalRubric, Report, load_rubric, read_report, run_gate\n\n"
+        "def mean(task: str) -> float | None:\n"
+        "    report: Report = read_report(task, Path('s.sqlite'), by=['intent'])\n"
+        "    return report.totals.mean_score\n\n"
+        "def passed(task: str) -> bool:\n"
+        "    return run_gate(Path('s.sqlite'), task, ['passRate>=0.9']).passed\n\n"
+        "pack: EvalRubric = load_rubric(Path('p.yaml'))\n",
+    )
+    assert reading.returncode == 0, reading.stdout + reading.stderr
     # were the names Any, a wrong use would pass as well: it must not
     bad = _mypy_strict(
         tmp_path,

@@ -21,7 +21,7 @@ from rubric_engine.report.gate import (
     parse_threshold,
     slice_fields,
 )
-from rubric_engine.report.model import Diff
+from rubric_engine.report.model import Diff, Report
 from rubric_engine.report.stored import StoredTask, diff_side, load_task, report_from_task
 from rubric_engine.store import TaskStore
 
@@ -45,6 +45,29 @@ def _load(store: Path, task_id: str) -> StoredTask:
     require_store(store)
     with TaskStore(store) as opened:
         return load_task(opened, task_id)
+
+
+def read_report(
+    task_id: str,
+    store: Path = Path(".rubric-eval/store.sqlite"),
+    *,
+    pass_score: int | None = None,
+    by: Sequence[str] = (),
+) -> Report:
+    """A stored task's report, rebuilt from its own rubric snapshot (what ``report.json`` holds).
+
+    Args:
+        task_id: the task's id, as ``score`` printed it.
+        store: the store file (default: the CLI's default store).
+        pass_score: lowest passing final score (default: one below the scale's top).
+        by: slices to add (``intent``, ``category`` or a row metadata field).
+
+    Raises:
+        StoreError: no store at ``store``, or its snapshot no longer matches its hash.
+        TaskNotFoundError: no such task (the known ones are listed).
+        ConfigurationError: a bad ``pass_score`` or ``by`` name (valid choices listed).
+    """
+    return report_from_task(_load(store, task_id), pass_score=pass_score, by=tuple(by))
 
 
 def run_diff(
