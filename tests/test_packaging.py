@@ -50,8 +50,17 @@ def test_wheel_is_rubric_engine_with_the_rubric_eval_command(wheel: Path) -> Non
 def test_installed_wheel_runs_outside_the_checkout(wheel: Path, tmp_path: Path) -> None:
     target = tmp_path / "site"
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target),
-         str(wheel)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--target",
+            str(target),
+            str(wheel),
+        ],
         check=True,
         capture_output=True,
     )
@@ -72,7 +81,10 @@ def test_installed_wheel_runs_outside_the_checkout(wheel: Path, tmp_path: Path) 
     assert prompt_hash.startswith("sha256:")
     helped = subprocess.run(
         [sys.executable, "-m", "rubric_engine.cli", "--help"],
-        cwd=elsewhere, env=env, capture_output=True, text=True,
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
     )
     assert helped.returncode == 0, helped.stderr
     assert "score" in helped.stdout

@@ -69,9 +69,7 @@ def test_rows_in_memory_score_exactly_like_the_file(tmp_path: Path) -> None:
     from_file = score(_options(tmp_path, "file"))
     as_dicts = score(_options(tmp_path, "dicts", inputs=(), rows=objects))
     as_rows = score(
-        _options(
-            tmp_path, "rows", inputs=(), rows=[DialogueRow.model_validate(o) for o in objects]
-        )
+        _options(tmp_path, "rows", inputs=(), rows=[DialogueRow.model_validate(o) for o in objects])
     )
     assert _rows(as_dicts) == _rows(from_file) == _rows(as_rows)
     assert as_dicts.report["totals"] == from_file.report["totals"]
