@@ -171,16 +171,15 @@ def score(
         )
         raise typer.Exit(ExitCode.CASSETTE_MISS)
     if result.stopped:
-        totals = result.report["totals"]
         typer.echo(
-            f"stopped: {result.stopped}; {totals['rows']} of "
-            f"{result.report['task']['plannedRows']} row(s) have a result. Finish with "
+            f"stopped: {result.stopped}; {result.report.totals.rows} of "
+            f"{result.report.task.planned_rows} row(s) have a result. Finish with "
             f"`{resume_command(result.task_id, options.store)}` and a larger budget.",
             err=True,
         )
         raise typer.Exit(ExitCode.BUDGET)
-    totals = result.report["totals"]
-    if not totals["scored"] and not totals.get("checked"):
+    totals = result.report.totals
+    if not totals.scored and not totals.checked:
         typer.echo(
             "error: no row was scored (every row is JUDGE_ERROR; reasons above and in rows.jsonl)",
             err=True,
