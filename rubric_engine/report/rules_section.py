@@ -3,8 +3,7 @@
 Only rows that carry rule checks are cases here. ``passRate`` is 0.0–1.0; the verifier
 verdicts are counted with a missing one as ``"NONE"``; ``averageDurationMs`` averages the rows
 whose trace records a duration (``None`` if none). Each result is the row's
-:class:`~rubric_engine.results.RuleSummary`. Pure; the same figures as
-:func:`rubric_engine.rules.report.diagnosis_report`, typed.
+:class:`~rubric_engine.results.RuleSummary`. Pure.
 """
 
 from __future__ import annotations
