@@ -228,7 +228,7 @@ def calibrate_views(
         ``krippendorffAlpha``, ``excluded``, ``rows``, ``seed`` and ``plan`` (with half_width).
     """
     pairs, excluded = _pairs(reference, judge)
-    reqs = rubric.requirements_by_id() if rubric is not None else {}
+    reqs = rubric.requirements_by_id if rubric is not None else {}
     overall = _block([(a, b) for _, _, a, b in pairs], seed)
     by_req: dict[str, list[tuple[bool, bool]]] = defaultdict(list)
     by_intent: dict[str, list[tuple[bool, bool]]] = defaultdict(list)
@@ -275,7 +275,7 @@ def calibrate_views(
     total_unmet = sum(a for a, _ in observed.values())
     total_applicable = sum(b for _, b in observed.values())
     rate = ratio(total_unmet, total_applicable)
-    intent_order = list(rubric.intents_by_key()) if rubric is not None else []
+    intent_order = list(rubric.intents_by_key) if rubric is not None else []
     refs_with_score = [
         (r.score, judge[k].score)
         for k, r in reference.items()
@@ -300,7 +300,7 @@ def calibrate_views(
         "categories": [
             {"category": k, **_block(v, seed, boot=False)} for k, v in sorted(by_cat.items())
         ],
-        "redFlags": _red_flags(reference, judge, list(rubric.red_flag_types()) if rubric else []),
+        "redFlags": _red_flags(reference, judge, list(rubric.red_flag_types) if rubric else []),
         "intentAgreement": _intents(reference, judge),
         "scores": score_agreement(
             [a for a, _ in refs_with_score], [b for _, b in refs_with_score], scale

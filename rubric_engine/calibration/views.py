@@ -57,7 +57,7 @@ def _red_lines(rubric: EvalRubric | None) -> dict[str, str]:
         return {}
     return {
         rid: req.red_flag_type
-        for rid, req in rubric.requirements_by_id().items()
+        for rid, req in rubric.requirements_by_id.items()
         if req.critical and req.red_flag_type
     }
 

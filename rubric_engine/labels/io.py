@@ -172,8 +172,8 @@ def check_against_task(labels: Sequence[Label], task: StoredTask, path: Path) ->
     """
     rubric, record = task.rubric, task.record
     results = {row.result.row_id: row.result for row in task.rows}
-    intents = list(rubric.intents_by_key())
-    flags = list(rubric.red_flag_types())
+    intents = list(rubric.intents_by_key)
+    flags = list(rubric.red_flag_types)
     chosen = {lab.row_id: lab.intent_key for lab in labels if lab.intent_key}
     problems: list[Problem] = []
     out: list[Label] = []
@@ -235,7 +235,7 @@ def check_against_task(labels: Sequence[Label], task: StoredTask, path: Path) ->
             if intent in intents:
                 valid += [r.id for r in rubric.applicable_requirements(intent) if r.id not in valid]
             if not result.reference_basis and intent is None:
-                valid = list(rubric.requirements_by_id())
+                valid = list(rubric.requirements_by_id)
             if lab.requirement_id not in valid:
                 problems.append(
                     Problem(
