@@ -201,6 +201,12 @@ def _alpha(
     return krippendorff_alpha(data, "nominal") if len(sides) >= 2 else None
 
 
+def _category(rid: str, reqs: Mapping[str, Any]) -> str:
+    if rid in reqs:
+        return str(reqs[rid].category)
+    return "CASE" if rid.startswith("CASE_") else "(unknown)"  # case-level IDs (SPEC §8)
+
+
 def calibrate_views(
     reference: Mapping[str, RowView],
     judge: Mapping[str, RowView],
@@ -237,12 +243,7 @@ def calibrate_views(
         by_req[rid].append((a, b))
         intent = reference[row_id].intent_key or judge[row_id].intent_key or "(none)"
         by_intent[intent].append((a, b))
-        category = (
-            reqs[rid].category
-            if rid in reqs
-            else ("CASE" if rid.startswith("CASE_") else "(unknown)")
-        )
-        by_cat[category].append((a, b))
+        by_cat[_category(rid, reqs)].append((a, b))
     observed = _observed_rates(judge_all if judge_all is not None else judge)
     requirements = []
     order = [*reqs, *sorted(set(by_req) - set(reqs))]
@@ -254,7 +255,7 @@ def calibrate_views(
         rate = ratio(unmet, applicable)
         entry = {
             "id": rid,
-            "category": reqs[rid].category if rid in reqs else None,
+            "category": _category(rid, reqs),
             "critical": bool(reqs[rid].critical) if rid in reqs else None,
             **block,
             "observedViolationRate": rate,
