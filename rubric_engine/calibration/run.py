@@ -7,6 +7,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
+from rubric_engine.calibration.binary import ratio
 from rubric_engine.calibration.compare import calibrate_views
 from rubric_engine.calibration.metrics import flat_metrics
 from rubric_engine.calibration.record import save_calibration
@@ -143,7 +144,7 @@ def calibrate_files(
 
 def compare_tasks(store: TaskStore, task_a: str, task_b: str, *, seed: int = 0) -> dict[str, Any]:
     """Judge against judge over the same rows (two models, or repeated runs of one): the
-    calibration of ``task_b`` against ``task_a`` plus ``flipRate`` = 1 − accuracy, overall and
+    calibration of ``task_b`` against ``task_a`` plus ``flipRate`` = (FP + FN) / n, overall and
     per requirement, and the share of rows whose intent or final score differs.
 
     Raises:
@@ -163,7 +164,7 @@ def compare_tasks(store: TaskStore, task_a: str, task_b: str, *, seed: int = 0) 
         raise InputError(f"tasks {task_a} and {task_b} share no scored row")
     result = calibrate_views(first, second, rubric=a.rubric, judge_all=second, seed=seed)
     for block in (result["overall"], *result["requirements"]):
-        block["flipRate"] = None if block["accuracy"] is None else 1 - block["accuracy"]
+        block["flipRate"] = ratio(block["fp"] + block["fn"], block["n"])
     result["rowFlips"] = {
         "rows": len(shared),
         "intent": sum(first[r].intent_key != second[r].intent_key for r in shared) / len(shared),
