@@ -12,11 +12,13 @@ scikit-learn (≈ 40 MB with its own compiled stack) would be a runtime dependen
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Hashable, Sequence
 from typing import Literal
 
 __all__ = ["cohen_kappa", "krippendorff_alpha"]
+
+Value = float | str
 
 
 def cohen_kappa(
@@ -82,34 +84,34 @@ def krippendorff_alpha(
     if len({len(r) for r in data}) > 1:
         raise ValueError("every rater needs one entry per unit (None where it gave no value)")
     units = len(data[0]) if data else 0
-    coincidence: Counter[tuple[float | str, float | str]] = Counter()
+    coincidence: dict[tuple[Value, Value], float] = defaultdict(float)
     for u in range(units):
-        values = [r[u] for r in data if r[u] is not None]
+        values: list[Value] = [v for r in data if (v := r[u]) is not None]
         m = len(values)
         if m < 2:
             continue
         for i, a in enumerate(values):
             for j, b in enumerate(values):
                 if i != j:
-                    coincidence[(a, b)] += 1 / (m - 1)  # type: ignore[assignment]
-    totals: Counter[float | str] = Counter()
+                    coincidence[(a, b)] += 1 / (m - 1)
+    totals: dict[Value, float] = defaultdict(float)
     for (a, _), weight in coincidence.items():
-        totals[a] += weight  # type: ignore[assignment]
+        totals[a] += weight
     n = sum(totals.values())
     if n < 2:
         return None
-    values = sorted(totals, key=lambda v: (isinstance(v, str), v))
-    position = {v: i for i, v in enumerate(values)}
+    ordered: list[Value] = sorted(totals, key=lambda v: (isinstance(v, str), v))
+    position = {v: i for i, v in enumerate(ordered)}
 
-    def delta(a: float | str, b: float | str) -> float:
+    def delta(a: Value, b: Value) -> float:
         if level == "nominal":
             return 0.0 if a == b else 1.0
         if level == "interval":
             return (float(a) - float(b)) ** 2
         lo, hi = sorted((position[a], position[b]))
-        between = sum(totals[values[g]] for g in range(lo, hi + 1))
+        between = sum(totals[ordered[g]] for g in range(lo, hi + 1))
         return (between - (totals[a] + totals[b]) / 2) ** 2
 
     d_obs = sum(w * delta(a, b) for (a, b), w in coincidence.items())
-    d_exp = sum(totals[a] * totals[b] * delta(a, b) for a in values for b in values) / (n - 1)
+    d_exp = sum(totals[a] * totals[b] * delta(a, b) for a in ordered for b in ordered) / (n - 1)
     return None if d_exp == 0 else 1 - d_obs / d_exp

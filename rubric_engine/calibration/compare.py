@@ -10,11 +10,11 @@ and requirements only one side judged, are outside every denominator and counted
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from rubric_engine.calibration.agreement import cohen_kappa, krippendorff_alpha
-from rubric_engine.calibration.binary import binary_metrics, confusion, ratio
+from rubric_engine.calibration.binary import Confusion, binary_metrics, confusion, ratio
 from rubric_engine.calibration.correction import labels_needed, rogan_gladen
 from rubric_engine.calibration.intervals import bootstrap_intervals, wilson
 from rubric_engine.calibration.scores import score_agreement
@@ -25,7 +25,7 @@ from rubric_engine.rubric.model import EvalRubric
 __all__ = ["calibrate_views"]
 
 Pair = tuple[str, str, bool, bool]  # row, requirement, reference unmet, judge unmet
-_RATES = {  # rate → (successes, trials) from a confusion table
+_RATES: dict[str, Callable[[Confusion], tuple[int, int]]] = {  # rate → (successes, trials)
     "accuracy": lambda c: (c.tp + c.tn, c.n),
     "precisionUnmet": lambda c: (c.tp, c.tp + c.fp),
     "recallUnmet": lambda c: (c.tp, c.tp + c.fn),
@@ -277,11 +277,11 @@ def calibrate_views(
     total_applicable = sum(b for _, b in observed.values())
     rate = ratio(total_unmet, total_applicable)
     intent_order = list(rubric.intents_by_key) if rubric is not None else []
-    refs_with_score = [
-        (r.score, judge[k].score)
-        for k, r in reference.items()
-        if k in judge and r.score is not None and judge[k].score is not None
-    ]
+    refs_with_score: list[tuple[float, float]] = []
+    for k, r in reference.items():
+        theirs = judge[k].score if k in judge else None
+        if r.score is not None and theirs is not None:
+            refs_with_score.append((r.score, theirs))
     scale = (rubric.score_scale.min, rubric.score_scale.max) if rubric is not None else None
     result: dict[str, Any] = {
         "seed": seed,

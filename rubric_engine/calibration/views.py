@@ -98,7 +98,7 @@ def view_of_labels(
             for rid, status in statuses.items()
             if status is LabelStatus.VIOLATED and rid in red_lines
         }
-        stated = row.get("flags")
+        stated: tuple[str, ...] | None = row.get("flags")  # type: ignore[assignment]
         flags = None if stated is None and not red_lines else {*(stated or ()), *derived}
         scope = (
             None
