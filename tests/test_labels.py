@@ -198,3 +198,64 @@ def test_import_then_export_keeps_the_rubric_and_task_it_was_checked_against(
     assert (
         back.rubric_hash and back.time and back.label_id and back.reason == "invented a fare rule"
     )
+
+
+def test_labels_without_a_task_must_name_their_rubric(tmp_path: Path) -> None:
+    path = write_jsonl(
+        tmp_path / "l.jsonl",
+        [{"rowId": "r1", "requirementId": "A", "status": "FOLLOWED", "reviewer": "ann"}],
+    )
+    code, out = run("labels", "import", path, "--store", tmp_path / "s.sqlite")
+    assert code == 2 and "name no rubricKey" in out and "--task TASK" in out
+    pinned = write_jsonl(
+        tmp_path / "p.jsonl",
+        [
+            {
+                "rowId": "r1",
+                "requirementId": "A",
+                "status": "FOLLOWED",
+                "reviewer": "ann",
+                "rubricKey": "mini",
+            }
+        ],
+    )
+    code, out = run("labels", "import", pinned, "--store", tmp_path / "s.sqlite")
+    assert code == 0 and "imported 1 label(s)" in out
+
+
+def test_calibrate_a_task_against_a_label_file_checks_it_and_stores_no_label(
+    tmp_path: Path,
+) -> None:
+    store, task = score_airline(tmp_path)
+    path = write_jsonl(
+        tmp_path / "l.jsonl",
+        [
+            {
+                "rowId": "airline-17",
+                "requirementId": "COMMON_NO_FABRICATED_INFO",
+                "status": "VIOLATED",
+                "reviewer": "ann",
+                "intentKey": "MODIFY_RESERVATION",
+                "score": 2,
+            },
+        ],
+    )
+    code, out = run(
+        "calibrate", task, "--labels", path, "--store", store, "--format", "json", "--no-save"
+    )
+    assert code == 0, out
+    result = json.loads(out)
+    # the judge listed other rules of airline-17 as unmet, so the row is no omission
+    assert (result["omission"]["rowsWithViolation"], result["omission"]["omitted"]) == (1, 0)
+    flags = {t["type"]: t for t in result["redFlags"]["types"]}
+    assert flags["FABRICATED_INFO"]["missedRows"] == ["airline-17"]
+    assert result["intentAgreement"]["accuracy"] == 1.0
+    assert result["scores"]["meanSignedBias"] == 1.0  # judge 3, reviewer 2: the judge is lenient
+    with TaskStore(store) as opened:
+        assert read_labels(opened.connection) == []
+    bad = write_jsonl(
+        tmp_path / "b.jsonl",
+        [{"rowId": "nope", "requirementId": "X", "status": "VIOLATED", "reviewer": "ann"}],
+    )
+    code, out = run("calibrate", task, "--labels", bad, "--store", store)
+    assert code == 2 and "not a row of task" in out

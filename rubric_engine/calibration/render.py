@@ -94,13 +94,17 @@ def render_calibration_text(result: dict[str, Any]) -> str:
         ]
     if "plan" in result:
         lines.append(
-            f"plan (±{result['plan']['halfWidth']} on TPR and TNR): "
-            + "; ".join(
-                f"{r['id']} {_f(r['plan']['labelsNeeded'])} of {r['plan']['available']}"
-                + (" TOO RARE" if r["plan"]["tooRare"] else "")
-                for r in result["requirements"]
-            )
+            f"plan: labels for ±{result['plan']['halfWidth']} on TPR and TNR (95%), per "
+            "requirement: needed / rows in the task / labelled"
         )
+        for r in result["requirements"]:
+            plan = r["plan"]
+            needed = plan["labelsNeeded"]
+            note = " TOO RARE" + (" (never or always unmet here)" if needed is None else "")
+            lines.append(
+                f"  {r['id']}: {_f(needed)} / {plan['available']} / {plan['labelled']}"
+                + (note if plan["tooRare"] else "")
+            )
     if result.get("calibrationId"):
         lines.append(f"calibration id: {result['calibrationId']}")
     return "\n".join(lines) + "\n"

@@ -77,6 +77,8 @@ def calibrate_task(
             + f"{task_id}`, or pass --labels FILE"
         )
     used.update(
+        # labels made under another version of the rubric (same key) are used, and counted
+        otherRubricHash=sum(1 for lab in labels if lab.rubric_hash != task.record.rubric_hash),
         reviewers=sorted({lab.reviewer for lab in labels}),
         count=len(labels),
         labelIds=sorted(lab.label_id for lab in labels if lab.label_id),

@@ -48,6 +48,14 @@ def labels_import(
             labels = [lab.model_copy(update={"source": source}) for lab in labels]
         if task is not None:
             _require_store(store)
+        else:
+            unpinned = [lab for lab in labels if lab.rubric_key is None]
+            if unpinned:
+                raise ConfigurationError(
+                    f"{file}: {len(unpinned)} label(s) name no rubricKey (e.g. row "
+                    f"{unpinned[0].row_id}); pass --task TASK to check them against a task and "
+                    "take its rubric, or add rubricKey (and rubricVersion) to each line"
+                )
         with TaskStore(store) as opened:
             if task is not None:
                 labels = check_against_task(labels, load_task(opened, task), file)
