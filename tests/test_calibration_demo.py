@@ -17,7 +17,7 @@ from tests.conftest import CASES
 from tests.test_labels import score_airline
 
 runner = CliRunner()
-REVIEWER = "scenario-reviewer"
+REVIEWER = "demo-scenario"
 
 
 def run(*args: object) -> tuple[int, str]:
@@ -25,42 +25,8 @@ def run(*args: object) -> tuple[int, str]:
     return result.exit_code, result.output
 
 
-def review_labels(path: Path) -> Path:
-    """A reviewer's red-line labels on seven rows: agreeing with the judge on five, and two
-    overrides on COMMON_NO_FABRICATED_INFO (FABRICATED_INFO): VIOLATED on airline-3, where the
-    judge found it followed (a missed red flag), FOLLOWED on airline-22, where the judge found
-    it violated (a false red flag). Test data for the mechanism, not a real review."""
-    lines = [
-        ("airline-0", "COMMON_EXPLICIT_CONFIRMATION", "VIOLATED"),
-        ("airline-0", "COMMON_NO_FALSE_CLAIMS", "VIOLATED"),
-        ("airline-1", "COMMON_EXPLICIT_CONFIRMATION", "VIOLATED"),
-        ("airline-3", "COMMON_NO_FABRICATED_INFO", "VIOLATED"),
-        ("airline-5", "COMMON_NO_FALSE_CLAIMS", "VIOLATED"),
-        ("airline-7", "COMMON_NO_FABRICATED_INFO", "VIOLATED"),
-        ("airline-22", "COMMON_NO_FABRICATED_INFO", "FOLLOWED"),
-        ("airline-24", "COMMON_EXPLICIT_CONFIRMATION", "VIOLATED"),
-    ]
-    path.write_text(
-        "".join(
-            json.dumps(
-                {
-                    "rowId": r,
-                    "requirementId": q,
-                    "status": s,
-                    "reviewer": REVIEWER,
-                    "role": "expert",
-                    "sawJudgeVerdict": True,
-                    "reason": "scenario override"
-                    if (r, s) in {("airline-3", "VIOLATED"), ("airline-22", "FOLLOWED")}
-                    else "agrees with the judge",
-                }
-            )
-            + "\n"
-            for r, q, s in lines
-        ),
-        encoding="utf-8",
-    )
-    return path
+#: the shipped scenario file: six labels agreeing with the judge, two overrides (cases/README.md)
+REVIEW = CASES / "labels" / "airline_red_line_overrides.jsonl"
 
 
 def calibrated_demo(tmp_path: Path) -> tuple[Path, str, dict]:  # type: ignore[type-arg]
@@ -68,7 +34,7 @@ def calibrated_demo(tmp_path: Path) -> tuple[Path, str, dict]:  # type: ignore[t
     code, out = run(
         "labels",
         "import",
-        review_labels(tmp_path / "review.jsonl"),
+        REVIEW,
         "--task",
         task,
         "--store",
@@ -169,3 +135,4 @@ def test_a_missing_calibration_says_how_to_make_one(tmp_path: Path) -> None:
         status = calibration_metrics(opened.task(task), opened.connection)
     assert status.state == "missing"
     assert f"labels import FILE --task {task}" in status.reason
+
