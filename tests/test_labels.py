@@ -259,3 +259,10 @@ def test_calibrate_a_task_against_a_label_file_checks_it_and_stores_no_label(
     )
     code, out = run("calibrate", task, "--labels", bad, "--store", store)
     assert code == 2 and "not a row of task" in out
+
+
+def test_status_spelling_from_other_tools_is_accepted_and_a_typo_is_not() -> None:
+    assert label(status=" violated").status is LabelStatus.VIOLATED
+    assert label(status="not applicable").status is LabelStatus.NOT_APPLICABLE
+    with pytest.raises(ValueError, match="FOLLOWED"):
+        label(status="violatd")

@@ -17,7 +17,7 @@ import json
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 __all__ = ["UNMET", "Label", "LabelSource", "LabelStatus"]
@@ -95,6 +95,12 @@ class Label(BaseModel):
     supersedes: str | None = None
     task_id: str | None = None
     label_id: str | None = None
+
+    @field_validator("status", mode="before")
+    @classmethod
+    def _status_spelling(cls, value: Any) -> Any:
+        # files made elsewhere write "violated" or " Followed": one spelling per status
+        return value.strip().upper().replace(" ", "_") if isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _consistent(self) -> Label:
