@@ -129,13 +129,19 @@ class CalibrationStatus:
 def calibration_metrics(task: TaskRecord, db: sqlite3.Connection) -> CalibrationStatus:
     """The calibration a task may use: the newest record with all four pins equal to the
     task's; otherwise why there is none (the newest record of the rubric key and the pins that
-    differ, or no record at all)."""
-    _ensure(db)
-    rows = db.execute(
-        "SELECT id, task_id, rubric_version, rubric_hash, prompt_hash, model, judge_params, "
-        "metrics FROM calibrations WHERE rubric_key=? ORDER BY created_at DESC, id DESC",
-        (task.rubric_key,),
-    ).fetchall()
+    differ, or no record at all). Reading creates no table."""
+    exists = db.execute(
+        "SELECT 1 FROM sqlite_master WHERE type='table' AND name='calibrations'"
+    ).fetchone()
+    rows = (
+        []
+        if exists is None
+        else db.execute(
+            "SELECT id, task_id, rubric_version, rubric_hash, prompt_hash, model, judge_params, "
+            "metrics FROM calibrations WHERE rubric_key=? ORDER BY created_at DESC, id DESC",
+            (task.rubric_key,),
+        ).fetchall()
+    )
     if not rows:
         return CalibrationStatus(
             "missing",
