@@ -79,7 +79,7 @@ def test_a_file_with_problems_reports_all_of_them_and_stores_nothing(tmp_path: P
                 "requirementId": "A",
                 "status": "FOLLOWED",
                 "reviewer": "ann",
-                "sevirity": 1,
+                "time": "yesterday",
             },
         ],
     )
@@ -89,7 +89,7 @@ def test_a_file_with_problems_reports_all_of_them_and_stores_nothing(tmp_path: P
     assert "bad.jsonl:2: status" in out and "FOLLOWED" in out  # the valid statuses are listed
     assert "bad.jsonl:3" in out and "requirementId and status go together" in out
     assert "bad.jsonl:4: requirementId" in out and "line 1" in out
-    assert "bad.jsonl:5: sevirity" in out and "valid fields" in out
+    assert "bad.jsonl:5: time" in out  # UTC ISO 8601 with Z, e.g. 2026-01-01T00:00:00Z
     with TaskStore(store) as opened:
         assert read_labels(opened.connection) == []
 
@@ -266,3 +266,38 @@ def test_status_spelling_from_other_tools_is_accepted_and_a_typo_is_not() -> Non
     assert label(status="not applicable").status is LabelStatus.NOT_APPLICABLE
     with pytest.raises(ValueError, match="FOLLOWED"):
         label(status="violatd")
+
+
+def test_files_made_elsewhere_keep_their_own_fields_numbered_rows_and_json_arrays(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "public.json"
+    path.write_text(
+        json.dumps(
+            [
+                {
+                    "rowId": 17,
+                    "requirementId": "A",
+                    "status": "violated",
+                    "reviewer": "r1",
+                    "explanation": "missed the dose",
+                    "dataset": "x",
+                },
+            ]
+        ),
+        encoding="utf-8",
+    )
+    (lab,) = read_label_file(path)
+    assert lab.row_id == "17" and lab.status is LabelStatus.VIOLATED
+    assert lab.metadata == {"explanation": "missed the dose", "dataset": "x"}
+    code, out = run("labels", "import", path, "--store", tmp_path / "s.sqlite")
+    assert code == 2 and "name no rubricKey" in out  # unknown fields are not the problem
+    csv_path = tmp_path / "l.csv"
+    csv_path.write_text(render_labels([lab], "csv"), encoding="utf-8")
+    assert read_label_file(csv_path) == [lab]
+
+
+def test_times_are_stored_in_utc() -> None:
+    assert label(time="2026-03-01T10:00:00+02:00").time == "2026-03-01T08:00:00Z"
+    with pytest.raises(ValueError, match="not a UTC time"):
+        label(time="2026-03-01T10:00:00")  # no zone: which UTC time it is cannot be known

@@ -13,7 +13,7 @@ from rubric_engine.calibration.metrics import flat_metrics
 from rubric_engine.calibration.record import save_calibration
 from rubric_engine.calibration.views import RowView, by_reviewer, view_of_labels, view_of_result
 from rubric_engine.errors import InputError
-from rubric_engine.labels.io import check_against_task, read_label_file
+from rubric_engine.labels.io import check_against_task, read_label_file, unknown_fields
 from rubric_engine.labels.model import Label
 from rubric_engine.labels.store import read_labels
 from rubric_engine.store import TaskStore
@@ -138,8 +138,16 @@ def calibrate_files(
         seed=seed,
     )
     result["labels"] = {
-        "judge": {"file": judge_file.name, "sha256": _sha256(judge_file)},
-        "reference": {"file": labels_file.name, "sha256": _sha256(labels_file)},
+        side: {
+            "file": path.name,
+            "sha256": _sha256(path),
+            "count": len(labs),
+            "unknownFields": unknown_fields(labs),
+        }
+        for side, path, labs in (
+            ("judge", judge_file, judge_labels),
+            ("reference", labels_file, ref_labels),
+        )
     }
     return result
 

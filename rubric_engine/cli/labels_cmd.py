@@ -36,7 +36,7 @@ def labels_import(
 
     def run() -> None:
         from rubric_engine.errors import ConfigurationError
-        from rubric_engine.labels.io import check_against_task, read_label_file
+        from rubric_engine.labels.io import check_against_task, read_label_file, unknown_fields
         from rubric_engine.labels.store import append_labels
         from rubric_engine.report import load_task
         from rubric_engine.store import TaskStore
@@ -61,6 +61,13 @@ def labels_import(
                 labels = check_against_task(labels, load_task(opened, task), file)
             outcome = append_labels(opened.connection, labels)
         superseding = sum(1 for lab in outcome.added if lab.supersedes)
+        extra = unknown_fields(labels)
+        if extra:
+            typer.echo(
+                f"note: kept field(s) this format does not define under metadata: "
+                f"{', '.join(extra)} (a misspelt field name shows here)",
+                err=True,
+            )
         typer.echo(
             f"imported {len(outcome.added)} label(s) from {file} ({superseding} superseding an "
             f"earlier label), {outcome.unchanged} unchanged"

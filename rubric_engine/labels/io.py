@@ -28,7 +28,13 @@ from rubric_engine.labels.model import Label
 if TYPE_CHECKING:
     from rubric_engine.report import StoredTask
 
-__all__ = ["LABEL_FIELDS", "check_against_task", "read_label_file", "render_labels"]
+__all__ = [
+    "LABEL_FIELDS",
+    "check_against_task",
+    "read_label_file",
+    "render_labels",
+    "unknown_fields",
+]
 
 #: camelCase field names, in the order files are written
 LABEL_FIELDS = tuple(f.alias or n for n, f in Label.model_fields.items())
@@ -51,6 +57,8 @@ def _csv_record(record: dict[str, str | None]) -> dict[str, Any]:
             if name == "evidenceTurns":
                 parsed = [int(p) for p in parsed]
             out[name] = [p.strip() if isinstance(p, str) else p for p in parsed]
+        elif name == "metadata":
+            out[name] = json.loads(text)
         elif name == "sawJudgeVerdict":
             out[name] = text.lower() in ("true", "1", "yes")
         elif name in ("score", "rubricVersion"):
@@ -64,11 +72,33 @@ def _records(path: Path, text: str) -> list[tuple[int, Any]]:
     if path.suffix.lower() == ".csv":
         reader = csv.DictReader(io.StringIO(text))
         return [(reader.line_num, dict(rec)) for rec in reader]
+    if text.lstrip().startswith("["):  # a JSON array of labels; "line" is the item's number
+        try:
+            items = json.loads(text)
+        except ValueError as exc:
+            raise InputError(f"{path}: not a JSON array of labels ({exc})") from exc
+        return [(number, item) for number, item in enumerate(items, start=1)]
     out: list[tuple[int, Any]] = []
     for number, line in enumerate(text.splitlines(), start=1):
         if line.strip():
             out.append((number, line))
     return out
+
+
+def _keep_unknown(data: dict[str, Any]) -> dict[str, Any]:
+    """Fields this format does not define move under ``metadata`` (a file made elsewhere keeps
+    its own columns); ``unknown_fields`` lists them so a typo is still seen."""
+    known = {**{f: f for f in LABEL_FIELDS}, **{n: n for n in Label.model_fields}}
+    extra = {k: v for k, v in data.items() if k not in known}
+    if not extra:
+        return data
+    kept = {k: v for k, v in data.items() if k in known}
+    return {**kept, "metadata": {**(kept.get("metadata") or {}), **extra}}
+
+
+def unknown_fields(labels: Sequence[Label]) -> list[str]:
+    """The field names kept under ``metadata``, first-seen order (for a note to the user)."""
+    return list(dict.fromkeys(k for lab in labels for k in lab.metadata))
 
 
 def read_label_file(path: Path) -> list[Label]:
@@ -91,10 +121,15 @@ def read_label_file(path: Path) -> list[Label]:
     for number, raw in _records(path, text):
         where = f"{path}:{number}"
         try:
-            data = _csv_record(raw) if isinstance(raw, dict) else json.loads(raw)
+            if isinstance(raw, str):
+                data = json.loads(raw)
+            else:
+                data = _csv_record(raw) if path.suffix.lower() == ".csv" else raw
         except (ValueError, TypeError) as exc:
             problems.append(Problem(where, "", f"not a valid label line ({exc})"))
             continue
+        if isinstance(data, dict):
+            data = _keep_unknown(data)
         try:
             labels.append((number, Label.model_validate(data)))
         except ValidationError as exc:
@@ -274,7 +309,7 @@ def render_labels(labels: Sequence[Label], fmt: str) -> str:
     for lab in labels:
         row: dict[str, Any] = {}
         for name, value in lab.to_json_dict().items():
-            if isinstance(value, list):
+            if isinstance(value, list | dict):
                 row[name] = json.dumps(value, ensure_ascii=False)
             elif isinstance(value, bool):
                 row[name] = "true" if value else "false"

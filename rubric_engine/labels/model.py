@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
@@ -70,6 +71,7 @@ class Label(BaseModel):
         supersedes: ``labelId`` of the label this one replaces.
         task_id: the task the label was imported against, if any.
         label_id: content hash, assigned by :meth:`with_id`; the same content gets the same id.
+        metadata: fields a file carried that this format does not define, kept unchanged.
     """
 
     model_config = ConfigDict(
@@ -84,7 +86,7 @@ class Label(BaseModel):
     score: float | None = None
     reviewer: str = Field(min_length=1)
     role: str | None = None
-    time: str | None = Field(default=None, pattern=r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
+    time: str | None = None
     reason: str | None = None
     evidence_turns: tuple[int, ...] = ()
     rubric_key: str | None = None
@@ -95,6 +97,29 @@ class Label(BaseModel):
     supersedes: str | None = None
     task_id: str | None = None
     label_id: str | None = None
+    #: fields of the file this format does not know, kept as they were (see labels.io)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("row_id", "requirement_id", "reviewer", mode="before")
+    @classmethod
+    def _ids_as_text(cls, value: Any) -> Any:
+        # published sets often number their rows: 17 and "17" are the same row
+        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+    @field_validator("time")
+    @classmethod
+    def _utc(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            parsed = None
+        if parsed is None or parsed.utcoffset() is None:
+            raise ValueError(
+                f"{value!r} is not a UTC time; write ISO 8601 with Z, e.g. 2026-01-01T09:30:00Z"
+            )
+        return parsed.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
     @field_validator("status", mode="before")
     @classmethod
@@ -129,8 +154,9 @@ class Label(BaseModel):
         return False if self.status is LabelStatus.FOLLOWED else None
 
     def to_json_dict(self) -> dict[str, Any]:
-        """camelCase, JSON-ready, absent optional fields left out."""
-        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+        """camelCase, JSON-ready, absent optional fields (and empty lists) left out."""
+        data = self.model_dump(mode="json", by_alias=True, exclude_none=True)
+        return {k: v for k, v in data.items() if v not in ([], {})}
 
     def content_id(self) -> str:
         """``L`` + 16 hex digits of SHA-256 over the label's content (without ``labelId``)."""
