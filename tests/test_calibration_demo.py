@@ -59,6 +59,16 @@ def test_an_override_on_a_red_line_shows_as_a_missed_and_a_false_red_flag(tmp_pa
     assert result["calibrationId"].startswith("C")
 
 
+def test_the_markdown_page_lists_red_flags_and_only_compared_requirements(tmp_path: Path) -> None:
+    store, task, _ = calibrated_demo(tmp_path)
+    code, out = run("calibrate", task, "--store", store, "--format", "md", "--no-save")
+    assert code == 0, out
+    assert "| FABRICATED_INFO | 1 | 1 | 1 | 0.500 | 0.500 |" in out
+    assert "| COMMON_NO_FABRICATED_INFO | 3 | 1 | 1 | 1 | 0 | -0.500 |" in out
+    assert "COMMON_BAGGAGE_ALLOWANCE" not in out  # never labelled: counted, not listed
+    assert "requirement(s) of the task have no compared label" in out
+
+
 def test_the_calibration_is_pinned_and_stale_for_another_judge_model(tmp_path: Path) -> None:
     store, task, result = calibrated_demo(tmp_path)
     with TaskStore(store) as opened:

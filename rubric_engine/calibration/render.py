@@ -120,7 +120,10 @@ def render_calibration_markdown(result: dict[str, Any]) -> str:
             f"prompt `{pin['promptVersion']}`, judge `{pin['model']}`.",
             "",
         ]
-    out += [f"- {line}" for line in _summary_lines(result)]
+    out += [
+        f"  - {line.strip()}" if line.startswith("  ") else f"- {line}"
+        for line in _summary_lines(result)
+    ]
     out += [
         "",
         "## Red flags",
@@ -140,12 +143,16 @@ def render_calibration_markdown(result: dict[str, Any]) -> str:
         "| requirement | n | TP | FP | FN | TN | κ | recall | TNR | F1 | corrected rate |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for r in result["requirements"]:
+    labelled = [r for r in result["requirements"] if r["n"]]
+    for r in labelled:
         out.append(
             f"| {r['id']} | {r['n']} | {r['tp']} | {r['fp']} | {r['fn']} | {r['tn']} | "
             f"{_f(r['kappa'])} | {_f(r['recallUnmet'])} | {_f(r['tnr'])} | {_f(r['f1Unmet'])} | "
             f"{_f(r['correctedViolationRate'])} |"
         )
+    unlabelled = len(result["requirements"]) - len(labelled)
+    if unlabelled:
+        out += ["", f"{unlabelled} requirement(s) of the task have no compared label."]
     confusion = result["intentAgreement"]["confusion"]
     if confusion:
         keys = sorted({k for row in confusion.values() for k in row} | set(confusion))
