@@ -146,3 +146,53 @@ def test_a_missing_calibration_says_how_to_make_one(tmp_path: Path) -> None:
     assert status.state == "missing"
     assert f"labels import FILE --task {task}" in status.reason
 
+
+def test_the_gate_fails_on_calibration_red_flag_recall_and_on_a_stale_calibration(
+    tmp_path: Path,
+) -> None:
+    store, task, _ = calibrated_demo(tmp_path)
+    code, out = run(
+        "gate",
+        task,
+        "--store",
+        store,
+        "--threshold",
+        "calibration.redFlagRecall.lower95>=0.8",
+        "--threshold",
+        "calibration.redFlagRecall>=0.85",
+    )
+    assert code == 7, out
+    assert (
+        "FAIL  calibration.redFlagRecall.lower95>=0.8 fails: "
+        "calibration.redFlagRecall.lower95 = 0.48" in out
+    )
+    assert "PASS  calibration.redFlagRecall>=0.85 holds" in out  # 6/7 = 0.857
+    code, out = run("gate", task, "--store", store, "--threshold", "calibration.kapa>=0.6")
+    assert code == 2 and "valid: " in out and "kappa" in out
+    verdicts = load_verdicts(CASES / "verdicts" / "airline_cs.jsonl")
+    with StubServer(verdicts_responder(verdicts)) as server:
+        code, out = run(
+            "score",
+            CASES / "airline_tau2_dev.json",
+            "--rubric",
+            "airline_cs",
+            "--store",
+            store,
+            "--mode",
+            "live",
+            "--api-base",
+            server.base_url,
+            "--model",
+            "openai/stub-judge",
+            "--out",
+            tmp_path / "other",
+            "-q",
+        )
+    other = out.split("task id: ")[1].split()[0]
+    code, out = run("gate", other, "--store", store, "--threshold", "calibration.kappa>=0.6")
+    assert code == 7, out
+    assert (
+        "calibration.kappa>=0.6: no value in this task, so it cannot pass (calibration is stale:"
+        in out
+    )
+    assert "judge model 'openai/gpt-4o-mini' vs this task's 'openai/stub-judge'" in out

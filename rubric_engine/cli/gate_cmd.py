@@ -158,7 +158,10 @@ def gate(
         _require_store(store)
         with TaskStore(store) as opened:
             current = load_task(opened, task_id)
+            calibration = _calibration_block(parsed, current.record, opened)
         report = report_from_task(current, pass_score=pass_score, by=slice_fields(parsed))
+        if calibration is not None:  # for the checks only; report files never hold it
+            report = {**report, "calibration": calibration}
         check_parameters(parsed, report)
         checks = [] if allow_partial else [check_complete(report)]
         checks += [check_threshold(t, report) for t in parsed]
@@ -185,6 +188,21 @@ def gate(
 
     if not _guard(run):
         raise typer.Exit(EXIT_GATE_FAILED)
+
+
+def _calibration_block(thresholds: list[Any], record: Any, opened: Any) -> dict[str, Any] | None:
+    """The task's calibration state and metrics, when a threshold reads one."""
+    if not any(t.metric.name == "calibration.<METRIC>" for t in thresholds):
+        return None
+    from rubric_engine.calibration.record import calibration_metrics
+
+    found = calibration_metrics(record, opened.connection)
+    return {
+        "state": found.state,
+        "reason": found.reason,
+        "recordId": found.record_id,
+        "metrics": found.metrics,
+    }
 
 
 def _write(path: Path, text: str, option: str) -> None:

@@ -74,15 +74,44 @@ def _worst_group(field: str) -> Reader:
 
 @dataclass(frozen=True)
 class Metric:
-    """One gate metric. ``name`` may hold one ``<PARAM>`` placeholder."""
+    """One gate metric. ``name`` may hold one ``<PARAM>`` placeholder; ``param`` is the
+    pattern it matches (one dotted segment unless said otherwise). ``choices`` returning
+    ``None`` means the valid values are unknown here (the check explains itself);
+    ``why_missing`` says why the metric has no value, when it can."""
 
     name: str
     description: str
     read: Reader
-    choices: Callable[[dict[str, Any]], list[str]] | None = None
+    choices: Callable[[dict[str, Any]], list[str] | None] | None = None
+    param: str = r"[^.]+"
+    why_missing: Callable[[dict[str, Any]], str | None] | None = None
 
     def pattern(self) -> re.Pattern[str]:
-        return re.compile("^" + re.sub(r"<[A-Z_]+>", r"([^.]+)", re.escape(self.name)) + "$")
+        return re.compile("^" + re.sub(r"<[A-Z_]+>", f"({self.param})", re.escape(self.name)) + "$")
+
+
+def _calibration(report: dict[str, Any], name: str) -> float | None:
+    """A calibration metric, from the block the gate adds (``calibration_block``)."""
+    value: float | None = (
+        report.get("calibration", {}).get("metrics", {}).get(f"calibration.{name}")
+    )
+    return value
+
+
+def _calibration_choices(report: dict[str, Any]) -> list[str] | None:
+    block = report.get("calibration", {})
+    if block.get("state") != "current":
+        return None  # stale or missing: every such check fails and says why
+    return sorted(m.removeprefix("calibration.") for m in block["metrics"])
+
+
+def _calibration_missing(report: dict[str, Any]) -> str | None:
+    block = report.get("calibration")
+    if not block:
+        return None
+    if block["state"] != "current":
+        return f"calibration is {block['state']}: {block['reason']}"
+    return f"the calibration ({block['recordId']}) has no such figure (undefined or never measured)"
 
 
 #: Every gate metric, in the order the README and error messages list them.
@@ -188,6 +217,17 @@ METRICS: tuple[Metric, ...] = (
     ),
     Metric("latencyMsMean", "judge latency per row (ms)", lambda r, _: r["usage"]["latencyMsMean"]),
     Metric("latencyMsP95", "judge latency p95 (ms)", lambda r, _: r["usage"]["latencyMsP95"]),
+    Metric(
+        "calibration.<METRIC>",
+        "judge agreement with human labels from the calibration pinned to this task's rubric, "
+        "prompt, model and parameters, e.g. calibration.kappa, calibration.redFlagRecall.lower95, "
+        "calibration.requirements.<ID>.recallUnmet.lower95 (docs/calibration.md); a stale or "
+        "missing calibration fails",
+        _calibration,
+        _calibration_choices,
+        param=r".+",
+        why_missing=_calibration_missing,
+    ),
 )
 
 
@@ -264,7 +304,7 @@ def check_parameters(thresholds: list[Threshold], report: dict[str, Any]) -> Non
         if t.metric.choices is None:
             continue
         valid = t.metric.choices(report)
-        if t.param not in valid:
+        if valid is not None and t.param not in valid:
             problems.append(
                 f"{t.text}: {t.param!r} is not a valid value for {t.metric.name}; "
                 f"valid: {', '.join(valid) or '(none in this task)'}"
@@ -278,8 +318,12 @@ def check_threshold(threshold: Threshold, report: dict[str, Any]) -> CheckResult
     value = threshold.metric.read(report, threshold.param)
     limit = f"{threshold.limit:g}"
     if value is None:
+        why = threshold.metric.why_missing(report) if threshold.metric.why_missing else None
         return CheckResult(
-            threshold.text, False, f"{threshold.text}: no value in this task, so it cannot pass"
+            threshold.text,
+            False,
+            f"{threshold.text}: no value in this task, so it cannot pass"
+            + (f" ({why})" if why else ""),
         )
     ok = _OPS[threshold.op](float(value), threshold.limit)
     shown = f"{value:.6g}" if isinstance(value, float) else str(value)
