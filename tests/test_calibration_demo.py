@@ -196,3 +196,19 @@ def test_the_gate_fails_on_calibration_red_flag_recall_and_on_a_stale_calibratio
         in out
     )
     assert "judge model 'openai/gpt-4o-mini' vs this task's 'openai/stub-judge'" in out
+
+
+def test_reports_show_the_calibration_once_there_is_one(tmp_path: Path) -> None:
+    store, task, _ = calibrated_demo(tmp_path)
+    code, out = run("report", task, "--store", store, "--out", tmp_path / "rebuilt")
+    assert code == 0, out
+    markdown = (tmp_path / "rebuilt" / "report.md").read_text(encoding="utf-8")
+    assert "## Judge calibration" in markdown and "**current**" in markdown
+    assert "| red-flag recall | 0.857 | [0.487, 0.974] |" in markdown
+    html = (tmp_path / "rebuilt" / "report.html").read_text(encoding="utf-8")
+    assert '<section id="calibration">' in html and "Judge calibration — current" in html
+    assert "0.487 – 0.974" in html
+    assert "calibration" not in (tmp_path / "rebuilt" / "report.json").read_text(encoding="utf-8")
+    # a task never calibrated keeps its report exactly as before (no section)
+    plain = tmp_path / "rep" / "report.md"
+    assert "Judge calibration" not in plain.read_text(encoding="utf-8")

@@ -168,3 +168,48 @@ def render_calibration_markdown(result: dict[str, Any]) -> str:
                 f"| {a} | " + " | ".join(str(confusion.get(a, {}).get(b, 0)) for b in keys) + " |"
             )
     return "\n".join(out) + "\n"
+
+
+#: the figures a report's calibration section shows, with their labels
+SECTION_FIGURES = (
+    ("calibration.n", "pairs compared"),
+    ("calibration.kappa", "Cohen's κ"),
+    ("calibration.recallUnmet", "recall (TPR) of unmet"),
+    ("calibration.tnr", "TNR"),
+    ("calibration.precisionUnmet", "precision of unmet"),
+    ("calibration.f1Unmet", "F1 of unmet"),
+    ("calibration.redFlagRecall", "red-flag recall"),
+    ("calibration.redFlagPrecision", "red-flag precision"),
+)
+
+
+def report_section(state: str, reason: str, metrics: dict[str, float]) -> dict[str, Any]:
+    """What a task report shows of its calibration: state, reason and the key figures with
+    their 95% bounds (``None`` where undefined)."""
+    figures: list[dict[str, Any]] = []
+    for name, label in SECTION_FIGURES:
+        if name not in metrics and state == "current":
+            figures.append({"name": name, "label": label, "value": None, "interval": None})
+        elif name in metrics:
+            lo, hi = metrics.get(f"{name}.lower95"), metrics.get(f"{name}.upper95")
+            interval = None if lo is None or hi is None else [lo, hi]
+            figures.append(
+                {"name": name, "label": label, "value": metrics[name], "interval": interval}
+            )
+    return {"state": state, "reason": reason, "figures": figures}
+
+
+def render_section_markdown(section: dict[str, Any]) -> str:
+    """The report.md calibration section (appended after the report)."""
+    out = ["", "## Judge calibration", "", f"**{section['state']}**: {section['reason']}"]
+    if section["figures"]:
+        out += ["", "| figure | value | 95% interval |", "|---|---:|---|"]
+        for f in section["figures"]:
+            value = f["value"]
+            shown = (
+                "—"
+                if value is None
+                else (str(int(value)) if f["name"] == "calibration.n" else f"{value:.3f}")
+            )
+            out.append(f"| {f['label']} | {shown} |{_ci(f['interval']) or ' —'} |")
+    return "\n".join(out) + "\n"

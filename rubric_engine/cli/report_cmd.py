@@ -46,8 +46,14 @@ def report(
         _fail(ConfigurationError(f"--format {format!r} is not valid; use json, md or html"))
 
     def run() -> None:
-        from rubric_engine.report import html_report, load_task, report_from_task, write_reports
-        from rubric_engine.report.render import render_json, render_markdown
+        from rubric_engine.report import (
+            html_report,
+            load_task,
+            markdown_report,
+            report_from_task,
+            write_reports,
+        )
+        from rubric_engine.report.render import render_json
         from rubric_engine.store import TaskStore
 
         _require_store(store)
@@ -60,7 +66,10 @@ def report(
             elif format == "html":
                 sys.stdout.write(html_report(opened, task, built))
             else:
-                sys.stdout.write(render_json(built) if format == "json" else render_markdown(built))
+                text = (
+                    render_json(built) if format == "json" else markdown_report(opened, task, built)
+                )
+                sys.stdout.write(text)
 
     _guard(run)
 

@@ -161,7 +161,7 @@ def write_reports(
         out / "report.json", out / "report.md", out / "rows.jsonl", out / "report.html"
     )
     files.json.write_text(render_json(report), encoding="utf-8")
-    files.markdown.write_text(render_markdown(report), encoding="utf-8")
+    files.markdown.write_text(markdown_report(store, task, report), encoding="utf-8")
     files.html.write_text(html_report(store, task, report), encoding="utf-8")
     with files.rows.open("w", encoding="utf-8") as handle:
         for row in task.rows:
@@ -177,6 +177,27 @@ def diff_side(task: StoredTask, *, pass_score: int | None = None) -> DiffSide:
     return DiffSide(report, task.rubric, [(r.result, r.facts) for r in task.rows])
 
 
+def calibration_section(store: TaskStore, task: StoredTask) -> dict[str, Any] | None:
+    """The task's calibration for its Markdown and HTML report: current or stale, with the key
+    figures; ``None`` when its rubric was never calibrated (the report is then unchanged)."""
+    from rubric_engine.calibration.record import calibration_metrics
+    from rubric_engine.calibration.render import report_section
+
+    found = calibration_metrics(task.record, store.connection)
+    if found.state == "missing":
+        return None
+    return report_section(found.state, found.reason, found.metrics)
+
+
+def markdown_report(store: TaskStore, task: StoredTask, report: dict[str, Any]) -> str:
+    """report.md: the report's Markdown plus its calibration section, when there is one."""
+    from rubric_engine.calibration.render import render_section_markdown
+
+    section = calibration_section(store, task)
+    text = render_markdown(report)
+    return text if section is None else text + render_section_markdown(section)
+
+
 def html_report(store: TaskStore, task: StoredTask, report: dict[str, Any]) -> str:
     """The self-contained HTML report; its drill-down holds at most
     :data:`~rubric_engine.report.html.DRILLDOWN_ROWS` rows (worst first), fetched from the store."""
@@ -185,4 +206,10 @@ def html_report(store: TaskStore, task: StoredTask, report: dict[str, Any]) -> s
     picked = drilldown_rows([r.result for r in task.rows], report["totals"]["passScore"])
     dialogues = store.dialogues(task.record.id, [r.row_id for r in picked])
     pairs = [(r, dialogues.get(r.row_id, {})) for r in picked]
-    return render_html(report, task.rubric, pairs, total_rows=len(task.rows))
+    return render_html(
+        report,
+        task.rubric,
+        pairs,
+        total_rows=len(task.rows),
+        calibration=calibration_section(store, task),
+    )

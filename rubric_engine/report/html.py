@@ -216,9 +216,11 @@ def render_html(
     rubric: EvalRubric,
     rows: list[tuple[RowResult, dict[str, Any]]],
     total_rows: int | None = None,
+    calibration: dict[str, Any] | None = None,
 ) -> str:
     """The self-contained HTML report (UTF-8 text); ``rows`` are the drill-down's rows with
-    their dialogues (see :func:`drilldown_rows`), ``total_rows`` how many the task has."""
+    their dialogues (see :func:`drilldown_rows`), ``total_rows`` how many the task has,
+    ``calibration`` the judge-calibration section (none when the rubric was never calibrated)."""
     details = row_details(rubric, rows, report["totals"]["passScore"])
     by_id = {d["rowId"]: d for d in details}
     flags = [
@@ -240,4 +242,5 @@ def render_html(
         total_rows=len(details) if total_rows is None else total_rows,
         anchors={d["rowId"]: d["anchor"] for d in details},
         lang=rubric.language,
+        calibration=calibration,
     )
