@@ -17,6 +17,7 @@ from rubric_engine.rubric import load_rubric
 from rubric_engine.rubric.diff import diff_rubrics, renormalize_blockers
 from rubric_engine.rubric.model import RubricStatus
 from rubric_engine.store import TaskStore
+from rubric_engine.stores.migrations import SCHEMA_VERSION
 from tests.conftest import CASES, CASSETTES, MINI_RUBRIC, RUBRICS
 from tests.test_cli import run
 
@@ -248,15 +249,20 @@ def test_a_tampered_published_snapshot_is_refused_for_scoring(tmp_path: Path) ->
 def test_an_old_store_gains_the_registry_table(tmp_path: Path) -> None:
     store = tmp_path / "old.sqlite"
     TaskStore(store).close()
-    db = sqlite3.connect(store)  # as schema 1 left it: no registry table
+    db = sqlite3.connect(store)  # as schema 1 left it: no registry table, no migration record
     db.execute("DROP TABLE rubric_versions")
+    db.execute("DROP TABLE work_items")
+    db.execute("DROP TABLE migrations")
     db.execute("UPDATE meta SET value='1' WHERE name='schema'")
     db.commit()
     db.close()
     code, out = publish(store, RUBRICS / "health_cs.yaml")
     assert code == 0, out
     db = sqlite3.connect(store)
-    assert db.execute("SELECT value FROM meta WHERE name='schema'").fetchone() == ("2",)
+    assert db.execute("SELECT value FROM meta WHERE name='schema'").fetchone() == (
+        str(SCHEMA_VERSION),
+    )
+    assert db.execute("SELECT COUNT(*) FROM rubric_versions").fetchone() == (1,)
 
 
 # -- two writers at once -----------------------------------------------------------------------
