@@ -45,6 +45,7 @@ from rubric_engine.results import JudgeErrorKind, RowResult
 from rubric_engine.rubric.model import EvalRubric
 from rubric_engine.rules.run import rules_only_rubric
 from rubric_engine.store import StoredRow, TaskRecord, TaskStore, new_task_id
+from rubric_engine.stores.location import StoreLocation, store_exists
 
 Mode = Literal["replay", "record", "live"]
 MODES: tuple[str, ...] = ("replay", "record", "live")
@@ -72,7 +73,7 @@ class ScoreOptions:
     api_base: str | None = None
     api_key_env: str | None = None
     concurrency: int = 8
-    store: Path = DEFAULT_STORE
+    store: StoreLocation = DEFAULT_STORE
     out: Path | None = None
     input_format: InputFormat = "auto"
     prompt_version: str = DEFAULT_PROMPT
@@ -108,7 +109,9 @@ class JudgeUnavailableError(RubricEvalError):
 
     exit_code = 5
 
-    def __init__(self, task_id: str, saved: int, total: int, first_error: str, store: Path) -> None:
+    def __init__(
+        self, task_id: str, saved: int, total: int, first_error: str, store: StoreLocation
+    ) -> None:
         which = f"all {total} row(s)" if saved == total else f"the first {saved} of {total} row(s)"
         rest = "" if saved == total else ", so the rest were not tried"
         super().__init__(
@@ -120,13 +123,13 @@ class JudgeUnavailableError(RubricEvalError):
         self.task_id = task_id
 
 
-def report_command(task_id: str, store: Path) -> str:
+def report_command(task_id: str, store: StoreLocation) -> str:
     """The command that shows a task's report, with ``--store`` when it is not the default."""
     extra = "" if store == DEFAULT_STORE else f" --store {store}"
     return f"rubric-eval report {task_id}{extra}"
 
 
-def resume_command(task_id: str, store: Path) -> str:
+def resume_command(task_id: str, store: StoreLocation) -> str:
     """The command that finishes a stopped or interrupted task."""
     extra = "" if store == DEFAULT_STORE else f" --store {store}"
     return f"rubric-eval score --resume {task_id}{extra}"
@@ -137,28 +140,15 @@ RETRIED_ON_RESUME = frozenset({JudgeErrorKind.TRANSPORT, JudgeErrorKind.CASSETTE
 
 
 @contextmanager
-def task_lock(store: Path, task_id: str) -> Iterator[None]:
-    """Hold an exclusive lock on a task while it runs, so it is never run twice at once.
+def task_lock(store: StoreLocation, task_id: str) -> Iterator[None]:
+    """Hold an exclusive lock on a task while it runs, so it is never run twice at once
+    (SQLite: a file lock beside the store; PostgreSQL: an advisory lock).
 
     Raises:
         StoreError: another process holds it.
     """
-    import fcntl
-
-    folder = store.with_name(store.name + ".locks")  # beside the store, named after it
-    folder.mkdir(parents=True, exist_ok=True)
-    with (folder / f"{task_id}.lock").open("a+") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise StoreError(
-                f"task {task_id} is being run by another rubric-eval process right now; let it "
-                "finish (or stop it) before resuming"
-            ) from None
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    with TaskStore(store) as opened, opened.task_lock(task_id):
+        yield
 
 
 def _file_sha256(path: Path) -> str:
@@ -506,7 +496,7 @@ def _resume(
     on_start: Callable[[str, int], None] | None,
     on_row: Callable[[RowResult], None] | None,
 ) -> ScoreResult:
-    if not options.store.is_file():
+    if not store_exists(options.store):
         raise StoreError(f"{options.store}: no task store here; pass --store PATH")
     with TaskStore(options.store) as store, task_lock(options.store, task_id):
         task = store.task(task_id)

@@ -43,8 +43,18 @@ _UPSERT_ROW = {
     + ", ".join(
         f"{c}=EXCLUDED.{c}"
         for c in (
-            "seq", "status", "final_score", "result", "dialogue", "raw_attempts", "calls",
-            "prompt_tokens", "completion_tokens", "cost_usd", "latency_ms", "cassette_key",
+            "seq",
+            "status",
+            "final_score",
+            "result",
+            "dialogue",
+            "raw_attempts",
+            "calls",
+            "prompt_tokens",
+            "completion_tokens",
+            "cost_usd",
+            "latency_ms",
+            "cassette_key",
         )
     ),
 }

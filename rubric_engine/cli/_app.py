@@ -8,6 +8,9 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
+# small and free of I/O; typer reads the annotations when the app is built
+from rubric_engine.stores.location import StoreLocation, parse_location
+
 app = typer.Typer(
     name="rubric-eval",
     help="Score batches of real dialogues with versioned rubric packs and an LLM judge.",
@@ -51,8 +54,23 @@ EXIT_CASSETTE_MISS = 4
 EXIT_NOTHING_SCORED = 5
 EXIT_BUDGET = 6
 EXIT_GATE_FAILED = 7
+
+
+def _store_location(value: Any) -> StoreLocation:
+    # a postgresql:// URL must not pass through Path, which collapses its "//"
+    return parse_location(value)
+
+
+#: typer takes no Union annotation; the parser returns a StoreLocation (Path | PostgresUrl)
 StoreOpt = Annotated[
-    Path, typer.Option("--store", help="SQLite task store.", envvar="RUBRIC_EVAL_STORE")
+    Any,
+    typer.Option(
+        "--store",
+        help="Task store: a SQLite file path, or a postgresql:// URL (a team store).",
+        envvar="RUBRIC_EVAL_STORE",
+        parser=_store_location,
+        metavar="PATH|URL",
+    ),
 ]
 
 
@@ -74,9 +92,17 @@ def _guard(fn: Any) -> Any:
         _fail(exc)
 
 
-def _require_store(store: Path) -> None:
+def _require_store(store: StoreLocation) -> None:
     from rubric_engine.errors import StoreError
+    from rubric_engine.stores.location import store_exists
 
+    if not isinstance(store, Path):  # a PostgreSQL URL (parsed by StoreOpt)
+        if not store_exists(store):
+            raise StoreError(
+                f"{store}: the database holds no task store yet; start one: `rubric-eval "
+                "rubric publish FILE --store URL` then `rubric-eval score INPUT --rubric KEY`"
+            )
+        return
     if store.is_dir():
         raise StoreError(f"{store} is a folder; --store takes the path of a store file")
     if not store.is_file():

@@ -9,7 +9,16 @@ from typing import Annotated, Any
 import typer
 
 from rubric_engine import DEFAULT_STORE
-from rubric_engine.cli._app import EXIT_GATE_FAILED, StoreOpt, _fail, _guard, _require_store, app
+from rubric_engine.cli._app import (
+    EXIT_GATE_FAILED,
+    StoreOpt,
+    _fail,
+    _guard,
+    _require_store,
+    _store_location,
+    app,
+)
+from rubric_engine.stores.location import StoreLocation
 
 #: `gate` exit code when a threshold or the no-regression rule fails
 
@@ -20,15 +29,21 @@ PassScoreOpt = Annotated[
     ),
 ]
 BaselineStoreOpt = Annotated[
-    Path | None,
+    Any,
     typer.Option(
-        help="Store holding the baseline task, when it is not --store (e.g. a CI artifact)."
+        help="Store holding the baseline task, when it is not --store (e.g. a CI artifact).",
+        parser=_store_location,
+        metavar="PATH|URL",
     ),
 ]
 
 
 def _sides(
-    store: Path, baseline_store: Path | None, baseline: str, current: str, pass_score: int | None
+    store: StoreLocation,
+    baseline_store: StoreLocation | None,
+    baseline: str,
+    current: str,
+    pass_score: int | None,
 ) -> tuple[Any, Any]:
     from rubric_engine.report import diff_side, load_task
     from rubric_engine.store import TaskStore

@@ -66,8 +66,15 @@ class Cluster:
         return self.url(name)
 
     def stop(self) -> None:
-        self._run(str(self.bindir / "pg_ctl"), "-D", str(self.folder / "data"), "-m", "immediate",
-                  "-w", "stop")
+        self._run(
+            str(self.bindir / "pg_ctl"),
+            "-D",
+            str(self.folder / "data"),
+            "-m",
+            "immediate",
+            "-w",
+            "stop",
+        )
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
@@ -90,8 +97,15 @@ def start_cluster(durable: bool = False) -> Cluster:
         os.chown(folder, entry.pw_uid, entry.pw_gid)
     cluster = Cluster(folder, bindir, user)
     done = cluster._run(
-        str(bindir / "initdb"), "-D", str(folder / "data"), "-U", "postgres", "--auth=trust",
-        "-E", "UTF8", "--no-sync",
+        str(bindir / "initdb"),
+        "-D",
+        str(folder / "data"),
+        "-U",
+        "postgres",
+        "--auth=trust",
+        "-E",
+        "UTF8",
+        "--no-sync",
     )
     if done.returncode != 0:
         shutil.rmtree(folder, ignore_errors=True)
@@ -101,8 +115,17 @@ def start_cluster(durable: bool = False) -> Cluster:
         options += " " + " ".join(_FAST)
     log = folder / "server.log"
     done = cluster._run(
-        str(bindir / "pg_ctl"), "-D", str(folder / "data"), "-o", options, "-l", str(log),
-        "-w", "-t", "60", "start",
+        str(bindir / "pg_ctl"),
+        "-D",
+        str(folder / "data"),
+        "-o",
+        options,
+        "-l",
+        str(log),
+        "-w",
+        "-t",
+        "60",
+        "start",
     )
     if done.returncode != 0:
         tail = log.read_text(errors="replace")[-800:] if log.exists() else done.stderr
