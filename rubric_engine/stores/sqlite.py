@@ -67,7 +67,8 @@ class SqliteBackend:
         self._db.commit()
 
     def tables(self) -> set[str]:
-        return {name for (name,) in self._db.execute("SELECT name FROM sqlite_master")}
+        query = "SELECT name FROM sqlite_master WHERE type='table'"
+        return {name for (name,) in self._db.execute(query)}
 
     @contextmanager
     def task_lock(self, task_id: str) -> Iterator[None]:
