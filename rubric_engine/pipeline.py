@@ -24,7 +24,7 @@ from rubric_engine.results import (
 from rubric_engine.rubric.case_level import case_requirements
 from rubric_engine.rubric.model import EvalRubric, HardRequirement
 from rubric_engine.rules.run import RuleRun, checked_result, judged_result, rule_summary, run_rules
-from rubric_engine.store import StoredRow, TaskStore
+from rubric_engine.store import RowSink, StoredRow
 
 
 @dataclass(frozen=True)
@@ -194,7 +194,7 @@ async def run_batch(
     rows: Iterable[DialogueRow],
     builder: RequestBuilder,
     judge: Judge,
-    store: TaskStore,
+    store: RowSink,
     task_id: str,
     concurrency: int = 8,
     on_row: Callable[[RowResult], None] | None = None,

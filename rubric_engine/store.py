@@ -21,7 +21,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 
@@ -31,12 +31,20 @@ from rubric_engine.stores.backend import Backend
 from rubric_engine.stores.location import StoreLocation, parse_location
 from rubric_engine.stores.migrations import SCHEMA_VERSION, migrate
 
-__all__ = ["SCHEMA_VERSION", "StoredRow", "TaskRecord", "TaskStore", "new_task_id"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "RowSink",
+    "StoredRow",
+    "TaskRecord",
+    "TaskStore",
+    "new_task_id",
+    "row_values",
+]
 
 #: a finished row is committed at most this many seconds after it was stored
 COMMIT_INTERVAL_S = 0.5
 #: one row write per backend: a resumed row replaces the one stored before
-_UPSERT_ROW = {
+UPSERT_ROW = {
     "sqlite": "INSERT OR REPLACE INTO rows VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
     "postgres": "INSERT INTO rows VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
     "ON CONFLICT (task_id, row_id) DO UPDATE SET "
@@ -130,6 +138,36 @@ class StoredRow:
     cassette_key: str | None
 
 
+def row_values(task_id: str, row: StoredRow) -> tuple[Any, ...]:
+    """The ``rows`` columns of one finished row, in table order (JSON as canonical text)."""
+    r = row.result
+    return (
+        task_id,
+        row.seq,
+        r.row_id,
+        str(r.status),
+        r.final_score,
+        _dumps(r.to_json_dict()),
+        _dumps(row.dialogue),
+        _dumps(row.raw_attempts),
+        row.calls,
+        row.prompt_tokens,
+        row.completion_tokens,
+        row.cost_usd,
+        row.latency_ms,
+        row.cassette_key,
+    )
+
+
+class RowSink(Protocol):
+    """Where the scoring pipeline puts finished rows: a :class:`TaskStore`, or a worker's
+    fenced writer (:mod:`rubric_engine.work`)."""
+
+    def add_row(self, task_id: str, row: StoredRow) -> None: ...
+
+    def commit(self) -> None: ...
+
+
 class TaskStore:
     """The task store. Use as a context manager or call :meth:`close`.
 
@@ -208,26 +246,7 @@ class TaskStore:
         comes first, so a killed run loses at most that much work and never half a row
         (SQLite transactions).
         """
-        r = row.result
-        self._backend.execute(
-            _UPSERT_ROW[self._backend.dialect],
-            (
-                task_id,
-                row.seq,
-                r.row_id,
-                str(r.status),
-                r.final_score,
-                _dumps(r.to_json_dict()),
-                _dumps(row.dialogue),
-                _dumps(row.raw_attempts),
-                row.calls,
-                row.prompt_tokens,
-                row.completion_tokens,
-                row.cost_usd,
-                row.latency_ms,
-                row.cassette_key,
-            ),
-        )
+        self._backend.execute(UPSERT_ROW[self._backend.dialect], row_values(task_id, row))
         self._pending += 1
         if self._pending >= commit_every or time.monotonic() - self._committed > COMMIT_INTERVAL_S:
             self.commit()
