@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "rubric_cmd",
     "tools_cmd",
     "store_cmd",
+    "work_cmd",
 )
 for _name in COMMAND_MODULES:
     importlib.import_module(f"rubric_engine.cli.{_name}")

@@ -201,13 +201,13 @@ class WorkQueue:
 
 def work_stats(store: TaskStore, task_id: str) -> dict[str, int]:
     """How the task's rows were handed out: ``rows``, ``done``, ``claims`` (all claims) and
-    ``claimedTwice`` (rows claimed more than once, i.e. possibly judged twice)."""
+    ``claimedTwice`` (rows claimed more than once, i.e. possibly judged twice). Reads inside
+    the caller's transaction (commits nothing)."""
     (rows, done, claims, twice) = store.backend.execute(
         "SELECT COUNT(*), SUM(CASE WHEN state='DONE' THEN 1 ELSE 0 END), SUM(claims), "
         "SUM(CASE WHEN claims > 1 THEN 1 ELSE 0 END) FROM work_items WHERE task_id=?",
         (task_id,),
     ).fetchone()
-    store.commit()
     return {
         "rows": int(rows or 0),
         "done": int(done or 0),

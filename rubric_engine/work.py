@@ -1,0 +1,264 @@
+"""Many workers on one task (issue 16): ``score --workers-only`` queues, ``work`` judges.
+
+``queue_task`` checks everything ``score`` checks before a judge call, creates the task
+(state QUEUED) and stores each input row as a work item; it judges nothing. ``work`` (run on
+as many machines as wanted) rebuilds the task's judge from the task itself, as ``--resume``
+does, and streams claimed rows through the ordinary pipeline (:func:`pipeline.run_batch`,
+:class:`pipeline.RequestBuilder`): the only difference is where a finished row goes — through
+:class:`FencedWriter` into :meth:`WorkQueue.complete`, which refuses the write of a worker that
+lost its lease. The worker that stores the last row marks the task COMPLETED; anyone can then
+build its report (``rubric-eval report TASK --store URL``).
+
+Limits: ``--concurrency`` is per worker (each runs its own adaptive limiter, which backs off
+on the provider's 429s by itself), so N workers make at most N × concurrency calls at once;
+choose it as the provider limit divided by the number of workers. A shared limiter through the
+store would add a database round trip to every call for little gain, so it is not done.
+Budgets (``--max-calls``/``--max-cost``) are refused with ``--workers-only``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import socket
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, cast
+
+from rubric_engine.dialogue.model import DialogueRow
+from rubric_engine.errors import ConfigurationError, StoreError
+from rubric_engine.judge.backends import ReplayBackend
+from rubric_engine.judge.instructor_judge import DEFAULT_PARAMS, InstructorJudge
+from rubric_engine.pipeline import RequestBuilder, run_batch
+from rubric_engine.prompt import load_prompt
+from rubric_engine.registry import rubric_for_scoring, verified_snapshot
+from rubric_engine.scoring import (
+    Mode,
+    ScoreOptions,
+    _all_rows,
+    _backend,
+    _check_credentials,
+    _check_inputs,
+    _check_options,
+    _task_record,
+    effective_model,
+)
+from rubric_engine.store import StoredRow, TaskStore, new_task_id, row_values
+from rubric_engine.stores.location import StoreLocation
+from rubric_engine.stores.work_queue import Claim, WorkQueue, enqueue, need_postgres, work_stats
+
+
+@dataclass(frozen=True)
+class QueuedTask:
+    task_id: str
+    rows: int
+
+
+def queue_task(options: ScoreOptions) -> QueuedTask:
+    """``score --workers-only``: validate, create the task, queue its rows; judge nothing.
+
+    Raises:
+        ConfigurationError: ``--resume``, ``--judge none`` or a budget with --workers-only.
+        StoreError: the store is not PostgreSQL.
+        InputError, LifecycleError, CassetteError: as :func:`rubric_engine.scoring.score`.
+    """
+    _check_options(options)
+    refused = [
+        flag
+        for flag, given in (
+            ("--resume", options.resume is not None),
+            ("--judge none", options.judge == "none"),
+            ("--max-calls", options.max_calls is not None),
+            ("--max-cost", options.max_cost_usd is not None),
+        )
+        if given
+    ]
+    if refused:
+        raise ConfigurationError(
+            f"--workers-only cannot be combined with {', '.join(refused)}: workers judge a new "
+            "task's rows, and budgets are per run (see docs/stores.md); drop them"
+        )
+    with TaskStore(options.store) as store:
+        need_postgres(store, "--workers-only")
+        rubric = rubric_for_scoring(options.rubric, options.store, options.draft)
+        template = load_prompt(options.prompt_version)
+        sources, total = _check_inputs(options)
+        _backend(options, rubric)  # the cassette folder (replay) is checked here too
+        task_id = new_task_id()
+        params = {
+            **DEFAULT_PARAMS,
+            "temperature": float(options.temperature),
+            "max_tokens": int(options.max_tokens),
+        }
+        builder = RequestBuilder(rubric, template)
+        out = options.out or Path("reports") / task_id
+        record = _task_record(
+            task_id,
+            replace(options, out=out),
+            rubric,
+            template,
+            builder.system_text,
+            params,
+            sources,
+            total,
+        )
+        store.create_task(replace(record, state="QUEUED"))
+        rows = (
+            (seq, row.row_id, row.model_dump(mode="json", by_alias=True))
+            for seq, row in enumerate(_all_rows(sources))
+        )
+        return QueuedTask(task_id, enqueue(store, task_id, rows))
+
+
+@dataclass
+class WorkSettings:
+    """``rubric-eval work`` options; ``None`` takes what the task recorded."""
+
+    concurrency: int = 8
+    batch: int = 8  #: rows per claim
+    lease_s: float = 30.0
+    worker: str | None = None  #: default ``host:pid:xxxx``
+    api_base: str | None = None
+    api_key_env: str | None = None
+    cassettes: Path | None = None
+    timeout_s: float | None = None
+    #: seconds to wait between looks at rows other workers hold, before their leases end
+    poll_s: float = 1.0
+
+
+@dataclass
+class WorkSummary:
+    task_id: str
+    worker: str
+    stored: int  #: rows this worker stored
+    lost: int  #: rows it judged but another worker had taken over (its write was refused)
+    completed: bool  #: the task is COMPLETED (by this worker or another)
+
+
+class FencedWriter:
+    """The pipeline's row sink for a worker: each row goes through the fenced write."""
+
+    def __init__(self, queue: WorkQueue, batch: int) -> None:
+        self.queue = queue
+        self.batch = batch
+        self.held: dict[str, Claim] = {}
+        self.stored = 0
+        self.lost = 0
+
+    def rows(self) -> Iterator[DialogueRow]:
+        """Claimed rows, claiming ``batch`` more whenever the pipeline wants the next one;
+        ends when nothing is claimable right now."""
+        while claims := self.queue.claim(self.batch):
+            for claim in claims:
+                row = DialogueRow.model_validate(claim.dialogue)
+                self.held[row.row_id] = claim
+                yield row
+
+    def add_row(self, task_id: str, row: StoredRow) -> None:
+        claim = self.held.pop(row.result.row_id)
+        stored = replace(row, seq=claim.seq)  # the pipeline numbers the rows it was given
+        if self.queue.complete(claim, row_values(task_id, stored)):
+            self.stored += 1
+        else:
+            self.lost += 1
+
+    def commit(self) -> None:
+        """Each row is committed by its fenced write."""
+
+
+def work(location: StoreLocation, task_id: str, settings: WorkSettings) -> WorkSummary:
+    """Judge rows of a queued task until none is left; mark it COMPLETED when all are stored.
+
+    Raises:
+        StoreError: not a PostgreSQL store; the task was not queued for workers.
+        TaskNotFoundError: no such task.
+        ConfigurationError: the prompt template changed since the task was queued; the
+            cassette folder or credentials are missing on this machine.
+    """
+    worker = settings.worker or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(2)}"
+    with TaskStore(location) as store:
+        need_postgres(store, "rubric-eval work")
+        task = store.task(task_id)
+        total = work_stats(store, task_id)["rows"]
+        if total != task.row_count:
+            raise StoreError(
+                f"task {task_id} was not queued for workers ({total} of {task.row_count} rows "
+                "are work items); queue one with `rubric-eval score … --workers-only`"
+            )
+        judge, builder, replay = _judge_for(task, location, settings)
+        store.backend.execute(
+            "UPDATE tasks SET state='RUNNING' WHERE id=? AND state='QUEUED'", (task_id,)
+        )
+        store.commit()
+        queue = WorkQueue(store, task_id, worker, settings.lease_s)
+        writer = FencedWriter(queue, settings.batch)
+
+        async def loop() -> None:
+            while True:
+                await run_batch(
+                    writer.rows(), builder, judge, writer, task_id, settings.concurrency
+                )
+                if queue.remaining() == 0:
+                    return
+                await asyncio.sleep(settings.poll_s)  # other workers hold the rest
+
+        try:
+            with queue.heartbeat():
+                asyncio.run(loop())
+        finally:
+            queue.release(writer.held.values())  # stopped early: hand back unjudged rows
+        completed = _finish(store, task_id, task.row_count, replay)
+    return WorkSummary(task_id, worker, writer.stored, writer.lost, completed)
+
+
+def _judge_for(
+    task: Any, location: StoreLocation, settings: WorkSettings
+) -> tuple[InstructorJudge, RequestBuilder, ReplayBackend | None]:
+    rubric = verified_snapshot(task.rubric_snapshot, task.rubric_hash, f"task {task.id}")
+    template = load_prompt(task.prompt_version)
+    if template.hash != task.prompt_hash:
+        raise ConfigurationError(
+            f"task {task.id} is judged with prompt {task.prompt_version} {task.prompt_hash}, "
+            f"and this rubric-eval's template has {template.hash}; run workers with the "
+            f"rubric-eval version that queued it ({task.engine_version})"
+        )
+    run = task.extra.get("run") or {}
+    options = ScoreOptions(
+        mode=cast(Mode, task.judge_mode),
+        model=task.model,
+        cassettes=settings.cassettes or Path(run.get("cassettes", "cassettes")),
+        api_base=settings.api_base or run.get("apiBase"),
+        api_key_env=settings.api_key_env or run.get("apiKeyEnv"),
+        timeout_s=float(settings.timeout_s or run.get("timeoutS") or 120.0),
+        max_reasks=int(task.judge_params["maxReasks"]),
+        concurrency=settings.concurrency,
+        store=location,
+    )
+    backend = _backend(options, rubric)
+    _check_credentials(options)
+    params = {k: v for k, v in task.judge_params.items() if k not in ("maxReasks", "outputMode")}
+    judge = InstructorJudge(backend, rubric, effective_model(options), params, options.max_reasks)
+    return (
+        judge,
+        RequestBuilder(rubric, template),
+        (backend if isinstance(backend, ReplayBackend) else None),
+    )
+
+
+def _finish(store: TaskStore, task_id: str, total: int, replay: ReplayBackend | None) -> bool:
+    """Mark the task COMPLETED once every row is stored (whoever gets here first does it)."""
+    with store.backend.exclusive(f"rubric-eval finish {task_id}"):
+        stats = work_stats(store, task_id)
+        if stats["done"] < total:
+            return False
+        if store.task(task_id).state == "COMPLETED":
+            return True
+        extra: dict[str, Any] = {"stopReason": None, "workers": stats}
+        if replay is not None:
+            kinds = map(replay.index.kind, store.cassette_keys(task_id))
+            extra["cassettes"] = dict(sorted(Counter(k for k in kinds if k).items()))
+        store.finish_task(task_id, "COMPLETED", extra)
+    return True

@@ -1,0 +1,116 @@
+"""Many workers on one PostgreSQL task (issue 16): queue, claim, lease, fenced write."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from rubric_engine.store import StoredRow, TaskStore, row_values
+from rubric_engine.stores.work_queue import WorkQueue, work_stats
+from tests.conftest import CASES, CASSETTES, RUBRICS
+from tests.test_cli import run
+from tests.test_store_backends import _mask, read_files, score_demo
+
+HEALTH = CASES / "health_consult_zh.jsonl"
+
+
+def queue(store: str, *extra: object) -> tuple[int, str]:
+    return run(
+        "score", HEALTH, "-r", "health_cs", "--store", store, "--cassettes", CASSETTES,
+        "--workers-only", *extra,
+    )  # fmt: skip
+
+
+def queued_task(pg_url: str, tmp_path: Path) -> str:
+    code, out = run("rubric", "publish", RUBRICS / "health_cs.yaml", "--store", pg_url)
+    assert code == 0, out
+    code, out = queue(pg_url, "--out", tmp_path / "out")
+    assert code == 0 and "26 row(s) queued for workers" in out, out
+    return out.rsplit("task id: ", 1)[1].split()[0]
+
+
+def test_workers_only_queues_without_judging_and_a_worker_completes_the_task(
+    tmp_path: Path, pg_url: str
+) -> None:
+    task = queued_task(pg_url, tmp_path)
+    with TaskStore(pg_url) as store:
+        assert store.task(task).state == "QUEUED" and store.finished_rows() == {}
+    code, out = run("work", task, "--store", pg_url, "--cassettes", CASSETTES)
+    assert code == 0 and "stored 26 row(s)" in out and "COMPLETED" in out, out
+    code, out = run("report", task, "--store", pg_url, "--out", tmp_path / "workers")
+    assert code == 0, out
+    # the same batch scored by one process into SQLite: the same report files
+    alone = score_demo(
+        tmp_path / "s.sqlite", "health_consult_zh.jsonl", "health_cs", tmp_path / "one"
+    )
+    for name in ("report.json", "report.md", "rows.jsonl"):
+        ours = _mask(read_files(tmp_path / "workers")[name], task)
+        assert ours == _mask(read_files(tmp_path / "one")[name], alone), name
+    with TaskStore(pg_url) as store:
+        assert work_stats(store, task) == {"rows": 26, "done": 26, "claims": 26, "claimedTwice": 0}
+
+
+def test_workers_only_needs_a_postgres_store(tmp_path: Path) -> None:
+    store = tmp_path / "s.sqlite"
+    run("rubric", "publish", RUBRICS / "health_cs.yaml", "--store", store)
+    code, out = queue(str(store))
+    assert code == 3 and "--workers-only needs a PostgreSQL store" in out
+
+
+def test_a_late_worker_cannot_overwrite_a_row_another_worker_took_over(
+    tmp_path: Path, pg_url: str
+) -> None:
+    task = queued_task(pg_url, tmp_path)
+    # a finished row to write (any stored row will do: the one a replayed score stored)
+    alone = score_demo(
+        tmp_path / "s.sqlite", "health_consult_zh.jsonl", "health_cs", tmp_path / "o"
+    )
+    with TaskStore(tmp_path / "s.sqlite") as sqlite_store:
+        first: StoredRow = next(sqlite_store.rows(alone))
+    with TaskStore(pg_url) as a_store, TaskStore(pg_url) as b_store:
+        a = WorkQueue(a_store, task, "a", lease_s=0.3)
+        b = WorkQueue(b_store, task, "b", lease_s=30)
+        (claim_a,) = a.claim(1)
+        assert claim_a.seq == 0 and claim_a.token == 1
+        assert [c.seq for c in b.claim(1)] == [1]  # a's row is locked and leased: skipped
+        time.sleep(0.5)  # a's lease runs out (no heartbeat: a is "dead")
+        (claim_b,) = b.claim(1)
+        assert claim_b.seq == 0 and claim_b.token == 2
+        assert not a.complete(claim_a, row_values(task, first))  # fenced: a lost the row
+        assert b.complete(claim_b, row_values(task, first))
+        assert not b.complete(claim_b, row_values(task, first))  # stored once only
+        assert a_store.finished_rows() == {task: 1}
+        assert work_stats(a_store, task)["claimedTwice"] == 1
+
+
+def test_concurrent_claims_never_hand_out_the_same_row(tmp_path: Path, pg_url: str) -> None:
+    task = queued_task(pg_url, tmp_path)
+    got: dict[str, list[int]] = {}
+
+    def claim_all(name: str) -> None:
+        with TaskStore(pg_url) as store:
+            q = WorkQueue(store, task, name, lease_s=60)
+            got[name] = []
+            while claims := q.claim(2):
+                got[name] += [c.seq for c in claims]
+
+    threads = [threading.Thread(target=claim_all, args=(f"w{i}",)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    every = sorted(seq for seqs in got.values() for seq in seqs)
+    assert every == list(range(26))
+
+
+def test_the_heartbeat_keeps_a_live_worker_s_rows(tmp_path: Path, pg_url: str) -> None:
+    task = queued_task(pg_url, tmp_path)
+    with TaskStore(pg_url) as a_store, TaskStore(pg_url) as b_store:
+        a = WorkQueue(a_store, task, "a", lease_s=1.5)
+        b = WorkQueue(b_store, task, "b", lease_s=30)
+        held = a.claim(26)
+        with a.heartbeat():
+            time.sleep(2.5)  # longer than the lease: only the heartbeat keeps the rows
+            assert b.claim(26) == []
+        assert len(held) == 26
