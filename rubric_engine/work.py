@@ -24,7 +24,7 @@ import secrets
 import socket
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -136,6 +136,7 @@ class WorkSummary:
     stored: int  #: rows this worker stored
     lost: int  #: rows it judged but another worker had taken over (its write was refused)
     completed: bool  #: the task is COMPLETED (by this worker or another)
+    claim_ms: list[float] = field(default_factory=list)  #: each claim's round trip
 
 
 class FencedWriter:
@@ -211,7 +212,7 @@ def work(location: StoreLocation, task_id: str, settings: WorkSettings) -> WorkS
         finally:
             queue.release(writer.held.values())  # stopped early: hand back unjudged rows
         completed = _finish(store, task_id, task.row_count, replay)
-    return WorkSummary(task_id, worker, writer.stored, writer.lost, completed)
+    return WorkSummary(task_id, worker, writer.stored, writer.lost, completed, queue.claim_ms)
 
 
 def _judge_for(

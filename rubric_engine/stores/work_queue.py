@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -109,13 +110,17 @@ class WorkQueue:
         self.worker = worker
         self.lease_s = lease_s
         self._lock = threading.Lock()  # the connection is shared with the judge loop's writes
+        #: wall time of each claim round trip, in ms (benchmarks/workers.py reports p50/p99)
+        self.claim_ms: list[float] = []
 
     def claim(self, n: int) -> list[Claim]:
         """Up to ``n`` rows, lowest ``seq`` first; empty when nothing is claimable right now."""
         with self._lock:
+            started = time.perf_counter()
             conn = self._db.connection
             found = conn.execute(_CLAIM, (self.task_id, n, self.worker, self.lease_s)).fetchall()
             conn.commit()
+            self.claim_ms.append((time.perf_counter() - started) * 1000)
         return sorted(
             (Claim(seq, token, json.loads(text)) for seq, token, text in found),
             key=lambda c: c.seq,

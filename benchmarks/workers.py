@@ -1,0 +1,275 @@
+"""Workers on one PostgreSQL task (issue 16): throughput for 1/2/4 workers, claim latency, and
+a chaos run where workers are SIGKILLed and restarted at random times.
+
+    .venv/bin/python benchmarks/workers.py --rows 2000 --chaos-rows 20000 --latency-ms 50
+
+Starts a throwaway PostgreSQL cluster (rubric_engine/testing/pg_cluster.py; durable settings:
+fsync on, unless --fast-pg) and the loopback stub (benchmarks/stub_server.py), queues tasks
+with ``score --workers-only``'s library call and runs each worker as its own process
+(``rubric_engine.work.work``). Prints Markdown tables with the load average before and after
+each run (the machine is shared: figures depend on it). Every process here refuses
+non-loopback connections (benchmarks/loopback.py).
+
+Chaos run checks, and prints: every input row has exactly one stored result, none lost, the
+task is COMPLETED, and how many rows were claimed twice (an upper bound on rows judged twice:
+a re-claimed row may not have reached the judge before its worker died).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from loopback import guard  # noqa: E402
+
+guard()
+
+
+def _load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"{one:.2f}/{five:.2f}"
+
+
+def _pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def queue(url: str, rows: Path, base_url: str, out: Path) -> str:
+    from rubric_engine.scoring import ScoreOptions
+    from rubric_engine.stores.location import PostgresUrl
+    from rubric_engine.work import queue_task
+
+    options = ScoreOptions(
+        inputs=[rows], rubric="health_cs", mode="live", api_base=base_url,
+        store=PostgresUrl(url), out=out,
+    )  # fmt: skip
+    return queue_task(options).task_id
+
+
+def spawn(url: str, task: str, base_url: str, ns: argparse.Namespace, log: Path) -> Any:
+    cmd = [
+        sys.executable, str(Path(__file__).resolve()), "_worker", "--url", url, "--task", task,
+        "--api-base", base_url, "--concurrency", str(ns.concurrency), "--batch", str(ns.batch),
+        "--lease", str(ns.lease),
+    ]  # fmt: skip
+    return subprocess.Popen(cmd, stdout=log.open("a"), stderr=subprocess.STDOUT)
+
+
+def run_worker(ns: argparse.Namespace) -> None:
+    from rubric_engine.stores.location import PostgresUrl
+    from rubric_engine.work import WorkSettings, work
+
+    started = time.perf_counter()
+    settings = WorkSettings(
+        concurrency=ns.concurrency, batch=ns.batch, lease_s=ns.lease, api_base=ns.api_base,
+        poll_s=0.5,
+    )  # fmt: skip
+    summary = work(PostgresUrl(ns.url), ns.task, settings)
+    print(
+        json.dumps(
+            {
+                "stored": summary.stored,
+                "lost": summary.lost,
+                "completed": summary.completed,
+                "claim_ms": summary.claim_ms,
+                "wall_s": time.perf_counter() - started,
+            }
+        ),
+        flush=True,
+    )
+
+
+def check(url: str, task: str, expected_ids: set[str]) -> dict[str, Any]:
+    from rubric_engine.store import TaskStore
+    from rubric_engine.stores.work_queue import work_stats
+
+    with TaskStore(url) as store:
+        db = store.backend
+        ids = [r for (r,) in db.execute("SELECT row_id FROM rows WHERE task_id=?", (task,))]
+        errors = db.execute(
+            "SELECT COUNT(*) FROM rows WHERE task_id=? AND status='JUDGE_ERROR'", (task,)
+        ).fetchone()[0]
+        stats = work_stats(store, task)
+        state = store.task(task).state
+    return {
+        "state": state,
+        "results": len(ids),
+        "distinct": len(set(ids)),
+        "lost": len(expected_ids - set(ids)),
+        "judge_errors": int(errors),
+        **stats,
+    }
+
+
+def input_ids(rows: Path) -> set[str]:
+    return {json.loads(line)["rowId"] for line in rows.open(encoding="utf-8") if line.strip()}
+
+
+def throughput(ns: argparse.Namespace, cluster: Any, base_url: str, work: Path) -> None:
+    from replicate import write_rows
+    from run import table
+
+    replica = write_rows(work / "tp", ns.rows)
+    lines = []
+    for workers in ns.workers:
+        url = cluster.create_database(f"tp{workers}")
+        _publish(url)
+        task = queue(url, replica.rows, base_url, work / "out")
+        before = _load()
+        logs = [work / f"tp{workers}-{i}.log" for i in range(workers)]
+        started = time.perf_counter()
+        procs = [spawn(url, task, base_url, ns, log) for log in logs]
+        for p in procs:
+            p.wait()
+        wall = time.perf_counter() - started
+        claims: list[float] = []
+        for log in logs:
+            claims += json.loads(log.read_text().strip().splitlines()[-1])["claim_ms"]
+        got = check(url, task, input_ids(replica.rows))
+        assert got["results"] == got["distinct"] == ns.rows and got["state"] == "COMPLETED", got
+        lines.append(
+            [workers, ns.rows, ns.concurrency, ns.latency_ms, wall, ns.rows / wall,
+             workers * ns.concurrency / (ns.latency_ms / 1000), _pct(claims, 0.5),
+             _pct(claims, 0.99), len(claims), before, _load()]
+        )  # fmt: skip
+    print("\n## Throughput (no kills; wall time includes each worker's start-up)\n")
+    print(
+        table(
+            ["workers", "rows", "C/worker", "L ms", "wall s", "rows/s", "ideal", "claim p50 ms",
+             "claim p99 ms", "claims", "load before", "load after"],
+            lines,
+        )
+    )  # fmt: skip
+
+
+def chaos(ns: argparse.Namespace, cluster: Any, base_url: str, work: Path) -> None:
+    from replicate import write_rows
+    from run import table
+
+    replica = write_rows(work / "chaos", ns.chaos_rows)
+    url = cluster.create_database("chaos")
+    _publish(url)
+    task = queue(url, replica.rows, base_url, work / "out")
+    rng = random.Random(ns.seed)
+    before = _load()
+    started = time.perf_counter()
+    logs = [work / f"chaos-{i}.log" for i in range(4)]
+    procs = [spawn(url, task, base_url, ns, logs[i]) for i in range(4)]
+    kills, next_kill = 0, started + rng.uniform(0.5, 1.5) * ns.kill_every
+    restart_at: dict[int, float] = {}
+    while True:
+        now = time.perf_counter()
+        alive = [i for i, p in enumerate(procs) if p.poll() is None]
+        if not alive and not restart_at:
+            break
+        if now >= next_kill and alive:
+            victim = rng.choice(alive)
+            procs[victim].kill()  # SIGKILL: no clean-up, its claims stay until the lease ends
+            procs[victim].wait()
+            kills += 1
+            restart_at[victim] = now + rng.uniform(0.0, 3.0)
+            next_kill = now + rng.uniform(0.5, 1.5) * ns.kill_every
+        for i, at in list(restart_at.items()):
+            if now >= at:
+                procs[i] = spawn(url, task, base_url, ns, logs[i])
+                del restart_at[i]
+        time.sleep(0.05)
+    wall = time.perf_counter() - started
+    got = check(url, task, input_ids(replica.rows))
+    twice_pct = 100 * got["claimedTwice"] / ns.chaos_rows
+    ok = (
+        got["results"] == got["distinct"] == ns.chaos_rows
+        and got["lost"] == 0
+        and got["state"] == "COMPLETED"
+        and twice_pct <= 1.0
+    )
+    print("\n## Chaos: 4 workers, random SIGKILL + restart\n")
+    print(
+        table(
+            ["rows", "kills", "lease s", "wall s", "rows/s", "results", "distinct", "lost",
+             "judge errors", "claimed twice", "claimed twice %", "state", "load before",
+             "load after", "verdict"],
+            [[ns.chaos_rows, kills, ns.lease, wall, ns.chaos_rows / wall, got["results"],
+              got["distinct"], got["lost"], got["judge_errors"], got["claimedTwice"],
+              twice_pct, got["state"], before, _load(), "OK" if ok else "FAILED"]],
+        )
+    )  # fmt: skip
+    if not ok:
+        sys.exit(1)
+
+
+def _publish(url: str) -> None:
+    from replicate import RUBRIC
+
+    from rubric_engine.registry import RubricRegistry
+    from rubric_engine.store import TaskStore
+
+    with TaskStore(url) as store:
+        RubricRegistry(store).publish(RUBRIC)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="cmd")
+    w = sub.add_parser("_worker")
+    w.add_argument("--url", required=True)
+    w.add_argument("--task", required=True)
+    w.add_argument("--api-base", required=True)
+    for p in (parser, w):
+        p.add_argument("--concurrency", type=int, default=8, help="judge calls per worker")
+        p.add_argument("--batch", type=int, default=4, help="rows per claim")
+        p.add_argument("--lease", type=float, default=5.0, help="lease seconds")
+    parser.add_argument("--rows", type=int, default=2000, help="rows per throughput run")
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--chaos-rows", type=int, default=20000)
+    parser.add_argument("--kill-every", type=float, default=20.0, help="mean seconds")
+    parser.add_argument("--latency-ms", type=float, default=50.0, help="stub latency")
+    parser.add_argument("--seed", type=int, default=16)
+    parser.add_argument("--fast-pg", action="store_true", help="fsync off (tests' settings)")
+    parser.add_argument("--skip", choices=["throughput", "chaos"], nargs="*", default=[])
+    ns = parser.parse_args()
+    if ns.cmd == "_worker":
+        run_worker(ns)
+        return
+    import tempfile
+
+    from run import stub
+
+    from rubric_engine.testing.pg_cluster import start_cluster
+
+    work = Path(tempfile.mkdtemp(prefix="rubric-eval-bench-workers-"))
+    cluster = start_cluster(durable=not ns.fast_pg)
+    print(f"# workers benchmark: {os.cpu_count()} CPU(s), load {_load()}, stub {ns.latency_ms} ms")
+    try:
+        from replicate import write_rows
+
+        verdicts = write_rows(work / "v", max(ns.rows, ns.chaos_rows)).verdicts
+        with stub(verdicts, ns.latency_ms) as base_url:
+            if "throughput" not in ns.skip:
+                throughput(ns, cluster, base_url, work)
+            if "chaos" not in ns.skip:
+                chaos(ns, cluster, base_url, work)
+    finally:
+        cluster.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
