@@ -9,8 +9,6 @@ the same small interface (:class:`rubric_engine.stores.backend.Backend`).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from rubric_engine.stores.location import (
     PostgresUrl,
     StoreLocation,
@@ -19,4 +17,4 @@ from rubric_engine.stores.location import (
     store_exists,
 )
 
-__all__ = ["Path", "PostgresUrl", "StoreLocation", "is_postgres", "parse_location", "store_exists"]
+__all__ = ["PostgresUrl", "StoreLocation", "is_postgres", "parse_location", "store_exists"]
