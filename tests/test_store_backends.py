@@ -169,3 +169,39 @@ def test_store_migrate_refuses_a_table_the_target_does_not_know(
         opened.backend.commit()
     code, out = run("store", "migrate", "--from", demo, "--to", pg_url)
     assert code == 3 and "table 'notes' has rows but the target has no such table" in out
+
+
+def test_the_store_url_may_come_from_the_environment(
+    tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    task = score_demo(pg_url, *DEMOS[0], tmp_path / "out")
+    monkeypatch.setenv("RUBRIC_EVAL_STORE", pg_url)
+    code, out = run("tasks")
+    assert code == 0 and task in out and "26/26" in out
+
+
+@pytest.mark.parametrize("round_", range(3))
+def test_two_processes_publishing_the_same_file_at_once_one_wins_one_is_a_no_op(
+    store_at: str, round_: int
+) -> None:
+    import multiprocessing
+
+    from tests.test_lifecycle import _publish_after
+
+    TaskStore(store_at).close()
+    ctx = multiprocessing.get_context("fork")
+    barrier, results = ctx.Barrier(2), ctx.Queue()
+    pack = str(RUBRICS / "health_cs.yaml")
+    workers = [
+        ctx.Process(target=_publish_after, args=(barrier, store_at, pack, results))
+        for _ in range(2)
+    ]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(60)
+        assert w.exitcode == 0
+    outcomes = sorted(results.get(timeout=5) for _ in workers)
+    assert outcomes == [("ok", False), ("ok", True)]  # created once; the other: "nothing changed"
+    with TaskStore(store_at) as opened:
+        assert [v.ref for v in RubricRegistry(opened).versions()] == ["health_cs@1"]
