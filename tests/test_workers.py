@@ -6,6 +6,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from rubric_engine.store import StoredRow, TaskStore, row_values
 from rubric_engine.stores.work_queue import WorkQueue, work_stats
 from tests.conftest import CASES, CASSETTES, RUBRICS
@@ -114,3 +116,48 @@ def test_the_heartbeat_keeps_a_live_worker_s_rows(tmp_path: Path, pg_url: str) -
             time.sleep(2.5)  # longer than the lease: only the heartbeat keeps the rows
             assert b.claim(26) == []
         assert len(held) == 26
+
+
+@pytest.mark.live
+def test_a_killed_worker_s_rows_are_claimed_again_and_every_row_has_one_result(
+    tmp_path: Path, pg_url: str
+) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from rubric_engine.testing.openai_stub import StubServer
+    from tests.test_resilience import row_ids, slow
+
+    run("rubric", "publish", RUBRICS / "health_cs.yaml", "--store", pg_url)
+    with StubServer(slow(0.15)) as server:
+        code, out = run(
+            "score", HEALTH, "-r", "health_cs", "--store", pg_url, "--mode", "live",
+            "--api-base", server.base_url, "--model", "gpt-4o-mini", "--workers-only",
+        )  # fmt: skip
+        assert code == 0, out
+        task = out.rsplit("task id: ", 1)[1].split()[0]
+        worker = [sys.executable, "-m", "rubric_engine.cli", "work", task, "--store", pg_url,
+                  "--concurrency", "2", "--batch", "2", "--lease", "2"]  # fmt: skip
+        env = {**os.environ, "NO_COLOR": "1"}
+        first = subprocess.Popen(worker, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+        deadline = time.monotonic() + 60
+        while len(server.requests) < 6 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        first.send_signal(signal.SIGKILL)  # mid-row, holding claims: no clean-up at all
+        first.wait(30)
+        with TaskStore(pg_url) as store:
+            before = {r.result.row_id: r.result.to_json_dict() for r in store.rows(task)}
+            assert store.task(task).state == "RUNNING" and len(before) < 26
+        code, out = run("work", task, "--store", pg_url, "--concurrency", "4", "--lease", "2")
+        assert code == 0 and "COMPLETED" in out, out
+        asked = row_ids(server.requests)
+    with TaskStore(pg_url) as store:
+        after = {r.result.row_id: r.result.to_json_dict() for r in store.rows(task)}
+        stats = work_stats(store, task)
+        assert store.task(task).state == "COMPLETED"
+    assert len(after) == 26 and all(r["status"] == "SCORED" for r in after.values())
+    assert all(after[row_id] == result for row_id, result in before.items())
+    assert set(asked) == set(after) and stats["claimedTwice"] >= 1  # the dead worker's rows
+    assert not set(before) & {r for r in asked if asked.count(r) > 1}  # stored rows not redone
