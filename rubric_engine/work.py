@@ -29,12 +29,13 @@ from pathlib import Path
 from typing import Any, cast
 
 from rubric_engine.dialogue.model import DialogueRow
-from rubric_engine.errors import ConfigurationError, StoreError
+from rubric_engine.errors import ConfigurationError, RubricEvalError, StoreError
 from rubric_engine.judge.backends import ReplayBackend
 from rubric_engine.judge.instructor_judge import DEFAULT_PARAMS, InstructorJudge
-from rubric_engine.pipeline import RequestBuilder, run_batch
+from rubric_engine.pipeline import JudgeUnavailable, RequestBuilder, run_batch
 from rubric_engine.prompt import load_prompt
 from rubric_engine.registry import rubric_for_scoring, verified_snapshot
+from rubric_engine.results import JudgeErrorKind
 from rubric_engine.scoring import (
     Mode,
     ScoreOptions,
@@ -73,13 +74,15 @@ def queue_task(options: ScoreOptions) -> QueuedTask:
             ("--judge none", options.judge == "none"),
             ("--max-calls", options.max_calls is not None),
             ("--max-cost", options.max_cost_usd is not None),
+            ("--mode record", options.mode == "record"),
         )
         if given
     ]
     if refused:
         raise ConfigurationError(
             f"--workers-only cannot be combined with {', '.join(refused)}: workers judge a new "
-            "task's rows, and budgets are per run (see docs/stores.md); drop them"
+            "task's rows live or from cassettes, and budgets are per run (docs/stores.md); "
+            "drop them (record cassettes with one `score --mode record` run)"
         )
     with TaskStore(options.store) as store:
         need_postgres(store, "--workers-only")
@@ -139,8 +142,24 @@ class WorkSummary:
     claim_ms: list[float] = field(default_factory=list)  #: each claim's round trip
 
 
+#: a row whose judge could not be reached is handed back this many times before its
+#: TRANSPORT JUDGE_ERROR is stored as its result (the row's claim count, i.e. its token)
+TRANSPORT_CLAIMS = 3
+
+
+class WorkerJudgeUnavailable(RubricEvalError):
+    """A worker's first rows all failed to reach the judge; it stopped and handed them back."""
+
+    exit_code = 5
+
+
 class FencedWriter:
-    """The pipeline's row sink for a worker: each row goes through the fenced write."""
+    """The pipeline's row sink for a worker: each row goes through the fenced write.
+
+    A row that failed in transport (after the retry policy) is handed back for another try,
+    unless it has been claimed :data:`TRANSPORT_CLAIMS` times: one worker with a wrong
+    ``--api-base`` must not turn the whole task into JUDGE_ERROR rows.
+    """
 
     def __init__(self, queue: WorkQueue, batch: int) -> None:
         self.queue = queue
@@ -148,18 +167,25 @@ class FencedWriter:
         self.held: dict[str, Claim] = {}
         self.stored = 0
         self.lost = 0
+        self.handed_back = 0
 
     def rows(self) -> Iterator[DialogueRow]:
         """Claimed rows, claiming ``batch`` more whenever the pipeline wants the next one;
         ends when nothing is claimable right now."""
         while claims := self.queue.claim(self.batch):
-            for claim in claims:
-                row = DialogueRow.model_validate(claim.dialogue)
-                self.held[row.row_id] = claim
-                yield row
+            rows = [DialogueRow.model_validate(claim.dialogue) for claim in claims]
+            # held from the claim on, so a stop hands back rows not yet given to the pipeline
+            self.held.update((row.row_id, claim) for row, claim in zip(rows, claims, strict=True))
+            yield from rows
 
     def add_row(self, task_id: str, row: StoredRow) -> None:
         claim = self.held.pop(row.result.row_id)
+        error = row.result.error
+        transport = error is not None and error.kind is JudgeErrorKind.TRANSPORT
+        if transport and claim.token < TRANSPORT_CLAIMS:
+            self.queue.release([claim])
+            self.handed_back += 1
+            return
         stored = replace(row, seq=claim.seq)  # the pipeline numbers the rows it was given
         if self.queue.complete(claim, row_values(task_id, stored)):
             self.stored += 1
@@ -197,11 +223,15 @@ def work(location: StoreLocation, task_id: str, settings: WorkSettings) -> WorkS
         queue = WorkQueue(store, task_id, worker, settings.lease_s)
         writer = FencedWriter(queue, settings.batch)
 
+        # as in score's live runs: stop when the first rows all fail to reach the judge
+        stop_after = 0 if replay is not None else 3
+
         async def loop() -> None:
             while True:
                 await run_batch(
-                    writer.rows(), builder, judge, writer, task_id, settings.concurrency
-                )
+                    writer.rows(), builder, judge, writer, task_id, settings.concurrency,
+                    stop_after_failures=stop_after,
+                )  # fmt: skip
                 if queue.remaining() == 0:
                     return
                 await asyncio.sleep(settings.poll_s)  # other workers hold the rest
@@ -209,6 +239,12 @@ def work(location: StoreLocation, task_id: str, settings: WorkSettings) -> WorkS
         try:
             with queue.heartbeat():
                 asyncio.run(loop())
+        except JudgeUnavailable as stop:
+            raise WorkerJudgeUnavailable(
+                f"worker {worker}: its first {stop.failed} row(s) all failed to reach the judge "
+                f"({stop.first_error}); it stopped and handed its rows back. Check --api-base "
+                "and the API key on this machine, then run `rubric-eval work` again"
+            ) from stop
         finally:
             queue.release(writer.held.values())  # stopped early: hand back unjudged rows
         completed = _finish(store, task_id, task.row_count, replay)

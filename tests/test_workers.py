@@ -161,3 +161,33 @@ def test_a_killed_worker_s_rows_are_claimed_again_and_every_row_has_one_result(
     assert all(after[row_id] == result for row_id, result in before.items())
     assert set(asked) == set(after) and stats["claimedTwice"] >= 1  # the dead worker's rows
     assert not set(before) & {r for r in asked if asked.count(r) > 1}  # stored rows not redone
+
+
+@pytest.mark.live
+def test_a_worker_that_cannot_reach_the_judge_stops_and_hands_its_rows_back(
+    tmp_path: Path, pg_url: str
+) -> None:
+    from rubric_engine.testing.openai_stub import StubReply, StubServer
+
+    run("rubric", "publish", RUBRICS / "health_cs.yaml", "--store", pg_url)
+    with StubServer(lambda body: StubReply(status=401, content="invalid api key")) as server:
+        code, out = run(
+            "score", HEALTH, "-r", "health_cs", "--store", pg_url, "--mode", "live",
+            "--api-base", server.base_url, "--model", "gpt-4o-mini", "--workers-only",
+        )  # fmt: skip
+        task = out.rsplit("task id: ", 1)[1].split()[0]
+        code, out = run("work", task, "--store", pg_url, "--concurrency", "1")
+    assert code == 5 and "first 3 row(s) all failed to reach the judge" in out, out
+    assert "handed its rows back" in out and "401" in out
+    with TaskStore(pg_url) as store:
+        assert store.finished_rows() == {}  # one misconfigured worker spoils no row
+        states = store.backend.execute(
+            "SELECT state, COUNT(*) FROM work_items WHERE task_id=? GROUP BY state", (task,)
+        ).fetchall()
+    assert [tuple(s) for s in states] == [("PENDING", 26)]
+
+
+def test_workers_only_refuses_budgets_and_recording(tmp_path: Path, pg_url: str) -> None:
+    run("rubric", "publish", RUBRICS / "health_cs.yaml", "--store", pg_url)
+    code, out = queue(pg_url, "--max-calls", "5", "--mode", "record")
+    assert code == 2 and "--max-calls, --mode record" in out
