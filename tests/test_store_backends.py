@@ -205,3 +205,15 @@ def test_two_processes_publishing_the_same_file_at_once_one_wins_one_is_a_no_op(
     assert outcomes == [("ok", False), ("ok", True)]  # created once; the other: "nothing changed"
     with TaskStore(store_at) as opened:
         assert [v.ref for v in RubricRegistry(opened).versions()] == ["health_cs@1"]
+
+
+def test_a_task_runs_in_one_process_at_a_time_on_either_backend(store_at: str) -> None:
+    from rubric_engine.scoring import task_lock
+
+    where = parse_location(store_at)
+    TaskStore(where).close()
+    with task_lock(where, "T1"), pytest.raises(StoreError, match="being run by another"):  # noqa: SIM117
+        with task_lock(where, "T1"):
+            pass
+    with task_lock(where, "T1"), task_lock(where, "T2"):  # released; other tasks are free
+        pass

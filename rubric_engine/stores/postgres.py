@@ -13,6 +13,7 @@ commit, then reads its row (READ COMMITTED) and gets the answer it would get run
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -175,8 +176,13 @@ class PostgresBackend:
                 conn.autocommit = False
 
     def close(self) -> None:
+        import psycopg
+
         try:
             if not self._conn.closed:
                 self._conn.commit()
+        except psycopg.Error:  # a failed statement's error is already on its way up
+            with contextlib.suppress(psycopg.Error):
+                self._conn.rollback()
         finally:
             self._pool.putconn(self._conn)
