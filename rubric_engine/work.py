@@ -13,7 +13,8 @@ Limits: ``--concurrency`` is per worker (each runs its own adaptive limiter, whi
 on the provider's 429s by itself), so N workers make at most N × concurrency calls at once;
 choose it as the provider limit divided by the number of workers. A shared limiter through the
 store would add a database round trip to every call for little gain, so it is not done.
-Budgets (``--max-calls``/``--max-cost``) are refused with ``--workers-only``.
+Budgets (``--max-calls``/``--max-cost``) are per task: recorded with the task and enforced at
+each claim across all workers (:mod:`rubric_engine.stores.work_budget`).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from rubric_engine.scoring import (
     ScoreOptions,
     _all_rows,
     _backend,
+    _check_cost_known,
     _check_credentials,
     _check_inputs,
     _check_options,
@@ -49,6 +51,7 @@ from rubric_engine.scoring import (
 )
 from rubric_engine.store import StoredRow, TaskStore, new_task_id, row_values
 from rubric_engine.stores.location import StoreLocation
+from rubric_engine.stores.work_budget import TaskBudget, allowance, spend, stop_reason
 from rubric_engine.stores.work_queue import Claim, WorkQueue, enqueue, need_postgres, work_stats
 
 
@@ -62,7 +65,8 @@ def queue_task(options: ScoreOptions) -> QueuedTask:
     """``score --workers-only``: validate, create the task, queue its rows; judge nothing.
 
     Raises:
-        ConfigurationError: ``--resume``, ``--judge none`` or a budget with --workers-only.
+        ConfigurationError: ``--resume``, ``--judge none`` or ``--mode record`` with
+            --workers-only; ``--max-cost`` in replay or for a model without a known price.
         StoreError: the store is not PostgreSQL.
         InputError, LifecycleError, CassetteError: as :func:`rubric_engine.scoring.score`.
     """
@@ -72,8 +76,6 @@ def queue_task(options: ScoreOptions) -> QueuedTask:
         for flag, given in (
             ("--resume", options.resume is not None),
             ("--judge none", options.judge == "none"),
-            ("--max-calls", options.max_calls is not None),
-            ("--max-cost", options.max_cost_usd is not None),
             ("--mode record", options.mode == "record"),
         )
         if given
@@ -81,8 +83,8 @@ def queue_task(options: ScoreOptions) -> QueuedTask:
     if refused:
         raise ConfigurationError(
             f"--workers-only cannot be combined with {', '.join(refused)}: workers judge a new "
-            "task's rows live or from cassettes, and budgets are per run (docs/stores.md); "
-            "drop them (record cassettes with one `score --mode record` run)"
+            "task's rows, live or from cassettes; drop them (record cassettes with one "
+            "`score --mode record` run)"
         )
     with TaskStore(options.store) as store:
         need_postgres(store, "--workers-only")
@@ -90,6 +92,7 @@ def queue_task(options: ScoreOptions) -> QueuedTask:
         template = load_prompt(options.prompt_version)
         sources, total = _check_inputs(options)
         _backend(options, rubric)  # the cassette folder (replay) is checked here too
+        _check_cost_known(options)
         task_id = new_task_id()
         params = {
             **DEFAULT_PARAMS,
@@ -108,6 +111,9 @@ def queue_task(options: ScoreOptions) -> QueuedTask:
             sources,
             total,
         )
+        budget = TaskBudget(options.max_calls, options.max_cost_usd)
+        if budget != TaskBudget():  # shared by every worker of the task, through the store
+            record = replace(record, extra={**record.extra, "budget": budget.to_extra()})
         store.create_task(replace(record, state="QUEUED"))
         rows = (
             (seq, row.row_id, row.model_dump(mode="json", by_alias=True))
@@ -139,6 +145,9 @@ class WorkSummary:
     stored: int  #: rows this worker stored
     lost: int  #: rows it judged but another worker had taken over (its write was refused)
     completed: bool  #: the task is COMPLETED (by this worker or another)
+    #: the task's state afterwards: COMPLETED, STOPPED (its budget is used up) or RUNNING
+    state: str = "RUNNING"
+    stop_reason: str | None = None
     claim_ms: list[float] = field(default_factory=list)  #: each claim's round trip
 
 
@@ -220,7 +229,8 @@ def work(location: StoreLocation, task_id: str, settings: WorkSettings) -> WorkS
             "UPDATE tasks SET state='RUNNING' WHERE id=? AND state='QUEUED'", (task_id,)
         )
         store.commit()
-        queue = WorkQueue(store, task_id, worker, settings.lease_s)
+        budget = TaskBudget.from_extra(task.extra)
+        queue = WorkQueue(store, task_id, worker, settings.lease_s, budget)
         writer = FencedWriter(queue, settings.batch)
 
         # as in score's live runs: stop when the first rows all fail to reach the judge
@@ -232,7 +242,7 @@ def work(location: StoreLocation, task_id: str, settings: WorkSettings) -> WorkS
                     writer.rows(), builder, judge, writer, task_id, settings.concurrency,
                     stop_after_failures=stop_after,
                 )  # fmt: skip
-                if queue.remaining() == 0:
+                if queue.remaining() == 0 or queue.exhausted:
                     return
                 await asyncio.sleep(settings.poll_s)  # other workers hold the rest
 
@@ -247,8 +257,18 @@ def work(location: StoreLocation, task_id: str, settings: WorkSettings) -> WorkS
             ) from stop
         finally:
             queue.release(writer.held.values())  # stopped early: hand back unjudged rows
-        completed = _finish(store, task_id, task.row_count, replay)
-    return WorkSummary(task_id, worker, writer.stored, writer.lost, completed, queue.claim_ms)
+        _finish(store, task_id, task.row_count, replay, budget)
+        after = store.task(task_id)
+    return WorkSummary(
+        task_id,
+        worker,
+        writer.stored,
+        writer.lost,
+        completed=after.state == "COMPLETED",
+        state=after.state,
+        stop_reason=after.extra.get("stopReason"),
+        claim_ms=queue.claim_ms,
+    )
 
 
 def _judge_for(
@@ -285,17 +305,32 @@ def _judge_for(
     )
 
 
-def _finish(store: TaskStore, task_id: str, total: int, replay: ReplayBackend | None) -> bool:
-    """Mark the task COMPLETED once every row is stored (whoever gets here first does it)."""
+def _finish(
+    store: TaskStore,
+    task_id: str,
+    total: int,
+    replay: ReplayBackend | None,
+    budget: TaskBudget | None,
+) -> None:
+    """Mark the task COMPLETED once every row is stored, or STOPPED once its budget is used up
+    and no live claim is left (whoever gets here first does it)."""
     with store.backend.exclusive(f"rubric-eval finish {task_id}"):
         stats = work_stats(store, task_id)
-        if stats["done"] < total:
-            return False
-        if store.task(task_id).state == "COMPLETED":
-            return True
+        state = store.task(task_id).state
+        if state in ("COMPLETED", "STOPPED"):
+            return
         extra: dict[str, Any] = {"stopReason": None, "workers": stats}
         if replay is not None:
             kinds = map(replay.index.kind, store.cassette_keys(task_id))
             extra["cassettes"] = dict(sorted(Counter(k for k in kinds if k).items()))
-        store.finish_task(task_id, "COMPLETED", extra)
-    return True
+        if stats["done"] >= total:
+            store.finish_task(task_id, "COMPLETED", extra)
+            return
+        if budget is None:
+            return
+        spent = spend(store.connection, task_id)
+        limit = allowance(budget, spent, 1)[1]
+        if limit is None:  # within budget, or other workers still hold rows
+            return
+        reason = stop_reason(budget, spent, limit)
+        store.finish_task(task_id, "STOPPED", {**extra, "stopReason": reason})

@@ -187,7 +187,37 @@ def test_a_worker_that_cannot_reach_the_judge_stops_and_hands_its_rows_back(
     assert [tuple(s) for s in states] == [("PENDING", 26)]
 
 
-def test_workers_only_refuses_budgets_and_recording(tmp_path: Path, pg_url: str) -> None:
+def test_workers_only_refuses_recording(tmp_path: Path, pg_url: str) -> None:
     run("rubric", "publish", RUBRICS / "health_cs.yaml", "--store", pg_url)
-    code, out = queue(pg_url, "--max-calls", "5", "--mode", "record")
-    assert code == 2 and "--max-calls, --mode record" in out
+    code, out = queue(pg_url, "--mode", "record")
+    assert code == 2 and "cannot be combined with --mode record" in out
+
+
+def test_a_call_budget_holds_across_workers_and_stops_the_task(tmp_path: Path, pg_url: str) -> None:
+    run("rubric", "publish", RUBRICS / "health_cs.yaml", "--store", pg_url)
+    code, out = queue(pg_url, "--max-calls", "10", "--out", tmp_path / "out")
+    assert code == 0, out
+    task = out.rsplit("task id: ", 1)[1].split()[0]
+    from rubric_engine.stores.location import parse_location
+    from rubric_engine.work import WorkSettings, work
+
+    summaries = []
+
+    def worker() -> None:  # three workers at once, each free to take every row
+        settings = WorkSettings(cassettes=CASSETTES, batch=3, poll_s=0.1)
+        summaries.append(work(parse_location(pg_url), task, settings))
+
+    threads = [threading.Thread(target=worker) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert [s.state for s in summaries] == ["STOPPED"] * 3
+    assert sum(s.stored for s in summaries) == 10
+    code, out = run("work", task, "--store", pg_url, "--cassettes", CASSETTES)
+    assert code == 6 and "STOPPED: --max-calls 10 reached (10 call(s) made)" in out, out
+    with TaskStore(pg_url) as store:
+        assert sum(r.calls for r in store.rows(task)) == 10  # one call a replayed row
+        assert store.task(task).state == "STOPPED"
+    code, out = run("report", task, "--store", pg_url, "--format", "md")
+    assert code == 0 and "STOPPED" in out and "10 of 26 planned rows" in out, out

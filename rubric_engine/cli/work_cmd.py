@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from rubric_engine import DEFAULT_STORE
-from rubric_engine.cli._app import StoreOpt, _guard, _require_store, app
+from rubric_engine.cli._app import EXIT_BUDGET, StoreOpt, _guard, _require_store, app
 
 
 @app.command()
@@ -43,7 +43,8 @@ def work(
     """Judge rows of a queued task until none is left; the last row completes the task.
 
     Run it on as many machines as wanted. Exit 0 when no row is left to claim (the task is
-    COMPLETED once every row is stored: `rubric-eval report TASK --store URL`).
+    COMPLETED once every row is stored: `rubric-eval report TASK --store URL`); 6 when the
+    task's budget (score --max-calls/--max-cost) is used up (the task is STOPPED).
     """
     from rubric_engine.work import WorkSettings
     from rubric_engine.work import work as run_work
@@ -61,11 +62,16 @@ def work(
     def run() -> None:
         _require_store(store)
         summary = run_work(store, task_id, settings)
-        state = "COMPLETED" if summary.completed else "not complete yet (other workers hold rows)"
+        state = {
+            "COMPLETED": "COMPLETED",
+            "STOPPED": f"STOPPED: {summary.stop_reason}",
+        }.get(summary.state, "not complete yet (other workers hold rows)")
         typer.echo(
             f"worker {summary.worker}: stored {summary.stored} row(s)"
             + (f", {summary.lost} taken over by other workers" if summary.lost else "")
             + f"; task {task_id} {state}"
         )
+        if summary.state == "STOPPED":
+            raise typer.Exit(EXIT_BUDGET)
 
     _guard(run)

@@ -36,6 +36,7 @@ from rubric_engine.errors import StoreError
 from rubric_engine.store import UPSERT_ROW, TaskStore
 from rubric_engine.stores.backend import Backend
 from rubric_engine.stores.location import PostgresUrl
+from rubric_engine.stores.work_budget import TaskBudget, allowance, spend
 
 _NOW = "extract(epoch from clock_timestamp())"
 _CLAIM = f"""
@@ -103,8 +104,18 @@ class WorkQueue:
             again this long after its last heartbeat.
     """
 
-    def __init__(self, store: TaskStore, task_id: str, worker: str, lease_s: float) -> None:
+    def __init__(
+        self,
+        store: TaskStore,
+        task_id: str,
+        worker: str,
+        lease_s: float,
+        budget: TaskBudget | None = None,
+    ) -> None:
         self.url = need_postgres(store, "rubric-eval work")
+        self.budget = budget
+        #: the task-wide budget limit that stopped claims (``"calls"``/``"cost"``), else None
+        self.exhausted: str | None = None
         self._db: Backend = store.backend
         self.task_id = task_id
         self.worker = worker
@@ -114,11 +125,21 @@ class WorkQueue:
         self.claim_ms: list[float] = []
 
     def claim(self, n: int) -> list[Claim]:
-        """Up to ``n`` rows, lowest ``seq`` first; empty when nothing is claimable right now."""
+        """Up to ``n`` rows, lowest ``seq`` first; empty when nothing is claimable right now
+        (then :attr:`exhausted` says whether the task's budget is used up for good)."""
         with self._lock:
             started = time.perf_counter()
             conn = self._db.connection
-            found = conn.execute(_CLAIM, (self.task_id, n, self.worker, self.lease_s)).fetchall()
+            if self.budget is not None:  # one claimer of this task at a time: shared budget
+                conn.execute(
+                    "SELECT pg_advisory_xact_lock(hashtext(%s))", (f"claim:{self.task_id}",)
+                )
+                n, self.exhausted = allowance(self.budget, spend(conn, self.task_id), n)
+            found = []
+            if n > 0:
+                found = conn.execute(
+                    _CLAIM, (self.task_id, n, self.worker, self.lease_s)
+                ).fetchall()
             conn.commit()
             self.claim_ms.append((time.perf_counter() - started) * 1000)
         return sorted(
