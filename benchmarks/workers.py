@@ -2,6 +2,7 @@
 a chaos run where workers are SIGKILLed and restarted at random times.
 
     .venv/bin/python benchmarks/workers.py --rows 2000 --chaos-rows 20000 --latency-ms 50
+    .venv/bin/python benchmarks/workers.py --skip throughput chaos   # SQLite vs PostgreSQL replay
 
 Starts a throwaway PostgreSQL cluster (rubric_engine/testing/pg_cluster.py; durable settings:
 fsync on, unless --fast-pg) and the loopback stub (benchmarks/stub_server.py), queues tasks
@@ -229,6 +230,62 @@ def chaos(ns: argparse.Namespace, cluster: Any, base_url: str, work: Path) -> bo
     return ok
 
 
+def run_replay(ns: argparse.Namespace) -> None:
+    """One replayed ``score()`` into ``--url`` (a SQLite path or a PostgreSQL URL)."""
+    from replicate import RUBRIC
+
+    from rubric_engine.scoring import ScoreOptions, score
+    from rubric_engine.stores.location import parse_location
+
+    marks: dict[str, float] = {}
+    options = ScoreOptions(
+        inputs=[Path(ns.rows)], rubric=RUBRIC, draft=True, cassettes=Path(ns.cassettes),
+        store=parse_location(ns.url), out=Path(ns.out),
+    )  # fmt: skip
+    started = time.perf_counter()
+    score(
+        options,
+        on_start=lambda *_: marks.setdefault("batch", time.perf_counter()),
+        on_row=lambda _: marks.__setitem__("last", time.perf_counter()),
+    )
+    wall = time.perf_counter() - started
+    print(json.dumps({"batch_s": marks["last"] - marks["batch"], "score_s": wall}))
+
+
+def replay(ns: argparse.Namespace, cluster: Any, work: Path) -> None:
+    """The same replayed batch scored into SQLite and into PostgreSQL, alternating."""
+    from replicate import make_replica
+    from run import table
+
+    replica = make_replica(work / "replay", ns.replay_rows)
+    lines = []
+    for k in range(ns.repeat):
+        for backend in ("sqlite", "postgres"):
+            url = (
+                str(work / f"r{k}.sqlite")
+                if backend == "sqlite"
+                else cluster.create_database(f"replay{k}")
+            )
+            before = _load()
+            cmd = [sys.executable, str(Path(__file__).resolve()), "_replay", "--url", url,
+                   "--rows", str(replica.rows), "--cassettes", str(replica.cassettes),
+                   "--out", str(work / f"out-{backend}-{k}")]  # fmt: skip
+            done = subprocess.run(cmd, capture_output=True, text=True, check=True)
+            got = json.loads(done.stdout.strip().splitlines()[-1])
+            lines.append(
+                [backend, ns.replay_rows, got["batch_s"], ns.replay_rows / got["batch_s"],
+                 got["score_s"], ns.replay_rows / got["score_s"], before, _load()]
+            )  # fmt: skip
+    print("\n## One process, replayed rows: the store's cost per row (SQLite vs PostgreSQL)\n")
+    print(
+        table(
+            ["store", "rows", "batch s", "batch rows/s", "score() s", "end-to-end rows/s",
+             "load before", "load after"],
+            lines,
+        )
+    )  # fmt: skip
+
+
 def _publish(url: str) -> None:
     from replicate import RUBRIC
 
@@ -312,7 +369,12 @@ def main() -> None:
     parser.add_argument("--latency-ms", type=float, default=50.0, help="stub latency")
     parser.add_argument("--seed", type=int, default=16)
     parser.add_argument("--fast-pg", action="store_true", help="fsync off (tests' settings)")
-    parser.add_argument("--skip", choices=["throughput", "chaos"], nargs="*", default=[])
+    parser.add_argument("--replay-rows", type=int, default=2000)
+    parser.add_argument("--repeat", type=int, default=2, help="replay runs per backend")
+    parser.add_argument("--skip", choices=["replay", "throughput", "chaos"], nargs="*", default=[])
+    rp = sub.add_parser("_replay")
+    for name in ("--url", "--rows", "--cassettes", "--out"):
+        rp.add_argument(name, required=True)
     st = sub.add_parser("_stub")
     st.add_argument("--verdicts", required=True)
     st.add_argument("--counts", required=True)
@@ -324,6 +386,9 @@ def main() -> None:
     if ns.cmd == "_stub":
         run_stub(ns)
         return
+    if ns.cmd == "_replay":
+        run_replay(ns)
+        return
     import tempfile
 
     from rubric_engine.testing.pg_cluster import start_cluster
@@ -334,6 +399,8 @@ def main() -> None:
     try:
         from replicate import write_rows
 
+        if "replay" not in ns.skip:
+            replay(ns, cluster, work)
         verdicts = write_rows(work / "v", max(ns.rows, ns.chaos_rows)).verdicts
         if "throughput" not in ns.skip:
             stub = Stub(verdicts, ns.latency_ms, work / "tp-counts.json")
