@@ -126,9 +126,14 @@ _databases = iter(range(1, 1 << 30))
 
 
 @pytest.fixture()
-def pg_url(pg_cluster) -> str:  # type: ignore[no-untyped-def]
+def pg_url(pg_cluster):  # type: ignore[no-untyped-def]
     """A fresh, empty database in the session's cluster (its URL)."""
-    return str(pg_cluster.create_database(f"t{next(_databases)}"))
+    from rubric_engine.stores.location import PostgresUrl
+    from rubric_engine.stores.postgres import close_pools
+
+    url = str(pg_cluster.create_database(f"t{next(_databases)}"))
+    yield url
+    close_pools(PostgresUrl(url))  # the server's connection slots are not held to the end
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

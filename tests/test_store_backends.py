@@ -217,3 +217,15 @@ def test_a_task_runs_in_one_process_at_a_time_on_either_backend(store_at: str) -
             pass
     with task_lock(where, "T1"), task_lock(where, "T2"):  # released; other tasks are free
         pass
+
+
+def test_store_migrate_also_copies_postgres_back_into_a_sqlite_file(
+    tmp_path: Path, pg_url: str
+) -> None:
+    task = score_demo(pg_url, *DEMOS[1], tmp_path / "pg")
+    back = tmp_path / "back.sqlite"
+    code, out = run("store", "migrate", "--from", pg_url, "--to", back)
+    assert code == 0 and "1 tasks" in out and "25 rows" in out, out
+    code, out = run("report", task, "--store", back, "--out", tmp_path / "sqlite")
+    assert code == 0, out
+    assert read_files(tmp_path / "sqlite") == read_files(tmp_path / "pg")

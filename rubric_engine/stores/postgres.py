@@ -81,11 +81,13 @@ def pool(url: PostgresUrl) -> ConnectionPool:
 
 
 @atexit.register
-def _close_pools() -> None:
+def close_pools(url: PostgresUrl | None = None) -> None:
+    """Close this process's pools (of ``url`` only, if given); they reopen on next use."""
     for key, opened in list(_pools.items()):
-        if key[0] == os.getpid():
-            opened.close()
-    _pools.clear()
+        if url is None or key[1] == url.url:
+            if key[0] == os.getpid():
+                opened.close()
+            del _pools[key]
 
 
 @contextmanager

@@ -44,15 +44,17 @@ class Spend:
 
 def spend(conn: Any, task_id: str) -> Spend:
     """What all workers have spent on the task so far (psycopg connection, inside the caller's
-    transaction)."""
-    calls, cost = conn.execute(
-        "SELECT COALESCE(SUM(calls), 0), COALESCE(SUM(cost_usd), 0) FROM rows WHERE task_id = %s",
-        (task_id,),
-    ).fetchone()
-    (outstanding,) = conn.execute(
-        f"SELECT COUNT(*) FROM work_items WHERE task_id = %s AND state = 'CLAIMED' "
-        f"AND lease_until >= {_NOW}",
-        (task_id,),
+    transaction).
+
+    One statement, so one snapshot: a row a worker stores meanwhile moves from "claimed" to
+    "stored" atomically, and two separate reads could count it in neither.
+    """
+    calls, cost, outstanding = conn.execute(
+        "SELECT (SELECT COALESCE(SUM(calls), 0) FROM rows WHERE task_id = %s), "
+        "(SELECT COALESCE(SUM(cost_usd), 0) FROM rows WHERE task_id = %s), "
+        "(SELECT COUNT(*) FROM work_items WHERE task_id = %s AND state = 'CLAIMED' "
+        f"AND lease_until >= {_NOW})",
+        (task_id, task_id, task_id),
     ).fetchone()
     return Spend(int(calls), float(cost), int(outstanding))
 
