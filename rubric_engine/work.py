@@ -54,6 +54,9 @@ from rubric_engine.stores.location import StoreLocation
 from rubric_engine.stores.work_budget import TaskBudget, allowance, spend, stop_reason
 from rubric_engine.stores.work_queue import Claim, WorkQueue, enqueue, need_postgres, work_stats
 
+#: ``extra`` key of a task made by ``score --workers-only`` (``score --resume`` refuses it)
+QUEUED_FOR_WORKERS = "queuedForWorkers"
+
 
 @dataclass(frozen=True)
 class QueuedTask:
@@ -111,9 +114,11 @@ def queue_task(options: ScoreOptions) -> QueuedTask:
             sources,
             total,
         )
+        extra = {**record.extra, QUEUED_FOR_WORKERS: True}
         budget = TaskBudget(options.max_calls, options.max_cost_usd)
         if budget != TaskBudget():  # shared by every worker of the task, through the store
-            record = replace(record, extra={**record.extra, "budget": budget.to_extra()})
+            extra["budget"] = budget.to_extra()
+        record = replace(record, extra=extra)
         store.create_task(replace(record, state="QUEUED"))
         rows = (
             (seq, row.row_id, row.model_dump(mode="json", by_alias=True))

@@ -221,3 +221,9 @@ def test_a_call_budget_holds_across_workers_and_stops_the_task(tmp_path: Path, p
         assert store.task(task).state == "STOPPED"
     code, out = run("report", task, "--store", pg_url, "--format", "md")
     assert code == 0 and "STOPPED" in out and "10 of 26 planned rows" in out, out
+
+
+def test_resume_refuses_a_task_that_workers_judge(tmp_path: Path, pg_url: str) -> None:
+    task = queued_task(pg_url, tmp_path)
+    code, out = run("score", "--resume", task, "--store", pg_url)
+    assert code == 2 and f"`rubric-eval work {task} --store URL`, not --resume" in out
