@@ -501,6 +501,11 @@ def _resume(
     with TaskStore(options.store) as store, task_lock(options.store, task_id):
         task = store.task(task_id)
         run_settings = task.extra.get("run")
+        if task.extra.get("queuedForWorkers"):  # rubric_engine.work.QUEUED_FOR_WORKERS
+            raise ConfigurationError(
+                f"task {task_id} is judged by workers (score --workers-only); finish it with "
+                f"`rubric-eval work {task_id} --store URL`, not --resume"
+            )
         if task.judge_mode == "none":
             raise ConfigurationError(
                 f"task {task_id} ran rule checks only (--judge none): there is no judge call to "
