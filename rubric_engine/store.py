@@ -183,6 +183,7 @@ class TaskStore:
     def __init__(self, path: str | StoreLocation) -> None:
         self.path: StoreLocation = parse_location(path)
         self._backend = _open_backend(self.path)
+        self._unsent: list[tuple[Any, ...]] = []  #: PostgreSQL rows not sent yet
         self._pending = 0
         self._committed = time.monotonic()
 
@@ -203,7 +204,10 @@ class TaskStore:
         self.close()
 
     def close(self) -> None:
-        self._backend.close()
+        try:
+            self._send()
+        finally:
+            self._backend.close()
 
     def task_lock(self, task_id: str) -> AbstractContextManager[None]:
         """Held while a process runs the task; see :meth:`Backend.task_lock`."""
@@ -244,14 +248,26 @@ class TaskStore:
 
         Commits every ``commit_every`` rows or every ``COMMIT_INTERVAL_S`` seconds, whichever
         comes first, so a killed run loses at most that much work and never half a row
-        (SQLite transactions).
+        (transactions). On PostgreSQL the rows of one commit are sent together (a round trip
+        per row cost more than the rest of a replayed row); this store's own reads send them
+        first, so it reads what it wrote, as on SQLite.
         """
-        self._backend.execute(UPSERT_ROW[self._backend.dialect], row_values(task_id, row))
+        values = row_values(task_id, row)
+        if self._backend.dialect == "postgres":
+            self._unsent.append(values)
+        else:
+            self._backend.execute(UPSERT_ROW["sqlite"], values)
         self._pending += 1
         if self._pending >= commit_every or time.monotonic() - self._committed > COMMIT_INTERVAL_S:
             self.commit()
 
+    def _send(self) -> None:
+        if self._unsent:
+            self._backend.executemany(UPSERT_ROW["postgres"], self._unsent)
+            self._unsent = []
+
     def commit(self) -> None:
+        self._send()
         self._backend.commit()
         self._pending = 0
         self._committed = time.monotonic()
@@ -272,6 +288,7 @@ class TaskStore:
 
     def row_outcomes(self, task_id: str) -> dict[str, str | None]:
         """rowId → the JUDGE_ERROR kind of each stored row (``None`` for a scored row)."""
+        self._send()  # rows this store holds back (PostgreSQL) first
         out: dict[str, str | None] = {}
         query = "SELECT row_id, result FROM rows WHERE task_id=?"
         for row_id, result in self._backend.execute(query, (task_id,)):
@@ -302,11 +319,13 @@ class TaskStore:
 
     def finished_rows(self) -> dict[str, int]:
         """How many rows each task has stored, by task id."""
+        self._send()  # rows this store holds back (PostgreSQL) first
         query = "SELECT task_id, COUNT(*) FROM rows GROUP BY task_id"
         return {task_id: int(n) for task_id, n in self._backend.execute(query)}
 
     def rows(self, task_id: str) -> Iterator[StoredRow]:
         """Rows of a task in input order."""
+        self._send()  # rows this store holds back (PostgreSQL) first
         for found in self._backend.execute(
             "SELECT seq, result, dialogue, raw_attempts, calls, prompt_tokens, completion_tokens,"
             " cost_usd, latency_ms, cassette_key FROM rows WHERE task_id=? ORDER BY seq",
@@ -327,6 +346,7 @@ class TaskStore:
 
     def cassette_keys(self, task_id: str) -> Iterator[str | None]:
         """The cassette key of each stored row of a task, in input order."""
+        self._send()  # rows this store holds back (PostgreSQL) first
         for (key,) in self._backend.execute(
             "SELECT cassette_key FROM rows WHERE task_id=? ORDER BY seq", (task_id,)
         ):
@@ -337,6 +357,7 @@ class TaskStore:
     ) -> Iterator[tuple[RowResult, int, int, int, float | None, float, dict[str, Any]]]:
         """What reports read, in input order: (result, calls, prompt tokens, completion tokens,
         cost, latency ms, dialogue); never the raw judge attempts."""
+        self._send()  # rows this store holds back (PostgreSQL) first
         for found in self._backend.execute(
             "SELECT result, calls, prompt_tokens, completion_tokens, cost_usd, latency_ms, "
             "dialogue FROM rows WHERE task_id=? ORDER BY seq",
@@ -347,6 +368,7 @@ class TaskStore:
 
     def dialogues(self, task_id: str, row_ids: Collection[str]) -> dict[str, dict[str, Any]]:
         """The stored dialogues of some rows, by rowId."""
+        self._send()  # rows this store holds back (PostgreSQL) first
         wanted, out = list(row_ids), {}
         for start in range(0, len(wanted), 500):
             chunk = wanted[start : start + 500]
