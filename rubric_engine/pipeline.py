@@ -22,7 +22,7 @@ from rubric_engine.row_result import row_result as _row_result
 from rubric_engine.rubric.case_level import CaseRequirements, row_case_requirements
 from rubric_engine.rubric.model import EvalRubric, HardRequirement
 from rubric_engine.rules.run import RuleRun, run_rules
-from rubric_engine.store import StoredRow, TaskStore
+from rubric_engine.store import RowSink, StoredRow
 
 
 @dataclass(frozen=True)
@@ -191,7 +191,7 @@ async def run_batch(
     rows: Iterable[DialogueRow],
     builder: RequestBuilder,
     judge: Judge,
-    store: TaskStore,
+    store: RowSink,
     task_id: str,
     concurrency: int = 8,
     on_row: Callable[[RowResult], None] | None = None,

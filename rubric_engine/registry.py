@@ -11,16 +11,16 @@ records the version's canonical content hash and full snapshot in the store's
   that used it keeps its own snapshot and its report rebuilds unchanged;
 - a RETIRED version is never published again.
 
-Every write runs in one ``BEGIN IMMEDIATE`` transaction, so two processes publishing into one
-store at once are serialized by SQLite: one wins, the other sees the winner's row and gets the
-refusal (or the no-op) it would have got running second.
+Every write runs in one serialized transaction (SQLite ``BEGIN IMMEDIATE``; PostgreSQL a
+transaction holding an advisory lock, :meth:`rubric_engine.stores.backend.Backend.exclusive`),
+so two processes publishing into one store at once are serialized: one wins, the other sees the
+winner's row and gets the refusal (or the no-op) it would have got running second.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import sqlite3
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,6 +31,7 @@ from rubric_engine.errors import InputError, RubricError, StoreError
 from rubric_engine.rubric.loader import load_rubric, parse_rubric
 from rubric_engine.rubric.model import KEY_PATTERN, EvalRubric, RubricStatus
 from rubric_engine.store import TaskStore, decode_column
+from rubric_engine.stores.location import StoreLocation, parse_location, store_exists
 
 _REF = re.compile(KEY_PATTERN[:-1] + r"(?:@(?P<version>[0-9]+))?$")
 _PACK_SUFFIXES = (".yaml", ".yml", ".json")
@@ -131,13 +132,16 @@ def _describe(versions: list[RubricVersion]) -> str:
 class RubricRegistry:
     """Published and retired rubric versions in one task store.
 
-    Raises (every method): StoreError when SQLite fails, e.g. the store stays locked by another
-    writer for longer than its 30 s busy timeout.
+    Raises (every method): StoreError when the store fails, e.g. a SQLite store stays locked by
+    another writer for longer than its 30 s busy timeout.
     """
+
+    #: the name serialized registry writes lock on (PostgreSQL advisory lock)
+    LOCK = "rubric-eval rubric registry"
 
     def __init__(self, store: TaskStore) -> None:
         self._store = store
-        self._db = store.connection
+        self._db = store.backend
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -238,18 +242,9 @@ class RubricRegistry:
             "AND t.rubric_hash = v.content_hash WHERE t.rubric_status != 'DRAFT' "
             "GROUP BY t.rubric_key, t.rubric_version"
         )
-        return {(key, version): n for key, version, n in rows}
+        return {(key, version): int(n) for key, version, n in rows}
 
     # -- writing -----------------------------------------------------------------------------
-
-    def _begin(self) -> None:
-        self._db.commit()
-        try:
-            self._db.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as exc:
-            raise StoreError(
-                f"{self._store.path}: another process holds the store ({exc}); try again"
-            ) from exc
 
     def publish(self, path: Path, rubric: EvalRubric | None = None) -> PublishOutcome:
         """Validate the pack file and freeze its version.
@@ -264,11 +259,9 @@ class RubricRegistry:
         """
         rubric = rubric if rubric is not None else load_for_publish(path)
         new_hash = rubric.content_hash()
-        self._begin()
-        try:
+        with self._db.exclusive(self.LOCK):
             existing = [v for v in self.versions(rubric.key) if v.version == rubric.version]
             if existing:
-                self._db.rollback()
                 return self._republish(path, rubric, existing[0], new_hash)
             snapshot = rubric.snapshot()
             snapshot.pop("status", None)
@@ -285,10 +278,6 @@ class RubricRegistry:
                     None,
                 ),
             )
-            self._db.commit()
-        except BaseException:
-            self._db.rollback()
-            raise
         return PublishOutcome(self.get(rubric.key, rubric.version), created=True)
 
     def _republish(
@@ -319,21 +308,15 @@ class RubricRegistry:
         key, version = parse_ref(ref)
         if version is None:
             raise LifecycleError(f"retire needs an exact version: {key}@N ({self._known(key)})")
-        self._begin()
-        try:
+        with self._db.exclusive(self.LOCK):
             found = self.get(key, version)
             if found.status is RubricStatus.RETIRED:
-                self._db.rollback()
                 return found, False
             self._db.execute(
                 "UPDATE rubric_versions SET status=?, retired_at=? "
                 "WHERE rubric_key=? AND version=?",
                 (str(RubricStatus.RETIRED), _now(), key, version),
             )
-            self._db.commit()
-        except BaseException:
-            self._db.rollback()
-            raise
         return self.get(key, version), True
 
 
@@ -356,7 +339,7 @@ def load_for_publish(path: Path) -> EvalRubric:
     return rubric
 
 
-def rubric_for_scoring(ref: str | Path, store_path: Path, draft: bool) -> EvalRubric:
+def rubric_for_scoring(ref: str | Path, store_path: str | StoreLocation, draft: bool) -> EvalRubric:
     """Resolve ``score --rubric``: a published ``KEY``/``KEY@N`` from the store, or a file draft.
 
     Returns the pack with the status the task records: PUBLISHED for a store version, DRAFT for a
@@ -367,7 +350,7 @@ def rubric_for_scoring(ref: str | Path, store_path: Path, draft: bool) -> EvalRu
         RubricError: the file does not validate.
         StoreError: the store cannot be opened, or a stored snapshot was altered.
     """
-    text = str(ref)
+    text, store_path = str(ref), parse_location(store_path)
     if looks_like_file(text):
         path = Path(text)
         rubric = load_rubric(path)
@@ -387,7 +370,7 @@ def rubric_for_scoring(ref: str | Path, store_path: Path, draft: bool) -> EvalRu
             "or give the draft's file path"
         )
     parse_ref(text)
-    if not store_path.is_file():
+    if not store_exists(store_path):
         raise LifecycleError(
             f"no store at {store_path}, so nothing is published there; publish first "
             f"(`rubric-eval rubric publish FILE --store {store_path}`) or pass --store PATH"
@@ -396,19 +379,19 @@ def rubric_for_scoring(ref: str | Path, store_path: Path, draft: bool) -> EvalRu
         return RubricRegistry(store).resolve(text).rubric()
 
 
-def rubric_at(ref: str | Path, store_path: Path) -> tuple[EvalRubric, str]:
+def rubric_at(ref: str | Path, store_path: str | StoreLocation) -> tuple[EvalRubric, str]:
     """For reading: a pack file (as written) or a stored version; returns (pack, label).
 
     Raises:
         RubricError: the file does not validate. LifecycleError: unknown reference or no store.
         StoreError: a stored snapshot was altered.
     """
-    text = str(ref)
+    text, store_path = str(ref), parse_location(store_path)
     if looks_like_file(text):
         rubric = load_rubric(Path(text))
         return rubric, f"{text} ({rubric.key} v{rubric.version}, file)"
     parse_ref(text)
-    if not store_path.is_file():
+    if not store_exists(store_path):
         raise LifecycleError(
             f"no store at {store_path}, so {text!r} cannot be looked up; publish first or pass "
             "--store PATH"
@@ -418,8 +401,8 @@ def rubric_at(ref: str | Path, store_path: Path) -> tuple[EvalRubric, str]:
         return found.rubric(), f"{found.ref} ({found.status})"
 
 
-def _same_as_published(rubric: EvalRubric, store_path: Path) -> str:
-    if not store_path.is_file():
+def _same_as_published(rubric: EvalRubric, store_path: StoreLocation) -> str:
+    if not store_exists(store_path):
         return ""
     with TaskStore(store_path) as store:
         for found in RubricRegistry(store).versions(rubric.key):

@@ -29,6 +29,7 @@ from rubric_engine.rubric.diff import RubricDiff, diff_rubrics, renormalize_bloc
 from rubric_engine.rubric.model import EvalRubric
 from rubric_engine.rules.run import run_rules
 from rubric_engine.store import StoredRow, TaskStore, new_task_id
+from rubric_engine.stores.location import StoreLocation
 from rubric_engine.task_state import TaskState
 from rubric_engine.verdict import verdict_model
 
@@ -86,7 +87,11 @@ def _renormalized(stored: StoredRow, judged: EvalRubric, target: EvalRubric) -> 
 
 
 def renormalize(
-    store_path: Path, task_id: str, rubric_ref: str, draft: bool = False, out: Path | None = None
+    store_path: StoreLocation,
+    task_id: str,
+    rubric_ref: str,
+    draft: bool = False,
+    out: Path | None = None,
 ) -> RenormalizeResult:
     """Make a new task from ``task_id``'s stored judge outputs under ``rubric_ref``.
 

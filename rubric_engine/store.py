@@ -1,4 +1,4 @@
-"""The task store: one SQLite file (SPEC §3, issue "task store").
+"""The task store: one SQLite file, or a PostgreSQL database (SPEC §3, issues "task store", 16).
 
 A **task** keeps everything needed to rebuild its report without reading current files: the
 rubric key, version, status, full snapshot and content hash; the prompt version, hash and the
@@ -7,83 +7,65 @@ Each **row** keeps its dialogue, the raw judge responses of every attempt, the n
 result (referenceBasis, scores, warnings), tokens, cost and latency.
 
 Rows are committed in small batches as they finish, so an interrupted run keeps its work.
+Both backends (:mod:`rubric_engine.stores`) hold the same tables, made by one migration list
+(:mod:`rubric_engine.stores.migrations`), and behave the same through this class.
 """
 
 from __future__ import annotations
 
 import json
 import secrets
-import sqlite3
 import time
 from collections.abc import Collection, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 
 from rubric_engine.errors import StoreError, TaskNotFoundError
 from rubric_engine.results import RowResult
+from rubric_engine.stores.backend import Backend
+from rubric_engine.stores.location import StoreLocation, parse_location
+from rubric_engine.stores.migrations import SCHEMA_VERSION, migrate
 
-#: 2 added ``rubric_versions`` (the rubric registry, :mod:`rubric_engine.registry`).
-SCHEMA_VERSION = 2
+__all__ = [
+    "SCHEMA_VERSION",
+    "RowSink",
+    "StoredRow",
+    "TaskRecord",
+    "TaskStore",
+    "new_task_id",
+    "row_values",
+]
+
 #: a finished row is committed at most this many seconds after it was stored
 COMMIT_INTERVAL_S = 0.5
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS tasks (
-    id TEXT PRIMARY KEY,
-    created_at TEXT NOT NULL,
-    finished_at TEXT,
-    state TEXT NOT NULL,
-    rubric_key TEXT NOT NULL,
-    rubric_version INTEGER NOT NULL,
-    rubric_status TEXT NOT NULL,
-    rubric_hash TEXT NOT NULL,
-    rubric_snapshot TEXT NOT NULL,
-    prompt_version TEXT NOT NULL,
-    prompt_hash TEXT NOT NULL,
-    prompt_system TEXT NOT NULL,
-    engine_version TEXT NOT NULL,
-    analysis_version TEXT NOT NULL,
-    judge_mode TEXT NOT NULL,
-    model TEXT NOT NULL,
-    judge_params TEXT NOT NULL,
-    inputs TEXT NOT NULL,
-    row_count INTEGER NOT NULL,
-    extra TEXT NOT NULL DEFAULT '{}'
-);
-CREATE TABLE IF NOT EXISTS rows (
-    task_id TEXT NOT NULL REFERENCES tasks(id),
-    seq INTEGER NOT NULL,
-    row_id TEXT NOT NULL,
-    status TEXT NOT NULL,
-    final_score INTEGER,
-    result TEXT NOT NULL,
-    dialogue TEXT NOT NULL,
-    raw_attempts TEXT NOT NULL,
-    calls INTEGER NOT NULL,
-    prompt_tokens INTEGER NOT NULL,
-    completion_tokens INTEGER NOT NULL,
-    cost_usd REAL,
-    latency_ms REAL NOT NULL,
-    cassette_key TEXT,
-    PRIMARY KEY (task_id, row_id)
-);
-CREATE INDEX IF NOT EXISTS rows_by_seq ON rows (task_id, seq);
-CREATE TABLE IF NOT EXISTS rubric_versions (
-    rubric_key TEXT NOT NULL,
-    version INTEGER NOT NULL,
-    status TEXT NOT NULL,
-    content_hash TEXT NOT NULL,
-    snapshot TEXT NOT NULL,
-    source TEXT,
-    published_at TEXT NOT NULL,
-    retired_at TEXT,
-    PRIMARY KEY (rubric_key, version)
-);
-"""
+#: one row write per backend: a resumed row replaces the one stored before
+UPSERT_ROW = {
+    "sqlite": "INSERT OR REPLACE INTO rows VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+    "postgres": "INSERT INTO rows VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
+    "ON CONFLICT (task_id, row_id) DO UPDATE SET "
+    + ", ".join(
+        f"{c}=EXCLUDED.{c}"
+        for c in (
+            "seq",
+            "status",
+            "final_score",
+            "result",
+            "dialogue",
+            "raw_attempts",
+            "calls",
+            "prompt_tokens",
+            "completion_tokens",
+            "cost_usd",
+            "latency_ms",
+            "cassette_key",
+        )
+    ),
+}
 
 
 def _dumps(value: Any) -> str:
@@ -156,63 +138,64 @@ class StoredRow:
     cassette_key: str | None
 
 
+def row_values(task_id: str, row: StoredRow) -> tuple[Any, ...]:
+    """The ``rows`` columns of one finished row, in table order (JSON as canonical text)."""
+    r = row.result
+    return (
+        task_id,
+        row.seq,
+        r.row_id,
+        str(r.status),
+        r.final_score,
+        _dumps(r.to_json_dict()),
+        _dumps(row.dialogue),
+        _dumps(row.raw_attempts),
+        row.calls,
+        row.prompt_tokens,
+        row.completion_tokens,
+        row.cost_usd,
+        row.latency_ms,
+        row.cassette_key,
+    )
+
+
+class RowSink(Protocol):
+    """Where the scoring pipeline puts finished rows: a :class:`TaskStore`, or a worker's
+    fenced writer (:mod:`rubric_engine.work`)."""
+
+    def add_row(self, task_id: str, row: StoredRow) -> None: ...
+
+    def commit(self) -> None: ...
+
+
 class TaskStore:
-    """SQLite task store. Use as a context manager or call :meth:`close`.
+    """The task store. Use as a context manager or call :meth:`close`.
+
+    Args:
+        path: a SQLite file path, or a ``postgresql://`` URL (str or
+            :class:`~rubric_engine.stores.PostgresUrl`).
 
     Raises:
-        StoreError: the file cannot be opened or was written by a newer schema.
+        StoreError: the store cannot be opened, is damaged (a core table missing) or was
+            written by a newer engine.
     """
 
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        if self.path.is_dir():
-            raise StoreError(
-                f"{self.path} is a folder; --store takes the path of a store file, e.g. "
-                f"{self.path / 'store.sqlite'}"
-            )
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(self.path, timeout=30)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            # WAL + NORMAL: a committed row survives a crash of rubric-eval; only an OS crash
-            # or power loss can drop the last commits (the file stays consistent). FULL's fsync
-            # per commit cost more than the rest of a replayed row.
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute("PRAGMA foreign_keys=ON")
-            tables = {name for (name,) in self._db.execute("SELECT name FROM sqlite_master")}
-            missing = sorted({"tasks", "rows"} - tables)
-            if "meta" in tables and missing:
-                raise StoreError(
-                    f"{self.path}: the store is damaged (table(s) {', '.join(missing)} missing); "
-                    "nothing is recreated over it. Restore it from a backup or pass another --store"
-                )
-            self._db.executescript(_SCHEMA)
-            found = self._db.execute("SELECT value FROM meta WHERE name='schema'").fetchone()
-            if found is None:
-                self._db.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
-                self._db.commit()
-            elif int(found[0]) < SCHEMA_VERSION:  # the script above added the new tables
-                self._db.execute(
-                    "UPDATE meta SET value=? WHERE name='schema'", (str(SCHEMA_VERSION),)
-                )
-                self._db.commit()
-            elif int(found[0]) > SCHEMA_VERSION:
-                raise StoreError(
-                    f"{self.path}: store schema {found[0]} is newer than this "
-                    f"rubric-eval understands ({SCHEMA_VERSION}); upgrade rubric-eval"
-                )
-        except (sqlite3.DatabaseError, OSError) as exc:
-            raise StoreError(
-                f"{self.path}: cannot open task store ({exc}); pass another "
-                "--store path or move the broken file away"
-            ) from exc
+    def __init__(self, path: str | StoreLocation) -> None:
+        self.path: StoreLocation = parse_location(path)
+        self._backend = _open_backend(self.path)
+        self._unsent: list[tuple[Any, ...]] = []  #: PostgreSQL rows not sent yet
         self._pending = 0
         self._committed = time.monotonic()
 
     @property
-    def connection(self) -> sqlite3.Connection:
-        """The open SQLite connection, for modules that keep their own tables here."""
-        return self._db
+    def backend(self) -> Backend:
+        """The open backend, for modules that keep their own tables in the store."""
+        return self._backend
+
+    @property
+    def connection(self) -> Any:
+        """The driver's open connection (``sqlite3`` or ``psycopg``)."""
+        return self._backend.connection
 
     def __enter__(self) -> TaskStore:
         return self
@@ -221,13 +204,19 @@ class TaskStore:
         self.close()
 
     def close(self) -> None:
-        self._db.commit()
-        self._db.close()
+        try:
+            self._send()
+        finally:
+            self._backend.close()
+
+    def task_lock(self, task_id: str) -> AbstractContextManager[None]:
+        """Held while a process runs the task; see :meth:`Backend.task_lock`."""
+        return self._backend.task_lock(task_id)
 
     # -- writing -----------------------------------------------------------------------------
 
     def create_task(self, task: TaskRecord) -> None:
-        self._db.execute(
+        self._backend.execute(
             "INSERT INTO tasks VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 task.id,
@@ -252,48 +241,41 @@ class TaskStore:
                 _dumps(task.extra),
             ),
         )
-        self._db.commit()
+        self._backend.commit()
 
     def add_row(self, task_id: str, row: StoredRow, commit_every: int = 25) -> None:
         """Insert (or, on resume, replace) one finished row.
 
         Commits every ``commit_every`` rows or every ``COMMIT_INTERVAL_S`` seconds, whichever
         comes first, so a killed run loses at most that much work and never half a row
-        (SQLite transactions).
+        (transactions). On PostgreSQL the rows of one commit are sent together (a round trip
+        per row cost more than the rest of a replayed row); this store's own reads send them
+        first, so it reads what it wrote, as on SQLite.
         """
-        r = row.result
-        self._db.execute(
-            "INSERT OR REPLACE INTO rows VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (
-                task_id,
-                row.seq,
-                r.row_id,
-                str(r.status),
-                r.final_score,
-                _dumps(r.to_json_dict()),
-                _dumps(row.dialogue),
-                _dumps(row.raw_attempts),
-                row.calls,
-                row.prompt_tokens,
-                row.completion_tokens,
-                row.cost_usd,
-                row.latency_ms,
-                row.cassette_key,
-            ),
-        )
+        values = row_values(task_id, row)
+        if self._backend.dialect == "postgres":
+            self._unsent.append(values)
+        else:
+            self._backend.execute(UPSERT_ROW["sqlite"], values)
         self._pending += 1
         if self._pending >= commit_every or time.monotonic() - self._committed > COMMIT_INTERVAL_S:
             self.commit()
 
+    def _send(self) -> None:
+        if self._unsent:
+            self._backend.executemany(UPSERT_ROW["postgres"], self._unsent)
+            self._unsent = []
+
     def commit(self) -> None:
-        self._db.commit()
+        self._send()
+        self._backend.commit()
         self._pending = 0
         self._committed = time.monotonic()
 
     def finish_task(self, task_id: str, state: str, extra: dict[str, Any]) -> None:
         """Set the task's end state; ``extra`` is merged into what the task already holds."""
         merged = {**self.task(task_id).extra, **extra}
-        self._db.execute(
+        self._backend.execute(
             "UPDATE tasks SET state=?, finished_at=?, extra=? WHERE id=?",
             (state, datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), _dumps(merged), task_id),
         )
@@ -301,14 +283,15 @@ class TaskStore:
 
     def set_state(self, task_id: str, state: str) -> None:
         """Mark a task RUNNING again (``--resume``)."""
-        self._db.execute("UPDATE tasks SET state=? WHERE id=?", (state, task_id))
+        self._backend.execute("UPDATE tasks SET state=? WHERE id=?", (state, task_id))
         self.commit()
 
     def row_outcomes(self, task_id: str) -> dict[str, str | None]:
         """rowId → the JUDGE_ERROR kind of each stored row (``None`` for a scored row)."""
+        self._send()  # rows this store holds back (PostgreSQL) first
         out: dict[str, str | None] = {}
         query = "SELECT row_id, result FROM rows WHERE task_id=?"
-        for row_id, result in self._db.execute(query, (task_id,)):
+        for row_id, result in self._backend.execute(query, (task_id,)):
             error = decode_column(result, f"task {task_id} row {row_id} result").get("error")
             out[row_id] = error["kind"] if error else None
         return out
@@ -317,7 +300,7 @@ class TaskStore:
 
     def task(self, task_id: str) -> TaskRecord:
         """Raises: TaskNotFoundError: no such task; names the store and how to list tasks."""
-        cursor = self._db.execute("SELECT * FROM tasks WHERE id=?", (task_id,))
+        cursor = self._backend.execute("SELECT * FROM tasks WHERE id=?", (task_id,))
         found = cursor.fetchone()
         if found is None:
             raise TaskNotFoundError(
@@ -331,16 +314,19 @@ class TaskStore:
         return TaskRecord(**data)
 
     def tasks(self) -> list[TaskRecord]:
-        ids = [r[0] for r in self._db.execute("SELECT id FROM tasks ORDER BY created_at, id")]
+        ids = [r[0] for r in self._backend.execute("SELECT id FROM tasks ORDER BY created_at, id")]
         return [self.task(i) for i in ids]
 
     def finished_rows(self) -> dict[str, int]:
         """How many rows each task has stored, by task id."""
-        return dict(self._db.execute("SELECT task_id, COUNT(*) FROM rows GROUP BY task_id"))
+        self._send()  # rows this store holds back (PostgreSQL) first
+        query = "SELECT task_id, COUNT(*) FROM rows GROUP BY task_id"
+        return {task_id: int(n) for task_id, n in self._backend.execute(query)}
 
     def rows(self, task_id: str) -> Iterator[StoredRow]:
         """Rows of a task in input order."""
-        for found in self._db.execute(
+        self._send()  # rows this store holds back (PostgreSQL) first
+        for found in self._backend.execute(
             "SELECT seq, result, dialogue, raw_attempts, calls, prompt_tokens, completion_tokens,"
             " cost_usd, latency_ms, cassette_key FROM rows WHERE task_id=? ORDER BY seq",
             (task_id,),
@@ -360,7 +346,8 @@ class TaskStore:
 
     def cassette_keys(self, task_id: str) -> Iterator[str | None]:
         """The cassette key of each stored row of a task, in input order."""
-        for (key,) in self._db.execute(
+        self._send()  # rows this store holds back (PostgreSQL) first
+        for (key,) in self._backend.execute(
             "SELECT cassette_key FROM rows WHERE task_id=? ORDER BY seq", (task_id,)
         ):
             yield key
@@ -370,7 +357,8 @@ class TaskStore:
     ) -> Iterator[tuple[RowResult, int, int, int, float | None, float, dict[str, Any]]]:
         """What reports read, in input order: (result, calls, prompt tokens, completion tokens,
         cost, latency ms, dialogue); never the raw judge attempts."""
-        for found in self._db.execute(
+        self._send()  # rows this store holds back (PostgreSQL) first
+        for found in self._backend.execute(
             "SELECT result, calls, prompt_tokens, completion_tokens, cost_usd, latency_ms, "
             "dialogue FROM rows WHERE task_id=? ORDER BY seq",
             (task_id,),
@@ -380,13 +368,66 @@ class TaskStore:
 
     def dialogues(self, task_id: str, row_ids: Collection[str]) -> dict[str, dict[str, Any]]:
         """The stored dialogues of some rows, by rowId."""
+        self._send()  # rows this store holds back (PostgreSQL) first
         wanted, out = list(row_ids), {}
         for start in range(0, len(wanted), 500):
             chunk = wanted[start : start + 500]
             marks = ",".join("?" * len(chunk))
-            for row_id, text in self._db.execute(
+            for row_id, text in self._backend.execute(
                 f"SELECT row_id, dialogue FROM rows WHERE task_id=? AND row_id IN ({marks})",
                 (task_id, *chunk),
             ):
                 out[row_id] = decode_column(text, f"task {task_id} row {row_id} dialogue")
         return out
+
+
+def _open_backend(location: StoreLocation) -> Backend:
+    """Connect, check the core tables, apply pending migrations.
+
+    Raises:
+        StoreError: see :class:`TaskStore`.
+    """
+    import sqlite3
+
+    errors: tuple[type[Exception], ...] = (sqlite3.DatabaseError, OSError)
+    if not isinstance(location, Path):
+        try:
+            import psycopg
+
+            errors += (psycopg.Error,)
+        except ImportError:
+            pass  # the backend says how to install it
+    backend: Backend
+    try:
+        if isinstance(location, Path):
+            from rubric_engine.stores.sqlite import SqliteBackend
+
+            backend = SqliteBackend(location)
+        else:
+            from rubric_engine.stores.postgres import PostgresBackend
+
+            backend = PostgresBackend(location)
+    except errors as exc:
+        raise _cannot_open(location, exc) from exc
+    try:
+        tables = backend.tables()
+        missing = sorted({"tasks", "rows"} - tables)
+        if "meta" in tables and missing:
+            raise StoreError(
+                f"{location}: the store is damaged (table(s) {', '.join(missing)} missing); "
+                "nothing is recreated over it. Restore it from a backup or pass another --store"
+            )
+        migrate(backend)
+    except BaseException as exc:
+        backend.close()
+        if isinstance(exc, errors):
+            raise _cannot_open(location, exc) from exc
+        raise
+    return backend
+
+
+def _cannot_open(location: StoreLocation, exc: Exception) -> StoreError:
+    return StoreError(
+        f"{location}: cannot open task store ({exc}); pass another "
+        "--store path or move the broken file away"
+    )

@@ -91,3 +91,54 @@ def mini_rubric(mini_rubric_path: Path):  # type: ignore[no-untyped-def]
     from rubric_engine.rubric import load_rubric
 
     return load_rubric(mini_rubric_path)
+
+
+# -- store backends ----------------------------------------------------------------------------
+# The store contract tests run against SQLite and a real PostgreSQL server: a throwaway cluster
+# started once per session (rubric_engine/testing/pg_cluster.py). Without the server binaries
+# the PostgreSQL cases are skipped with the reason; in CI (CI=true) they fail instead, so a
+# broken CI image can never pass by skipping them.
+
+
+@pytest.fixture(scope="session")
+def pg_cluster():  # type: ignore[no-untyped-def]
+    from rubric_engine.testing.pg_cluster import ClusterUnavailable, start_cluster
+
+    try:
+        import psycopg  # noqa: F401
+        import psycopg_pool  # noqa: F401
+    except ImportError as exc:
+        why = f"PostgreSQL tests need psycopg and psycopg-pool ({exc.name} missing)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(why)
+        pytest.skip(why)
+    try:
+        cluster = start_cluster()
+    except ClusterUnavailable as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI must run the PostgreSQL store tests: {exc}")
+        pytest.skip(f"PostgreSQL store tests skipped: {exc}")
+    yield cluster
+    cluster.stop()
+
+
+_databases = iter(range(1, 1 << 30))
+
+
+@pytest.fixture()
+def pg_url(pg_cluster):  # type: ignore[no-untyped-def]
+    """A fresh, empty database in the session's cluster (its URL)."""
+    from rubric_engine.stores.location import PostgresUrl
+    from rubric_engine.stores.postgres import close_pools
+
+    url = str(pg_cluster.create_database(f"t{next(_databases)}"))
+    yield url
+    close_pools(PostgresUrl(url))  # the server's connection slots are not held to the end
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_at(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where a fresh store goes, once per backend: a SQLite file path or a PostgreSQL URL."""
+    if request.param == "sqlite":
+        return str(tmp_path / "s.sqlite")
+    return str(request.getfixturevalue("pg_url"))

@@ -64,6 +64,8 @@ FORBIDDEN = (
     "typer",
     "rich",
     "rubric_engine.store",
+    "rubric_engine.stores",
+    "rubric_engine.work",
     "rubric_engine.registry",
     "rubric_engine.cli",
     "rubric_engine.scoring",

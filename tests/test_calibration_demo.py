@@ -72,7 +72,7 @@ def test_the_markdown_page_lists_red_flags_and_only_compared_requirements(tmp_pa
 def test_the_calibration_is_pinned_and_stale_for_another_judge_model(tmp_path: Path) -> None:
     store, task, result = calibrated_demo(tmp_path)
     with TaskStore(store) as opened:
-        status = calibration_metrics(opened.task(task), opened.connection)
+        status = calibration_metrics(opened.task(task), opened.backend)
     assert status.state == "current" and status.record_id == result["calibrationId"]
     assert status.metrics["calibration.redFlagRecall"] == 6 / 7
     verdicts = load_verdicts(CASES / "verdicts" / "airline_cs.jsonl")
@@ -97,7 +97,7 @@ def test_the_calibration_is_pinned_and_stale_for_another_judge_model(tmp_path: P
     assert code == 0, out
     other = out.split("task id: ")[1].split()[0]
     with TaskStore(store) as opened:
-        stale = calibration_metrics(opened.task(other), opened.connection)
+        stale = calibration_metrics(opened.task(other), opened.backend)
     assert stale.state == "stale" and stale.metrics == {}
     assert "judge model 'openai/gpt-4o-mini' vs this task's 'openai/stub-judge'" in stale.reason
     assert f"rubric-eval calibrate {other}" in stale.reason
@@ -142,7 +142,7 @@ def test_judge_against_judge_over_the_same_rows_counts_flips(tmp_path: Path) -> 
 def test_a_missing_calibration_says_how_to_make_one(tmp_path: Path) -> None:
     store, task = score_airline(tmp_path)
     with TaskStore(store) as opened:
-        status = calibration_metrics(opened.task(task), opened.connection)
+        status = calibration_metrics(opened.task(task), opened.backend)
     assert status.state == "missing"
     assert f"labels import FILE --task {task}" in status.reason
 

@@ -12,6 +12,7 @@ from rubric_engine.report import report_for_task, write_reports
 from rubric_engine.report.render import render_json, render_markdown
 from rubric_engine.scoring import ScoreOptions, score
 from rubric_engine.store import TaskStore
+from rubric_engine.stores.location import parse_location
 from tests.conftest import CASES, CASSETTES, RUBRICS
 
 DEMOS = [
@@ -21,13 +22,15 @@ DEMOS = [
 
 
 @pytest.mark.parametrize(("cases", "pack", "rows"), DEMOS)
-def test_demo_batch_replays_offline(tmp_path: Path, cases: str, pack: str, rows: int) -> None:
+def test_demo_batch_replays_offline(
+    tmp_path: Path, cases: str, pack: str, rows: int, store_at: str
+) -> None:
     result = score(
         ScoreOptions(
             inputs=[CASES / cases],
             rubric=RUBRICS / pack,
             draft=True,
-            store=tmp_path / "s.sqlite",
+            store=parse_location(store_at),
             out=tmp_path / "out",
             cassettes=CASSETTES,
         )
@@ -57,10 +60,12 @@ def test_demo_batch_replays_offline(tmp_path: Path, cases: str, pack: str, rows:
     assert md.index("## Red flags") < md.index("## Per intent") < md.index("## Per requirement")
 
 
-def test_report_is_byte_identical_after_the_rubric_file_changes(tmp_path: Path) -> None:
+def test_report_is_byte_identical_after_the_rubric_file_changes(
+    tmp_path: Path, store_at: str
+) -> None:
     pack = tmp_path / "health_cs.yaml"
     shutil.copy(RUBRICS / "health_cs.yaml", pack)
-    store_path = tmp_path / "s.sqlite"
+    store_path = parse_location(store_at)
     result = score(
         ScoreOptions(
             inputs=[CASES / "health_consult_zh.jsonl"],

@@ -44,18 +44,18 @@ def label(**fields: object) -> Label:
 def test_the_database_refuses_to_update_or_delete_a_label(tmp_path: Path) -> None:
     """Guards 'nothing is updated or deleted': the triggers, not only our code, refuse it."""
     with TaskStore(tmp_path / "s.sqlite") as store:
-        append_labels(store.connection, [label()])
+        append_labels(store.backend, [label()])
         db = store.connection
         for statement in ("UPDATE labels SET status='FOLLOWED'", "DELETE FROM labels"):
             with pytest.raises(sqlite3.DatabaseError, match="append-only"):
                 db.execute(statement)
             db.rollback()
-        assert [lab.status for lab in read_labels(db)] == [LabelStatus.VIOLATED]
+        assert [lab.status for lab in read_labels(store.backend)] == [LabelStatus.VIOLATED]
 
 
 def test_an_edit_is_a_new_label_that_supersedes_the_old_one(tmp_path: Path) -> None:
     with TaskStore(tmp_path / "s.sqlite") as store:
-        db = store.connection
+        db = store.backend
         first = append_labels(db, [label()]).added[0]
         again = append_labels(db, [label()])  # same judgment: nothing new
         assert again.added == () and again.unchanged == 1
@@ -91,7 +91,7 @@ def test_a_file_with_problems_reports_all_of_them_and_stores_nothing(tmp_path: P
     assert "bad.jsonl:4: requirementId" in out and "line 1" in out
     assert "bad.jsonl:5: time" in out  # UTC ISO 8601 with Z, e.g. 2026-01-01T00:00:00Z
     with TaskStore(store) as opened:
-        assert read_labels(opened.connection) == []
+        assert read_labels(opened.backend) == []
 
 
 def test_csv_and_jsonl_round_trip_to_the_same_labels(tmp_path: Path) -> None:
@@ -166,7 +166,7 @@ def test_import_against_a_task_names_unknown_rows_requirements_and_rubric(tmp_pa
     assert "rubricVersion: 2 but task" in out
     assert "'REFUND' is not an intent of airline_cs@1; valid: " in out
     with TaskStore(store) as opened:
-        assert read_labels(opened.connection) == []
+        assert read_labels(opened.backend) == []
 
 
 def test_import_then_export_keeps_the_rubric_and_task_it_was_checked_against(
@@ -252,7 +252,7 @@ def test_calibrate_a_task_against_a_label_file_checks_it_and_stores_no_label(
     assert result["intentAgreement"]["accuracy"] == 1.0
     assert result["scores"]["meanSignedBias"] == 1.0  # judge 3, reviewer 2: the judge is lenient
     with TaskStore(store) as opened:
-        assert read_labels(opened.connection) == []
+        assert read_labels(opened.backend) == []
     bad = write_jsonl(
         tmp_path / "b.jsonl",
         [{"rowId": "nope", "requirementId": "X", "status": "VIOLATED", "reviewer": "ann"}],
@@ -301,3 +301,23 @@ def test_times_are_stored_in_utc() -> None:
     assert label(time="2026-03-01T10:00:00+02:00").time == "2026-03-01T08:00:00Z"
     with pytest.raises(ValueError, match="not a UTC time"):
         label(time="2026-03-01T10:00:00")  # no zone: which UTC time it is cannot be known
+
+
+def test_labels_are_append_only_and_superseded_on_both_backends(store_at: str) -> None:
+    """The PostgreSQL store keeps the SQLite one's label semantics (issue 16 item 1): the
+    migration's triggers refuse UPDATE and DELETE, an edit supersedes, a repeat adds nothing."""
+    from rubric_engine.stores.backend import driver_errors
+
+    with TaskStore(store_at) as store:
+        db = store.backend
+        first = append_labels(db, [label()]).added[0]
+        assert append_labels(db, [label()]).unchanged == 1
+        edit = append_labels(db, [label(status="FOLLOWED", time="2026-01-02T00:00:00Z")]).added[0]
+        for statement in ("UPDATE labels SET status='FOLLOWED'", "DELETE FROM labels"):
+            with pytest.raises(driver_errors(db), match="append-only"):
+                db.execute(statement)
+            db.rollback()
+        assert edit.supersedes == first.label_id
+        assert [lab.label_id for lab in read_labels(db)] == [edit.label_id]
+        history = read_labels(db, include_superseded=True)
+        assert [lab.label_id for lab in history] == [first.label_id, edit.label_id]

@@ -17,6 +17,8 @@ from rubric_engine.rubric import load_rubric
 from rubric_engine.rubric.diff import diff_rubrics, renormalize_blockers
 from rubric_engine.rubric.model import RubricStatus
 from rubric_engine.store import TaskStore
+from rubric_engine.stores.location import is_postgres, parse_location, store_exists
+from rubric_engine.stores.migrations import SCHEMA_VERSION
 from tests.conftest import CASES, CASSETTES, MINI_RUBRIC, RUBRICS
 from tests.test_cli import run
 
@@ -68,8 +70,9 @@ def task_id(output: str) -> str:
 
 def test_publish_score_v2_retire_v1_and_the_v1_report_rebuilds_byte_for_byte(
     tmp_path: Path,
+    store_at: str,
 ) -> None:
-    store = tmp_path / "s.sqlite"
+    store = store_at
     code, out = publish(store, RUBRICS / "health_cs.yaml")
     assert code == 0 and "published health_cs@1" in out
     code, out = score(tmp_path, store, "health_cs")
@@ -94,8 +97,10 @@ def test_publish_score_v2_retire_v1_and_the_v1_report_rebuilds_byte_for_byte(
     assert code == 0 and "RETIRED" in out and "PUBLISHED" in out
 
 
-def test_scoring_by_key_takes_the_latest_published_and_key_at_n_is_exact(tmp_path: Path) -> None:
-    store = tmp_path / "s.sqlite"
+def test_scoring_by_key_takes_the_latest_published_and_key_at_n_is_exact(
+    tmp_path: Path, store_at: str
+) -> None:
+    store = store_at
     publish(store, RUBRICS / "health_cs.yaml")
     publish(store, write_pack(tmp_path / "v2.yaml", health(version=2)))
     assert rubric_for_scoring("health_cs", store, draft=False).version == 2
@@ -108,8 +113,9 @@ def test_scoring_by_key_takes_the_latest_published_and_key_at_n_is_exact(tmp_pat
 
 def test_republishing_an_edited_version_is_refused_and_says_publish_a_new_one(
     tmp_path: Path,
+    store_at: str,
 ) -> None:
-    store = tmp_path / "s.sqlite"
+    store = store_at
     publish(store, RUBRICS / "health_cs.yaml")
     code, out = publish(store, RUBRICS / "health_cs.yaml")
     assert code == 0 and "already published with this content; nothing changed" in out
@@ -125,8 +131,9 @@ def test_republishing_an_edited_version_is_refused_and_says_publish_a_new_one(
 
 def test_scoring_a_retired_version_is_refused_and_names_the_published_ones(
     tmp_path: Path,
+    store_at: str,
 ) -> None:
-    store = tmp_path / "s.sqlite"
+    store = store_at
     publish(store, RUBRICS / "health_cs.yaml")
     publish(store, write_pack(tmp_path / "v2.yaml", health(version=2)))
     run("rubric", "retire", "health_cs@1", "--store", store)
@@ -141,8 +148,8 @@ def test_scoring_a_retired_version_is_refused_and_names_the_published_ones(
     assert "v1 RETIRED, v2 RETIRED" in out
 
 
-def test_a_retired_version_is_never_published_again(tmp_path: Path) -> None:
-    store = tmp_path / "s.sqlite"
+def test_a_retired_version_is_never_published_again(tmp_path: Path, store_at: str) -> None:
+    store = store_at
     publish(store, RUBRICS / "health_cs.yaml")
     run("rubric", "retire", "health_cs@1", "--store", store)
     code, out = run("rubric", "retire", "health_cs@1", "--store", store)
@@ -153,21 +160,22 @@ def test_a_retired_version_is_never_published_again(tmp_path: Path) -> None:
 
 def test_publishing_an_unknown_red_flag_type_is_refused_with_the_valid_types(
     tmp_path: Path,
+    store_at: str,
 ) -> None:
     bad = health()
     requirement(bad, "COMMON_BACKEND_EXPOSURE")["redFlagType"] = "BACKEND_LEAK"
-    store = tmp_path / "s.sqlite"
+    store = store_at
     code, out = publish(store, write_pack(tmp_path / "bad.yaml", bad))
     assert code == 2
     assert "'BACKEND_LEAK' is not declared in redFlags" in out and "BACKEND_EXPOSURE" in out
     assert "add it to redFlags or fix the spelling" in out and "nothing was published" in out
 
 
-def test_a_file_needs_draft_and_the_task_says_draft(tmp_path: Path) -> None:
-    store = tmp_path / "s.sqlite"
+def test_a_file_needs_draft_and_the_task_says_draft(tmp_path: Path, store_at: str) -> None:
+    store = store_at
     code, out = score(tmp_path, store, str(RUBRICS / "health_cs.yaml"))
     assert code == 2 and "is a pack file, i.e. a draft" in out and "--draft" in out
-    assert not store.exists()
+    assert not store_exists(parse_location(store))
     code, out = score(tmp_path, store, str(RUBRICS / "health_cs.yaml"), "--draft")
     assert code == 0, out
     report = json.loads((tmp_path / "out").glob("*/report.json").__next__().read_text("utf-8"))
@@ -176,8 +184,8 @@ def test_a_file_needs_draft_and_the_task_says_draft(tmp_path: Path) -> None:
     assert "(DRAFT) — a draft, not a published version" in md
 
 
-def test_unknown_references_list_what_exists(tmp_path: Path) -> None:
-    store = tmp_path / "s.sqlite"
+def test_unknown_references_list_what_exists(tmp_path: Path, store_at: str) -> None:
+    store = store_at
     code, out = score(tmp_path, store, "health_cs")
     assert code == 2 and "nothing is published there; publish first" in out
     publish(store, RUBRICS / "health_cs.yaml")
@@ -201,18 +209,17 @@ def test_a_file_that_says_retired_is_not_published(tmp_path: Path) -> None:
 # -- tampering ---------------------------------------------------------------------------------
 
 
-def _edit_json_column(store: Path, sql_select: str, sql_update: str, edit: Any) -> None:
-    db = sqlite3.connect(store)
-    (text,) = db.execute(sql_select).fetchone()
-    data = json.loads(text)
-    edit(data)
-    db.execute(sql_update, (json.dumps(data),))
-    db.commit()
-    db.close()
+def _edit_json_column(store: str, sql_select: str, sql_update: str, edit: Any) -> None:
+    with TaskStore(store) as opened:  # by hand, on either backend
+        (text,) = opened.backend.execute(sql_select).fetchone()
+        data = json.loads(text)
+        edit(data)
+        opened.backend.execute(sql_update, (json.dumps(data),))
+        opened.backend.commit()
 
 
-def test_a_tampered_task_snapshot_is_reported_not_rebuilt(tmp_path: Path) -> None:
-    store = tmp_path / "s.sqlite"
+def test_a_tampered_task_snapshot_is_reported_not_rebuilt(tmp_path: Path, store_at: str) -> None:
+    store = store_at
     publish(store, RUBRICS / "health_cs.yaml")
     code, out = score(tmp_path, store, "health_cs")
     task = task_id(out)
@@ -232,8 +239,10 @@ def test_a_tampered_task_snapshot_is_reported_not_rebuilt(tmp_path: Path) -> Non
     assert "restore the store from a backup" in out
 
 
-def test_a_tampered_published_snapshot_is_refused_for_scoring(tmp_path: Path) -> None:
-    store = tmp_path / "s.sqlite"
+def test_a_tampered_published_snapshot_is_refused_for_scoring(
+    tmp_path: Path, store_at: str
+) -> None:
+    store = store_at
     publish(store, RUBRICS / "health_cs.yaml")
     _edit_json_column(
         store,
@@ -248,15 +257,20 @@ def test_a_tampered_published_snapshot_is_refused_for_scoring(tmp_path: Path) ->
 def test_an_old_store_gains_the_registry_table(tmp_path: Path) -> None:
     store = tmp_path / "old.sqlite"
     TaskStore(store).close()
-    db = sqlite3.connect(store)  # as schema 1 left it: no registry table
+    db = sqlite3.connect(store)  # as schema 1 left it: no registry table, no migration record
     db.execute("DROP TABLE rubric_versions")
+    db.execute("DROP TABLE work_items")
+    db.execute("DROP TABLE migrations")
     db.execute("UPDATE meta SET value='1' WHERE name='schema'")
     db.commit()
     db.close()
     code, out = publish(store, RUBRICS / "health_cs.yaml")
     assert code == 0, out
     db = sqlite3.connect(store)
-    assert db.execute("SELECT value FROM meta WHERE name='schema'").fetchone() == ("2",)
+    assert db.execute("SELECT value FROM meta WHERE name='schema'").fetchone() == (
+        str(SCHEMA_VERSION),
+    )
+    assert db.execute("SELECT COUNT(*) FROM rubric_versions").fetchone() == (1,)
 
 
 # -- two writers at once -----------------------------------------------------------------------
@@ -274,9 +288,9 @@ def _publish_after(barrier: Any, store: str, path: str, results: Any) -> None:
 
 @pytest.mark.parametrize("round_", range(4))
 def test_two_processes_publishing_at_once_one_wins_the_other_is_refused(
-    tmp_path: Path, round_: int
+    tmp_path: Path, store_at: str, round_: int
 ) -> None:
-    store = tmp_path / "s.sqlite"
+    store = store_at
     TaskStore(store).close()
     a = RUBRICS / "health_cs.yaml"
     other = health()
@@ -295,9 +309,11 @@ def test_two_processes_publishing_at_once_one_wins_the_other_is_refused(
         assert w.exitcode == 0
     outcomes = sorted(results.get(timeout=5)[0] for _ in workers)
     assert outcomes == ["ok", "refused"]
-    db = sqlite3.connect(store)
-    assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
-    assert db.execute("SELECT COUNT(*) FROM rubric_versions").fetchone() == (1,)
+    if not is_postgres(store):
+        db = sqlite3.connect(store)
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    with TaskStore(store) as opened:
+        assert opened.backend.execute("SELECT COUNT(*) FROM rubric_versions").fetchone() == (1,)
 
 
 # -- diff --------------------------------------------------------------------------------------
@@ -359,8 +375,8 @@ def test_diff_of_identical_packs_says_so(tmp_path: Path) -> None:
     assert "no changes" in text
 
 
-def test_diff_command_reads_store_versions_and_files(tmp_path: Path) -> None:
-    store = tmp_path / "s.sqlite"
+def test_diff_command_reads_store_versions_and_files(tmp_path: Path, store_at: str) -> None:
+    store = store_at
     publish(store, RUBRICS / "health_cs.yaml")
     v2 = health(version=2)
     requirement(v2, "INTENT_HEALTH_ON_TOPIC")["observableInData"] = False
@@ -375,8 +391,10 @@ def test_diff_command_reads_store_versions_and_files(tmp_path: Path) -> None:
 # -- renormalize -------------------------------------------------------------------------------
 
 
-def test_renormalize_reapplies_caps_observability_and_red_flag_mapping(tmp_path: Path) -> None:
-    store = tmp_path / "s.sqlite"
+def test_renormalize_reapplies_caps_observability_and_red_flag_mapping(
+    tmp_path: Path, store_at: str
+) -> None:
+    store = store_at
     publish(store, RUBRICS / "health_cs.yaml")
     code, out = score(tmp_path, store, "health_cs")
     v1_task = task_id(out)
@@ -420,8 +438,10 @@ def test_renormalize_reapplies_caps_observability_and_red_flag_mapping(tmp_path:
     assert (tmp_path / "rn" / "report.json").is_file()
 
 
-def test_renormalize_refuses_changes_that_need_new_judge_calls(tmp_path: Path) -> None:
-    store = tmp_path / "s.sqlite"
+def test_renormalize_refuses_changes_that_need_new_judge_calls(
+    tmp_path: Path, store_at: str
+) -> None:
+    store = store_at
     publish(store, RUBRICS / "health_cs.yaml")
     code, out = score(tmp_path, store, "health_cs")
     v1_task = task_id(out)
@@ -446,8 +466,8 @@ def test_renormalize_refuses_changes_that_need_new_judge_calls(tmp_path: Path) -
         assert len(opened.tasks()) == 1  # nothing was created
 
 
-def test_renormalize_refuses_another_rubric_key(tmp_path: Path) -> None:
-    store = tmp_path / "s.sqlite"
+def test_renormalize_refuses_another_rubric_key(tmp_path: Path, store_at: str) -> None:
+    store = store_at
     publish(store, RUBRICS / "health_cs.yaml")
     publish(store, RUBRICS / "airline_cs.yaml")
     code, out = score(tmp_path, store, "health_cs")
@@ -455,8 +475,8 @@ def test_renormalize_refuses_another_rubric_key(tmp_path: Path) -> None:
     assert code == 2 and "judged with rubric 'health_cs'" in out
 
 
-def test_registry_errors_are_typed(tmp_path: Path) -> None:
-    store = tmp_path / "s.sqlite"
+def test_registry_errors_are_typed(tmp_path: Path, store_at: str) -> None:
+    store = store_at
     with pytest.raises(RubricError), TaskStore(store) as opened:
         RubricRegistry(opened).publish(write_pack(tmp_path / "x.yaml", {"key": "x"}))
     with pytest.raises(StoreError):
@@ -465,8 +485,8 @@ def test_registry_errors_are_typed(tmp_path: Path) -> None:
         verified_snapshot(load_rubric(RUBRICS / "health_cs.yaml").snapshot(), "sha256:0", "t")
 
 
-def test_draft_is_only_for_files_and_show_prints_a_version(tmp_path: Path) -> None:
-    store = tmp_path / "s.sqlite"
+def test_draft_is_only_for_files_and_show_prints_a_version(tmp_path: Path, store_at: str) -> None:
+    store = store_at
     publish(store, RUBRICS / "health_cs.yaml")
     code, out = score(tmp_path, store, "health_cs", "--draft")
     assert code == 2 and "--draft is for a pack file" in out

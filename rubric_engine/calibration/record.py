@@ -6,54 +6,27 @@ result and its flat gate metrics (:mod:`rubric_engine.calibration.metrics`). A t
 calibration only when all four pins (rubric hash, prompt hash, model, parameters) are equal;
 otherwise its calibration is **stale** and :func:`calibration_metrics` says which pin differs
 (SPEC §12: "stale for anything else"). Records are append-only like labels: the table refuses
-UPDATE and DELETE. :data:`CALIBRATIONS_DDL` is portable SQL, one migration for the integrator.
+UPDATE and DELETE (the store's migration ``m005_calibrations`` creates it on either backend).
 """
 
 from __future__ import annotations
 
 import json
 import secrets
-import sqlite3
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from rubric_engine.errors import StoreError
 from rubric_engine.store import TaskRecord
+from rubric_engine.stores.backend import Backend, driver_errors
 
 __all__ = [
-    "CALIBRATIONS_APPEND_ONLY_SQLITE",
-    "CALIBRATIONS_DDL",
     "CalibrationStatus",
     "calibration_metrics",
     "save_calibration",
 ]
 
-CALIBRATIONS_DDL = """
-CREATE TABLE IF NOT EXISTS calibrations (
-    id TEXT PRIMARY KEY,
-    created_at TEXT NOT NULL,
-    task_id TEXT NOT NULL,
-    rubric_key TEXT NOT NULL,
-    rubric_version INTEGER NOT NULL,
-    rubric_hash TEXT NOT NULL,
-    prompt_version TEXT NOT NULL,
-    prompt_hash TEXT NOT NULL,
-    model TEXT NOT NULL,
-    judge_params TEXT NOT NULL,
-    labels TEXT NOT NULL,
-    metrics TEXT NOT NULL,
-    result TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS calibrations_by_rubric ON calibrations (rubric_key, created_at);
-"""
-_REFUSAL = "calibration records are append-only: calibrate again to add a new one"
-CALIBRATIONS_APPEND_ONLY_SQLITE = f"""
-CREATE TRIGGER IF NOT EXISTS calibrations_no_update BEFORE UPDATE ON calibrations
-BEGIN SELECT RAISE(ABORT, '{_REFUSAL}'); END;
-CREATE TRIGGER IF NOT EXISTS calibrations_no_delete BEFORE DELETE ON calibrations
-BEGIN SELECT RAISE(ABORT, '{_REFUSAL}'); END;
-"""
 #: what a calibration is pinned to: (label, TaskRecord attribute)
 PINS = (
     ("rubric hash", "rubric_hash"),
@@ -67,12 +40,8 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
-def _ensure(db: sqlite3.Connection) -> None:
-    db.executescript(CALIBRATIONS_DDL + CALIBRATIONS_APPEND_ONLY_SQLITE)
-
-
 def save_calibration(
-    db: sqlite3.Connection,
+    db: Backend,
     task: TaskRecord,
     result: dict[str, Any],
     metrics: dict[str, float],
@@ -86,33 +55,43 @@ def save_calibration(
     Raises:
         StoreError: the database refused the write.
     """
-    _ensure(db)
     now = datetime.now(UTC)
     record_id = "C" + now.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
     try:
-        db.execute(
-            "INSERT INTO calibrations VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (
-                record_id,
-                now.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
-                task.id,
-                task.rubric_key,
-                task.rubric_version,
-                task.rubric_hash,
-                task.prompt_version,
-                task.prompt_hash,
-                task.model,
-                _dumps(task.judge_params),
-                _dumps(labels),
-                _dumps(metrics),
-                _dumps(result),
-            ),
-        )
-        db.commit()
-    except sqlite3.DatabaseError as exc:
-        db.rollback()
+        with db.exclusive("calibrations"):
+            _insert(db, record_id, now, task, result, metrics, labels)
+    except driver_errors(db) as exc:
         raise StoreError(f"the calibration record was not stored ({exc})") from exc
     return record_id
+
+
+def _insert(
+    db: Backend,
+    record_id: str,
+    now: datetime,
+    task: TaskRecord,
+    result: dict[str, Any],
+    metrics: dict[str, float],
+    labels: dict[str, Any],
+) -> None:
+    db.execute(
+        "INSERT INTO calibrations VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        (
+            record_id,
+            now.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            task.id,
+            task.rubric_key,
+            task.rubric_version,
+            task.rubric_hash,
+            task.prompt_version,
+            task.prompt_hash,
+            task.model,
+            _dumps(task.judge_params),
+            _dumps(labels),
+            _dumps(metrics),
+            _dumps(result),
+        ),
+    )
 
 
 @dataclass(frozen=True)
@@ -126,16 +105,13 @@ class CalibrationStatus:
     record_id: str | None = None
 
 
-def calibration_metrics(task: TaskRecord, db: sqlite3.Connection) -> CalibrationStatus:
+def calibration_metrics(task: TaskRecord, db: Backend) -> CalibrationStatus:
     """The calibration a task may use: the newest record with all four pins equal to the
     task's; otherwise why there is none (the newest record of the rubric key and the pins that
     differ, or no record at all). Reading creates no table."""
-    exists = db.execute(
-        "SELECT 1 FROM sqlite_master WHERE type='table' AND name='calibrations'"
-    ).fetchone()
     rows = (
         []
-        if exists is None
+        if "calibrations" not in db.tables()
         else db.execute(
             "SELECT id, task_id, rubric_version, rubric_hash, prompt_hash, model, judge_params, "
             "metrics FROM calibrations WHERE rubric_key=? ORDER BY created_at DESC, id DESC",

@@ -64,7 +64,7 @@ def calibrate_task(
         labels = [
             lab
             for lab in read_labels(
-                store.connection, rubric_key=task.record.rubric_key, reviewers=reviewers
+                store.backend, rubric_key=task.record.rubric_key, reviewers=reviewers
             )
             if lab.row_id in row_ids
         ]
@@ -107,7 +107,7 @@ def calibrate_task(
     result["labels"] = used
     if save:
         result["calibrationId"] = save_calibration(
-            store.connection, record, result, flat_metrics(result), used
+            store.backend, record, result, flat_metrics(result), used
         )
     return result
 

@@ -27,6 +27,8 @@ COMMAND_MODULES = (
     "tools_cmd",
     "labels_cmd",
     "calibrate_cmd",
+    "store_cmd",
+    "work_cmd",
 )
 for _name in COMMAND_MODULES:
     importlib.import_module(f"rubric_engine.cli.{_name}")

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Annotated, NoReturn, TypeVar
+from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 
-from rubric_engine.errors import ExitCode, RubricEvalError, StoreError
+from rubric_engine.errors import ExitCode, RubricEvalError
+
+# small and free of I/O; typer reads the annotations when the app is built
+from rubric_engine.stores.location import StoreLocation, parse_location
 
 T = TypeVar("T")
 
@@ -53,8 +55,23 @@ app.add_typer(prompt_app, name="prompt")
 
 #: old name of ``ExitCode.GATE_FAILED``, kept while ``gate_cmd`` imports it
 EXIT_GATE_FAILED = ExitCode.GATE_FAILED
+
+
+def _store_location(value: Any) -> StoreLocation:
+    # a postgresql:// URL must not pass through Path, which collapses its "//"
+    return parse_location(value)
+
+
+#: typer takes no Union annotation; the parser returns a StoreLocation (Path | PostgresUrl)
 StoreOpt = Annotated[
-    Path, typer.Option("--store", help="SQLite task store.", envvar="RUBRIC_EVAL_STORE")
+    Any,
+    typer.Option(
+        "--store",
+        help="Task store: a SQLite file path, or a postgresql:// URL (a team store).",
+        envvar="RUBRIC_EVAL_STORE",
+        parser=_store_location,
+        metavar="PATH|URL",
+    ),
 ]
 
 
@@ -73,14 +90,11 @@ def _guard(fn: Callable[[], T]) -> T:
         _fail(exc)
 
 
-def _require_store(store: Path) -> None:
-    if store.is_dir():
-        raise StoreError(f"{store} is a folder; --store takes the path of a store file")
-    if not store.is_file():
-        raise StoreError(
-            f"{store}: no task store here; pass --store PATH, or start one: "
-            "`rubric-eval rubric publish FILE` then `rubric-eval score INPUT --rubric KEY`"
-        )
+def _require_store(store: StoreLocation) -> None:
+    """Refuse a store that does not exist (see :func:`rubric_engine.report.run.require_store`)."""
+    from rubric_engine.report.run import require_store
+
+    require_store(store)
 
 
 def print_columns(rows: Sequence[Sequence[str]]) -> None:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from rubric_engine import DEFAULT_STORE
-from rubric_engine.cli._app import EXIT_GATE_FAILED, StoreOpt, _fail, _guard, app
+from rubric_engine.cli._app import EXIT_GATE_FAILED, StoreOpt, _fail, _guard, _store_location, app
 
 PassScoreOpt = Annotated[
     int | None,
@@ -18,9 +18,11 @@ PassScoreOpt = Annotated[
     ),
 ]
 BaselineStoreOpt = Annotated[
-    Path | None,
+    Any,
     typer.Option(
-        help="Store holding the baseline task, when it is not --store (e.g. a CI artifact)."
+        help="Store holding the baseline task, when it is not --store (e.g. a CI artifact).",
+        parser=_store_location,
+        metavar="PATH|URL",
     ),
 ]
 

@@ -59,7 +59,7 @@ def labels_import(
         with TaskStore(store) as opened:
             if task is not None:
                 labels = check_against_task(labels, load_task(opened, task), file)
-            outcome = append_labels(opened.connection, labels)
+            outcome = append_labels(opened.backend, labels)
         superseding = sum(1 for lab in outcome.added if lab.supersedes)
         extra = unknown_fields(labels)
         if extra:
@@ -103,7 +103,7 @@ def labels_export(
             labels = [
                 lab
                 for lab in read_labels(
-                    opened.connection,
+                    opened.backend,
                     rubric_key=record.rubric_key,
                     include_superseded=all_versions,
                 )

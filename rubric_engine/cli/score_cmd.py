@@ -127,6 +127,14 @@ def score(
         typer.Option(help="Budget: stop starting rows after this much spend, in USD."),
     ] = D.max_cost_usd,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    workers_only: Annotated[
+        bool,
+        typer.Option(
+            "--workers-only",
+            help="Create the task and queue its rows without judging them; `rubric-eval work "
+            "TASK` judges them (on any number of machines). Needs a postgresql:// --store.",
+        ),
+    ] = False,
 ) -> None:
     """Score dialogue files with a rubric pack; print a summary and the task id.
 
@@ -158,6 +166,9 @@ def score(
         max_cost_usd=max_cost,
         judge=cast(JudgeKind, judge),
     )
+    if workers_only:
+        _queue(options)
+        return
     result = _guard(lambda: _run_score(options, quiet))
     _print_summary(result)
     if result.cassette_misses:
@@ -185,6 +196,17 @@ def score(
             err=True,
         )
         raise typer.Exit(ExitCode.NOTHING_SCORED)
+
+
+def _queue(options: ScoreOptions) -> None:
+    from rubric_engine.work import queue_task
+
+    queued = _guard(lambda: queue_task(options))
+    typer.echo(
+        f"task {queued.task_id}: {queued.rows} row(s) queued for workers; judge them with "
+        f"`rubric-eval work {queued.task_id} --store URL` on as many machines as wanted"
+    )
+    typer.echo(f"task id: {queued.task_id}")
 
 
 def _run_score(options: ScoreOptions, quiet: bool) -> ScoreResult:

@@ -32,14 +32,23 @@ from rubric_engine.report.stored import (
     with_calibration,
 )
 from rubric_engine.store import TaskStore
+from rubric_engine.stores.location import StoreLocation, store_exists
 
 
-def require_store(store: Path) -> None:
-    """Refuse a path that is not an existing store file (opening it would create an empty one).
+def require_store(store: StoreLocation) -> None:
+    """Refuse a store that does not exist (opening it would create an empty one).
 
     Raises:
-        StoreError: a folder, or no file there (the fix is named).
+        StoreError: a folder, no file there, or a PostgreSQL database without a store's
+            tables (the fix is named); the PostgreSQL server cannot be reached.
     """
+    if not isinstance(store, Path):  # a PostgreSQL URL
+        if not store_exists(store):
+            raise StoreError(
+                f"{store}: the database holds no task store yet; start one: `rubric-eval "
+                "rubric publish FILE --store URL` then `rubric-eval score INPUT --rubric KEY`"
+            )
+        return
     if store.is_dir():
         raise StoreError(f"{store} is a folder; --store takes the path of a store file")
     if not store.is_file():
@@ -49,7 +58,7 @@ def require_store(store: Path) -> None:
         )
 
 
-def _load(store: Path, task_id: str) -> StoredTask:
+def _load(store: StoreLocation, task_id: str) -> StoredTask:
     require_store(store)
     with TaskStore(store) as opened:
         return load_task(opened, task_id)
@@ -57,7 +66,7 @@ def _load(store: Path, task_id: str) -> StoredTask:
 
 def read_report(
     task_id: str,
-    store: Path = Path(".rubric-eval/store.sqlite"),
+    store: StoreLocation = Path(".rubric-eval/store.sqlite"),
     *,
     pass_score: int | None = None,
     by: Sequence[str] = (),
@@ -66,7 +75,7 @@ def read_report(
 
     Args:
         task_id: the task's id, as ``score`` printed it.
-        store: the store file (default: the CLI's default store).
+        store: the store, a SQLite file or a PostgreSQL URL (default: the CLI's default store).
         pass_score: lowest passing final score (default: one below the scale's top).
         by: slices to add (``intent``, ``category`` or a row metadata field).
 
@@ -79,11 +88,11 @@ def read_report(
 
 
 def run_diff(
-    store: Path,
+    store: StoreLocation,
     baseline: str,
     current: str,
     *,
-    baseline_store: Path | None = None,
+    baseline_store: StoreLocation | None = None,
     pass_score: int | None = None,
 ) -> Diff:
     """The baseline diff of two stored tasks.
@@ -108,13 +117,13 @@ def run_diff(
 
 
 def run_gate(
-    store: Path,
+    store: StoreLocation,
     task_id: str,
     thresholds: Sequence[str] = (),
     *,
     baseline: str | None = None,
     no_regression: bool = False,
-    baseline_store: Path | None = None,
+    baseline_store: StoreLocation | None = None,
     pass_score: int | None = None,
     allow_partial: bool = False,
 ) -> GateResult:

@@ -210,7 +210,7 @@ def task_calibration(store: TaskStore, task: TaskRecord) -> CalibrationSection:
     from rubric_engine.calibration.record import calibration_metrics
     from rubric_engine.report.calibration import calibration_section
 
-    found = calibration_metrics(task, store.connection)
+    found = calibration_metrics(task, store.backend)
     return calibration_section(found.state, found.reason, found.metrics, found.record_id)
 
 

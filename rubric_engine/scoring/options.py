@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Literal, get_args
 
 from rubric_engine import DEFAULT_STORE
 from rubric_engine.errors import ConfigurationError
+from rubric_engine.stores.location import StoreLocation
 
 if TYPE_CHECKING:
     from rubric_engine.dialogue.model import DialogueRow
@@ -60,7 +61,8 @@ class ScoreOptions:
     api_base: str | None = None
     api_key_env: str | None = None
     concurrency: int = 8
-    store: Path = DEFAULT_STORE
+    #: a SQLite file, or a PostgreSQL store (:class:`~rubric_engine.stores.PostgresUrl`)
+    store: StoreLocation = DEFAULT_STORE
     out: Path | None = None
     input_format: InputFormat = "auto"
     #: the judge's prompt template (``prompts/<version>/``); ``None``: the engine's current

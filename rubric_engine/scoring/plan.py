@@ -32,12 +32,13 @@ from rubric_engine.scoring.preflight import (
     read_inputs,
 )
 from rubric_engine.scoring.task import (
+    QUEUED_FOR_WORKERS,
     RETRIED_ON_RESUME,
     check_inputs_unchanged,
     report_command,
     rules_only_rubric,
 )
-from rubric_engine.store import TaskStore
+from rubric_engine.store import TaskRecord, TaskStore
 from rubric_engine.task_state import TaskState
 
 
@@ -66,8 +67,13 @@ class Plan:
         self.builder = RequestBuilder(self.rubric, self.template)
 
 
-def fresh_plan(options: ScoreOptions, out_for: str) -> Plan:
+def fresh_plan(options: ScoreOptions, out_for: str, judged_here: bool = True) -> Plan:
     """The plan of a new task whose id will be ``out_for`` (the default report folder's name).
+
+    ``judged_here=False`` plans a task queued for workers (``score --workers-only``): they
+    judge it with their own credentials and anyone writes its report later, so this
+    machine's credentials and report folder are not checked (the cassette folder and the
+    price ``--max-cost`` needs are).
 
     Raises:
         InputError, LifecycleError, CassetteError, ConfigurationError: see
@@ -86,12 +92,14 @@ def fresh_plan(options: ScoreOptions, out_for: str) -> Plan:
     backend = None
     if rules_only:
         check_something_to_check(rubric, inputs.rows)
-    else:
-        backend = make_backend(options, rubric)
-        check_credentials(options)
+    elif judged_here:
+        backend = judge_backend(options, rubric)
+    else:  # workers judge it with their own credentials; the cassette folder is checked
+        make_backend(options, rubric)
         check_cost_known(options)
     out = options.out or Path("reports") / out_for
-    check_writable(out, "report folder")
+    if judged_here:
+        check_writable(out, "report folder")
     params = {
         **DEFAULT_PARAMS,
         "temperature": float(options.temperature),
@@ -109,12 +117,18 @@ def resumed_plan(
 
     Raises:
         TaskNotFoundError: no such task.
-        ConfigurationError: the task cannot be resumed (rule checks only, no run settings,
-            nothing left, another prompt template, its inputs changed or were in memory).
+        ConfigurationError: the task cannot be resumed (workers judge it, rule checks only,
+            no run settings, nothing left, another prompt template, its inputs changed or were
+            in memory).
         StoreError: its rubric snapshot was altered.
     """
     task = store.task(task_id)
     settings = task.extra.get("run")
+    if task.extra.get(QUEUED_FOR_WORKERS):  # resuming would write rows outside the claims
+        raise ConfigurationError(
+            f"task {task_id} is judged by workers (score --workers-only); finish it with "
+            f"`rubric-eval work {task_id} --store URL`, not --resume"
+        )
     if task.judge_mode == "none":
         raise ConfigurationError(
             f"task {task_id} ran rule checks only (--judge none): there is no judge call to "
@@ -132,15 +146,9 @@ def resumed_plan(
             f"task {task_id} is COMPLETED and every row has a result; nothing to resume "
             f"(`{report_command(task_id, options.store)}` shows it)"
         )
-    rubric = verified_snapshot(task.rubric_snapshot, task.rubric_hash, f"task {task_id}")
-    template = load_prompt(task.prompt_version)
-    if template.hash != task.prompt_hash:
-        raise ConfigurationError(
-            f"task {task_id} was judged with prompt {task.prompt_version} {task.prompt_hash}, "
-            f"and this rubric-eval's template has {template.hash}; resume it with the "
-            f"rubric-eval version that started it ({task.engine_version})"
-        )
-    params = {k: v for k, v in task.judge_params.items() if k not in ("maxReasks", "outputMode")}
+    rubric, template, params = stored_judge(
+        task, "resume it with the rubric-eval version that started it"
+    )
     resumed = replace(
         options,
         inputs=[Path(p) for p in settings["inputs"]],
@@ -155,14 +163,50 @@ def resumed_plan(
     )
     check_inputs_unchanged(task, list(resumed.inputs))
     inputs = read_inputs(resumed)
-    backend = make_backend(resumed, rubric)
-    check_credentials(resumed)
-    check_cost_known(resumed)
+    backend = judge_backend(resumed, rubric)
     first_out = settings.get("out")
     out = options.out or (Path(first_out) if first_out else Path("reports") / task_id)
     check_writable(out, "report folder")
     store.set_state(task_id, TaskState.RUNNING)
     return Plan(resumed, rubric, template, params, inputs, backend, out), done
+
+
+def stored_judge(task: TaskRecord, fix: str) -> tuple[EvalRubric, PromptTemplate, dict[str, Any]]:
+    """What a stored task is judged with: its rubric snapshot, prompt template and sampling
+    parameters (shared by ``--resume`` and :mod:`rubric_engine.work`'s workers).
+
+    Args:
+        fix: what to do when this engine's template differs, e.g. ``"resume it with the
+            rubric-eval version that started it"``; the task's engine version is appended.
+
+    Raises:
+        StoreError: the rubric snapshot was altered.
+        ConfigurationError: this engine's prompt template differs from the task's.
+    """
+    rubric = verified_snapshot(task.rubric_snapshot, task.rubric_hash, f"task {task.id}")
+    template = load_prompt(task.prompt_version)
+    if template.hash != task.prompt_hash:
+        raise ConfigurationError(
+            f"task {task.id} was judged with prompt {task.prompt_version} {task.prompt_hash}, "
+            f"and this rubric-eval's template has {template.hash}; {fix} "
+            f"({task.engine_version})"
+        )
+    params = {k: v for k, v in task.judge_params.items() if k not in ("maxReasks", "outputMode")}
+    return rubric, template, params
+
+
+def judge_backend(options: ScoreOptions, rubric: EvalRubric) -> ReplayBackend | LiveBackend:
+    """:func:`make_backend`, then the provider's credentials and (``--max-cost``) its price.
+
+    Raises:
+        ConfigurationError, CassetteError: see :func:`make_backend`,
+            :func:`~rubric_engine.scoring.preflight.check_credentials` and
+            :func:`~rubric_engine.scoring.preflight.check_cost_known`.
+    """
+    backend = make_backend(options, rubric)
+    check_credentials(options)
+    check_cost_known(options)
+    return backend
 
 
 def make_backend(options: ScoreOptions, rubric: EvalRubric) -> ReplayBackend | LiveBackend:

@@ -13,7 +13,6 @@ import asyncio
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 from rubric_engine.errors import ConfigurationError, ExitCode, RubricEvalError, StoreError
@@ -34,13 +33,9 @@ from rubric_engine.report.model import Report
 from rubric_engine.results import JudgeErrorKind, RowResult
 from rubric_engine.scoring.options import ScoreOptions, check_options, effective_model
 from rubric_engine.scoring.plan import Plan, fresh_plan, resumed_plan
-from rubric_engine.scoring.task import (
-    report_command,
-    resume_command,
-    task_lock,
-    task_record,
-)
+from rubric_engine.scoring.task import report_command, resume_command, task_record
 from rubric_engine.store import StoredRow, TaskStore, new_task_id
+from rubric_engine.stores.location import StoreLocation, store_exists
 from rubric_engine.task_state import TaskState
 
 OnStart = Callable[[str, int], None]
@@ -72,7 +67,9 @@ class JudgeUnavailableError(RubricEvalError):
 
     exit_code = ExitCode.NOTHING_SCORED
 
-    def __init__(self, task_id: str, saved: int, total: int, first_error: str, store: Path) -> None:
+    def __init__(
+        self, task_id: str, saved: int, total: int, first_error: str, store: StoreLocation
+    ) -> None:
         which = f"all {total} row(s)" if saved == total else f"the first {saved} of {total} row(s)"
         rest = "" if saved == total else ", so the rest were not tried"
         super().__init__(
@@ -135,7 +132,7 @@ async def score_async(
         return await _resume(options, options.resume, on_start, on_row)
     task_id = new_task_id()
     plan = fresh_plan(options, task_id)
-    with TaskStore(options.store) as store, task_lock(options.store, task_id):
+    with TaskStore(options.store) as store, store.task_lock(task_id):
         store.create_task(
             task_record(
                 task_id,
@@ -153,9 +150,9 @@ async def score_async(
 async def _resume(
     options: ScoreOptions, task_id: str, on_start: OnStart | None, on_row: OnRow | None
 ) -> ScoreResult:
-    if not options.store.is_file():
+    if not store_exists(options.store):
         raise StoreError(f"{options.store}: no task store here; pass --store PATH")
-    with TaskStore(options.store) as store, task_lock(options.store, task_id):
+    with TaskStore(options.store) as store, store.task_lock(task_id):
         plan, done = resumed_plan(options, store, task_id)
         return await _run(plan, store, task_id, done, on_start, on_row)
 

@@ -16,14 +16,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from rubric_engine import DEFAULT_STORE, __version__
-from rubric_engine.errors import ConfigurationError, StoreError
+from rubric_engine.errors import ConfigurationError
 from rubric_engine.prompt import PromptTemplate
 from rubric_engine.results import JudgeErrorKind
 from rubric_engine.rubric.loader import parse_rubric
 from rubric_engine.rubric.model import EvalRubric
 from rubric_engine.scoring.options import ScoreOptions, effective_model
 from rubric_engine.scoring.preflight import Inputs
-from rubric_engine.store import TaskRecord
+from rubric_engine.store import TaskRecord, TaskStore
+from rubric_engine.stores.location import StoreLocation
 from rubric_engine.task_state import TaskState
 
 ANALYSIS_VERSION = "normalizer/1"
@@ -31,46 +32,37 @@ ANALYSIS_VERSION = "normalizer/1"
 MEMORY_INPUT = "<rows in memory>"
 #: JUDGE_ERROR kinds a resumed run judges again: the judge never answered these rows
 RETRIED_ON_RESUME = frozenset({JudgeErrorKind.TRANSPORT, JudgeErrorKind.CASSETTE_MISS})
+#: ``extra`` key of a task made by ``score --workers-only``: workers judge it, so
+#: ``score --resume`` refuses it (:mod:`rubric_engine.work`)
+QUEUED_FOR_WORKERS = "queuedForWorkers"
 
 #: JSON-ready values as the store keeps them
 JsonValue = object
 
 
-def report_command(task_id: str, store: Path) -> str:
+def report_command(task_id: str, store: StoreLocation) -> str:
     """The command that shows a task's report, with ``--store`` when it is not the default."""
     extra = "" if store == DEFAULT_STORE else f" --store {store}"
     return f"rubric-eval report {task_id}{extra}"
 
 
-def resume_command(task_id: str, store: Path) -> str:
+def resume_command(task_id: str, store: StoreLocation) -> str:
     """The command that finishes a stopped or interrupted task."""
     extra = "" if store == DEFAULT_STORE else f" --store {store}"
     return f"rubric-eval score --resume {task_id}{extra}"
 
 
 @contextmanager
-def task_lock(store: Path, task_id: str) -> Iterator[None]:
-    """Hold an exclusive lock on a task while it runs, so it is never run twice at once.
+def task_lock(store: StoreLocation, task_id: str) -> Iterator[None]:
+    """Hold an exclusive lock on a task while it runs, so it is never run twice at once
+    (SQLite: a file lock beside the store; PostgreSQL: an advisory lock; the backend's
+    :meth:`~rubric_engine.stores.backend.Backend.task_lock`).
 
     Raises:
         StoreError: another process holds it.
     """
-    import fcntl
-
-    folder = store.with_name(store.name + ".locks")  # beside the store, named after it
-    folder.mkdir(parents=True, exist_ok=True)
-    with (folder / f"{task_id}.lock").open("a+") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise StoreError(
-                f"task {task_id} is being run by another rubric-eval process right now; let it "
-                "finish (or stop it) before resuming"
-            ) from None
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    with TaskStore(store) as opened, opened.task_lock(task_id):
+        yield
 
 
 def file_sha256(path: Path) -> str:

@@ -1,0 +1,56 @@
+"""`rubric-eval store …`: whole-store operations (issue 16)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from rubric_engine.cli._app import _guard, _require_store, _store_location, app
+
+store_app = typer.Typer(
+    help="Whole-store operations: copy a store into another.", no_args_is_help=True
+)
+app.add_typer(store_app, name="store")
+
+
+@store_app.command("migrate")
+def store_migrate(
+    source: Annotated[
+        Any,
+        typer.Option(
+            "--from",
+            help="The store to copy: sqlite:PATH (or a PATH), or a postgresql:// URL.",
+            parser=_store_location,
+            metavar="sqlite:PATH|URL",
+        ),
+    ],
+    target: Annotated[
+        Any,
+        typer.Option(
+            "--to",
+            help="The store to copy into, e.g. postgresql://user@host/db (made if new).",
+            parser=_store_location,
+            metavar="URL|PATH",
+        ),
+    ],
+) -> None:
+    """Copy a whole store (tasks, rows, rubric versions, labels) into another store.
+
+    Reports rebuild byte for byte from either afterwards. Nothing is overwritten: a task or a
+    rubric version already in the target with other content is refused.
+    """
+
+    def run() -> None:
+        from rubric_engine.stores.copy import copy_store
+
+        _require_store(source)
+        summary = copy_store(source, target)
+        copied = ", ".join(f"{n} {table}" for table, n in summary.copied.items())
+        typer.echo(f"copied {source} into {target}: {copied}")
+        if summary.skipped_versions:
+            typer.echo(
+                "already there with the same content (kept): " + ", ".join(summary.skipped_versions)
+            )
+
+    _guard(run)

@@ -1,0 +1,69 @@
+"""Parse ``--store`` values: a SQLite file path or a PostgreSQL URL.
+
+A URL must not become a :class:`~pathlib.Path`: ``Path("postgresql://h/db")`` collapses the
+``//`` and the URL is lost, so the CLI parses ``--store`` with :func:`parse_location`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+#: URL schemes libpq accepts for a connection string
+SCHEMES = ("postgresql://", "postgres://")
+
+
+@dataclass(frozen=True)
+class PostgresUrl:
+    """A PostgreSQL store, named by its libpq connection URL.
+
+    ``str()`` hides a password written in the URL (messages and suggested commands print it);
+    :attr:`url` is the full value handed to libpq.
+    """
+
+    url: str
+
+    def __str__(self) -> str:
+        parts = urlsplit(self.url)
+        if parts.password is None:
+            return self.url
+        netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+        return urlunsplit(parts._replace(netloc=netloc))
+
+
+StoreLocation = Path | PostgresUrl
+
+
+def is_postgres(text: object) -> bool:
+    """A ``postgresql://`` or ``postgres://`` URL (a string or a :class:`PostgresUrl`)."""
+    return isinstance(text, PostgresUrl) or (
+        isinstance(text, str) and text.lower().startswith(SCHEMES)
+    )
+
+
+def parse_location(value: str | Path | PostgresUrl) -> StoreLocation:
+    """``--store`` text → a :class:`Path` (SQLite file) or a :class:`PostgresUrl`.
+
+    ``sqlite:PATH`` (the form ``store migrate --from`` uses) is accepted as a plain path.
+    """
+    if isinstance(value, PostgresUrl | Path):
+        return value
+    if is_postgres(value):
+        return PostgresUrl(value)
+    if value.startswith("sqlite:"):
+        value = value.removeprefix("sqlite:").removeprefix("//")
+    return Path(value)
+
+
+def store_exists(location: StoreLocation) -> bool:
+    """A SQLite file that exists, or a PostgreSQL database that holds a store's tables.
+
+    Raises:
+        StoreError: the PostgreSQL server cannot be reached (the message says how to fix it).
+    """
+    if isinstance(location, Path):
+        return location.is_file()
+    from rubric_engine.stores.postgres import has_store
+
+    return has_store(location)
