@@ -14,7 +14,7 @@ from rubric_engine.cli._app import StoreOpt, _fail, _guard, _require_store, app,
 
 @app.command()
 def report(
-    task_id: Annotated[str, typer.Argument(help="Task id printed by `score`.")],
+    task_id: Annotated[str, typer.Argument(help="Task id printed by `score`, a task name, or tag:TAG.")],
     store: StoreOpt = DEFAULT_STORE,
     format: Annotated[
         str,
@@ -57,10 +57,13 @@ def report(
 
         _require_store(store)
         with TaskStore(store) as opened:
-            task = load_task(opened, task_id)
+            from rubric_engine.task_ref import resolve_in_store
+
+            resolved = resolve_in_store(opened, task_id)
+            task = load_task(opened, resolved)
             built = report_from_task(task, pass_score=pass_score, by=tuple(by or ()))
             if out is not None:
-                files = write_reports(opened, task_id, built, out, task=task)
+                files = write_reports(opened, resolved, built, out, task=task)
                 typer.echo(f"wrote {files.json}, {files.markdown}, {files.html}, {files.rows}")
             elif format == "html":
                 sys.stdout.write(html_report(opened, task, built))

@@ -24,6 +24,7 @@ from rubric_engine.report.gate import (
 from rubric_engine.report.model import Diff, Report
 from rubric_engine.report.stored import StoredTask, diff_side, load_task, report_from_task
 from rubric_engine.store import TaskStore
+from rubric_engine.task_ref import resolve_in_store
 
 
 def require_store(store: Path) -> None:
@@ -44,7 +45,7 @@ def require_store(store: Path) -> None:
 def _load(store: Path, task_id: str) -> StoredTask:
     require_store(store)
     with TaskStore(store) as opened:
-        return load_task(opened, task_id)
+        return load_task(opened, resolve_in_store(opened, task_id))
 
 
 def read_report(
@@ -57,7 +58,8 @@ def read_report(
     """A stored task's report, rebuilt from its own rubric snapshot (what ``report.json`` holds).
 
     Args:
-        task_id: the task's id, as ``score`` printed it.
+        task_id: the task's id, as ``score`` printed it, or its name or ``tag:TAG``
+            (:mod:`rubric_engine.task_ref`).
         store: the store file (default: the CLI's default store).
         pass_score: lowest passing final score (default: one below the scale's top).
         by: slices to add (``intent``, ``category`` or a row metadata field).
