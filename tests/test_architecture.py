@@ -39,6 +39,7 @@ CORE = (
     "rubric_engine.report.outcome",
     "rubric_engine.report.model",
     "rubric_engine.report.metrics",
+    "rubric_engine.report.calibration",
     "rubric_engine.report.rows",
     "rubric_engine.report.rules_section",
     "rubric_engine.report.gate",

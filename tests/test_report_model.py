@@ -226,3 +226,50 @@ def test_exact_figures_are_an_argument_not_ambient_state(mini_rubric: EvalRubric
     threshold = parse_threshold("passRate>=0.33333")
     assert check_threshold(threshold, exact).passed is True
     assert check_threshold(threshold, rounded).passed is False  # 0.3333 once rounded
+
+
+def test_calibration_metrics_are_read_from_the_section_passed_in_as_data(
+    mini_rubric: EvalRubric,
+) -> None:
+    """The pure gate reads ``calibration.*`` from the report's calibration section (the edge
+    attaches it); a stale or missing one fails with its reason; report.json never holds it."""
+    from rubric_engine.report.calibration import calibration_section
+    from rubric_engine.report.gate import check_parameters
+
+    built = report(mini_rubric, [row("a", 5)])
+    metrics = {"calibration.kappa": 0.7, "calibration.redFlagRecall": 0.9}
+    metrics |= {"calibration.redFlagRecall.lower95": 0.6, "calibration.redFlagRecall.upper95": 1.0}
+    current = built.model_copy(
+        update={"calibration": calibration_section("current", "matches", metrics, "C1")}
+    )
+    assert current.to_json() == built.to_json()
+    kappa, lower = (
+        parse_threshold("calibration.kappa>=0.6"),
+        parse_threshold("calibration.redFlagRecall.lower95>=0.8"),
+    )
+    assert (kappa.param, lower.param) == ("kappa", "redFlagRecall.lower95")
+    assert check_threshold(kappa, current).passed is True
+    failed = check_threshold(lower, current)
+    assert failed.passed is False and "= 0.6, needs >= 0.8" in failed.message
+    with pytest.raises(ConfigurationError, match="valid: kappa, redFlagRecall"):
+        check_parameters([parse_threshold("calibration.kapa>=0.6")], current)
+    table = {v.name: v.value for v in metric_table(current)}
+    assert table["calibration.redFlagRecall.lower95"] == 0.6
+    assert not any(n.startswith("calibration.") for n in {v.name for v in metric_table(built)})
+    figures = {f.name: f for f in current.calibration.figures}  # type: ignore[union-attr]
+    assert figures["calibration.redFlagRecall"].interval == (0.6, 1.0)
+    assert figures["calibration.tnr"].value is None  # current but never measured
+    stale = built.model_copy(
+        update={"calibration": calibration_section("stale", "judge model 'a' vs 'b'", {}, "C1")}
+    )
+    check_parameters([kappa], stale)  # names are not checked against a stale record
+    message = check_threshold(kappa, stale).message
+    assert message.endswith("cannot pass (calibration is stale: judge model 'a' vs 'b')")
+    assert "## Judge calibration" in render_markdown(stale)
+    assert check_threshold(kappa, built).message.endswith(
+        "no value in this task, so it cannot pass"
+    )
+    missing = built.model_copy(
+        update={"calibration": calibration_section("missing", "no calibration", {})}
+    )
+    assert render_markdown(missing) == render_markdown(built)  # never calibrated: no section

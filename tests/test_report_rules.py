@@ -265,6 +265,7 @@ def test_every_metric_reads_a_real_report(mini_rubric: EvalRubric) -> None:
         "<REQUIREMENT_ID>": "REFUND_VERIFY",
         "<INTENT_KEY>": "REFUND",
         "<CODE>": "ORPHAN_RED_FLAG",
+        "<METRIC>": "kappa",  # no calibration in this report: the check fails with "no value"
     }
     for metric in METRICS:
         name = re.sub(r"<[A-Z_]+>", lambda m: samples[m.group(0)], metric.name)

@@ -20,7 +20,14 @@ __all__ = ["COMMAND_MODULES", "app", "main"]
 #: Each module registers its commands on import; this order is the order `--help` lists them in.
 #: A new command module goes here.
 COMMAND_MODULES = (
-    "score_cmd", "report_cmd", "gate_cmd", "rubric_cmd", "tools_cmd", "serve_cmd",
+    "score_cmd",
+    "report_cmd",
+    "gate_cmd",
+    "rubric_cmd",
+    "tools_cmd",
+    "labels_cmd",
+    "calibrate_cmd",
+    "serve_cmd",
 )
 for _name in COMMAND_MODULES:
     importlib.import_module(f"rubric_engine.cli.{_name}")

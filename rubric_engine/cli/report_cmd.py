@@ -51,6 +51,7 @@ def report(
             html_report,
             load_task,
             report_from_task,
+            with_calibration,
             write_reports,
         )
         from rubric_engine.store import TaskStore
@@ -62,6 +63,8 @@ def report(
             resolved = resolve_in_store(opened, task_id)
             task = load_task(opened, resolved)
             built = report_from_task(task, pass_score=pass_score, by=tuple(by or ()))
+            # report.json never holds it; report.md and report.html show it once there is one
+            built = with_calibration(opened, task, built)
             if out is not None:
                 files = write_reports(opened, resolved, built, out, task=task)
                 typer.echo(f"wrote {files.json}, {files.markdown}, {files.html}, {files.rows}")

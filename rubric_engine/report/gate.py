@@ -141,7 +141,7 @@ def check_parameters(thresholds: Sequence[Threshold], report: Report) -> None:
         if t.metric.choices is None:
             continue
         valid = t.metric.choices(report)
-        if t.param not in valid:
+        if valid is not None and t.param not in valid:
             problems.append(
                 f"{t.text}: {t.param!r} is not a valid value for {t.metric.name}; "
                 f"valid: {', '.join(valid) or '(none in this task)'}"
@@ -155,8 +155,12 @@ def check_threshold(threshold: Threshold, report: Report) -> GateCheck:
     value = threshold.metric.value(report, threshold.param)
     limit = f"{threshold.limit:g}"
     if value is None:
+        why = threshold.metric.why_missing(report) if threshold.metric.why_missing else None
         return GateCheck(
-            threshold.text, False, f"{threshold.text}: no value in this task, so it cannot pass"
+            threshold.text,
+            False,
+            f"{threshold.text}: no value in this task, so it cannot pass"
+            + (f" ({why})" if why else ""),
         )
     ok = _OPS[threshold.op](float(value), threshold.limit)
     shown = f"{value:.6g}" if isinstance(value, float) else str(value)

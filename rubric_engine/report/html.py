@@ -15,6 +15,7 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
+from rubric_engine.report.calibration import shown_calibration
 from rubric_engine.report.model import Report
 from rubric_engine.report.outcome import row_outcome
 from rubric_engine.results import RowResult, RowStatus
@@ -221,7 +222,9 @@ def render_html(
     total_rows: int | None = None,
 ) -> str:
     """The self-contained HTML report (UTF-8 text); ``rows`` are the drill-down's rows with
-    their dialogues (see :func:`drilldown_rows`), ``total_rows`` how many the task has."""
+    their dialogues (see :func:`drilldown_rows`), ``total_rows`` how many the task has. The
+    judge-calibration section shows ``report.calibration`` unless it is missing (a rubric never
+    calibrated keeps its report as it was)."""
     details = row_details(rubric, rows, report.totals.pass_score)
     by_id = {d["rowId"]: d for d in details}
     flags = [
@@ -249,4 +252,5 @@ def render_html(
         total_rows=len(details) if total_rows is None else total_rows,
         anchors={d["rowId"]: d["anchor"] for d in details},
         lang=rubric.language,
+        calibration=shown_calibration(report),
     )

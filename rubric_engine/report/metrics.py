@@ -7,9 +7,9 @@ says what it is, its :class:`MetricKind` and :class:`Better` direction, and read
 a typed :class:`~rubric_engine.report.model.Report`. A value is ``None`` when the report has
 none (``meanScore`` with nothing scored, ``costUsd`` for replayed calls, an unknown parameter).
 
-To add a metric (e.g. ``calibration.*`` once the report has such a section), add one
-:class:`MetricDef` to :data:`METRICS`; gate, diff, ``metric_table`` and the README check pick it
-up. Pure: no I/O.
+To add a metric, add one :class:`MetricDef` to :data:`METRICS`; gate, diff, ``metric_table``
+and the README check pick it up. ``calibration.<METRIC>`` reads the calibration section the edge
+attaches to the report (:mod:`rubric_engine.report.calibration`). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -19,6 +19,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from rubric_engine.report.calibration import (
+    calibration_choices,
+    calibration_value,
+    why_no_calibration_value,
+)
 from rubric_engine.report.model import IntentSummary, Report, SliceGroup
 from rubric_engine.report.outcome import EXACT
 from rubric_engine.results import JudgeErrorKind, WarningCode
@@ -38,6 +43,9 @@ class MetricKind(StrEnum):
     SCORE = "score"
     #: a measured amount with a unit (ms, USD, tool calls per row)
     QUANTITY = "quantity"
+    #: a judge-calibration figure: an agreement statistic (κ, MCC, α from −1 to 1), a rate or
+    #: one of its 95% bounds (0 to 1), a count or a score error; no range is enforced
+    STATISTIC = "statistic"
 
 
 class Better(StrEnum):
@@ -58,12 +66,17 @@ class MetricDef:
         description: one line for the README, ``--help`` and error messages.
         read: the value in a report for a parameter (``""`` without one).
         choices: the valid parameters for a report, or ``None`` when any value is checked
-            elsewhere (a slice field is checked while slicing).
+            elsewhere (a slice field is checked while slicing); a function returning ``None``
+            means the report cannot tell (no current calibration: the check fails and says
+            why).
         label: the phrase a diff message uses, ``{param}`` replaced.
         in_diff: ``diff`` compares it (the aggregate comparisons of seed 001 §6).
         credits_improvement: a change the better way is an IMPROVEMENT; ``False`` for cost
             signals (fewer tool calls may mean a skipped step), where it is only CHANGED.
         unit: the unit of a QUANTITY.
+        param: the regex the parameter matches (one dotted segment unless said otherwise).
+        why_missing: why the report has no value for it, when it can say (the check's
+            message adds it).
     """
 
     name: str
@@ -71,15 +84,19 @@ class MetricDef:
     kind: MetricKind
     better: Better
     read: Reader
-    choices: Callable[[Report], list[str]] | None = None
+    choices: Callable[[Report], list[str] | None] | None = None
     label: str = ""
     in_diff: bool = False
     credits_improvement: bool = True
     unit: str | None = None
+    param: str = r"[^.]+"
+    why_missing: Callable[[Report], str | None] | None = None
 
     def pattern(self) -> re.Pattern[str]:
         """The regex a concrete name matches; group 1 is the parameter."""
-        return re.compile("^" + re.sub(r"<[A-Z_]+>", r"([^.]+)", re.escape(self.name)) + "$")
+        return re.compile(
+            "^" + re.sub(r"<[A-Z_]+>", lambda _: f"({self.param})", re.escape(self.name)) + "$"
+        )
 
     @property
     def takes_param(self) -> bool:
@@ -382,6 +399,19 @@ METRICS: tuple[MetricDef, ...] = (
         _totals(lambda r: r.usage.latency_ms_p95),
         unit="ms",
     ),
+    MetricDef(
+        "calibration.<METRIC>",
+        "judge agreement with human labels from the calibration pinned to this task's rubric, "
+        "prompt, model and parameters, e.g. calibration.kappa, calibration.redFlagRecall.lower95, "
+        "calibration.requirements.<ID>.recallUnmet.lower95 (docs/calibration.md); a stale or "
+        "missing calibration fails",
+        MetricKind.STATISTIC,
+        NONE,  # κ and recall are better higher, RMSE and the omission rate lower
+        lambda r, name: calibration_value(r, name),
+        calibration_choices,
+        param=r".+",
+        why_missing=why_no_calibration_value,
+    ),
 )
 
 
@@ -402,12 +432,12 @@ def find_metric(name: str) -> tuple[MetricDef, str] | None:
 
 def params(metric: MetricDef, report: Report) -> list[str]:
     """The parameters the metric takes in this report: ``[""]`` without a placeholder, the
-    report's slices for ``…By.<FIELD>``, else ``choices``."""
+    report's slices for ``…By.<FIELD>``, else ``choices`` (none when it cannot tell)."""
     if not metric.takes_param:
         return [""]
     if metric.choices is None:
         return [c.by for c in report.slices or ()]
-    return metric.choices(report)
+    return metric.choices(report) or []
 
 
 def metric_table(report: Report) -> list[MetricValue]:

@@ -251,6 +251,35 @@ class RulesSection(_Section):
     results: tuple[RuleSummary, ...]
 
 
+class CalibrationFigure(_Section):
+    """One figure of the calibration section: a flat calibration metric with its 95% bounds
+    (``None`` where the figure is undefined for the compared labels)."""
+
+    name: str
+    label: str
+    value: float | None
+    interval: tuple[float, float] | None
+
+
+class CalibrationSection(_Section):
+    """The judge calibration a task may use (issue 12; docs/calibration.md).
+
+    ``state`` is ``current`` (a record pinned to the task's rubric hash, prompt hash, judge
+    model and parameters: ``metrics`` holds its flat ``calibration.*`` figures), ``stale`` (the
+    rubric was calibrated under other pins; ``reason`` names them) or ``missing``. It is read
+    from the store by the edge (:mod:`rubric_engine.report.stored`) and attached to a report
+    for the gate's ``calibration.*`` metrics and the Markdown/HTML section; ``report.json``
+    never holds it (it is not a figure of the task's rows, and the file stays a rebuild of
+    the task alone).
+    """
+
+    state: Literal["current", "stale", "missing"]
+    reason: str
+    record_id: str | None = None
+    metrics: dict[str, float] = Field(default_factory=dict)
+    figures: tuple[CalibrationFigure, ...] = ()
+
+
 class Report(_Document):
     """A task's report (README "Reports"); :meth:`to_json` is ``report.json``."""
 
@@ -269,6 +298,8 @@ class Report(_Document):
     agent: AgentSummary
     usage: UsageSummary
     rules: RulesSection | None = None
+    #: attached by the edge for the gate and the md/html section; never in ``report.json``
+    calibration: CalibrationSection | None = Field(default=None, exclude=True)
 
 
 class DiffItem(_Section):

@@ -1,10 +1,21 @@
-"""Render a typed report as JSON (machines) or Markdown (review). Pure string building."""
+"""Render a typed report as JSON (machines) or Markdown (review). Pure string building.
+
+``report.json`` is the task's rows alone; Markdown adds the judge-calibration section when the
+edge attached a current or stale one (:func:`rubric_engine.report.stored.with_calibration`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from rubric_engine.report.model import Diff, IssueCluster, Report, RulesSection, Slice
+from rubric_engine.report.calibration import shown_calibration
+from rubric_engine.report.model import (
+    CalibrationSection,
+    Diff,
+    IssueCluster,
+    Report,
+    RulesSection,
+    Slice,
+)
 
 EXAMPLE_ROWS = 5
 
@@ -162,6 +173,24 @@ def render_markdown(report: Report) -> str:
         f"p95 {_fmt(usage.latency_ms_p95, 1)} ms",
         "",
     ]
+    text = "\n".join(out) + "\n"
+    section = shown_calibration(report)
+    return text if section is None else text + _calibration(section)
+
+
+def _calibration(section: CalibrationSection) -> str:
+    """The judge-calibration section, after the report (a rubric never calibrated has none)."""
+    out = ["", "## Judge calibration", "", f"**{section.state}**: {section.reason}"]
+    if section.figures:
+        out += ["", "| figure | value | 95% interval |", "|---|---:|---|"]
+        for f in section.figures:
+            shown = (
+                "—"
+                if f.value is None
+                else (str(int(f.value)) if f.name == "calibration.n" else f"{f.value:.3f}")
+            )
+            interval = f" [{f.interval[0]:.3f}, {f.interval[1]:.3f}]" if f.interval else " —"
+            out.append(f"| {f.label} | {shown} |{interval} |")
     return "\n".join(out) + "\n"
 
 

@@ -5,7 +5,9 @@
 shows figures rounded to 4 places) and call the pure
 :func:`~rubric_engine.report.diff.diff_tasks` and
 :func:`~rubric_engine.report.gate.evaluate_gate`. The CLI only parses options, calls these,
-prints and maps the result to an exit code. An edge: it reads the store."""
+prints and maps the result to an exit code. An edge: it reads the store, the task's pinned
+calibration included when a threshold reads ``calibration.*`` (handed to the pure gate as the
+report's :class:`~rubric_engine.report.model.CalibrationSection`)."""
 
 from __future__ import annotations
 
@@ -22,7 +24,13 @@ from rubric_engine.report.gate import (
     slice_fields,
 )
 from rubric_engine.report.model import Diff, Report
-from rubric_engine.report.stored import StoredTask, diff_side, load_task, report_from_task
+from rubric_engine.report.stored import (
+    StoredTask,
+    diff_side,
+    load_task,
+    report_from_task,
+    with_calibration,
+)
 from rubric_engine.store import TaskStore
 from rubric_engine.task_ref import resolve_in_store
 
@@ -143,6 +151,9 @@ def run_gate(
     # exact: 0.89995 must fail passRate>=0.9, so nothing is rounded before comparing
     by = slice_fields(parsed)
     report = report_from_task(current, pass_score=pass_score, by=by, exact=True)
+    if any(t.metric.name.startswith("calibration.") for t in parsed):
+        with TaskStore(store) as opened:  # stale or missing fails those checks, saying why
+            report = with_calibration(opened, current, report)
     check_parameters(parsed, report)  # before the baseline is read: the cheaper mistake
     diff = None
     if baseline is not None:

@@ -3,8 +3,10 @@
 
 :func:`report_for_task` reads the task's own rubric snapshot and rows from the store and
 aggregates them; :func:`write_reports` writes ``report.json``, ``report.md``, ``report.html``
-and ``rows.jsonl``. The same task always gives the same bytes. This is the only module of
-:mod:`rubric_engine.report` that reads the store or writes files; the rest is pure.
+and ``rows.jsonl``; :func:`with_calibration` attaches the calibration pinned to the task (for
+the gate and the md/html section; a rubric never calibrated changes no byte). The same task
+always gives the same bytes. This is the only module of :mod:`rubric_engine.report` that reads
+the store or writes files; the rest is pure.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import TYPE_CHECKING
 from rubric_engine.errors import StoreError
 from rubric_engine.registry import verified_snapshot
 from rubric_engine.report.aggregate import build_report
-from rubric_engine.report.model import Report, TaskSection
+from rubric_engine.report.model import CalibrationSection, Report, TaskSection
 from rubric_engine.report.render import render_json, render_markdown
 from rubric_engine.report.rows import RowFacts, RowUsage, row_facts
 from rubric_engine.results import RowResult
@@ -167,6 +169,7 @@ def write_reports(
         task: the task as :func:`load_task` already read it, so it is not read twice.
     """
     task = task if task is not None else load_task(store, task_id)
+    report = with_calibration(store, task, report)
     out.mkdir(parents=True, exist_ok=True)
     files = ReportFiles(
         out / "report.json", out / "report.md", out / "rows.jsonl", out / "report.html"
@@ -194,7 +197,25 @@ def html_report(store: TaskStore, task: StoredTask, report: Report) -> str:
     :data:`~rubric_engine.report.html.DRILLDOWN_ROWS` rows (worst first), fetched from the store."""
     from rubric_engine.report.html import drilldown_rows, render_html
 
+    report = with_calibration(store, task, report)
     picked = drilldown_rows([r.result for r in task.rows], report.totals.pass_score)
     dialogues = store.dialogues(task.record.id, [r.row_id for r in picked])
     pairs = [(r, dialogues.get(r.row_id, {})) for r in picked]
     return render_html(report, task.rubric, pairs, total_rows=len(task.rows))
+
+
+def task_calibration(store: TaskStore, task: TaskRecord) -> CalibrationSection:
+    """The calibration the task may use, read from its store: current, stale (the pins that
+    differ named) or missing (how to make one). Reading creates no table."""
+    from rubric_engine.calibration.record import calibration_metrics
+    from rubric_engine.report.calibration import calibration_section
+
+    found = calibration_metrics(task, store.connection)
+    return calibration_section(found.state, found.reason, found.metrics, found.record_id)
+
+
+def with_calibration(store: TaskStore, task: StoredTask, report: Report) -> Report:
+    """The report with the task's calibration attached (unchanged when one already is)."""
+    if report.calibration is not None:
+        return report
+    return report.model_copy(update={"calibration": task_calibration(store, task.record)})

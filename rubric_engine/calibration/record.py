@@ -1,0 +1,174 @@
+"""Calibration records, pinned to what they were measured under (issue 12 items 4 and 5).
+
+A record keeps the rubric key, version and content hash, the prompt version and hash, the
+judge model and its parameters, the task it was measured on, which labels were used, the full
+result and its flat gate metrics (:mod:`rubric_engine.calibration.metrics`). A task borrows a
+calibration only when all four pins (rubric hash, prompt hash, model, parameters) are equal;
+otherwise its calibration is **stale** and :func:`calibration_metrics` says which pin differs
+(SPEC §12: "stale for anything else"). Records are append-only like labels: the table refuses
+UPDATE and DELETE. :data:`CALIBRATIONS_DDL` is portable SQL, one migration for the integrator.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sqlite3
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from rubric_engine.errors import StoreError
+from rubric_engine.store import TaskRecord
+
+__all__ = [
+    "CALIBRATIONS_APPEND_ONLY_SQLITE",
+    "CALIBRATIONS_DDL",
+    "CalibrationStatus",
+    "calibration_metrics",
+    "save_calibration",
+]
+
+CALIBRATIONS_DDL = """
+CREATE TABLE IF NOT EXISTS calibrations (
+    id TEXT PRIMARY KEY,
+    created_at TEXT NOT NULL,
+    task_id TEXT NOT NULL,
+    rubric_key TEXT NOT NULL,
+    rubric_version INTEGER NOT NULL,
+    rubric_hash TEXT NOT NULL,
+    prompt_version TEXT NOT NULL,
+    prompt_hash TEXT NOT NULL,
+    model TEXT NOT NULL,
+    judge_params TEXT NOT NULL,
+    labels TEXT NOT NULL,
+    metrics TEXT NOT NULL,
+    result TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS calibrations_by_rubric ON calibrations (rubric_key, created_at);
+"""
+_REFUSAL = "calibration records are append-only: calibrate again to add a new one"
+CALIBRATIONS_APPEND_ONLY_SQLITE = f"""
+CREATE TRIGGER IF NOT EXISTS calibrations_no_update BEFORE UPDATE ON calibrations
+BEGIN SELECT RAISE(ABORT, '{_REFUSAL}'); END;
+CREATE TRIGGER IF NOT EXISTS calibrations_no_delete BEFORE DELETE ON calibrations
+BEGIN SELECT RAISE(ABORT, '{_REFUSAL}'); END;
+"""
+#: what a calibration is pinned to: (label, TaskRecord attribute)
+PINS = (
+    ("rubric hash", "rubric_hash"),
+    ("prompt hash", "prompt_hash"),
+    ("judge model", "model"),
+    ("judge parameters", "judge_params"),
+)
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
+def _ensure(db: sqlite3.Connection) -> None:
+    db.executescript(CALIBRATIONS_DDL + CALIBRATIONS_APPEND_ONLY_SQLITE)
+
+
+def save_calibration(
+    db: sqlite3.Connection,
+    task: TaskRecord,
+    result: dict[str, Any],
+    metrics: dict[str, float],
+    labels: dict[str, Any],
+) -> str:
+    """Store one calibration record for ``task``; returns its id (``C`` + time + random hex).
+
+    Args:
+        labels: which labels were used (reviewers, file name and SHA-256, label count).
+
+    Raises:
+        StoreError: the database refused the write.
+    """
+    _ensure(db)
+    now = datetime.now(UTC)
+    record_id = "C" + now.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
+    try:
+        db.execute(
+            "INSERT INTO calibrations VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                record_id,
+                now.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+                task.id,
+                task.rubric_key,
+                task.rubric_version,
+                task.rubric_hash,
+                task.prompt_version,
+                task.prompt_hash,
+                task.model,
+                _dumps(task.judge_params),
+                _dumps(labels),
+                _dumps(metrics),
+                _dumps(result),
+            ),
+        )
+        db.commit()
+    except sqlite3.DatabaseError as exc:
+        db.rollback()
+        raise StoreError(f"the calibration record was not stored ({exc})") from exc
+    return record_id
+
+
+@dataclass(frozen=True)
+class CalibrationStatus:
+    """What a task may gate on. ``state``: ``current`` (metrics hold), ``stale`` (a record
+    exists for the rubric key but was measured under other pins) or ``missing``."""
+
+    state: Literal["current", "stale", "missing"]
+    reason: str
+    metrics: dict[str, float] = field(default_factory=dict)
+    record_id: str | None = None
+
+
+def calibration_metrics(task: TaskRecord, db: sqlite3.Connection) -> CalibrationStatus:
+    """The calibration a task may use: the newest record with all four pins equal to the
+    task's; otherwise why there is none (the newest record of the rubric key and the pins that
+    differ, or no record at all). Reading creates no table."""
+    exists = db.execute(
+        "SELECT 1 FROM sqlite_master WHERE type='table' AND name='calibrations'"
+    ).fetchone()
+    rows = (
+        []
+        if exists is None
+        else db.execute(
+            "SELECT id, task_id, rubric_version, rubric_hash, prompt_hash, model, judge_params, "
+            "metrics FROM calibrations WHERE rubric_key=? ORDER BY created_at DESC, id DESC",
+            (task.rubric_key,),
+        ).fetchall()
+    )
+    if not rows:
+        return CalibrationStatus(
+            "missing",
+            f"no calibration for rubric {task.rubric_key}: import labels "
+            f"(`rubric-eval labels import FILE --task {task.id}`) and run "
+            f"`rubric-eval calibrate {task.id} --reviewer NAME`",
+        )
+    mine = (task.rubric_hash, task.prompt_hash, task.model, _dumps(task.judge_params))
+    for row in rows:
+        if tuple(row[3:7]) == mine:
+            return CalibrationStatus(
+                "current",
+                f"calibration {row[0]} (measured on task {row[1]}) matches this task's rubric, "
+                "prompt, judge model and parameters",
+                json.loads(row[7]),
+                row[0],
+            )
+    newest = rows[0]
+    differ = [
+        f"{label} {theirs!r} vs this task's {ours!r}"
+        for (label, _), theirs, ours in zip(PINS, newest[3:7], mine, strict=True)
+        if theirs != ours
+    ]
+    return CalibrationStatus(
+        "stale",
+        f"calibration {newest[0]} (task {newest[1]}) is stale for task {task.id}: "
+        + "; ".join(differ)
+        + f". Calibrate this task: `rubric-eval calibrate {task.id} --reviewer NAME`",
+        record_id=newest[0],
+    )

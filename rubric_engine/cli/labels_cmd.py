@@ -1,0 +1,165 @@
+"""`rubric-eval labels import|export|convert`: human labels in and out of the task store."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from rubric_engine import DEFAULT_STORE
+from rubric_engine.cli._app import StoreOpt, _guard, _require_store, app
+
+labels_app = typer.Typer(
+    help="Human labels per requirement: import, export, convert published label sets.",
+    no_args_is_help=True,
+)
+app.add_typer(labels_app, name="labels")
+_SOURCES = ("review", "import", "adjudication")
+
+
+@labels_app.command("import")
+def labels_import(
+    file: Annotated[Path, typer.Argument(help="Labels, JSONL (.jsonl) or CSV (.csv).")],
+    task: Annotated[
+        str | None,
+        typer.Option(help="Check the labels against this task's rows, requirements and rubric."),
+    ] = None,
+    source: Annotated[
+        str | None,
+        typer.Option(help="Set every label's source: review, import or adjudication."),
+    ] = None,
+    store: StoreOpt = DEFAULT_STORE,
+) -> None:
+    """Validate every line, then store all labels (append-only) or none."""
+
+    def run() -> None:
+        from rubric_engine.errors import ConfigurationError
+        from rubric_engine.labels.io import check_against_task, read_label_file, unknown_fields
+        from rubric_engine.labels.store import append_labels
+        from rubric_engine.report import load_task
+        from rubric_engine.store import TaskStore
+
+        if source is not None and source not in _SOURCES:
+            raise ConfigurationError(f"--source {source!r} is not valid; use {', '.join(_SOURCES)}")
+        labels = read_label_file(file)
+        if source is not None:
+            labels = [lab.model_copy(update={"source": source}) for lab in labels]
+        if task is not None:
+            _require_store(store)
+        else:
+            unpinned = [lab for lab in labels if lab.rubric_key is None]
+            if unpinned:
+                raise ConfigurationError(
+                    f"{file}: {len(unpinned)} label(s) name no rubricKey (e.g. row "
+                    f"{unpinned[0].row_id}); pass --task TASK to check them against a task and "
+                    "take its rubric, or add rubricKey (and rubricVersion) to each line"
+                )
+        with TaskStore(store) as opened:
+            if task is not None:
+                labels = check_against_task(labels, load_task(opened, task), file)
+            outcome = append_labels(opened.connection, labels)
+        superseding = sum(1 for lab in outcome.added if lab.supersedes)
+        extra = unknown_fields(labels)
+        if extra:
+            typer.echo(
+                f"note: kept field(s) this format does not define under metadata: "
+                f"{', '.join(extra)} (a misspelt field name shows here)",
+                err=True,
+            )
+        typer.echo(
+            f"imported {len(outcome.added)} label(s) from {file} ({superseding} superseding an "
+            f"earlier label), {outcome.unchanged} unchanged"
+        )
+
+    _guard(run)
+
+
+@labels_app.command("export")
+def labels_export(
+    task: Annotated[str, typer.Argument(help="Task whose rows' labels to export.")],
+    format: Annotated[str, typer.Option("--format", help="jsonl or csv.")] = "jsonl",
+    all_versions: Annotated[
+        bool, typer.Option("--all", help="Include superseded labels (the full history).")
+    ] = False,
+    out: Annotated[Path | None, typer.Option(help="Write here instead of stdout.")] = None,
+    store: StoreOpt = DEFAULT_STORE,
+) -> None:
+    """Labels of the task's rubric on the task's rows, in the order they were stored."""
+
+    def run() -> None:
+        from rubric_engine.errors import ConfigurationError
+        from rubric_engine.labels.io import render_labels
+        from rubric_engine.labels.store import read_labels
+        from rubric_engine.store import TaskStore
+
+        if format not in ("jsonl", "csv"):
+            raise ConfigurationError(f"--format {format!r} is not valid; use jsonl or csv")
+        _require_store(store)
+        with TaskStore(store) as opened:
+            record = opened.task(task)
+            rows = set(opened.row_outcomes(task))
+            labels = [
+                lab
+                for lab in read_labels(
+                    opened.connection,
+                    rubric_key=record.rubric_key,
+                    include_superseded=all_versions,
+                )
+                if lab.row_id in rows
+            ]
+        text = render_labels(labels, format)
+        if out is None:
+            sys.stdout.write(text)
+        else:
+            out.write_text(text, encoding="utf-8")
+            typer.echo(f"wrote {len(labels)} label(s) to {out}")
+
+    _guard(run)
+
+
+@labels_app.command("convert")
+def labels_convert(
+    kind: Annotated[str, typer.Argument(help="llm-rubric, tau2 or healthbench.")],
+    path: Annotated[
+        Path,
+        typer.Argument(
+            help="llm-rubric: its data folder; tau2: a results JSON; healthbench: graded JSONL."
+        ),
+    ],
+    out: Annotated[Path, typer.Option(help="Folder for the label file(s).")] = Path("labels"),
+    question: Annotated[str, typer.Option(help="llm-rubric: the question (Q0–Q8).")] = "Q0",
+    answer: Annotated[
+        str, typer.Option(help="llm-rubric: the judge's answer: expected, argmax or sample.")
+    ] = "expected",
+) -> None:
+    """Turn a published label set into label files (llm-rubric: human.jsonl + judge.jsonl)."""
+
+    def run() -> None:
+        from rubric_engine.errors import ConfigurationError
+        from rubric_engine.labels import datasets
+        from rubric_engine.labels.io import render_labels
+
+        files: dict[str, list] = {}  # type: ignore[type-arg]
+        if kind == "llm-rubric":
+            if answer not in ("expected", "argmax", "sample"):
+                raise ConfigurationError(
+                    f"--answer {answer!r} is not valid; use expected, argmax or sample"
+                )
+            human, judge = datasets.llm_rubric_labels(path, question=question, answer=answer)  # type: ignore[arg-type]
+            files = {"human.jsonl": human, "judge.jsonl": judge}
+        elif kind == "tau2":
+            files = {f"{path.stem}.labels.jsonl": datasets.tau2_labels(path)}
+        elif kind == "healthbench":
+            files = {f"{path.stem}.labels.jsonl": datasets.healthbench_labels(path)}
+        else:
+            raise ConfigurationError(
+                f"{kind!r} is not a known label set; valid: llm-rubric, tau2, healthbench"
+            )
+        out.mkdir(parents=True, exist_ok=True)
+        for name, labels in files.items():
+            (out / name).write_text(render_labels(labels, "jsonl"), encoding="utf-8")
+            typer.echo(f"wrote {len(labels)} label(s) to {out / name}")
+
+    _guard(run)

@@ -1,0 +1,319 @@
+"""Label files: JSONL and CSV, read with full validation before anything is stored (issue 12
+item 2).
+
+One label a line with at least ``rowId``, ``requirementId``, ``status``, ``reviewer`` (or a
+row-level line without ``requirementId``/``status``), plus optional ``intentKey``,
+``redFlagTypes``, ``score``, ``reason``, ``time``, ``evidenceTurns`` and the other
+:class:`~rubric_engine.labels.model.Label` fields. In CSV a list cell is a JSON list or
+``;``-separated, an empty cell is absent. Every problem of a file is reported at once
+(file:line, field, valid choices); :func:`check_against_task` adds the task's checks (unknown
+rows, requirement IDs outside the row's applicable set, intent keys, red-flag types, a rubric
+mismatch). Nothing is half-imported: the caller stores only a file that passed every check.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from rubric_engine.errors import InputError, Problem, format_loc
+from rubric_engine.labels.model import Label
+
+if TYPE_CHECKING:
+    from rubric_engine.report import StoredTask
+
+__all__ = [
+    "LABEL_FIELDS",
+    "check_against_task",
+    "read_label_file",
+    "render_labels",
+    "unknown_fields",
+]
+
+#: camelCase field names, in the order files are written
+LABEL_FIELDS = tuple(f.alias or n for n, f in Label.model_fields.items())
+_LISTS = ("redFlagTypes", "evidenceTurns")
+
+
+def _choices(values: Sequence[str], limit: int = 12) -> str:
+    shown = ", ".join(values[:limit])
+    return shown + (f", … ({len(values)} in all)" if len(values) > limit else "")
+
+
+def _csv_record(record: dict[str, str | None]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, cell in record.items():
+        if name is None or cell is None or cell.strip() == "":
+            continue
+        text = cell.strip()
+        if name in _LISTS:
+            parsed: Any = json.loads(text) if text.startswith("[") else text.split(";")
+            if name == "evidenceTurns":
+                parsed = [int(p) for p in parsed]
+            out[name] = [p.strip() if isinstance(p, str) else p for p in parsed]
+        elif name == "metadata":
+            out[name] = json.loads(text)
+        elif name == "sawJudgeVerdict":
+            out[name] = text.lower() in ("true", "1", "yes")
+        elif name in ("score", "rubricVersion"):
+            out[name] = float(text) if name == "score" else int(text)
+        else:
+            out[name] = text
+    return out
+
+
+def _records(path: Path, text: str) -> list[tuple[int, Any]]:
+    if path.suffix.lower() == ".csv":
+        reader = csv.DictReader(io.StringIO(text))
+        return [(reader.line_num, dict(rec)) for rec in reader]
+    if text.lstrip().startswith("["):  # a JSON array of labels; "line" is the item's number
+        try:
+            items = json.loads(text)
+        except ValueError as exc:
+            raise InputError(f"{path}: not a JSON array of labels ({exc})") from exc
+        return [(number, item) for number, item in enumerate(items, start=1)]
+    out: list[tuple[int, Any]] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            out.append((number, line))
+    return out
+
+
+def _keep_unknown(data: dict[str, Any]) -> dict[str, Any]:
+    """Fields this format does not define move under ``metadata`` (a file made elsewhere keeps
+    its own columns); ``unknown_fields`` lists them so a typo is still seen."""
+    known = {**{f: f for f in LABEL_FIELDS}, **{n: n for n in Label.model_fields}}
+    extra = {k: v for k, v in data.items() if k not in known}
+    if not extra:
+        return data
+    kept = {k: v for k, v in data.items() if k in known}
+    return {**kept, "metadata": {**(kept.get("metadata") or {}), **extra}}
+
+
+def unknown_fields(labels: Sequence[Label]) -> list[str]:
+    """The field names kept under ``metadata``, first-seen order (for a note to the user)."""
+    return list(dict.fromkeys(k for lab in labels for k in lab.metadata))
+
+
+def read_label_file(path: Path) -> list[Label]:
+    """Read and validate every line of a JSONL (``.jsonl``/``.json``) or CSV (``.csv``) file.
+
+    Returns:
+        The labels in file order (duplicates refused, see below).
+
+    Raises:
+        InputError: the file cannot be read, or lines are malformed, or two lines give the same
+            (row, requirement, reviewer) or different row-level values for one (row, reviewer);
+            every problem listed with its line.
+    """
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read the label file ({exc})") from exc
+    problems: list[Problem] = []
+    labels: list[tuple[int, Label]] = []
+    for number, raw in _records(path, text):
+        where = f"{path}:{number}"
+        try:
+            if isinstance(raw, str):
+                data = json.loads(raw)
+            else:
+                data = _csv_record(raw) if path.suffix.lower() == ".csv" else raw
+        except (ValueError, TypeError) as exc:
+            problems.append(Problem(where, "", f"not a valid label line ({exc})"))
+            continue
+        if isinstance(data, dict):
+            data = _keep_unknown(data)
+        try:
+            labels.append((number, Label.model_validate(data)))
+        except ValidationError as exc:
+            for err in exc.errors():
+                field = format_loc(list(err["loc"]))
+                hint = (
+                    " (valid fields: " + ", ".join(LABEL_FIELDS) + ")"
+                    if err["type"] == "extra_forbidden"
+                    else ""
+                )
+                message = err["msg"].removeprefix("Value error, ")
+                problems.append(Problem(where, field, message + hint))
+    problems += _duplicates(path, labels)
+    if not labels and not problems:
+        problems.append(Problem(str(path), "", "holds no label; one label a line is expected"))
+    if problems:
+        raise InputError(f"{path}: {len(problems)} problem(s); nothing was imported", problems)
+    return [label for _, label in labels]
+
+
+def _duplicates(path: Path, labels: list[tuple[int, Label]]) -> list[Problem]:
+    problems: list[Problem] = []
+    seen: dict[tuple[str, str | None, str], int] = {}
+    row_level: dict[tuple[str, str], tuple[int, tuple[object, ...]]] = {}
+    for number, lab in labels:
+        if lab.requirement_id is not None:
+            key = (lab.row_id, lab.requirement_id, lab.reviewer)
+            if key in seen:
+                problems.append(
+                    Problem(
+                        f"{path}:{number}",
+                        "requirementId",
+                        f"{lab.requirement_id} of row {lab.row_id} by {lab.reviewer} is already "
+                        f"labelled on line {seen[key]}; keep one line (an edit of a stored "
+                        "label is a new import, which supersedes it)",
+                    )
+                )
+            seen[key] = number
+        values = (
+            lab.intent_key,
+            lab.red_flag_types and tuple(sorted(lab.red_flag_types)),
+            lab.score,
+        )
+        if values == (None, None, None):
+            continue
+        first = row_level.setdefault((lab.row_id, lab.reviewer), (number, values))
+        merged = tuple(a if b is None else b for a, b in zip(first[1], values, strict=True))
+        if any(
+            a is not None and b is not None and a != b
+            for a, b in zip(first[1], values, strict=True)
+        ):
+            problems.append(
+                Problem(
+                    f"{path}:{number}",
+                    "",
+                    f"row {lab.row_id} by {lab.reviewer}: intentKey/redFlagTypes/score differ from "
+                    f"line {first[0]}; a row has one of each per reviewer",
+                )
+            )
+        row_level[(lab.row_id, lab.reviewer)] = (first[0], merged)
+    return problems
+
+
+def check_against_task(labels: Sequence[Label], task: StoredTask, path: Path) -> list[Label]:
+    """Check labels against a stored task and fill in its rubric and task id.
+
+    A requirement is valid for a row when it is in the row's referenceBasis, or among the
+    common and intent requirements of the intent the reviewer gave for that row (a reviewer
+    may pick another intent than the judge did).
+
+    Raises:
+        InputError: unknown rowIds, requirement IDs outside the row's applicable set, unknown
+            intent keys or red-flag types, a score off the pack's scale, or a rubric key,
+            version or hash other than the task's; each problem lists the valid choices.
+    """
+    rubric, record = task.rubric, task.record
+    results = {row.result.row_id: row.result for row in task.rows}
+    intents = list(rubric.intents_by_key)
+    flags = list(rubric.red_flag_types)
+    chosen = {lab.row_id: lab.intent_key for lab in labels if lab.intent_key}
+    problems: list[Problem] = []
+    out: list[Label] = []
+    for index, lab in enumerate(labels, start=1):
+        where = f"{path}: label {index} (row {lab.row_id})"
+        result = results.get(lab.row_id)
+        if result is None:
+            problems.append(
+                Problem(
+                    where,
+                    "rowId",
+                    f"not a row of task {record.id}; valid: {_choices(sorted(results))}",
+                )
+            )
+            continue
+        for field, mine, theirs in (
+            ("rubricKey", lab.rubric_key, record.rubric_key),
+            ("rubricVersion", lab.rubric_version, record.rubric_version),
+            ("rubricHash", lab.rubric_hash, record.rubric_hash),
+        ):
+            if mine is not None and mine != theirs:
+                problems.append(
+                    Problem(
+                        where,
+                        field,
+                        f"{mine!r} but task {record.id} was scored under {theirs!r}; label "
+                        "against a task of that rubric, or drop the field to take the task's",
+                    )
+                )
+        if lab.intent_key is not None and lab.intent_key not in intents:
+            problems.append(
+                Problem(
+                    where,
+                    "intentKey",
+                    f"{lab.intent_key!r} is not an intent of {rubric.key}@{rubric.version}; "
+                    f"valid: {_choices(intents)}",
+                )
+            )
+        for flag in lab.red_flag_types or ():
+            if flag not in flags:
+                problems.append(
+                    Problem(
+                        where,
+                        "redFlagTypes",
+                        f"{flag!r} is not a red-flag type of {rubric.key}; "
+                        f"valid: {_choices(flags)}",
+                    )
+                )
+        scale = rubric.score_scale
+        if lab.score is not None and not scale.min <= lab.score <= scale.max:
+            problems.append(
+                Problem(
+                    where, "score", f"{lab.score:g} is outside the scale {scale.min}..{scale.max}"
+                )
+            )
+        if lab.requirement_id is not None:
+            valid = [b.requirement_id for b in result.reference_basis]
+            intent = chosen.get(lab.row_id)
+            if intent in intents:
+                valid += [r.id for r in rubric.applicable_requirements(intent) if r.id not in valid]
+            if not result.reference_basis and intent is None:
+                valid = list(rubric.requirements_by_id)
+            if lab.requirement_id not in valid:
+                problems.append(
+                    Problem(
+                        where,
+                        "requirementId",
+                        f"{lab.requirement_id!r} is not applicable to row {lab.row_id}; valid: "
+                        f"{_choices(valid)}",
+                    )
+                )
+        out.append(
+            lab.model_copy(
+                update={
+                    "rubric_key": record.rubric_key,
+                    "rubric_version": record.rubric_version,
+                    "rubric_hash": record.rubric_hash,
+                    "task_id": record.id,
+                }
+            )
+        )
+    if problems:
+        raise InputError(
+            f"{path}: {len(problems)} problem(s) against task {record.id}; nothing was imported",
+            problems,
+        )
+    return out
+
+
+def render_labels(labels: Sequence[Label], fmt: str) -> str:
+    """Labels as JSONL (one object a line) or CSV (a header of :data:`LABEL_FIELDS`); the
+    output reads back with :func:`read_label_file` to the same labels."""
+    if fmt == "jsonl":
+        return "".join(json.dumps(lab.to_json_dict(), ensure_ascii=False) + "\n" for lab in labels)
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=LABEL_FIELDS, lineterminator="\n")
+    writer.writeheader()
+    for lab in labels:
+        row: dict[str, Any] = {}
+        for name, value in lab.to_json_dict().items():
+            if isinstance(value, list | dict):
+                row[name] = json.dumps(value, ensure_ascii=False)
+            elif isinstance(value, bool):
+                row[name] = "true" if value else "false"
+            else:
+                row[name] = value
+        writer.writerow(row)
+    return buffer.getvalue()

@@ -1,0 +1,169 @@
+"""The label: a person's (or another judge's) judgment of one row under one rubric version.
+
+SPEC §12; issue 12 item 1; seed 000 12.9.6 (the review record: reviewer, result, reason) and
+seed 004 C.7 (experts correct the criteria; a second expert re-checks; then the set is locked).
+This is the one type every module reads: the store, import/export and calibration.
+
+A label line is either **requirement-level** (``requirementId`` + ``status``) or **row-level**
+(no requirement: only ``intentKey`` / ``redFlagTypes`` / ``score``); a requirement-level line may
+carry the row-level fields too. Labels are append-only: an edit is a new label whose
+``supersedes`` names the old one (:mod:`rubric_engine.labels.store`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+__all__ = ["UNMET", "Label", "LabelSource", "LabelStatus"]
+
+
+class LabelStatus(StrEnum):
+    """A reviewer's status for one requirement: the referenceBasis statuses plus ``UNSURE``."""
+
+    FOLLOWED = "FOLLOWED"
+    PARTIAL = "PARTIAL"
+    VIOLATED = "VIOLATED"
+    NOT_APPLICABLE = "NOT_APPLICABLE"
+    #: the reviewer could not decide; outside every calibration denominator, counted
+    UNSURE = "UNSURE"
+
+
+#: the positive class of calibration (SPEC §12: "unmet" = VIOLATED or PARTIAL)
+UNMET = frozenset({LabelStatus.VIOLATED, LabelStatus.PARTIAL})
+
+
+class LabelSource(StrEnum):
+    """How the label came to be."""
+
+    REVIEW = "review"  #: a reviewer judged the row in a review tool
+    IMPORT = "import"  #: read from a file (`rubric-eval labels import`)
+    ADJUDICATION = "adjudication"  #: a decision between reviewers who disagreed; wins over them
+
+
+class Label(BaseModel):
+    """One label line. JSON spelling is camelCase (``rowId``, ``requirementId``, …).
+
+    Attributes:
+        row_id: the dialogue row (``rowId`` of the scored input).
+        requirement_id: a requirement of the row's applicable set; ``None`` for a row-level label.
+        status: required with ``requirement_id``, absent without it.
+        intent_key: the intent the reviewer chose for the row, when given.
+        red_flag_types: the row's red-flag types as the reviewer sees them (the full set, order
+            and duplicates ignored); ``None`` = not stated (derived from VIOLATED red lines).
+        score: the reviewer's score for the row (a number; integers on the pack's scale for
+            weighted κ).
+        reviewer / role: who (a name or an id; ``judge:<model>`` for another judge) and in what
+            capacity (``expert``, ``second_reviewer``, ``adjudicator``, …).
+        time: UTC, ISO 8601 ending in ``Z``; filled with the import time when a file has none.
+        reason: why (seed 000 12.9.6 ``required_fix`` / ``issue_type`` go here as text).
+        evidence_turns: 0-based message indexes the reviewer relied on; no duplicates.
+        rubric_key / rubric_version / rubric_hash: the rubric the label was made under; filled
+            from the task on import when absent, refused when they differ from it.
+        saw_judge_verdict: whether the reviewer saw the judge's verdict (``False`` = blind).
+        source: review, import or adjudication.
+        supersedes: ``labelId`` of the label this one replaces.
+        task_id: the task the label was imported against, if any.
+        label_id: content hash, assigned by :meth:`with_id`; the same content gets the same id.
+        metadata: fields a file carried that this format does not define, kept unchanged.
+    """
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, frozen=True, extra="forbid"
+    )
+
+    row_id: str = Field(min_length=1)
+    requirement_id: str | None = None
+    status: LabelStatus | None = None
+    intent_key: str | None = None
+    red_flag_types: tuple[str, ...] | None = None
+    score: float | None = None
+    reviewer: str = Field(min_length=1)
+    role: str | None = None
+    time: str | None = None
+    reason: str | None = None
+    evidence_turns: tuple[int, ...] = ()
+    rubric_key: str | None = None
+    rubric_version: int | None = None
+    rubric_hash: str | None = None
+    saw_judge_verdict: bool | None = None
+    source: LabelSource = LabelSource.IMPORT
+    supersedes: str | None = None
+    task_id: str | None = None
+    label_id: str | None = None
+    #: fields of the file this format does not know, kept as they were (see labels.io)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("row_id", "requirement_id", "reviewer", mode="before")
+    @classmethod
+    def _ids_as_text(cls, value: Any) -> Any:
+        # published sets often number their rows: 17 and "17" are the same row
+        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+    @field_validator("time")
+    @classmethod
+    def _utc(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            parsed = None
+        if parsed is None or parsed.utcoffset() is None:
+            raise ValueError(
+                f"{value!r} is not a UTC time; write ISO 8601 with Z, e.g. 2026-01-01T09:30:00Z"
+            )
+        return parsed.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    @field_validator("status", mode="before")
+    @classmethod
+    def _status_spelling(cls, value: Any) -> Any:
+        # files made elsewhere write "violated" or " Followed": one spelling per status
+        return value.strip().upper().replace(" ", "_") if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Label:
+        if (self.requirement_id is None) != (self.status is None):
+            raise ValueError(
+                "requirementId and status go together: give both (a requirement label) or "
+                "neither (a row label with intentKey, redFlagTypes or score)"
+            )
+        if self.requirement_id is None and (
+            self.intent_key is None and self.red_flag_types is None and self.score is None
+        ):
+            raise ValueError(
+                "a line without requirementId must carry intentKey, redFlagTypes or score"
+            )
+        if len(set(self.evidence_turns)) != len(self.evidence_turns) or any(
+            t < 0 for t in self.evidence_turns
+        ):
+            raise ValueError("evidenceTurns are distinct message indexes from 0")
+        return self
+
+    @property
+    def unmet(self) -> bool | None:
+        """True for VIOLATED/PARTIAL, False for FOLLOWED, None when outside the comparison."""
+        if self.status in UNMET:
+            return True
+        return False if self.status is LabelStatus.FOLLOWED else None
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """camelCase, JSON-ready, absent optional fields (and empty lists) left out."""
+        data = self.model_dump(mode="json", by_alias=True, exclude_none=True)
+        return {k: v for k, v in data.items() if v not in ([], {})}
+
+    def content_id(self) -> str:
+        """``L`` + 16 hex digits of SHA-256 over the label's content (without ``labelId``)."""
+        data = {k: v for k, v in self.to_json_dict().items() if k != "labelId"}
+        text = json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        return "L" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+    def with_id(self) -> Label:
+        """This label with ``label_id`` set to :meth:`content_id`."""
+        return self.model_copy(update={"label_id": self.content_id()})

@@ -1,0 +1,99 @@
+"""The report's calibration section and the gate's ``calibration.*`` readers (issue 12 items 3
+and 5; docs/calibration.md). Pure: the store read is the edge's
+(:func:`rubric_engine.report.stored.task_calibration`), which hands the state, reason and flat
+metrics of :func:`rubric_engine.calibration.record.calibration_metrics` to
+:func:`calibration_section`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from rubric_engine.report.model import CalibrationFigure, CalibrationSection, Report
+
+__all__ = [
+    "SECTION_FIGURES",
+    "calibration_choices",
+    "calibration_section",
+    "calibration_value",
+    "shown_calibration",
+    "why_no_calibration_value",
+]
+
+#: the figures a report's calibration section shows, with their labels
+SECTION_FIGURES = (
+    ("calibration.n", "pairs compared"),
+    ("calibration.kappa", "Cohen's κ"),
+    ("calibration.recallUnmet", "recall (TPR) of unmet"),
+    ("calibration.tnr", "TNR"),
+    ("calibration.precisionUnmet", "precision of unmet"),
+    ("calibration.f1Unmet", "F1 of unmet"),
+    ("calibration.redFlagRecall", "red-flag recall"),
+    ("calibration.redFlagPrecision", "red-flag precision"),
+)
+
+
+def calibration_section(
+    state: str, reason: str, metrics: Mapping[str, float], record_id: str | None = None
+) -> CalibrationSection:
+    """The section of a task's calibration: state, reason, every flat metric (for the gate) and
+    the key figures with their 95% bounds (``None`` where undefined). A stale or missing
+    calibration has no figures.
+
+    Raises:
+        pydantic.ValidationError: ``state`` is not ``current``, ``stale`` or ``missing``.
+    """
+    figures: list[CalibrationFigure] = []
+    for name, label in SECTION_FIGURES:
+        if name not in metrics and state == "current":
+            figures.append(CalibrationFigure(name=name, label=label, value=None, interval=None))
+        elif name in metrics:
+            lo, hi = metrics.get(f"{name}.lower95"), metrics.get(f"{name}.upper95")
+            interval = None if lo is None or hi is None else (lo, hi)
+            figures.append(
+                CalibrationFigure(name=name, label=label, value=metrics[name], interval=interval)
+            )
+    return CalibrationSection.model_validate(
+        {
+            "state": state,
+            "reason": reason,
+            "record_id": record_id,
+            "metrics": dict(metrics),
+            "figures": tuple(figures),
+        }
+    )
+
+
+def calibration_value(report: Report, name: str) -> float | None:
+    """``calibration.<name>`` of the report's current calibration; ``None`` when none is
+    attached, it is stale or missing, or it has no such figure."""
+    section = report.calibration
+    if section is None or section.state != "current":
+        return None
+    return section.metrics.get(f"calibration.{name}")
+
+
+def calibration_choices(report: Report) -> list[str] | None:
+    """The figure names a current calibration holds; ``None`` (not checked here) when there is
+    none: every such check then fails and says why (:func:`why_no_calibration_value`)."""
+    section = report.calibration
+    if section is None or section.state != "current":
+        return None
+    return sorted(m.removeprefix("calibration.") for m in section.metrics)
+
+
+def why_no_calibration_value(report: Report) -> str | None:
+    """Why a ``calibration.*`` metric has no value, when the report knows."""
+    section = report.calibration
+    if section is None:
+        return None
+    if section.state != "current":
+        return f"calibration is {section.state}: {section.reason}"
+    return f"the calibration ({section.record_id}) has no such figure (undefined or never measured)"
+
+
+def shown_calibration(report: Report) -> CalibrationSection | None:
+    """The section report.md and report.html show: the attached calibration unless it is
+    missing (a rubric never calibrated keeps its report byte for byte as it was)."""
+    section = report.calibration
+    return None if section is None or section.state == "missing" else section

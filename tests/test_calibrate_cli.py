@@ -1,0 +1,137 @@
+"""`rubric-eval calibrate` as a new user runs it (issue 12 "What it must show"): two label
+files give `overall` figures equal to scikit-learn's; the LLM-Rubric baselines come out to the
+printed precision; tau2's recorded verdicts and HealthBench's grader convert to labels."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from rubric_engine.cli import app
+from tests.conftest import CASES, shared_data
+
+runner = CliRunner()
+
+
+def run(*args: object) -> tuple[int, str]:
+    result = runner.invoke(app, [str(a) for a in args])
+    return result.exit_code, result.output
+
+
+def write(path: Path, rows: list[dict[str, object]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def test_two_label_files_give_overall_figures_equal_to_scikit_learn(tmp_path: Path) -> None:
+    sk = pytest.importorskip("sklearn.metrics")
+    rng = random.Random(12)
+    statuses = ["FOLLOWED"] * 6 + ["VIOLATED"] * 2 + ["PARTIAL", "NOT_APPLICABLE", "UNSURE"]
+    human, judge, ref_bits, judge_bits = [], [], [], []
+    for row in range(200):
+        for req in range(6):  # 1,200 pairs, some outside the comparison
+            h = rng.choice(statuses)
+            j = h if rng.random() < 0.8 else rng.choice(statuses)
+            ids = {"rowId": f"row-{row}", "requirementId": f"REQ_{req}"}
+            human.append({**ids, "status": h, "reviewer": "expert-1"})
+            judge.append({**ids, "status": j, "reviewer": "judge"})
+            if {h, j} <= {"FOLLOWED", "VIOLATED", "PARTIAL"}:
+                ref_bits.append(h != "FOLLOWED")
+                judge_bits.append(j != "FOLLOWED")
+    code, out = run(
+        "calibrate",
+        "--judge-labels",
+        write(tmp_path / "judge.jsonl", judge),
+        "--labels",
+        write(tmp_path / "human.jsonl", human),
+        "--format",
+        "json",
+    )
+    assert code == 0, out
+    overall = json.loads(out)["overall"]
+    expected = {
+        "n": len(ref_bits),
+        "accuracy": sk.accuracy_score(ref_bits, judge_bits),
+        "kappa": sk.cohen_kappa_score(ref_bits, judge_bits),
+        "precisionUnmet": sk.precision_score(ref_bits, judge_bits),
+        "recallUnmet": sk.recall_score(ref_bits, judge_bits),
+        "f1Unmet": sk.f1_score(ref_bits, judge_bits),
+    }
+    for key, value in expected.items():
+        assert round(overall[key], 3) == round(value, 3), key
+    assert 700 < overall["n"] < 1200  # NOT_APPLICABLE / UNSURE pairs were left out
+
+
+# The LLM-Rubric repository's README, "Baselines", real conversation data, Q0 (N = 223)
+LLM_RUBRIC_BASELINES = {
+    "sample": (1.207228, 0.039810, 0.045245, 0.040967),
+    "argmax": (1.201643, 0.140091, 0.086990, 0.081134),
+    "expected": (0.918676, 0.177301, 0.086675, 0.065928),
+}
+
+
+@pytest.mark.parametrize("answer", sorted(LLM_RUBRIC_BASELINES))
+def test_llm_rubric_baselines_come_out_of_calibrate(tmp_path: Path, answer: str) -> None:
+    folder = shared_data("llm-rubric")
+    code, out = run(
+        "labels", "convert", "llm-rubric", folder, "--out", tmp_path, "--answer", answer
+    )
+    assert code == 0, out
+    code, out = run(
+        "calibrate",
+        "--judge-labels",
+        tmp_path / "judge.jsonl",
+        "--labels",
+        tmp_path / "human.jsonl",
+        "--format",
+        "json",
+    )
+    assert code == 0, out
+    scores = json.loads(out)["scores"]
+    assert scores["n"] == 223
+    got = tuple(round(scores[k], 6) for k in ("rmse", "pearson", "spearman", "kendall"))
+    assert got == LLM_RUBRIC_BASELINES[answer]
+
+
+def test_tau2_recorded_verdicts_import_against_the_demo_task(tmp_path: Path) -> None:
+    """tau2's own LLM judge per nl-assertion vs the demo's authored verdicts on the same
+    case-level requirements: every converted label lands on a row and requirement of the task."""
+    from tests.test_labels import score_airline
+
+    store, task = score_airline(tmp_path)
+    code, out = run("labels", "convert", "tau2", CASES / "airline_tau2_dev.json", "--out", tmp_path)
+    assert code == 0 and "wrote 58 label(s)" in out
+    labels = tmp_path / "airline_tau2_dev.labels.jsonl"
+    code, out = run("labels", "import", labels, "--task", task, "--store", store)
+    assert code == 0, out
+    code, out = run("calibrate", task, "--store", store, "--format", "json", "--no-save")
+    assert code == 0, out
+    result = json.loads(out)
+    assert result["overall"]["n"] == 58
+    assert result["overall"]["tp"] + result["overall"]["fn"] == 12  # tau2's judge: 12 not met
+    assert {r["category"] for r in result["requirements"] if r["n"]} == {"CASE"}
+
+
+def test_healthbench_grader_verdicts_convert_with_the_sign_of_their_points(tmp_path: Path) -> None:
+    source = shared_data("healthbench", "graded_consensus_runs_dev.jsonl")
+    code, out = run("labels", "convert", "healthbench", source, "--out", tmp_path)
+    assert code == 0 and "wrote 72 label(s)" in out
+    rows = [json.loads(line) for line in source.read_text(encoding="utf-8").splitlines()]
+    expected_unmet = sum(
+        (not item["criteria_met"]) if item["points"] > 0 else item["criteria_met"]
+        for row in rows
+        for item in row["rubric_items"]
+    )
+    labels = [
+        json.loads(line)
+        for line in (tmp_path / "graded_consensus_runs_dev.labels.jsonl").read_text().splitlines()
+    ]
+    assert sum(lab["status"] == "VIOLATED" for lab in labels) == expected_unmet
+    # the grader against itself agrees perfectly: the conversion loses nothing
+    path = tmp_path / "graded_consensus_runs_dev.labels.jsonl"
+    code, out = run("calibrate", "--judge-labels", path, "--labels", path, "--format", "json")
+    assert json.loads(out)["overall"]["accuracy"] == 1.0 and json.loads(out)["overall"]["n"] == 72

@@ -1,0 +1,303 @@
+"""Labels: append-only storage, whole-file validation, supersede on edit, JSONL/CSV round trip
+(issue 12 items 1 and 2)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from rubric_engine.cli import app
+from rubric_engine.labels.io import read_label_file, render_labels
+from rubric_engine.labels.model import Label, LabelStatus
+from rubric_engine.labels.store import append_labels, read_labels
+from rubric_engine.store import TaskStore
+from tests.conftest import CASES, CASSETTES, RUBRICS
+
+runner = CliRunner()
+
+
+def run(*args: object) -> tuple[int, str]:
+    result = runner.invoke(app, [str(a) for a in args])
+    return result.exit_code, result.output
+
+
+def write_jsonl(path: Path, rows: list[dict[str, object]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def label(**fields: object) -> Label:
+    base: dict[str, object] = {
+        "rowId": "r1",
+        "requirementId": "A",
+        "status": "VIOLATED",
+        "reviewer": "ann",
+        "time": "2026-01-01T00:00:00Z",
+    }
+    return Label.model_validate({**base, **fields})
+
+
+def test_the_database_refuses_to_update_or_delete_a_label(tmp_path: Path) -> None:
+    """Guards 'nothing is updated or deleted': the triggers, not only our code, refuse it."""
+    with TaskStore(tmp_path / "s.sqlite") as store:
+        append_labels(store.connection, [label()])
+        db = store.connection
+        for statement in ("UPDATE labels SET status='FOLLOWED'", "DELETE FROM labels"):
+            with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+                db.execute(statement)
+            db.rollback()
+        assert [lab.status for lab in read_labels(db)] == [LabelStatus.VIOLATED]
+
+
+def test_an_edit_is_a_new_label_that_supersedes_the_old_one(tmp_path: Path) -> None:
+    with TaskStore(tmp_path / "s.sqlite") as store:
+        db = store.connection
+        first = append_labels(db, [label()]).added[0]
+        again = append_labels(db, [label()])  # same judgment: nothing new
+        assert again.added == () and again.unchanged == 1
+        edit = append_labels(db, [label(status="FOLLOWED", time="2026-01-02T00:00:00Z")]).added[0]
+        assert edit.supersedes == first.label_id
+        assert [lab.label_id for lab in read_labels(db)] == [edit.label_id]
+        history = read_labels(db, include_superseded=True)
+        assert [lab.label_id for lab in history] == [first.label_id, edit.label_id]
+
+
+def test_a_file_with_problems_reports_all_of_them_and_stores_nothing(tmp_path: Path) -> None:
+    bad = write_jsonl(
+        tmp_path / "bad.jsonl",
+        [
+            {"rowId": "r1", "requirementId": "A", "status": "VIOLATED", "reviewer": "ann"},
+            {"rowId": "r1", "requirementId": "B", "status": "BROKEN", "reviewer": "ann"},
+            {"rowId": "r2", "requirementId": "A", "reviewer": "ann"},
+            {"rowId": "r1", "requirementId": "A", "status": "FOLLOWED", "reviewer": "ann"},
+            {
+                "rowId": "r3",
+                "requirementId": "A",
+                "status": "FOLLOWED",
+                "reviewer": "ann",
+                "time": "yesterday",
+            },
+        ],
+    )
+    store = tmp_path / "s.sqlite"
+    code, out = run("labels", "import", bad, "--store", store)
+    assert code == 2
+    assert "bad.jsonl:2: status" in out and "FOLLOWED" in out  # the valid statuses are listed
+    assert "bad.jsonl:3" in out and "requirementId and status go together" in out
+    assert "bad.jsonl:4: requirementId" in out and "line 1" in out
+    assert "bad.jsonl:5: time" in out  # UTC ISO 8601 with Z, e.g. 2026-01-01T00:00:00Z
+    with TaskStore(store) as opened:
+        assert read_labels(opened.connection) == []
+
+
+def test_csv_and_jsonl_round_trip_to_the_same_labels(tmp_path: Path) -> None:
+    labels = [
+        label(
+            redFlagTypes=["X", "Y"],
+            evidenceTurns=[2, 5],
+            score=2,
+            sawJudgeVerdict=False,
+            reason="said, with a comma",
+        ),
+        label(requirementId=None, status=None, rowId="r2", intentKey="REFUND"),
+    ]
+    for fmt, suffix in (("jsonl", ".jsonl"), ("csv", ".csv")):
+        path = tmp_path / f"labels{suffix}"
+        path.write_text(render_labels(labels, fmt), encoding="utf-8")
+        assert read_label_file(path) == labels
+
+
+def score_airline(tmp_path: Path) -> tuple[Path, str]:
+    store = tmp_path / "store.sqlite"
+    assert run("rubric", "publish", RUBRICS / "airline_cs.yaml", "--store", store)[0] == 0
+    code, out = run(
+        "score",
+        CASES / "airline_tau2_dev.json",
+        "--rubric",
+        "airline_cs",
+        "--store",
+        store,
+        "--cassettes",
+        CASSETTES,
+        "--out",
+        tmp_path / "rep",
+        "-q",
+    )
+    assert code == 0, out
+    return store, out.split("task id: ")[1].split()[0]
+
+
+def test_import_against_a_task_names_unknown_rows_requirements_and_rubric(tmp_path: Path) -> None:
+    store, task = score_airline(tmp_path)
+    bad = write_jsonl(
+        tmp_path / "bad.jsonl",
+        [
+            {
+                "rowId": "airline-99",
+                "requirementId": "COMMON_NO_FABRICATED_INFO",
+                "status": "VIOLATED",
+                "reviewer": "ann",
+            },
+            {
+                "rowId": "airline-3",
+                "requirementId": "INTENT_BOOK_INSURANCE_OFFER",
+                "status": "VIOLATED",
+                "reviewer": "ann",
+            },
+            {
+                "rowId": "airline-3",
+                "requirementId": "COMMON_NO_FABRICATED_INFO",
+                "status": "VIOLATED",
+                "reviewer": "ann",
+                "rubricVersion": 2,
+            },
+            {"rowId": "airline-4", "intentKey": "REFUND", "reviewer": "ann"},
+        ],
+    )
+    code, out = run("labels", "import", bad, "--task", task, "--store", store)
+    assert code == 2, out
+    assert "airline-99" in out and "valid: airline-0" in out
+    assert "'INTENT_BOOK_INSURANCE_OFFER' is not applicable to row airline-3" in out
+    assert "COMMON_NO_FABRICATED_INFO" in out.split("not applicable to row airline-3; valid:")[1]
+    assert "rubricVersion: 2 but task" in out
+    assert "'REFUND' is not an intent of airline_cs@1; valid: " in out
+    with TaskStore(store) as opened:
+        assert read_labels(opened.connection) == []
+
+
+def test_import_then_export_keeps_the_rubric_and_task_it_was_checked_against(
+    tmp_path: Path,
+) -> None:
+    store, task = score_airline(tmp_path)
+    good = write_jsonl(
+        tmp_path / "good.jsonl",
+        [
+            {
+                "rowId": "airline-3",
+                "requirementId": "COMMON_NO_FABRICATED_INFO",
+                "status": "VIOLATED",
+                "reviewer": "ann",
+                "reason": "invented a fare rule",
+            }
+        ],
+    )
+    code, out = run("labels", "import", good, "--task", task, "--store", store)
+    assert code == 0 and "imported 1 label(s)" in out
+    code, out = run("labels", "import", good, "--task", task, "--store", store)
+    assert "imported 0 label(s)" in out and "1 unchanged" in out
+    code, out = run("labels", "export", task, "--store", store, "--format", "csv")
+    assert code == 0
+    exported = tmp_path / "e.csv"
+    exported.write_text(out, encoding="utf-8")
+    (back,) = read_label_file(exported)
+    assert back.rubric_key == "airline_cs" and back.rubric_version == 1 and back.task_id == task
+    assert (
+        back.rubric_hash and back.time and back.label_id and back.reason == "invented a fare rule"
+    )
+
+
+def test_labels_without_a_task_must_name_their_rubric(tmp_path: Path) -> None:
+    path = write_jsonl(
+        tmp_path / "l.jsonl",
+        [{"rowId": "r1", "requirementId": "A", "status": "FOLLOWED", "reviewer": "ann"}],
+    )
+    code, out = run("labels", "import", path, "--store", tmp_path / "s.sqlite")
+    assert code == 2 and "name no rubricKey" in out and "--task TASK" in out
+    pinned = write_jsonl(
+        tmp_path / "p.jsonl",
+        [
+            {
+                "rowId": "r1",
+                "requirementId": "A",
+                "status": "FOLLOWED",
+                "reviewer": "ann",
+                "rubricKey": "mini",
+            }
+        ],
+    )
+    code, out = run("labels", "import", pinned, "--store", tmp_path / "s.sqlite")
+    assert code == 0 and "imported 1 label(s)" in out
+
+
+def test_calibrate_a_task_against_a_label_file_checks_it_and_stores_no_label(
+    tmp_path: Path,
+) -> None:
+    store, task = score_airline(tmp_path)
+    path = write_jsonl(
+        tmp_path / "l.jsonl",
+        [
+            {
+                "rowId": "airline-17",
+                "requirementId": "COMMON_NO_FABRICATED_INFO",
+                "status": "VIOLATED",
+                "reviewer": "ann",
+                "intentKey": "MODIFY_RESERVATION",
+                "score": 2,
+            },
+        ],
+    )
+    code, out = run(
+        "calibrate", task, "--labels", path, "--store", store, "--format", "json", "--no-save"
+    )
+    assert code == 0, out
+    result = json.loads(out)
+    # the judge listed other rules of airline-17 as unmet, so the row is no omission
+    assert (result["omission"]["rowsWithViolation"], result["omission"]["omitted"]) == (1, 0)
+    flags = {t["type"]: t for t in result["redFlags"]["types"]}
+    assert flags["FABRICATED_INFO"]["missedRows"] == ["airline-17"]
+    assert result["intentAgreement"]["accuracy"] == 1.0
+    assert result["scores"]["meanSignedBias"] == 1.0  # judge 3, reviewer 2: the judge is lenient
+    with TaskStore(store) as opened:
+        assert read_labels(opened.connection) == []
+    bad = write_jsonl(
+        tmp_path / "b.jsonl",
+        [{"rowId": "nope", "requirementId": "X", "status": "VIOLATED", "reviewer": "ann"}],
+    )
+    code, out = run("calibrate", task, "--labels", bad, "--store", store)
+    assert code == 2 and "not a row of task" in out
+
+
+def test_status_spelling_from_other_tools_is_accepted_and_a_typo_is_not() -> None:
+    assert label(status=" violated").status is LabelStatus.VIOLATED
+    assert label(status="not applicable").status is LabelStatus.NOT_APPLICABLE
+    with pytest.raises(ValueError, match="FOLLOWED"):
+        label(status="violatd")
+
+
+def test_files_made_elsewhere_keep_their_own_fields_numbered_rows_and_json_arrays(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "public.json"
+    path.write_text(
+        json.dumps(
+            [
+                {
+                    "rowId": 17,
+                    "requirementId": "A",
+                    "status": "violated",
+                    "reviewer": "r1",
+                    "explanation": "missed the dose",
+                    "dataset": "x",
+                },
+            ]
+        ),
+        encoding="utf-8",
+    )
+    (lab,) = read_label_file(path)
+    assert lab.row_id == "17" and lab.status is LabelStatus.VIOLATED
+    assert lab.metadata == {"explanation": "missed the dose", "dataset": "x"}
+    code, out = run("labels", "import", path, "--store", tmp_path / "s.sqlite")
+    assert code == 2 and "name no rubricKey" in out  # unknown fields are not the problem
+    csv_path = tmp_path / "l.csv"
+    csv_path.write_text(render_labels([lab], "csv"), encoding="utf-8")
+    assert read_label_file(csv_path) == [lab]
+
+
+def test_times_are_stored_in_utc() -> None:
+    assert label(time="2026-03-01T10:00:00+02:00").time == "2026-03-01T08:00:00Z"
+    with pytest.raises(ValueError, match="not a UTC time"):
+        label(time="2026-03-01T10:00:00")  # no zone: which UTC time it is cannot be known
