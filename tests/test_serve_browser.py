@@ -147,7 +147,10 @@ def test_review_with_the_keyboard_disagree_and_adjudicate(
         assert page.locator("#disputed").is_visible()
         who("carol")
         page.goto(f"{base}/tasks/{task_id}/adjudicate")
-        page.click("a.adjudicate")
+        with page.expect_navigation():
+            page.click("a.adjudicate")
+        # prefilled with the first reviewer's answer; the adjudicator agrees with alice
+        assert page.is_checked(f'#reqs tr[data-req="{requirement}"] input[value=FOLLOWED]')
         page.keyboard.press("r")
         page.keyboard.type("Turn order shows the confirmation came first; alice is right.")
         with page.expect_navigation():
@@ -175,4 +178,4 @@ def test_review_with_the_keyboard_disagree_and_adjudicate(
         cli("calibrate", task_id, "--format", "json", cwd=store.parent.parent)
     )
     counted = next(r for r in calibration["requirements"] if r["id"] == requirement)
-    assert counted["fp"] >= 1  # the judge said unmet, the adjudicated label says followed
+    assert counted["fp"] == 1  # the judge said unmet; the adjudicated label says followed
