@@ -32,7 +32,6 @@ from rubric_engine.report.stored import (
     with_calibration,
 )
 from rubric_engine.store import TaskStore
-from rubric_engine.task_ref import resolve_in_store
 
 
 def require_store(store: Path) -> None:
@@ -53,7 +52,7 @@ def require_store(store: Path) -> None:
 def _load(store: Path, task_id: str) -> StoredTask:
     require_store(store)
     with TaskStore(store) as opened:
-        return load_task(opened, resolve_in_store(opened, task_id))
+        return load_task(opened, task_id)
 
 
 def read_report(
