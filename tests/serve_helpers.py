@@ -22,7 +22,9 @@ def publish(store: Path, pack: str) -> None:
 
     from rubric_engine.cli import app
 
-    result = CliRunner().invoke(app, ["rubric", "publish", str(RUBRICS / pack), "--store", str(store)])
+    result = CliRunner().invoke(
+        app, ["rubric", "publish", str(RUBRICS / pack), "--store", str(store)]
+    )
     assert result.exit_code == 0, result.output
 
 
@@ -31,7 +33,11 @@ def score_demo(
 ) -> str:
     result = score(
         ScoreOptions(
-            inputs=[CASES / cases], rubric=rubric, store=store, out=out, cassettes=cassettes,
+            inputs=[CASES / cases],
+            rubric=rubric,
+            store=store,
+            out=out,
+            cassettes=cassettes,
             **extra,
         )
     )

@@ -20,25 +20,56 @@ from rubric_engine.review.queue import (
 NO_SAMPLE = QueuePolicy(second_review_share=0)
 
 
-def row(row_id: str, intent: str, score: int, unmet: tuple[str, ...] = (), flags: tuple[str, ...] = ()) -> RowResult:
+def row(
+    row_id: str, intent: str, score: int, unmet: tuple[str, ...] = (), flags: tuple[str, ...] = ()
+) -> RowResult:
     basis = [
-        BasisEntry(requirement_id=r, status="VIOLATED" if r in unmet else "FOLLOWED", source=BasisSource.JUDGE)
+        BasisEntry(
+            requirement_id=r,
+            status="VIOLATED" if r in unmet else "FOLLOWED",
+            source=BasisSource.JUDGE,
+        )
         for r in ("A", "B", "C")
     ]
     return RowResult(
-        row_id=row_id, status=RowStatus.SCORED, intent_key=intent, judge_score=score,
-        final_score=score, red_flag_types=flags, reference_basis=tuple(basis),
+        row_id=row_id,
+        status=RowStatus.SCORED,
+        intent_key=intent,
+        judge_score=score,
+        final_score=score,
+        red_flag_types=flags,
+        reference_basis=tuple(basis),
     )
 
 
-def labels(row_id: str, reviewer: str, result: RowResult, source: LabelSource = LabelSource.REVIEW,
-           **status: str) -> list[Label]:
-    out = [Label(row_id=row_id, reviewer=reviewer, intent_key=result.intent_key,
-                 score=result.final_score, red_flag_types=result.red_flag_types, source=source)]
+def labels(
+    row_id: str,
+    reviewer: str,
+    result: RowResult,
+    source: LabelSource = LabelSource.REVIEW,
+    **status: str,
+) -> list[Label]:
+    out = [
+        Label(
+            row_id=row_id,
+            reviewer=reviewer,
+            intent_key=result.intent_key,
+            score=result.final_score,
+            red_flag_types=result.red_flag_types,
+            source=source,
+        )
+    ]
     for entry in result.reference_basis:
         given = status.get(entry.requirement_id, str(entry.status))
-        out.append(Label(row_id=row_id, reviewer=reviewer, requirement_id=entry.requirement_id,
-                         status=LabelStatus(given), source=source))
+        out.append(
+            Label(
+                row_id=row_id,
+                reviewer=reviewer,
+                requirement_id=entry.requirement_id,
+                status=LabelStatus(given),
+                source=source,
+            )
+        )
     return out
 
 
@@ -95,7 +126,9 @@ def test_the_second_review_sample_is_about_its_share_and_repeatable() -> None:
 
 def test_claimed_rows_are_left_to_their_holder() -> None:
     reviews = row_reviews(ROWS, [], NO_SAMPLE)
-    assert "r2" not in ids(build_queue(reviews, "a", "red-flag", NO_SAMPLE, claimed_by_others=frozenset({"r2"})))
+    assert "r2" not in ids(
+        build_queue(reviews, "a", "red-flag", NO_SAMPLE, claimed_by_others=frozenset({"r2"}))
+    )
 
 
 def test_disagreeing_reviewers_wait_for_an_adjudication_made_after_them() -> None:

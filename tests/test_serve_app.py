@@ -10,7 +10,9 @@ from urllib.parse import quote
 
 import pytest
 
-pytest.importorskip("starlette", reason="the serve extra is not installed: pip install -e '.[serve]'")
+pytest.importorskip(
+    "starlette", reason="the serve extra is not installed: pip install -e '.[serve]'"
+)
 from starlette.testclient import TestClient
 
 from rubric_engine.labels.model import LabelSource
@@ -39,7 +41,11 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]
     publish(store, "health_cs.yaml")
     ids = {
         "airline": score_demo(
-            store, "airline_tau2_dev.json", "airline_cs", tmp / "a", name="airline-dev",
+            store,
+            "airline_tau2_dev.json",
+            "airline_cs",
+            tmp / "a",
+            name="airline-dev",
             tags=("demo", "nightly"),
         ),
         "health": score_demo(store, "health_consult_zh.jsonl", "health_cs", tmp / "h"),
@@ -82,7 +88,9 @@ def test_report_page_is_the_report_html_of_the_same_typed_report(
 
     from rubric_engine.cli import app
 
-    cli = CliRunner().invoke(app, ["report", ids["airline"], "--format", "html", "--store", str(store)])
+    cli = CliRunner().invoke(
+        app, ["report", ids["airline"], "--format", "html", "--store", str(store)]
+    )
     page = client(store).get(f"/tasks/{ids['airline']}/report")
     assert page.status_code == 200 and page.text == cli.output
     # the task's name works wherever its id does
@@ -108,7 +116,7 @@ def test_blind_page_holds_no_verdict_until_the_reviewer_answered(
 ) -> None:
     store = copy_store(demo[0], tmp_path)
     task = demo[1]["airline"]
-    result, rubric, rid = red_line_row(store, task)
+    result, _, _ = red_line_row(store, task)
     c = client(store, blind=True)
     blind = c.get(f"/tasks/{task}/review/{result.row_id}").text
     seen = c.get(f"/tasks/{task}/review/{result.row_id}?blind=0").text
@@ -118,8 +126,12 @@ def test_blind_page_holds_no_verdict_until_the_reviewer_answered(
         assert (result.score_explanation[:40] in page.replace("&#39;", "'")) is shown
         # nothing of the verdict is pre-selected: no intent, no score, no red flag
         assert ('<option value="" selected>' in page) is not shown
-        assert (re.search(r'name="score" value="\d" id="score-\d" checked', page) is None) is not shown
-        assert (re.search(r'name="flag" value="\w+" data-flag="\w+" checked', page) is None) is not shown
+        assert (
+            re.search(r'name="score" value="\d" id="score-\d" checked', page) is None
+        ) is not shown
+        assert (
+            re.search(r'name="flag" value="\w+" data-flag="\w+" checked', page) is None
+        ) is not shown
     answered = c.post(
         f"/tasks/{task}/review/{result.row_id}",
         data={**confirm_form(result), "blind": "1"},
@@ -203,11 +215,16 @@ def test_disagreeing_reviewers_go_to_adjudication_which_a_third_person_settles(
     task = demo[1]["airline"]
     result, rubric, rid = red_line_row(store, task)
     url = f"/tasks/{task}/review/{result.row_id}"
-    alice, bob, carol = (client(store, n, policy=QueuePolicy(second_review_share=0)) for n in ("alice", "bob", "carol"))
+    alice, bob, carol = (
+        client(store, n, policy=QueuePolicy(second_review_share=0))
+        for n in ("alice", "bob", "carol")
+    )
     alice.post(url, data=override_red_line(result, rubric, rid, "confirmation was asked"))
     # the override sends the row to a second reviewer, first in the disagreement queue
     queue = bob.get(f"/tasks/{task}/queue?strategy=disagreement").text
-    assert re.search(r'id="start" href="[^"]+/review/([^?"]+)', queue).group(1) == quote(result.row_id, safe="")
+    assert re.search(r'id="start" href="[^"]+/review/([^?"]+)', queue).group(1) == quote(
+        result.row_id, safe=""
+    )
     bob.post(url, data=confirm_form(result))
     listing = carol.get(f"/tasks/{task}/adjudicate").text
     assert f"<code>{result.row_id}</code>" in listing and "alice, bob" in listing

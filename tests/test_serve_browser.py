@@ -35,7 +35,10 @@ BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networkin
 def cli(*args: str, cwd: Path) -> str:
     done = subprocess.run(
         [sys.executable, "-m", "rubric_engine.cli", *args],
-        cwd=cwd, capture_output=True, text=True, timeout=300,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
@@ -54,13 +57,24 @@ def served(tmp_path: Path) -> Iterator[tuple[str, Path, str, subprocess.Popen[st
         shutil.copytree(ROOT / name, tmp_path / name)
     store = tmp_path / ".rubric-eval" / "store.sqlite"
     cli("rubric", "publish", "rubrics/airline_cs.yaml", cwd=tmp_path)
-    out = cli("score", "cases/airline_tau2_dev.json", "--rubric", "airline_cs", "--out",
-              "reports/demo-airline", "-q", cwd=tmp_path)
+    out = cli(
+        "score",
+        "cases/airline_tau2_dev.json",
+        "--rubric",
+        "airline_cs",
+        "--out",
+        "reports/demo-airline",
+        "-q",
+        cwd=tmp_path,
+    )
     task_id = out.strip().rsplit("task id: ", 1)[1].split()[0]
     port = free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "rubric_engine.cli", "serve", "--port", str(port)],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         env={**os.environ, "NO_COLOR": "1"},
     )
     base = f"http://127.0.0.1:{port}"
@@ -114,7 +128,7 @@ def test_review_with_the_keyboard_disagree_and_adjudicate(
             """() => { const rows = [...document.querySelectorAll('#reqs tr[data-req]')]
                  .filter(tr => !tr.classList.contains('hidden'));
                const i = rows.findIndex(tr => tr.dataset.critical === '1' &&
-                 tr.querySelector('input[value=VIOLATED]') && tr.querySelector('input[value=VIOLATED]').checked);
+                 tr.querySelector('input[value=VIOLATED]:checked'));
                return [i, rows[i].dataset.req]; }"""
         )
         index, requirement = red_line
@@ -164,7 +178,10 @@ def test_review_with_the_keyboard_disagree_and_adjudicate(
 
     with TaskStore(store) as opened:
         labels = read_labels(opened.connection, task_id=task_id)
-    rows_by = {name: {lab.row_id for lab in labels if lab.reviewer == name} for name in ("alice", "bob", "carol")}
+    rows_by = {
+        name: {lab.row_id for lab in labels if lab.reviewer == name}
+        for name in ("alice", "bob", "carol")
+    }
     assert len(rows_by["alice"]) == 5 and rows_by["bob"] == {overridden} == rows_by["carol"]
     assert all(lab.time and lab.time.endswith("Z") for lab in labels)
     override = next(
@@ -174,8 +191,6 @@ def test_review_with_the_keyboard_disagree_and_adjudicate(
     assert override.saw_judge_verdict is True and override.source is LabelSource.REVIEW
     settled = [lab for lab in labels if lab.reviewer == "carol"]
     assert all(lab.source is LabelSource.ADJUDICATION and lab.reason for lab in settled)
-    calibration = json.loads(
-        cli("calibrate", task_id, "--format", "json", cwd=store.parent.parent)
-    )
+    calibration = json.loads(cli("calibrate", task_id, "--format", "json", cwd=store.parent.parent))
     counted = next(r for r in calibration["requirements"] if r["id"] == requirement)
     assert counted["fp"] == 1  # the judge said unmet; the adjudicated label says followed

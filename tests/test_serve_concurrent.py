@@ -44,8 +44,10 @@ def test_new_rows_show_on_reload_and_the_store_stays_sound(tmp_path: Path) -> No
     source = score_demo(store, "airline_tau2_dev.json", "airline_cs", tmp_path / "out")
     target = "20990101-000000-abcdef"
     writer = subprocess.Popen(
-        [sys.executable, "-c", WRITER, str(store), source, target], cwd=ROOT,
-        stderr=subprocess.PIPE, text=True,
+        [sys.executable, "-c", WRITER, str(store), source, target],
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     client = TestClient(create_app(ServeConfig(store)))
     client.cookies.set(REVIEWER_COOKIE, quote("alice", safe=""))
@@ -57,16 +59,24 @@ def test_new_rows_show_on_reload_and_the_store_stays_sound(tmp_path: Path) -> No
     while writer.poll() is None and time.monotonic() < deadline:
         page = client.get("/")
         assert page.status_code == 200
-        found = re.search(rf'<tr data-task="{target}">.*?<td class="n rows">(\d+)/25</td>', page.text, re.S)
+        found = re.search(
+            rf'<tr data-task="{target}">.*?<td class="n rows">(\d+)/25</td>', page.text, re.S
+        )
         if found:
             seen.append(int(found.group(1)))
         if reviewed < len(results):  # write labels while the other process writes rows
             result = results[reviewed]
-            answer = client.post(f"/tasks/{source}/review/{result.row_id}", data=confirm_form(result))
+            answer = client.post(
+                f"/tasks/{source}/review/{result.row_id}", data=confirm_form(result)
+            )
             assert answer.status_code == 200, answer.text[:500]
             reviewed += 1
     assert writer.wait(timeout=30) == 0, writer.stderr.read() if writer.stderr else ""
-    final = re.search(rf'<tr data-task="{target}">.*?<td>(\w+)</td>\s*<td class="n rows">(\d+)/25', client.get("/").text, re.S)
+    final = re.search(
+        rf'<tr data-task="{target}">.*?<td>(\w+)</td>\s*<td class="n rows">(\d+)/25',
+        client.get("/").text,
+        re.S,
+    )
     assert final and final.groups() == ("COMPLETED", "25")
     assert len(set(seen)) >= 3 and seen == sorted(seen)  # partial states seen, never going back
     assert 0 < min(seen) < 25

@@ -29,14 +29,32 @@ def named(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
     store = tmp / "s.sqlite"
     publish(store, "health_cs.yaml")
     code, out = cli(
-        "score", ROOT_CASES / "health_consult_zh.jsonl", "-r", "health_cs", "--store", store,
-        "--out", tmp / "base", "--name", "health-base", "--tag", "accepted", "--tag", "v1", "-q",
+        "score",
+        ROOT_CASES / "health_consult_zh.jsonl",
+        "-r",
+        "health_cs",
+        "--store",
+        store,
+        "--out",
+        tmp / "base",
+        "--name",
+        "health-base",
+        "--tag",
+        "accepted",
+        "--tag",
+        "v1",
+        "-q",
     )
     assert code == 0, out
     base = out.rsplit("task id: ", 1)[1].split()[0]
     worse = score_demo(
-        store, "health_consult_zh.jsonl", "health_cs", tmp / "worse", cassettes=WORSE,
-        name="health-nightly", tags=("nightly",),
+        store,
+        "health_consult_zh.jsonl",
+        "health_cs",
+        tmp / "worse",
+        cassettes=WORSE,
+        name="health-nightly",
+        tags=("nightly",),
     )
     return store, base, worse
 
@@ -70,7 +88,9 @@ def test_an_unknown_name_lists_the_known_names_and_tags(named: tuple[Path, str, 
 
 def test_the_newest_task_of_a_name_wins() -> None:
     tasks = [
-        SimpleNamespace(id="a", created_at="2026-01-01T00:00:00Z", extra={"name": "n", "tags": ["t"]}),
+        SimpleNamespace(
+            id="a", created_at="2026-01-01T00:00:00Z", extra={"name": "n", "tags": ["t"]}
+        ),
         SimpleNamespace(id="b", created_at="2026-01-02T00:00:00Z", extra={"name": "n"}),
         SimpleNamespace(id="c", created_at="2026-01-03T00:00:00Z", extra={"tags": ["t"]}),
     ]

@@ -14,7 +14,9 @@ from rubric_engine.cli._app import StoreOpt, _fail, _guard, _require_store, app,
 
 @app.command()
 def report(
-    task_id: Annotated[str, typer.Argument(help="Task id printed by `score`, a task name, or tag:TAG.")],
+    task_id: Annotated[
+        str, typer.Argument(help="Task id printed by `score`, a task name, or tag:TAG.")
+    ],
     store: StoreOpt = DEFAULT_STORE,
     format: Annotated[
         str,

@@ -46,7 +46,9 @@ def serve(
     claim_ttl: Annotated[
         int, typer.Option(help="Seconds an opened row stays reserved for its reviewer.")
     ] = 600,
-    seed: Annotated[int, typer.Option(help="Seed of the second-review sample and random queue.")] = 0,
+    seed: Annotated[
+        int, typer.Option(help="Seed of the second-review sample and random queue.")
+    ] = 0,
 ) -> None:
     """Browse tasks, compare runs and review judge verdicts in the browser (labels are stored).
 
@@ -69,11 +71,14 @@ def serve(
         if not 1 <= claim_ttl <= 86400:
             raise ConfigurationError("--claim-ttl must be 1 to 86400 seconds")
         policy = QueuePolicy(reviewers_per_row, second_review, seed)
-        config = ServeConfig(store, reviewer=reviewer, blind=blind, policy=policy,
-                             claim_ttl_s=claim_ttl)
+        config = ServeConfig(
+            store, reviewer=reviewer, blind=blind, policy=policy, claim_ttl_s=claim_ttl
+        )
         if is_loopback(host):
-            typer.echo(f"serving {store} on http://{host}:{port}/ (loopback only: not reachable "
-                       "from other machines)")
+            typer.echo(
+                f"serving {store} on http://{host}:{port}/ (loopback only: not reachable "
+                "from other machines)"
+            )
         else:
             typer.echo(
                 f"warning: serving {store} on {host}:{port}, reachable from other machines; "

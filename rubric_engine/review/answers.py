@@ -222,10 +222,10 @@ def labels_of_answer(answer: Answer, context: ReviewContext) -> list[Label]:
         intent_key=answer.intent_key,
         red_flag_types=tuple(sorted(answer.red_flag_types)),
         score=answer.score,
-        **common,  # type: ignore[arg-type]
+        **common,
     )
     reqs = [
-        Label(requirement_id=rid, status=status, **common)  # type: ignore[arg-type]
+        Label(requirement_id=rid, status=status, **common)
         for rid, status in answer.statuses.items()
     ]
     return [row, *reqs]

@@ -50,9 +50,7 @@ def live_claims(db: sqlite3.Connection, task_id: str) -> dict[str, str]:
     return dict(found.fetchall())
 
 
-def claim_row(
-    db: sqlite3.Connection, task_id: str, row_id: str, reviewer: str, ttl_s: int
-) -> str:
+def claim_row(db: sqlite3.Connection, task_id: str, row_id: str, reviewer: str, ttl_s: int) -> str:
     """Claim a row for ``reviewer`` unless another reviewer holds a live claim on it.
 
     Returns:

@@ -167,9 +167,7 @@ def _ordered(
     other_judges: Mapping[str, Sequence[Answer]],
 ) -> list[RowReviews]:
     if strategy == "disagreement":
-        return [
-            r for r in rows if r.overridden or r.disputed or _judges_disagree(r, other_judges)
-        ]
+        return [r for r in rows if r.overridden or r.disputed or _judges_disagree(r, other_judges)]
     if strategy == "red-flag":
         return [
             r
@@ -189,7 +187,11 @@ def _ordered(
 
         def rarest(r: RowReviews) -> int:
             return min(
-                (unmet[b.requirement_id] for b in r.result.reference_basis if str(b.status) in UNMET),
+                (
+                    unmet[b.requirement_id]
+                    for b in r.result.reference_basis
+                    if str(b.status) in UNMET
+                ),
                 default=0,
             )
 
@@ -241,4 +243,3 @@ def adjudication_rows(rows: Sequence[RowReviews]) -> list[RowReviews]:
     """Rows where reviewers disagree and no adjudication has settled them since, in input
     order (issue 13; seed 004 C.7: disagreements are settled before a set is locked)."""
     return [r for r in rows if r.disputed and not r.adjudicated]
-

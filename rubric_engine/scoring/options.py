@@ -172,9 +172,7 @@ def _check_name(options: ScoreOptions) -> None:
     from rubric_engine.task_ref import check_name_and_tags
 
     if options.resume is not None and (options.name is not None or options.tags):
-        raise ConfigurationError(
-            "--resume keeps the task's name and tags; drop --name and --tag"
-        )
+        raise ConfigurationError("--resume keeps the task's name and tags; drop --name and --tag")
     check_name_and_tags(options.name, options.tags)
 
 

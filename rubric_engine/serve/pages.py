@@ -45,9 +45,7 @@ def turns(dialogue: Mapping[str, Any]) -> list[dict[str, Any]]:
         calls = []
         for call in message.get("toolCalls") or []:
             args = call.get("arguments")
-            calls.append(
-                {"name": call.get("name"), "arguments": args if isinstance(args, str) else args}
-            )
+            calls.append({"name": call.get("name"), "arguments": args})
         out.append(
             {
                 "n": n,
@@ -61,9 +59,7 @@ def turns(dialogue: Mapping[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def requirement_rows(
-    rubric: EvalRubric, case: Sequence[HardRequirement]
-) -> list[dict[str, Any]]:
+def requirement_rows(rubric: EvalRubric, case: Sequence[HardRequirement]) -> list[dict[str, Any]]:
     """Every requirement the form may ask about: common ones and case-level ones (``intent``
     ``None``: shown for every intent), then each intent's (shown when that intent is chosen)."""
     rows = []
@@ -92,7 +88,9 @@ def requirement_rows(
     return rows
 
 
-def judge_view(result: RowResult, rubric: EvalRubric, case: Sequence[HardRequirement]) -> dict[str, Any]:
+def judge_view(
+    result: RowResult, rubric: EvalRubric, case: Sequence[HardRequirement]
+) -> dict[str, Any]:
     """The judge's verdict as the page shows it (never given to a blind page)."""
     reqs = {**rubric.requirements_by_id, **{r.id: r for r in case}}
     return {

@@ -73,13 +73,20 @@ class ReviewPages(Pages):
         target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
         return RedirectResponse(f"/reviewer?{urlencode({'next': target})}", status_code=303)
 
-    def _queue(self, store: TaskStore, task: Any, rows: list[RowReviews], reviewer: str,
-               strategy: str) -> list[RowReviews]:
+    def _queue(
+        self, store: TaskStore, task: Any, rows: list[RowReviews], reviewer: str, strategy: str
+    ) -> list[RowReviews]:
         claims = live_claims(store.connection, task.record.id)
         others = frozenset(row for row, who in claims.items() if who != reviewer)
         other_judges = self._other_judges(store, task) if strategy == "disagreement" else {}
-        return build_queue(rows, reviewer, check_strategy(strategy), self.config.policy,
-                           claimed_by_others=others, other_judges=other_judges)
+        return build_queue(
+            rows,
+            reviewer,
+            check_strategy(strategy),
+            self.config.policy,
+            claimed_by_others=others,
+            other_judges=other_judges,
+        )
 
     def _other_judges(self, store: TaskStore, task: Any) -> dict[str, list[Any]]:
         """Other judge runs of the same rubric key over the same rows (judge disagreement)."""
@@ -97,11 +104,14 @@ class ReviewPages(Pages):
                     out.setdefault(row.result.row_id, []).append(answer)
         return out
 
-    def _next_link(self, task_id: str, queue: list[RowReviews], strategy: str, blind: bool) -> str | None:
+    def _next_link(
+        self, task_id: str, queue: list[RowReviews], strategy: str, blind: bool
+    ) -> str | None:
         if not queue:
             return None
         query = urlencode({"strategy": strategy, "blind": "1" if blind else "0"})
-        return f"/tasks/{quote(task_id, safe='')}/review/{quote(queue[0].result.row_id, safe='')}?{query}"
+        row = quote(queue[0].result.row_id, safe="")
+        return f"/tasks/{quote(task_id, safe='')}/review/{row}?{query}"
 
     async def queue(self, request: Request) -> Response:
         reviewer = self.reviewer(request)
@@ -112,26 +122,50 @@ class ReviewPages(Pages):
             task, rows = self._state(store, request.path_params["task"])
             queue = self._queue(store, task, rows, reviewer, strategy)
         return self.render(
-            request, "queue.html.j2", task=task.record, queue=queue[:QUEUE_PAGE_ROWS],
-            waiting=len(queue), strategy=strategy, blind=blind,
+            request,
+            "queue.html.j2",
+            task=task.record,
+            queue=queue[:QUEUE_PAGE_ROWS],
+            waiting=len(queue),
+            strategy=strategy,
+            blind=blind,
             next_link=self._next_link(task.record.id, queue, strategy, blind),
             mine=sum(reviewer in r.reviews for r in rows),
-            disputed=len(adjudication_rows(rows)), total=len(rows),
+            disputed=len(adjudication_rows(rows)),
+            total=len(rows),
             policy=self.config.policy,
         )
 
-    def _form_page(self, request: Request, task: Any, row: RowReviews, dialogue: dict[str, Any],
-                   *, blind: bool, strategy: str, fill: dict[str, Any] | None = None,
-                   error: str | None = None, adjudicate: bool = False) -> Response:
+    def _form_page(
+        self,
+        request: Request,
+        task: Any,
+        row: RowReviews,
+        dialogue: dict[str, Any],
+        *,
+        blind: bool,
+        strategy: str,
+        fill: dict[str, Any] | None = None,
+        error: str | None = None,
+        adjudicate: bool = False,
+    ) -> Response:
         case = case_requirements_of(dialogue)
         show_judge = not blind and row.judge is not None
         return self.render(
-            request, "review.html.j2", status=400 if error else 200,
-            task=task.record, rubric=task.rubric, row_id=row.result.row_id,
-            turns=turns(dialogue), requirements=requirement_rows(task.rubric, case),
+            request,
+            "review.html.j2",
+            status=400 if error else 200,
+            task=task.record,
+            rubric=task.rubric,
+            row_id=row.result.row_id,
+            turns=turns(dialogue),
+            requirements=requirement_rows(task.rubric, case),
             judge=judge_view(row.result, task.rubric, case) if show_judge else None,
             fill=fill if fill is not None else prefill(row.judge if show_judge else None),
-            blind=blind, strategy=strategy, error=error, status_keys=STATUS_KEYS,
+            blind=blind,
+            strategy=strategy,
+            error=error,
+            status_keys=STATUS_KEYS,
             adjudicate=adjudicate,
             reviews=row.reviews if adjudicate else {},
         )
@@ -154,23 +188,34 @@ class ReviewPages(Pages):
             dialogue = store.dialogues(task.record.id, [row_id]).get(row_id, {})
             if form is None:
                 strategy, blind = self._options(request)
-                holder = claim_row(store.connection, task.record.id, row_id, reviewer,
-                                   self.config.claim_ttl_s)
+                holder = claim_row(
+                    store.connection, task.record.id, row_id, reviewer, self.config.claim_ttl_s
+                )
                 if holder != reviewer:
-                    return self.render(request, "error.html.j2", status=409,
-                                       message=f"row {row_id} is being reviewed by {holder}; "
-                                       "take the next row of the queue")
-                return self._form_page(request, task, row, dialogue, blind=blind,
-                                       strategy=strategy)
+                    return self.render(
+                        request,
+                        "error.html.j2",
+                        status=409,
+                        message=f"row {row_id} is being reviewed by {holder}; "
+                        "take the next row of the queue",
+                    )
+                return self._form_page(request, task, row, dialogue, blind=blind, strategy=strategy)
             strategy = check_strategy(form.get("strategy") or "random")
             blind = form.get("blind") == "1"
             try:
                 answer = answer_from_form(form, row_id, task.rubric, case_requirements_of(dialogue))
                 check_reason(answer, row.judge, saw_judge_verdict=not blind)
             except InputError as exc:
-                return self._form_page(request, task, row, dialogue, blind=blind,
-                                       strategy=strategy, fill=prefill_from_form(form),
-                                       error=str(exc))
+                return self._form_page(
+                    request,
+                    task,
+                    row,
+                    dialogue,
+                    blind=blind,
+                    strategy=strategy,
+                    fill=prefill_from_form(form),
+                    error=str(exc),
+                )
             context = self._context(task, reviewer, saw=not blind)
             append_labels(store.connection, labels_of_answer(answer, context))
             release_claim(store.connection, task.record.id, row_id, reviewer)
@@ -178,12 +223,16 @@ class ReviewPages(Pages):
         target = f"/tasks/{quote(task.record.id, safe='')}/rows/{quote(row_id, safe='')}?{query}"
         return RedirectResponse(target, status_code=303)
 
-    def _context(self, task: Any, reviewer: str, *, saw: bool,
-                 adjudication: bool = False) -> ReviewContext:
+    def _context(
+        self, task: Any, reviewer: str, *, saw: bool, adjudication: bool = False
+    ) -> ReviewContext:
         record = task.record
         return ReviewContext(
-            reviewer=reviewer, task_id=record.id, rubric_key=record.rubric_key,
-            rubric_version=record.rubric_version, rubric_hash=record.rubric_hash,
+            reviewer=reviewer,
+            task_id=record.id,
+            rubric_key=record.rubric_key,
+            rubric_version=record.rubric_version,
+            rubric_hash=record.rubric_hash,
             saw_judge_verdict=saw,
             source=LabelSource.ADJUDICATION if adjudication else LabelSource.REVIEW,
             role="adjudicator" if adjudication else "reviewer",
@@ -202,16 +251,25 @@ class ReviewPages(Pages):
             queue = self._queue(store, task, rows, reviewer, strategy) if reviewer else []
         case = case_requirements_of(dialogue)
         reviews = [
-            {"reviewer": name, "answer": answer,
-             "changes": differences(row.judge, answer) if row.judge else []}
+            {
+                "reviewer": name,
+                "answer": answer,
+                "changes": differences(row.judge, answer) if row.judge else [],
+            }
             for name, answer in row.reviews.items()
         ]
         return self.render(
-            request, "row.html.j2", task=task.record, row_id=row_id, turns=turns(dialogue),
-            judge=judge_view(row.result, task.rubric, case), reviews=reviews,
+            request,
+            "row.html.j2",
+            task=task.record,
+            row_id=row_id,
+            turns=turns(dialogue),
+            judge=judge_view(row.result, task.rubric, case),
+            reviews=reviews,
             answered=request.query_params.get("answered") == "1",
             next_link=self._next_link(task.record.id, queue, strategy, blind),
-            strategy=strategy, disputed=row.disputed and not row.adjudicated,
+            strategy=strategy,
+            disputed=row.disputed and not row.adjudicated,
         )
 
     async def adjudication_list(self, request: Request) -> Response:
@@ -236,9 +294,16 @@ class ReviewPages(Pages):
             dialogue = store.dialogues(task.record.id, [row_id]).get(row_id, {})
             first = next(iter(row.reviews.values()), None)
             if form is None:
-                return self._form_page(request, task, row, dialogue, blind=False,
-                                       strategy="disagreement", fill=prefill(first),
-                                       adjudicate=True)
+                return self._form_page(
+                    request,
+                    task,
+                    row,
+                    dialogue,
+                    blind=False,
+                    strategy="disagreement",
+                    fill=prefill(first),
+                    adjudicate=True,
+                )
             try:
                 if reviewer in row.reviews:
                     raise InputError(
@@ -249,9 +314,17 @@ class ReviewPages(Pages):
                 if not answer.reason:
                     raise InputError(f"adjudication of row {row_id}: say why in the reason field")
             except InputError as exc:
-                return self._form_page(request, task, row, dialogue, blind=False,
-                                       strategy="disagreement", fill=prefill_from_form(form),
-                                       error=str(exc), adjudicate=True)
+                return self._form_page(
+                    request,
+                    task,
+                    row,
+                    dialogue,
+                    blind=False,
+                    strategy="disagreement",
+                    fill=prefill_from_form(form),
+                    error=str(exc),
+                    adjudicate=True,
+                )
             context = self._context(task, reviewer, saw=True, adjudication=True)
             append_labels(store.connection, labels_of_answer(answer, context))
         target = f"/tasks/{quote(task.record.id, safe='')}/adjudicate"
