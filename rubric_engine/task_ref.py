@@ -63,12 +63,13 @@ def task_tags(extra: dict[str, Any]) -> tuple[str, ...]:
     return tuple(t for t in tags if isinstance(t, str)) if isinstance(tags, list) else ()
 
 
-def resolve_task(tasks: Sequence[Any], ref: str) -> str:
+def resolve_task(tasks: Sequence[Any], ref: str, where: str = "") -> str:
     """The id of the task ``ref`` names (see the module docstring).
 
     Args:
         tasks: the store's tasks (:class:`~rubric_engine.store.TaskRecord`), oldest first.
         ref: a task id, ``tag:TAG`` or a name.
+        where: the store's path, for the message.
 
     Raises:
         TaskNotFoundError: no task has that id, tag or name; the known names and tags are listed.
@@ -88,8 +89,8 @@ def resolve_task(tasks: Sequence[Any], ref: str) -> str:
         f"; tags: {', '.join(TAG_PREFIX + t for t in tags)}" if tags else ""
     )
     raise TaskNotFoundError(
-        f"no task with id, name or tag {ref!r}{known}; `rubric-eval tasks --store PATH` lists "
-        "the tasks"
+        f"task {ref!r} not found{f' in {where}' if where else ''} (no task has that id, name "
+        f"or tag{known}); `rubric-eval tasks --store PATH` lists the tasks"
     )
 
 
@@ -99,4 +100,4 @@ def resolve_in_store(store: Any, ref: str) -> str:
     try:
         return str(store.task(ref).id)
     except TaskNotFoundError:
-        return resolve_task(store.tasks(), ref)
+        return resolve_task(store.tasks(), ref, str(store.path))

@@ -97,7 +97,7 @@ def test_the_newest_task_of_a_name_wins() -> None:
     assert resolve_task(tasks, "n") == "b"
     assert resolve_task(tasks, "tag:t") == "c"
     assert resolve_task(tasks, "a") == "a"
-    with pytest.raises(TaskNotFoundError, match="names: n; tags: tag:t"):
+    with pytest.raises(TaskNotFoundError, match=r"task 'm' not found .*names: n; tags: tag:t"):
         resolve_task(tasks, "m")
 
 
