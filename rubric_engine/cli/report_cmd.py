@@ -84,9 +84,10 @@ def tasks(store: StoreOpt = DEFAULT_STORE) -> None:
 
     def run() -> None:
         from rubric_engine.store import TaskStore
+        from rubric_engine.task_ref import TAG_PREFIX, task_name, task_tags
 
         _require_store(store)
-        rows = [("task", "created", "state", "rubric", "judge", "rows done/planned")]
+        rows = [("task", "created", "state", "rubric", "judge", "rows done/planned", "name/tags")]
         with TaskStore(store) as opened:
             done = opened.finished_rows()
             rows += [
@@ -97,6 +98,9 @@ def tasks(store: StoreOpt = DEFAULT_STORE) -> None:
                     f"{t.rubric_key} v{t.rubric_version} ({t.rubric_status})",
                     f"{t.model} ({t.judge_mode})",
                     f"{done.get(t.id, 0)}/{t.row_count}",
+                    " ".join(
+                        [task_name(t.extra) or "", *(TAG_PREFIX + g for g in task_tags(t.extra))]
+                    ).strip(),
                 )
                 for t in opened.tasks()
             ]

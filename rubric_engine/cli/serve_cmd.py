@@ -23,6 +23,22 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def bind_notice(host: str, port: int, store: object) -> tuple[str, bool]:
+    """What ``serve`` prints before it listens, and whether it is a warning (stderr)."""
+    if is_loopback(host):
+        return (
+            f"serving {store} on http://{host}:{port}/ (loopback only: not reachable from "
+            "other machines)",
+            False,
+        )
+    return (
+        f"warning: serving {store} on {host}:{port}, reachable from other machines; there are "
+        "no accounts: anyone who can reach it can read the dialogues and write labels. Use the "
+        "default --host 127.0.0.1 unless you mean this.",
+        True,
+    )
+
+
 @app.command()
 def serve(
     store: StoreOpt = DEFAULT_STORE,
@@ -74,18 +90,8 @@ def serve(
         config = ServeConfig(
             store, reviewer=reviewer, blind=blind, policy=policy, claim_ttl_s=claim_ttl
         )
-        if is_loopback(host):
-            typer.echo(
-                f"serving {store} on http://{host}:{port}/ (loopback only: not reachable "
-                "from other machines)"
-            )
-        else:
-            typer.echo(
-                f"warning: serving {store} on {host}:{port}, reachable from other machines; "
-                "there are no accounts: anyone who can reach it can read the dialogues and "
-                "write labels. Use the default --host 127.0.0.1 unless you mean this.",
-                err=True,
-            )
+        notice, warning = bind_notice(host, port, store)
+        typer.echo(notice, err=warning)
         uvicorn.run(create_app(config), host=host, port=port, log_level="warning")
 
     _guard(run)
