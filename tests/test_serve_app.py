@@ -156,6 +156,12 @@ def test_a_review_writes_labels_through_the_label_model(
     with TaskStore(store) as opened:
         assert read_labels(opened.connection, task_id=task) == []
     form["reason"] = "the agent asked for confirmation in turn 6"
+    form[f"evidence.{rid}"] = "6, 999"
+    outside = c.post(f"/tasks/{task}/review/{result.row_id}", data=form)
+    assert outside.status_code == 400
+    assert f"evidence.{rid} '6, 999'" in outside.text.replace("&#39;", "'")
+    assert 'value="6, 999"' in outside.text  # shown again, nothing lost
+    form[f"evidence.{rid}"] = "6"
     done = c.post(f"/tasks/{task}/review/{result.row_id}", data=form, follow_redirects=False)
     assert done.status_code == 303
     with TaskStore(store) as opened:
@@ -165,7 +171,7 @@ def test_a_review_writes_labels_through_the_label_model(
     assert all(lab.source is LabelSource.REVIEW and lab.saw_judge_verdict for lab in labels)
     assert all(lab.rubric_key == "airline_cs" and lab.rubric_version == 1 for lab in labels)
     by_req = {lab.requirement_id: lab for lab in labels}
-    assert str(by_req[rid].status) == "FOLLOWED"
+    assert str(by_req[rid].status) == "FOLLOWED" and by_req[rid].evidence_turns == (6,)
     assert by_req[None].score == rubric.score_scale.max
     assert len(by_req) == 1 + len(result.reference_basis)
     # a second answer by the same reviewer supersedes: the store keeps both

@@ -136,6 +136,10 @@ def test_review_with_the_keyboard_disagree_and_adjudicate(
         for _ in range(index):
             page.keyboard.press("j")
         page.keyboard.press("f")
+        page.keyboard.press("e")  # the turns that show it: typed, then highlighted
+        page.keyboard.type("1, 2")
+        page.keyboard.press("Escape")
+        assert page.get_attribute("#turn-2", "class") == "msg assistant evidence"
         page.keyboard.press("5")
         assert page.is_checked(f'#reqs tr[data-req="{requirement}"] input[value=FOLLOWED]')
         assert page.get_attribute(f'#reqs tr[data-req="{requirement}"]', "class") == "cur"
@@ -188,6 +192,7 @@ def test_review_with_the_keyboard_disagree_and_adjudicate(
         lab for lab in labels if lab.reviewer == "alice" and lab.requirement_id == requirement
     )
     assert str(override.status) == "FOLLOWED" and override.reason and "confirm" in override.reason
+    assert override.evidence_turns == (1, 2)
     assert override.saw_judge_verdict is True and override.source is LabelSource.REVIEW
     settled = [lab for lab in labels if lab.reviewer == "carol"]
     assert all(lab.source is LabelSource.ADJUDICATION and lab.reason for lab in settled)

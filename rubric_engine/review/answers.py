@@ -45,6 +45,8 @@ class Answer:
     red_flag_types: frozenset[str] = frozenset()
     score: int | None = None
     reason: str | None = None
+    #: requirement ID → the turns (0-based message indexes) the reviewer cites for its status
+    evidence: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,11 @@ def answers_of_labels(labels: Iterable[Label]) -> dict[tuple[str, str], Answer]:
         }
         row_level = [lab for lab in labs if lab.requirement_id is None] or labs
         last = row_level[-1]
+        evidence = {
+            lab.requirement_id: lab.evidence_turns
+            for lab in labs
+            if lab.requirement_id is not None and lab.evidence_turns
+        }
         out[key] = Answer(
             key[0],
             last.intent_key,
@@ -100,6 +107,7 @@ def answers_of_labels(labels: Iterable[Label]) -> dict[tuple[str, str], Answer]:
             frozenset(last.red_flag_types or ()),
             None if last.score is None else int(last.score),
             last.reason,
+            evidence,
         )
     return out
 
@@ -138,19 +146,29 @@ def applicable(
     return (*pack, *case)
 
 
+def _turns(text: str, turn_count: int) -> tuple[int, ...] | None:
+    """``"3, 7"`` → ``(3, 7)``; ``None`` when a part is not a turn of the dialogue."""
+    parts = [p for p in text.replace(",", " ").split() if p]
+    if not all(p.isdigit() and int(p) < turn_count for p in parts):
+        return None
+    return tuple(dict.fromkeys(int(p) for p in parts))
+
+
 def answer_from_form(
     form: Mapping[str, str | Sequence[str]],
     row_id: str,
     rubric: EvalRubric,
     case: Sequence[HardRequirement],
+    turn_count: int = 0,
 ) -> Answer:
     """Read a submitted review form.
 
     Fields: ``intent`` (an intent key), ``score`` (an integer on the scale), ``flag`` (zero or
     more red-flag types), ``status.<REQUIREMENT_ID>`` (a :class:`LabelStatus`) for each
-    applicable requirement of the chosen intent, ``reason`` (free text). A red line marked
-    VIOLATED adds its red-flag type, the way the normalizer backfills the judge's (SPEC §5
-    step 4); an ``observableInData: false`` requirement is always NOT_APPLICABLE.
+    applicable requirement of the chosen intent, ``evidence.<REQUIREMENT_ID>`` (optional turn
+    numbers from 0 to ``turn_count - 1``, e.g. ``"3, 7"``), ``reason`` (free text). A red
+    line marked VIOLATED adds its red-flag type, the way the normalizer backfills the judge's
+    (SPEC §5 step 4); an ``observableInData: false`` requirement is always NOT_APPLICABLE.
 
     Raises:
         InputError: every problem of the form at once, each naming the field and the valid
@@ -184,6 +202,7 @@ def answer_from_form(
             f"{', '.join(rubric.red_flag_types)}"
         )
     statuses: dict[str, LabelStatus] = {}
+    evidence: dict[str, tuple[int, ...]] = {}
     choices = ", ".join(s.value for s in LabelStatus)
     for req in applicable(rubric, intent_key, case) if intent_key else ():
         given = one(f"status.{req.id}").upper()
@@ -196,10 +215,18 @@ def answer_from_form(
             continue
         if statuses[req.id] is LabelStatus.VIOLATED and req.critical and req.red_flag_type:
             flags.add(req.red_flag_type)
+        cited = _turns(one(f"evidence.{req.id}"), turn_count)
+        if cited is None:
+            problems.append(
+                f"evidence.{req.id} {one(f'evidence.{req.id}')!r}: give turn numbers from 0 to "
+                f"{turn_count - 1}, e.g. 3, 7"
+            )
+        elif cited:
+            evidence[req.id] = cited
     if problems:
         raise InputError(f"review of row {row_id}: " + "; ".join(problems))
     reason = one("reason") or None
-    return Answer(row_id, intent_key, statuses, frozenset(flags), score, reason)
+    return Answer(row_id, intent_key, statuses, frozenset(flags), score, reason, evidence)
 
 
 def labels_of_answer(answer: Answer, context: ReviewContext) -> list[Label]:
@@ -225,7 +252,12 @@ def labels_of_answer(answer: Answer, context: ReviewContext) -> list[Label]:
         **common,
     )
     reqs = [
-        Label(requirement_id=rid, status=status, **common)
+        Label(
+            requirement_id=rid,
+            status=status,
+            evidence_turns=answer.evidence.get(rid, ()),
+            **common,
+        )
         for rid, status in answer.statuses.items()
     ]
     return [row, *reqs]

@@ -124,12 +124,20 @@ def prefill(answer: Answer | None) -> dict[str, Any]:
     without a verdict). Unlisted requirements start FOLLOWED (unobservable ones
     NOT_APPLICABLE, set by the template)."""
     if answer is None:
-        return {"intent": None, "score": None, "flags": [], "statuses": {}, "reason": ""}
+        return {
+            "intent": None,
+            "score": None,
+            "flags": [],
+            "statuses": {},
+            "evidence": {},
+            "reason": "",
+        }
     return {
         "intent": answer.intent_key,
         "score": answer.score,
         "flags": sorted(answer.red_flag_types),
         "statuses": {rid: str(s) for rid, s in answer.statuses.items()},
+        "evidence": {rid: ", ".join(map(str, t)) for rid, t in answer.evidence.items()},
         "reason": answer.reason or "",
     }
 
@@ -141,5 +149,8 @@ def prefill_from_form(form: Mapping[str, Any]) -> dict[str, Any]:
         "score": int(s) if (s := str(form.get("score") or "")).isdigit() else None,
         "flags": list(form.get("flag") or ()),
         "statuses": {k[len("status.") :]: v for k, v in form.items() if k.startswith("status.")},
+        "evidence": {
+            k[len("evidence.") :]: v for k, v in form.items() if k.startswith("evidence.")
+        },
         "reason": form.get("reason") or "",
     }

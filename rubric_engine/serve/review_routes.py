@@ -203,7 +203,13 @@ class ReviewPages(Pages):
             strategy = check_strategy(form.get("strategy") or "random")
             blind = form.get("blind") == "1"
             try:
-                answer = answer_from_form(form, row_id, task.rubric, case_requirements_of(dialogue))
+                answer = answer_from_form(
+                    form,
+                    row_id,
+                    task.rubric,
+                    case_requirements_of(dialogue),
+                    len(dialogue.get("messages") or []),
+                )
                 check_reason(answer, row.judge, saw_judge_verdict=not blind)
             except InputError as exc:
                 return self._form_page(
@@ -310,7 +316,13 @@ class ReviewPages(Pages):
                         f"{reviewer} reviewed row {row_id}; a disagreement is settled by "
                         "someone else: switch reviewer (top right) and adjudicate"
                     )
-                answer = answer_from_form(form, row_id, task.rubric, case_requirements_of(dialogue))
+                answer = answer_from_form(
+                    form,
+                    row_id,
+                    task.rubric,
+                    case_requirements_of(dialogue),
+                    len(dialogue.get("messages") or []),
+                )
                 if not answer.reason:
                     raise InputError(f"adjudication of row {row_id}: say why in the reason field")
             except InputError as exc:
