@@ -183,9 +183,9 @@ def create_app(config: ServeConfig) -> Starlette:
     Raises:
         StoreError: (at request time) the store file is missing or damaged; shown as a page.
     """
-    from rubric_engine.serve.review_routes import ReviewPages
+    from rubric_engine.serve.adjudicate_routes import AdjudicationPages
 
-    pages = ReviewPages(config)
+    pages = AdjudicationPages(config)
     routes = [
         Route("/", pages.tasks),
         Route("/reviewer", pages.reviewer_form, methods=["GET"]),

@@ -1,4 +1,4 @@
-"""The review routes: the queue, a row's review form, a row's page, adjudication (issue 13).
+"""The review routes: the queue, a row's review form and a row's page (issue 13).
 
 A review page is built from the stored row and the task's own rubric snapshot. In blind mode
 the judge's verdict is not passed to the template at all; it is shown on the row's page after
@@ -18,7 +18,9 @@ from starlette.responses import RedirectResponse, Response
 from rubric_engine.errors import InputError
 from rubric_engine.labels.model import LabelSource
 from rubric_engine.labels.store import append_labels, read_labels
+from rubric_engine.report.stored import StoredTask
 from rubric_engine.review.answers import (
+    Answer,
     ReviewContext,
     answer_from_form,
     check_reason,
@@ -58,7 +60,7 @@ def _form_dict(form: FormData) -> dict[str, Any]:
 class ReviewPages(Pages):
     """:class:`~rubric_engine.serve.app.Pages` plus the review and adjudication routes."""
 
-    def _state(self, store: TaskStore, ref: str) -> tuple[Any, list[RowReviews]]:
+    def _state(self, store: TaskStore, ref: str) -> tuple[StoredTask, list[RowReviews]]:
         task = self.load(store, ref)
         labels = read_labels(store.connection, task_id=task.record.id)
         return task, row_reviews([r.result for r in task.rows], labels, self.config.policy)
@@ -74,7 +76,12 @@ class ReviewPages(Pages):
         return RedirectResponse(f"/reviewer?{urlencode({'next': target})}", status_code=303)
 
     def _queue(
-        self, store: TaskStore, task: Any, rows: list[RowReviews], reviewer: str, strategy: str
+        self,
+        store: TaskStore,
+        task: StoredTask,
+        rows: list[RowReviews],
+        reviewer: str,
+        strategy: str,
     ) -> list[RowReviews]:
         claims = live_claims(store.connection, task.record.id)
         others = frozenset(row for row, who in claims.items() if who != reviewer)
@@ -88,13 +95,13 @@ class ReviewPages(Pages):
             other_judges=other_judges,
         )
 
-    def _other_judges(self, store: TaskStore, task: Any) -> dict[str, list[Any]]:
+    def _other_judges(self, store: TaskStore, task: StoredTask) -> dict[str, list[Answer]]:
         """Other judge runs of the same rubric key over the same rows (judge disagreement)."""
         from rubric_engine.report.stored import load_task
         from rubric_engine.review.answers import answer_of_result
 
         wanted = {r.result.row_id for r in task.rows}
-        out: dict[str, list[Any]] = {}
+        out: dict[str, list[Answer]] = {}
         for record in store.tasks():
             if record.id == task.record.id or record.rubric_key != task.record.rubric_key:
                 continue
@@ -139,7 +146,7 @@ class ReviewPages(Pages):
     def _form_page(
         self,
         request: Request,
-        task: Any,
+        task: StoredTask,
         row: RowReviews,
         dialogue: dict[str, Any],
         *,
@@ -230,7 +237,7 @@ class ReviewPages(Pages):
         return RedirectResponse(target, status_code=303)
 
     def _context(
-        self, task: Any, reviewer: str, *, saw: bool, adjudication: bool = False
+        self, task: StoredTask, reviewer: str, *, saw: bool, adjudication: bool = False
     ) -> ReviewContext:
         record = task.record
         return ReviewContext(
@@ -277,67 +284,3 @@ class ReviewPages(Pages):
             strategy=strategy,
             disputed=row.disputed and not row.adjudicated,
         )
-
-    async def adjudication_list(self, request: Request) -> Response:
-        with self.store() as store:
-            task, rows = self._state(store, request.path_params["task"])
-        disputed = []
-        for row in adjudication_rows(rows):
-            answers = list(row.reviews.items())
-            changes = differences(answers[0][1], answers[1][1])
-            disputed.append({"row": row, "reviewers": [n for n, _ in answers], "changes": changes})
-        return self.render(request, "adjudicate_list.html.j2", task=task.record, disputed=disputed)
-
-    async def adjudicate(self, request: Request) -> Response:
-        reviewer = self.reviewer(request)
-        if reviewer is None:
-            return self._ask_name(request)
-        row_id = request.path_params["row_id"]
-        form = _form_dict(await request.form()) if request.method == "POST" else None
-        with self.store() as store:
-            task, rows = self._state(store, request.path_params["task"])
-            row = self._find(rows, row_id)
-            dialogue = store.dialogues(task.record.id, [row_id]).get(row_id, {})
-            first = next(iter(row.reviews.values()), None)
-            if form is None:
-                return self._form_page(
-                    request,
-                    task,
-                    row,
-                    dialogue,
-                    blind=False,
-                    strategy="disagreement",
-                    fill=prefill(first),
-                    adjudicate=True,
-                )
-            try:
-                if reviewer in row.reviews:
-                    raise InputError(
-                        f"{reviewer} reviewed row {row_id}; a disagreement is settled by "
-                        "someone else: switch reviewer (top right) and adjudicate"
-                    )
-                answer = answer_from_form(
-                    form,
-                    row_id,
-                    task.rubric,
-                    case_requirements_of(dialogue),
-                    len(dialogue.get("messages") or []),
-                )
-                if not answer.reason:
-                    raise InputError(f"adjudication of row {row_id}: say why in the reason field")
-            except InputError as exc:
-                return self._form_page(
-                    request,
-                    task,
-                    row,
-                    dialogue,
-                    blind=False,
-                    strategy="disagreement",
-                    fill=prefill_from_form(form),
-                    error=str(exc),
-                    adjudicate=True,
-                )
-            context = self._context(task, reviewer, saw=True, adjudication=True)
-            append_labels(store.connection, labels_of_answer(answer, context))
-        target = f"/tasks/{quote(task.record.id, safe='')}/adjudicate"
-        return RedirectResponse(target, status_code=303)
