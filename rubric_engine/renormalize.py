@@ -107,6 +107,9 @@ def renormalize(
     """
     target = rubric_for_scoring(rubric_ref, store_path, draft)
     with TaskStore(store_path) as store:
+        from rubric_engine.task_ref import resolve_in_store
+
+        task_id = resolve_in_store(store, task_id)
         source = store.task(task_id)
         judged = verified_snapshot(source.rubric_snapshot, source.rubric_hash, f"task {task_id}")
         if target.key != judged.key:

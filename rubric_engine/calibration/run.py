@@ -54,6 +54,7 @@ def calibrate_task(
     from rubric_engine.report import load_task
 
     task = load_task(store, task_id)
+    task_id = task.record.id  # a name or tag:TAG was resolved to the id
     row_ids = {row.result.row_id for row in task.rows}
     if labels_file is not None:
         labels = check_against_task(read_label_file(labels_file), task, labels_file)

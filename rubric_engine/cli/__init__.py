@@ -29,6 +29,7 @@ COMMAND_MODULES = (
     "calibrate_cmd",
     "store_cmd",
     "work_cmd",
+    "serve_cmd",
 )
 for _name in COMMAND_MODULES:
     importlib.import_module(f"rubric_engine.cli.{_name}")

@@ -29,8 +29,12 @@ BaselineStoreOpt = Annotated[
 
 @app.command()
 def diff(
-    baseline: Annotated[str, typer.Argument(help="Baseline task id (the accepted run).")],
-    current: Annotated[str, typer.Argument(help="Current task id (the run to judge).")],
+    baseline: Annotated[
+        str, typer.Argument(help="Baseline task (id, name or tag:TAG; the accepted run).")
+    ],
+    current: Annotated[
+        str, typer.Argument(help="Current task (id, name or tag:TAG; the run to judge).")
+    ],
     store: StoreOpt = DEFAULT_STORE,
     baseline_store: BaselineStoreOpt = None,
     format: Annotated[str, typer.Option("--format", help="md or json.")] = "md",
@@ -67,7 +71,7 @@ def diff(
 
 @app.command()
 def gate(
-    task_id: Annotated[str, typer.Argument(help="Task to check.")],
+    task_id: Annotated[str, typer.Argument(help="Task to check (id, name or tag:TAG).")],
     threshold: Annotated[
         list[str] | None,
         typer.Option(

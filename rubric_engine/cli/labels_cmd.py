@@ -98,8 +98,10 @@ def labels_export(
             raise ConfigurationError(f"--format {format!r} is not valid; use jsonl or csv")
         _require_store(store)
         with TaskStore(store) as opened:
-            record = opened.task(task)
-            rows = set(opened.row_outcomes(task))
+            from rubric_engine.task_ref import resolve_in_store
+
+            record = opened.task(resolve_in_store(opened, task))
+            rows = set(opened.row_outcomes(record.id))
             labels = [
                 lab
                 for lab in read_labels(

@@ -14,7 +14,9 @@ from rubric_engine.cli._app import StoreOpt, _fail, _guard, _require_store, app,
 
 @app.command()
 def report(
-    task_id: Annotated[str, typer.Argument(help="Task id printed by `score`.")],
+    task_id: Annotated[
+        str, typer.Argument(help="Task id printed by `score`, a task name, or tag:TAG.")
+    ],
     store: StoreOpt = DEFAULT_STORE,
     format: Annotated[
         str,
@@ -58,12 +60,15 @@ def report(
 
         _require_store(store)
         with TaskStore(store) as opened:
-            task = load_task(opened, task_id)
+            from rubric_engine.task_ref import resolve_in_store
+
+            resolved = resolve_in_store(opened, task_id)
+            task = load_task(opened, resolved)
             built = report_from_task(task, pass_score=pass_score, by=tuple(by or ()))
             # report.json never holds it; report.md and report.html show it once there is one
             built = with_calibration(opened, task, built)
             if out is not None:
-                files = write_reports(opened, task_id, built, out, task=task)
+                files = write_reports(opened, resolved, built, out, task=task)
                 typer.echo(f"wrote {files.json}, {files.markdown}, {files.html}, {files.rows}")
             elif format == "html":
                 sys.stdout.write(html_report(opened, task, built))
@@ -79,9 +84,10 @@ def tasks(store: StoreOpt = DEFAULT_STORE) -> None:
 
     def run() -> None:
         from rubric_engine.store import TaskStore
+        from rubric_engine.task_ref import TAG_PREFIX, task_name, task_tags
 
         _require_store(store)
-        rows = [("task", "created", "state", "rubric", "judge", "rows done/planned")]
+        rows = [("task", "created", "state", "rubric", "judge", "rows done/planned", "name/tags")]
         with TaskStore(store) as opened:
             done = opened.finished_rows()
             rows += [
@@ -92,6 +98,9 @@ def tasks(store: StoreOpt = DEFAULT_STORE) -> None:
                     f"{t.rubric_key} v{t.rubric_version} ({t.rubric_status})",
                     f"{t.model} ({t.judge_mode})",
                     f"{done.get(t.id, 0)}/{t.row_count}",
+                    " ".join(
+                        [task_name(t.extra) or "", *(TAG_PREFIX + g for g in task_tags(t.extra))]
+                    ).strip(),
                 )
                 for t in opened.tasks()
             ]

@@ -126,6 +126,17 @@ def score(
         float | None,
         typer.Option(help="Budget: stop starting rows after this much spend, in USD."),
     ] = D.max_cost_usd,
+    name: Annotated[
+        str | None,
+        typer.Option(
+            help="A name for the task; report, diff, gate, calibrate and serve take it for the "
+            "id (the newest task of that name)."
+        ),
+    ] = D.name,
+    tag: Annotated[
+        list[str] | None,
+        typer.Option(help="A tag for the task (repeatable); refer to it as tag:TAG."),
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
     workers_only: Annotated[
         bool,
@@ -165,6 +176,8 @@ def score(
         max_calls=max_calls,
         max_cost_usd=max_cost,
         judge=cast(JudgeKind, judge),
+        name=name,
+        tags=tuple(tag or ()),
     )
     if workers_only:
         _queue(options)

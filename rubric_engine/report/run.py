@@ -74,7 +74,8 @@ def read_report(
     """A stored task's report, rebuilt from its own rubric snapshot (what ``report.json`` holds).
 
     Args:
-        task_id: the task's id, as ``score`` printed it.
+        task_id: the task's id, as ``score`` printed it, or its name or ``tag:TAG``
+            (:mod:`rubric_engine.task_ref`).
         store: the store, a SQLite file or a PostgreSQL URL (default: the CLI's default store).
         pass_score: lowest passing final score (default: one below the scale's top).
         by: slices to add (``intent``, ``category`` or a row metadata field).

@@ -25,6 +25,7 @@ from rubric_engine.report.rows import RowFacts, RowUsage, row_facts
 from rubric_engine.results import RowResult
 from rubric_engine.rubric.model import EvalRubric
 from rubric_engine.store import StoredRow, TaskRecord, TaskStore
+from rubric_engine.task_ref import resolve_in_store
 
 if TYPE_CHECKING:
     from rubric_engine.report.diff import DiffSide
@@ -91,6 +92,9 @@ def report_row(stored: StoredRow) -> ReportRow:
 def load_task(store: TaskStore, task_id: str) -> StoredTask:
     """Read a task, parse its rubric snapshot and load its rows in input order.
 
+    ``task_id`` may also be the task's name or ``tag:TAG`` (:mod:`rubric_engine.task_ref`), so
+    every command that loads a task takes one; the loaded record carries the real id.
+
     The task's rubric snapshot is checked against the content hash recorded when the task ran
     (SPEC §3): a report is never rebuilt from rules edited afterwards.
 
@@ -99,6 +103,7 @@ def load_task(store: TaskStore, task_id: str) -> StoredTask:
         StoreError: the stored snapshot no longer validates or no longer matches its hash; a
             COMPLETED task does not hold exactly its planned rows (rows were deleted or added).
     """
+    task_id = resolve_in_store(store, task_id)
     record = store.task(task_id)
     rubric = verified_snapshot(record.rubric_snapshot, record.rubric_hash, f"task {task_id}")
     rows = [

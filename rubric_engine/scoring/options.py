@@ -84,6 +84,10 @@ class ScoreOptions:
     max_cost_usd: float | None = None
     #: ``none``: no judge call, no cassette, no key; rows are decided by rule checks alone
     judge: JudgeKind = "llm"
+    #: a name to refer to the task by wherever a task id is taken (the newest task of the name)
+    name: str | None = None
+    #: tags to refer to the task by (``tag:TAG``: the newest task carrying it); no duplicates
+    tags: Sequence[str] = ()
 
 
 #: the defaults, for the CLI's option declarations
@@ -117,6 +121,7 @@ def check_options(options: ScoreOptions) -> None:
         ConfigurationError: the first problem, naming the flag, the valid values and the fix.
     """
     _check_resume(options)
+    _check_name(options)
     if options.judge not in JUDGES:
         raise ConfigurationError(
             f"--judge {options.judge!r} is not valid; use one of {', '.join(JUDGES)}"
@@ -163,6 +168,14 @@ def _check_resume(options: ScoreOptions) -> None:
             f"--resume continues the task as it started (its judge, model, mode, cassettes, "
             f"input format and sampling); drop {', '.join(given)}, or start a new task"
         )
+
+
+def _check_name(options: ScoreOptions) -> None:
+    from rubric_engine.task_ref import check_name_and_tags
+
+    if options.resume is not None and (options.name is not None or options.tags):
+        raise ConfigurationError("--resume keeps the task's name and tags; drop --name and --tag")
+    check_name_and_tags(options.name, options.tags)
 
 
 def _check_budget(options: ScoreOptions) -> None:

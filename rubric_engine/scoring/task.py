@@ -25,6 +25,7 @@ from rubric_engine.scoring.options import ScoreOptions, effective_model
 from rubric_engine.scoring.preflight import Inputs
 from rubric_engine.store import TaskRecord, TaskStore
 from rubric_engine.stores.location import StoreLocation
+from rubric_engine.task_ref import check_name_and_tags
 from rubric_engine.task_state import TaskState
 
 ANALYSIS_VERSION = "normalizer/1"
@@ -130,7 +131,7 @@ def task_record(
         ),
         inputs=input_records(inputs),
         row_count=inputs.total,
-        extra={"run": run_settings(options)},
+        extra={"run": run_settings(options), **check_name_and_tags(options.name, options.tags)},
     )
 
 

@@ -216,6 +216,22 @@ def m005_calibrations(db: Backend) -> None:
     )
 
 
+def m006_review_claims(db: Backend) -> None:
+    """Claims on rows under review in ``rubric-eval serve`` (issue 13): one live claim a row."""
+    _ddl(
+        db,
+        """
+        CREATE TABLE IF NOT EXISTS review_claims (
+            task_id TEXT NOT NULL,
+            row_id TEXT NOT NULL,
+            reviewer TEXT NOT NULL,
+            expires_at TEXT NOT NULL,
+            PRIMARY KEY (task_id, row_id)
+        )
+        """,
+    )
+
+
 #: every migration, in the order applied; append only
 MIGRATIONS: tuple[Migration, ...] = (
     m001_tasks_and_rows,
@@ -223,6 +239,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     m003_work_items,
     m004_labels,
     m005_calibrations,
+    m006_review_claims,
 )
 #: what ``meta.schema`` says once every migration is applied
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,0 +1,89 @@
+"""`serve` on a store another process is writing to (issue 13): new rows show on reload, and
+reviews written meanwhile never corrupt the store (SQLite WAL, one short transaction each)."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+pytest.importorskip("starlette", reason="the serve extra is not installed")
+from starlette.testclient import TestClient
+
+from rubric_engine.labels.store import read_labels
+from rubric_engine.serve.app import REVIEWER_COOKIE, ServeConfig, create_app
+from rubric_engine.store import TaskStore
+from tests.conftest import ROOT
+from tests.serve_helpers import confirm_form, publish, score_demo
+
+#: copies a finished task's rows, one commit per row, into a new RUNNING task: a scoring run as
+#: seen from the store, slowed down so the reader sees it half done
+WRITER = """
+import dataclasses, sys, time
+from rubric_engine.store import TaskStore
+store_path, source, target = sys.argv[1:4]
+with TaskStore(store_path) as store:
+    task = store.task(source)
+    store.create_task(dataclasses.replace(task, id=target, state="RUNNING", finished_at=None))
+    for row in list(store.rows(source)):
+        store.add_row(target, row, commit_every=1)
+        time.sleep(0.08)
+    store.finish_task(target, "COMPLETED", {})
+"""
+
+
+def test_new_rows_show_on_reload_and_the_store_stays_sound(tmp_path: Path) -> None:
+    store = tmp_path / "store.sqlite"
+    publish(store, "airline_cs.yaml")
+    source = score_demo(store, "airline_tau2_dev.json", "airline_cs", tmp_path / "out")
+    target = "20990101-000000-abcdef"
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(store), source, target],
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    client = TestClient(create_app(ServeConfig(store)))
+    client.cookies.set(REVIEWER_COOKIE, quote("alice", safe=""))
+    with TaskStore(store) as opened:
+        results = [r.result for r in opened.rows(source)]
+    seen: list[int] = []
+    reviewed = 0
+    deadline = time.monotonic() + 60
+    while writer.poll() is None and time.monotonic() < deadline:
+        page = client.get("/")
+        assert page.status_code == 200
+        found = re.search(
+            rf'<tr data-task="{target}">.*?<td class="n rows">(\d+)/25</td>', page.text, re.S
+        )
+        if found:
+            seen.append(int(found.group(1)))
+        if reviewed < len(results):  # write labels while the other process writes rows
+            result = results[reviewed]
+            answer = client.post(
+                f"/tasks/{source}/review/{result.row_id}", data=confirm_form(result)
+            )
+            assert answer.status_code == 200, answer.text[:500]
+            reviewed += 1
+    assert writer.wait(timeout=30) == 0, writer.stderr.read() if writer.stderr else ""
+    final = re.search(
+        rf'<tr data-task="{target}">.*?<td>(\w+)</td>\s*<td class="n rows">(\d+)/25',
+        client.get("/").text,
+        re.S,
+    )
+    assert final and final.groups() == ("COMPLETED", "25")
+    assert len(set(seen)) >= 3 and seen == sorted(seen)  # partial states seen, never going back
+    assert 0 < min(seen) < 25
+    db = sqlite3.connect(store)
+    assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    assert db.execute("SELECT COUNT(*) FROM rows WHERE task_id=?", (target,)).fetchone() == (25,)
+    db.close()
+    with TaskStore(store) as opened:
+        labels = read_labels(opened.backend, task_id=source)
+    assert len({lab.row_id for lab in labels}) == reviewed
