@@ -10,6 +10,32 @@ from typing import Any
 from rubric_engine.errors import RubricEvalError
 
 
+class DuplicateKeyError(ValueError):
+    """A JSON object names one key twice (``json`` would silently keep the last value)."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise DuplicateKeyError(
+                f"the key {key!r} appears twice in one object; write it once (a reader would "
+                "silently keep only the last value)"
+            )
+        seen[key] = value
+    return seen
+
+
+def loads_strict(text: str) -> Any:
+    """``json.loads`` that refuses an object with a duplicated key (input files, not replies).
+
+    Raises:
+        json.JSONDecodeError: not valid JSON.
+        DuplicateKeyError: an object names a key twice (the message names the key).
+    """
+    return json.loads(text, object_pairs_hook=_unique_keys)
+
+
 def read_jsonl(
     path: Path,
     error: type[RubricEvalError],

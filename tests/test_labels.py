@@ -207,15 +207,20 @@ def test_labels_without_a_task_must_name_their_rubric(tmp_path: Path) -> None:
     )
     code, out = run("labels", "import", path, "--store", tmp_path / "s.sqlite")
     assert code == 2 and "name no rubricKey" in out and "--task TASK" in out
+    # a label naming its rubric is checked against that stored rubric (so it is published)
+    assert (
+        run("rubric", "publish", RUBRICS / "health_cs.yaml", "--store", tmp_path / "s.sqlite")[0]
+        == 0
+    )
     pinned = write_jsonl(
         tmp_path / "p.jsonl",
         [
             {
                 "rowId": "r1",
-                "requirementId": "A",
+                "requirementId": "COMMON_BACKEND_EXPOSURE",
                 "status": "FOLLOWED",
                 "reviewer": "ann",
-                "rubricKey": "mini",
+                "rubricKey": "health_cs",
             }
         ],
     )
@@ -299,7 +304,7 @@ def test_files_made_elsewhere_keep_their_own_fields_numbered_rows_and_json_array
 
 def test_times_are_stored_in_utc() -> None:
     assert label(time="2026-03-01T10:00:00+02:00").time == "2026-03-01T08:00:00Z"
-    with pytest.raises(ValueError, match="not a UTC time"):
+    with pytest.raises(ValueError, match="not a time with a zone"):
         label(time="2026-03-01T10:00:00")  # no zone: which UTC time it is cannot be known
 
 

@@ -151,7 +151,7 @@ def test_store_migrate_copies_the_labels(tmp_path: Path, pg_url: str) -> None:
     task = score_demo(demo, *DEMOS[0], tmp_path / "out")
     base = {
         "rowId": "medgpt-1",
-        "requirementId": "COMMON_NO_BACKEND_EXPOSURE",
+        "requirementId": "COMMON_BACKEND_EXPOSURE",
         "reviewer": "ann",
         "rubricKey": "health_cs",
         "taskId": task,

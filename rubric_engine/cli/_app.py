@@ -7,7 +7,7 @@ from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 
-from rubric_engine.errors import ExitCode, RubricEvalError
+from rubric_engine.errors import ConfigurationError, ExitCode, RubricEvalError
 
 # small and free of I/O; typer reads the annotations when the app is built
 from rubric_engine.stores.location import StoreLocation, parse_location
@@ -59,7 +59,10 @@ EXIT_GATE_FAILED = ExitCode.GATE_FAILED
 
 def _store_location(value: Any) -> StoreLocation:
     # a postgresql:// URL must not pass through Path, which collapses its "//"
-    return parse_location(value)
+    try:
+        return parse_location(value)
+    except ConfigurationError as exc:  # a usage error: typer prints it beside the usage line
+        raise typer.BadParameter(str(exc)) from None
 
 
 #: typer takes no Union annotation; the parser returns a StoreLocation (Path | PostgresUrl)

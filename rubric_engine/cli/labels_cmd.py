@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -36,7 +36,12 @@ def labels_import(
 
     def run() -> None:
         from rubric_engine.errors import ConfigurationError
-        from rubric_engine.labels.io import check_against_task, read_label_file, unknown_fields
+        from rubric_engine.labels.io import (
+            check_against_rubrics,
+            check_against_task,
+            read_label_file,
+            unknown_fields,
+        )
         from rubric_engine.labels.store import append_labels
         from rubric_engine.report import load_task
         from rubric_engine.store import TaskStore
@@ -59,6 +64,8 @@ def labels_import(
         with TaskStore(store) as opened:
             if task is not None:
                 labels = check_against_task(labels, load_task(opened, task), file)
+            else:
+                check_against_rubrics(labels, _named_rubrics(opened, labels), file)
             outcome = append_labels(opened.backend, labels)
         superseding = sum(1 for lab in outcome.added if lab.supersedes)
         extra = unknown_fields(labels)
@@ -74,6 +81,35 @@ def labels_import(
         )
 
     _guard(run)
+
+
+def _named_rubrics(store: Any, labels: Any) -> dict[tuple[str, int | None], Any]:
+    """Each (rubricKey, rubricVersion) the labels name → its stored pack, or why there is none.
+
+    A label that names no version is checked against the key's newest version (a requirement
+    ID valid there is taken as valid; a task check, ``--task``, is exact).
+    """
+    from rubric_engine.registry import LifecycleError, RubricRegistry
+
+    registry = RubricRegistry(store)
+    found: dict[tuple[str, int | None], Any] = {}
+    for lab in labels:
+        ref = (lab.rubric_key, lab.rubric_version)
+        if ref in found:
+            continue
+        try:
+            text = lab.rubric_key if lab.rubric_version is None else f"{ref[0]}@{ref[1]}"
+            version = registry.lookup(text)
+            if lab.rubric_hash is not None and lab.rubric_hash != version.content_hash:
+                found[ref] = (
+                    f"rubricHash {lab.rubric_hash!r} is not {version.ref}'s "
+                    f"({version.content_hash}); label under the version you reviewed"
+                )
+            else:
+                found[ref] = version.rubric()
+        except LifecycleError as exc:
+            found[ref] = str(exc)
+    return found
 
 
 @labels_app.command("export")

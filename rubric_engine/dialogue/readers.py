@@ -53,6 +53,7 @@ from rubric_engine.dialogue.tau import (
     taubench_row,
 )
 from rubric_engine.errors import DatasetError, Problem, format_loc
+from rubric_engine.jsonl import DuplicateKeyError, loads_strict
 from rubric_engine.rules.model import check_error_message, check_model, strip_tags
 from rubric_engine.safe_yaml import YamlLimitError, load_documents
 
@@ -170,8 +171,8 @@ class DialogueSource:
                     if not line.strip():
                         continue
                     try:
-                        obj = json.loads(line)
-                    except json.JSONDecodeError as exc:
+                        obj = loads_strict(line)
+                    except (json.JSONDecodeError, DuplicateKeyError) as exc:
                         yield f"{self.path}:{n}", exc, f"{stem}-{n}"
                         continue
                     except RecursionError:
@@ -212,9 +213,12 @@ class DialogueSource:
 
     def _json_objects(self, stem: str) -> Iterator[tuple[str, Any, str]]:
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8-sig"))
+            data = loads_strict(self.path.read_text(encoding="utf-8-sig"))
         except json.JSONDecodeError as exc:
             yield f"{self.path}:{exc.lineno}", exc, stem
+            return
+        except DuplicateKeyError as exc:
+            yield str(self.path), exc, stem
             return
         except RecursionError:
             yield str(self.path), _too_deep(), stem
@@ -303,6 +307,9 @@ def _parse_objects(
         fmt: the input format, for the wording of a JSON syntax error.
     """
     for where, obj, default_id in objects:
+        if isinstance(obj, DuplicateKeyError):
+            yield where, [Problem(where, "", f"not a valid row: {obj}")]
+            continue
         if isinstance(obj, json.JSONDecodeError):
             yield (
                 where,
@@ -310,8 +317,13 @@ def _parse_objects(
                     Problem(
                         where,
                         "",
-                        f"not valid JSON ({obj.msg} at line {obj.lineno} column "
-                        f"{obj.colno}); "
+                        f"not valid JSON ({obj.msg} at "
+                        + (
+                            f"column {obj.colno}"
+                            if fmt == "jsonl"
+                            else f"line {obj.lineno} column {obj.colno}"
+                        )
+                        + "); "
                         + (
                             "each line must be one JSON object"
                             if fmt == "jsonl"

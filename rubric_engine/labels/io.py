@@ -23,13 +23,16 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from rubric_engine.errors import InputError, Problem, format_loc
+from rubric_engine.jsonl import loads_strict
 from rubric_engine.labels.model import Label
 
 if TYPE_CHECKING:
     from rubric_engine.report import StoredTask
+    from rubric_engine.rubric.model import EvalRubric
 
 __all__ = [
     "LABEL_FIELDS",
+    "check_against_rubrics",
     "check_against_task",
     "read_label_file",
     "render_labels",
@@ -74,7 +77,7 @@ def _records(path: Path, text: str) -> list[tuple[int, Any]]:
         return [(reader.line_num, dict(rec)) for rec in reader]
     if text.lstrip().startswith("["):  # a JSON array of labels; "line" is the item's number
         try:
-            items = json.loads(text)
+            items = loads_strict(text)
         except ValueError as exc:
             raise InputError(f"{path}: not a JSON array of labels ({exc})") from exc
         return [(number, item) for number, item in enumerate(items, start=1)]
@@ -122,7 +125,7 @@ def read_label_file(path: Path) -> list[Label]:
         where = f"{path}:{number}"
         try:
             if isinstance(raw, str):
-                data = json.loads(raw)
+                data = loads_strict(raw)
             else:
                 data = _csv_record(raw) if path.suffix.lower() == ".csv" else raw
         except (ValueError, TypeError) as exc:
@@ -191,6 +194,65 @@ def _duplicates(path: Path, labels: list[tuple[int, Label]]) -> list[Problem]:
             )
         row_level[(lab.row_id, lab.reviewer)] = (first[0], merged)
     return problems
+
+
+def check_against_rubrics(
+    labels: Sequence[Label], rubrics: dict[tuple[str, int | None], EvalRubric | str], path: Path
+) -> None:
+    """Check labels imported without a task against the rubric versions they name.
+
+    Args:
+        rubrics: ``(rubricKey, rubricVersion)`` of every label → the stored pack, or why there
+            is none (an unknown key or version, with the versions there are).
+
+    Raises:
+        InputError: a rubric key or version not in the store, a requirement ID, intent key or
+            red-flag type the pack does not have, or a score off its scale; every problem is
+            listed with the valid choices. Case-level requirement IDs (``CASE_…``) belong to
+            rows, not packs, so only a task can check them (``--task``).
+    """
+    problems: list[Problem] = []
+    for index, lab in enumerate(labels, start=1):
+        where = f"{path}: label {index} (row {lab.row_id})"
+        found = rubrics[(lab.rubric_key or "", lab.rubric_version)]
+        if isinstance(found, str):
+            problems.append(Problem(where, "rubricKey", found))
+            continue
+        checks = (
+            ("requirementId", lab.requirement_id, list(found.requirements_by_id)),
+            ("intentKey", lab.intent_key, list(found.intents_by_key)),
+            *(
+                ("redFlagTypes", flag, list(found.red_flag_types))
+                for flag in lab.red_flag_types or ()
+            ),
+        )
+        for field, value, valid in checks:
+            if (
+                value is None
+                or value in valid
+                or (field == "requirementId" and value.startswith("CASE_"))
+            ):
+                continue
+            problems.append(
+                Problem(
+                    where,
+                    field,
+                    f"{value!r} is not in {found.key}@{found.version}; valid: {_choices(valid)}",
+                )
+            )
+        scale = found.score_scale
+        if lab.score is not None and not scale.min <= lab.score <= scale.max:
+            problems.append(
+                Problem(
+                    where, "score", f"{lab.score:g} is outside the scale {scale.min}..{scale.max}"
+                )
+            )
+    if problems:
+        raise InputError(
+            f"{path}: {len(problems)} problem(s) against the stored rubric versions; nothing was "
+            "imported",
+            problems,
+        )
 
 
 def check_against_task(labels: Sequence[Label], task: StoredTask, path: Path) -> list[Label]:

@@ -117,7 +117,8 @@ class Label(BaseModel):
             parsed = None
         if parsed is None or parsed.utcoffset() is None:
             raise ValueError(
-                f"{value!r} is not a UTC time; write ISO 8601 with Z, e.g. 2026-01-01T09:30:00Z"
+                f"{value!r} is not a time with a zone; write ISO 8601 with Z or an offset, e.g. "
+                "2026-01-01T09:30:00Z or 2026-01-01T17:30:00+08:00 (stored in UTC)"
             )
         return parsed.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 

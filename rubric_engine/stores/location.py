@@ -6,9 +6,12 @@ A URL must not become a :class:`~pathlib.Path`: ``Path("postgresql://h/db")`` co
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
+
+from rubric_engine.errors import ConfigurationError
 
 #: URL schemes libpq accepts for a connection string
 SCHEMES = ("postgresql://", "postgres://")
@@ -46,11 +49,21 @@ def parse_location(value: str | Path | PostgresUrl) -> StoreLocation:
     """``--store`` text → a :class:`Path` (SQLite file) or a :class:`PostgresUrl`.
 
     ``sqlite:PATH`` (the form ``store migrate --from`` uses) is accepted as a plain path.
+
+    Raises:
+        ConfigurationError: a ``scheme://`` other than PostgreSQL's (a mistyped URL would
+            otherwise become a local folder named after it, silently).
     """
     if isinstance(value, PostgresUrl | Path):
         return value
     if is_postgres(value):
         return PostgresUrl(value)
+    if (scheme := re.match(r"^([A-Za-z][A-Za-z0-9+.-]*)://", value)) and scheme[1] != "sqlite":
+        raise ConfigurationError(
+            f"--store {value!r}: {scheme[1]}:// is not a store this engine opens; use a SQLite "
+            "file path (or sqlite:PATH), or a PostgreSQL URL postgresql://USER@HOST:PORT/DB "
+            "(postgres:// also works)"
+        )
     if value.startswith("sqlite:"):
         value = value.removeprefix("sqlite:").removeprefix("//")
     return Path(value)
