@@ -273,3 +273,33 @@ def test_calibration_metrics_are_read_from_the_section_passed_in_as_data(
         update={"calibration": calibration_section("missing", "no calibration", {})}
     )
     assert render_markdown(missing) == render_markdown(built)  # never calibrated: no section
+
+
+def test_a_documented_calibration_figure_without_a_value_fails_never_unknown(
+    mini_rubric: EvalRubric,
+) -> None:
+    """Newcomer finding: with a current calibration, calibration.intentAccuracy (undefined for
+    those labels) was refused as an unknown metric (exit 2) while a stale calibration failed it
+    (exit 7): a CI job flipped between the two as labels came in. A documented name now always
+    fails as having no value; a misspelt one is still refused, listing the figures held."""
+    built = report(mini_rubric, [row("a", 5)])
+    current = built.model_copy(
+        update={
+            "calibration": calibration_section(
+                "current", "matches", {"calibration.kappa": 0.7}, "C1"
+            )
+        }
+    )
+    for name in (
+        "intentAccuracy",
+        "requirements.X_1.kappa.lower95",
+        "redFlagRecall.SAFETY.lower95",
+        "alpha.reviewers",
+        "scoreSpearman",
+    ):
+        threshold = parse_threshold(f"calibration.{name}>=0.5")
+        check_parameters([threshold], current)  # accepted
+        failed = check_threshold(threshold, current)
+        assert failed.passed is False and "has no such figure" in failed.message
+    with pytest.raises(ConfigurationError, match="valid: kappa"):
+        check_parameters([parse_threshold("calibration.kapa>=0.6")], current)

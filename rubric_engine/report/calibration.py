@@ -7,8 +7,10 @@ metrics of :func:`rubric_engine.calibration.record.calibration_metrics` to
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
+from rubric_engine.calibration.metrics import BINARY_METRICS
 from rubric_engine.report.model import CalibrationFigure, CalibrationSection, Report
 
 __all__ = [
@@ -73,13 +75,34 @@ def calibration_value(report: Report, name: str) -> float | None:
     return section.metrics.get(f"calibration.{name}")
 
 
+_BOUND = r"(\.(lower95|upper95))?"
+#: every figure name ``flat_metrics`` can write (docs/calibration.md), as one pattern
+_NAMES = re.compile(
+    rf"((requirements\.[^.\s]+\.)?({'|'.join(BINARY_METRICS)}){_BOUND}"
+    rf"|(redFlagRecall|redFlagPrecision)(\.[A-Za-z0-9_]+)?{_BOUND}"
+    rf"|(intentAccuracy|omissionRate){_BOUND}"
+    r"|score(WeightedKappa|Spearman|Pearson|Rmse|Bias)|correctedViolationRate"
+    r"|alpha\.(reviewers|withJudge))"
+)
+
+
+class CalibrationNames(list[str]):
+    """What ``calibration.<METRIC>`` accepts: any name of the documented forms (a figure the
+    labels leave undefined then fails with exit 7 and says why, as a stale or missing
+    calibration does), never a misspelt one. Listed as the figures the calibration holds."""
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and _NAMES.fullmatch(name) is not None
+
+
 def calibration_choices(report: Report) -> list[str] | None:
-    """The figure names a current calibration holds; ``None`` (not checked here) when there is
-    none: every such check then fails and says why (:func:`why_no_calibration_value`)."""
+    """The names ``calibration.<METRIC>`` accepts (see :class:`CalibrationNames`) when a
+    current calibration is attached; ``None`` (not checked here) otherwise: every such check
+    then fails and says why (:func:`why_no_calibration_value`)."""
     section = report.calibration
     if section is None or section.state != "current":
         return None
-    return sorted(m.removeprefix("calibration.") for m in section.metrics)
+    return CalibrationNames(sorted(m.removeprefix("calibration.") for m in section.metrics))
 
 
 def why_no_calibration_value(report: Report) -> str | None:
@@ -89,7 +112,12 @@ def why_no_calibration_value(report: Report) -> str | None:
         return None
     if section.state != "current":
         return f"calibration is {section.state}: {section.reason}"
-    return f"the calibration ({section.record_id}) has no such figure (undefined or never measured)"
+    held = sorted(m.removeprefix("calibration.") for m in section.metrics)
+    shown = ", ".join(held[:12]) + (f", … ({len(held) - 12} more)" if len(held) > 12 else "")
+    return (
+        f"the calibration ({section.record_id}) has no such figure (undefined for these labels, "
+        f"or misspelt); it holds: {shown}; names are listed in docs/calibration.md"
+    )
 
 
 def shown_calibration(report: Report) -> CalibrationSection | None:
