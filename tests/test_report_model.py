@@ -282,6 +282,8 @@ def test_a_documented_calibration_figure_without_a_value_fails_never_unknown(
     those labels) was refused as an unknown metric (exit 2) while a stale calibration failed it
     (exit 7): a CI job flipped between the two as labels came in. A documented name now always
     fails as having no value; a misspelt one is still refused, listing the figures held."""
+    from rubric_engine.report.calibration import calibration_section
+
     built = report(mini_rubric, [row("a", 5)])
     current = built.model_copy(
         update={
