@@ -13,7 +13,7 @@ import pytest
 from rubric_engine.errors import ConfigurationError, StoreError
 from rubric_engine.report.aggregate import RowFacts
 from rubric_engine.report.diff import DIFF_METRICS, DiffSide, diff_tasks
-from rubric_engine.report.gate import check_threshold, parse_threshold
+from rubric_engine.report.gate import check_parameters, check_threshold, parse_threshold
 from rubric_engine.report.metrics import METRICS, Better, MetricKind, find_metric, metric_table
 from rubric_engine.report.model import Report
 from rubric_engine.report.render import render_markdown
