@@ -14,6 +14,7 @@ from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from rubric_engine.commit_timer import committing
 from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.judge.protocol import Judge, JudgeOutcome, JudgeRequest
 from rubric_engine.prompt import PromptTemplate, render_system, render_user
@@ -202,6 +203,9 @@ async def run_batch(
 ) -> None:
     """Judge every row with at most ``concurrency`` calls in flight; store each as it ends.
 
+    A stored row is committed within ``COMMIT_INTERVAL_S`` (or every 25 rows), whatever
+    the calls still in flight do (:func:`rubric_engine.commit_timer.committing`).
+
     Args:
         rows: validated rows in input order.
         concurrency: at least 1.
@@ -261,11 +265,11 @@ async def run_batch(
 
     workers = max(1, concurrency)
     try:
-        async with asyncio.TaskGroup() as group:
+        # rows are committed on a clock too, not only when a later row arrives: while the
+        # remaining calls are slow, answered rows must not wait uncommitted for a SIGKILL
+        async with committing(store), asyncio.TaskGroup() as group:
             for _ in range(workers):
                 group.create_task(worker())
             group.create_task(produce())
     except* JudgeUnavailable as stopped:
         raise stopped.exceptions[0] from None
-    finally:
-        store.commit()

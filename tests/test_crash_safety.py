@@ -1,0 +1,128 @@
+"""Nothing answered is lost (issue 14): a SIGKILL while calls are still in flight keeps every
+row the judge already answered, and the resume asks only for the rows that had no answer."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rubric_engine.store import COMMIT_INTERVAL_S, TaskStore
+from rubric_engine.testing.openai_stub import (
+    StubReply,
+    StubServer,
+    load_verdicts,
+    row_id_of,
+    verdicts_responder,
+)
+from tests.conftest import CASES, RUBRICS
+from tests.test_cli import run
+
+pytestmark = pytest.mark.live
+ROWS = CASES / "health_consult_zh.jsonl"
+VERDICTS = load_verdicts(CASES / "verdicts" / "health_cs.jsonl")
+ROW_IDS = [json.loads(line)["rowId"] for line in ROWS.read_text("utf-8").splitlines() if line]
+
+
+class HangingJudge:
+    """Answers the rows in ``fast`` at once and keeps every other request hanging; records
+    which rows got an answer (sent back on the socket) and every row asked."""
+
+    def __init__(self, fast: set[str]) -> None:
+        self.fast = fast
+        self.answered: list[str] = []
+        self.asked: list[str] = []
+        self.release = threading.Event()
+        self._answer = verdicts_responder(VERDICTS)
+
+    def __call__(self, body: dict[str, Any]) -> StubReply:
+        row_id = row_id_of(body) or ""
+        self.asked.append(row_id)
+        if row_id not in self.fast:
+            self.release.wait(120)  # a provider that takes minutes
+        reply = self._answer(body)
+        self.answered.append(row_id)
+        return reply
+
+
+def test_sigkill_with_calls_in_flight_keeps_every_answered_row_and_resume_asks_only_the_rest(
+    tmp_path: Path,
+) -> None:
+    # three workers hang on the first three rows; the fourth answers rows 4-16 quickly, then
+    # hangs too. Before the commit clock, rows answered in the last 0.5 s before the calls
+    # went quiet sat uncommitted until a later row finished, which never came: the SIGKILL
+    # lost them and the resume paid for them again.
+    store = tmp_path / "s.sqlite"
+    fast = set(ROW_IDS[3:16])
+    judge = HangingJudge(fast)
+    with StubServer(judge) as server:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "rubric_engine.cli",
+                "score",
+                str(ROWS),
+                "-r",
+                str(RUBRICS / "health_cs.yaml"),
+                "--draft",
+                "--mode",
+                "live",
+                "--api-base",
+                server.base_url,
+                "--model",
+                "openai/stub-judge",
+                "--store",
+                str(store),
+                "--out",
+                str(tmp_path / "out"),
+                "--concurrency",
+                "4",
+                "--max-reasks",
+                "0",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "NO_COLOR": "1", "OPENAI_API_KEY": "sk-test"},
+        )
+        try:
+            deadline = time.monotonic() + 90
+            while len(judge.answered) < len(fast) or len(judge.asked) < len(fast) + 4:
+                assert time.monotonic() < deadline, process.stderr
+                assert process.poll() is None, process.communicate()[1]
+                time.sleep(0.01)
+            # the answers are on the wire; give the engine their processing time and one tick
+            time.sleep(COMMIT_INTERVAL_S + 1.5)
+            in_flight = set(judge.asked) - set(judge.answered)
+            assert len(in_flight) == 4, judge.asked
+            process.send_signal(signal.SIGKILL)
+            process.wait(30)
+        finally:
+            if process.poll() is None:
+                process.kill()
+        with TaskStore(store) as opened:
+            (task,) = opened.tasks()
+            kept = {s.result.row_id for s in opened.rows(task.id)}
+        assert kept == fast, f"answered but lost: {sorted(fast - kept)}"
+
+        judge.fast = set(ROW_IDS)  # the provider is quick again
+        judge.release.set()
+        time.sleep(0.2)  # the hung requests of the killed run finish on their own
+        asked_before = len(judge.asked)
+        code, out = run(
+            "score", "--resume", task.id, "--store", store, "--out", tmp_path / "resumed"
+        )
+        assert code == 0, out
+        resumed = judge.asked[asked_before:]
+    assert sorted(resumed) == sorted(set(ROW_IDS) - fast), "the resume asked for answered rows"
+    with TaskStore(store) as opened:
+        assert {s.result.row_id for s in opened.rows(task.id)} == set(ROW_IDS)
+        assert opened.task(task.id).state == "COMPLETED"
