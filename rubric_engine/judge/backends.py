@@ -30,7 +30,7 @@ from rubric_engine.cassette import (
 from rubric_engine.judge.limiter import AdaptiveLimit
 from rubric_engine.judge.protocol import Attempt, JudgeOutcome, JudgeRequest
 from rubric_engine.judge.retry import RetryPolicy, status_of
-from rubric_engine.judge.secrets import redact
+from rubric_engine.judge.secrets import redact, url_secrets
 from rubric_engine.results import JudgeErrorKind
 
 
@@ -192,6 +192,8 @@ class LiveBackend:
         if self._litellm is None:
             self._litellm = import_litellm()
         transport = self.settings.transport_kwargs()
+        # what a provider's error may echo: the key it was sent, the secrets of the base URL
+        secrets = (transport.get("api_key"), *url_secrets(self.settings.api_base))
         tries: list[Attempt] = []
         try:
             async for attempt in self.settings.retry.retrying():
@@ -206,7 +208,7 @@ class LiveBackend:
                             tries.append(
                                 Attempt(
                                     response=None,
-                                    error=redact(describe_error(exc), transport.get("api_key")),
+                                    error=redact(describe_error(exc), *secrets),
                                     latency_ms=(time.perf_counter() - started) * 1e3,
                                 )
                             )
@@ -228,7 +230,9 @@ class LiveBackend:
         except Exception as exc:  # the retry policy gave up: a TRANSPORT value for the row
             failed = [a.error for a in tries if a.error]
             detail = (
-                failed[-1] if failed else redact((str(exc).splitlines() or [type(exc).__name__])[0])
+                failed[-1]
+                if failed
+                else redact((str(exc).splitlines() or [type(exc).__name__])[0], *secrets)
             )
             return Answer(
                 tuple(tries), (JudgeErrorKind.TRANSPORT, f"provider call failed: {detail}")

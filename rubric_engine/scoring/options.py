@@ -136,7 +136,8 @@ def check_options(options: ScoreOptions) -> None:
         raise ConfigurationError(
             f"--api-base {options.api_base!r} needs a scheme, e.g. http://127.0.0.1:8000/v1"
         )
-    if options.api_base and options.mode == "replay":
+    # a resumed task takes its mode from the task: --api-base is checked against that one
+    if options.api_base and options.mode == "replay" and options.resume is None:
         raise ConfigurationError(
             "--api-base is for --mode live or record; replay never calls a provider"
         )

@@ -35,6 +35,7 @@ from rubric_engine.scoring.task import (
     RETRIED_ON_RESUME,
     check_inputs_unchanged,
     report_command,
+    resume_command,
     rules_only_rubric,
 )
 from rubric_engine.store import TaskStore
@@ -139,6 +140,16 @@ def resumed_plan(
             f"task {task_id} was judged with prompt {task.prompt_version} {task.prompt_hash}, "
             f"and this rubric-eval's template has {template.hash}; resume it with the "
             f"rubric-eval version that started it ({task.engine_version})"
+        )
+    if options.api_base and task.judge_mode == "replay":
+        raise ConfigurationError(
+            f"task {task_id} is a replay, which never calls a provider; drop --api-base"
+        )
+    if settings.get("apiBaseHadCredentials") and not options.api_base:
+        raise ConfigurationError(
+            f"task {task_id} was judged at {settings.get('apiBase')} with credentials in the "
+            "URL, which are never stored; pass --api-base again with them, e.g. "
+            f"`{resume_command(task_id, options.store)} --api-base URL`"
         )
     params = {k: v for k, v in task.judge_params.items() if k not in ("maxReasks", "outputMode")}
     resumed = replace(
