@@ -126,3 +126,42 @@ def test_sigkill_with_calls_in_flight_keeps_every_answered_row_and_resume_asks_o
     with TaskStore(store) as opened:
         assert {s.result.row_id for s in opened.rows(task.id)} == set(ROW_IDS)
         assert opened.task(task.id).state == "COMPLETED"
+
+
+def test_a_401_after_a_success_stops_the_run_at_once_and_the_rows_stay_resumable(
+    tmp_path: Path,
+) -> None:
+    # before: a 401 is not retried, so every later row was sent and failed the same way,
+    # and the run exited 0 with a report of JUDGE_ERROR rows
+    state = {"status": 200, "sent_after_401": 0, "revoked": 0}
+    answer = verdicts_responder(VERDICTS)
+
+    def respond(body: dict[str, Any]) -> StubReply:
+        if state["status"] == 401:
+            state["sent_after_401"] += 1
+            return StubReply(status=401, content="Invalid API key: key revoked")
+        if row_id_of(body) == ROW_IDS[1] and not state["revoked"]:
+            state["status"] = state["revoked"] = 401  # revoked after the first success
+            return StubReply(status=401, content="Invalid API key: key revoked")
+        return answer(body)
+
+    store = tmp_path / "s.sqlite"
+    with StubServer(respond) as server:
+        code, out = run(
+            "score", ROWS, "-r", RUBRICS / "health_cs.yaml", "--draft", "--mode", "live",
+            "--api-base", server.base_url, "--model", "openai/stub-judge", "--store", store,
+            "--out", tmp_path / "out", "--concurrency", "1", "-q",
+        )  # fmt: skip
+        assert code == 8, out
+        assert "refused the credentials (HTTP 401)" in out and "Invalid API key: key revoked" in out
+        assert state["sent_after_401"] == 0, "rows were sent after the 401"
+        with TaskStore(store) as opened:
+            (task,) = opened.tasks()
+            assert task.state == "STOPPED"
+            kept = {s.result.row_id: s.result.status for s in opened.rows(task.id)}
+        assert kept == {ROW_IDS[0]: "SCORED", ROW_IDS[1]: "JUDGE_ERROR"}
+        state["status"] = 200  # a new key
+        code, out = run("score", "--resume", task.id, "--store", store, "-q")
+        assert code == 0, out
+    with TaskStore(store) as opened:
+        assert all(s.result.status == "SCORED" for s in opened.rows(task.id))

@@ -131,7 +131,8 @@ def score(
     """Score dialogue files with a rubric pack; print a summary and the task id.
 
     Exit codes: 0 done, 2 bad input/options, 3 store problem, 4 cassette misses, 5 nothing
-    scored, 6 a budget (--max-calls/--max-cost) stopped the run, 130 interrupted.
+    scored, 6 a budget (--max-calls/--max-cost) stopped the run, 8 the provider refused the
+    credentials (401/403), 130 interrupted (Ctrl-C or SIGTERM).
     """
     from rubric_engine.dialogue.readers import InputFormat
     from rubric_engine.scoring import JudgeKind, Mode, ScoreOptions, resume_command

@@ -210,6 +210,7 @@ class LiveBackend:
                                     response=None,
                                     error=redact(describe_error(exc), *secrets),
                                     latency_ms=(time.perf_counter() - started) * 1e3,
+                                    status=status_of(exc),
                                 )
                             )
                             raise

@@ -20,7 +20,13 @@ from rubric_engine.errors import ConfigurationError, ExitCode, RubricEvalError, 
 from rubric_engine.judge.backends import ReplayBackend
 from rubric_engine.judge.instructor_judge import InstructorJudge
 from rubric_engine.judge.protocol import Judge
-from rubric_engine.pipeline import Budget, JudgeUnavailable, NoJudge, run_batch
+from rubric_engine.pipeline import (
+    Budget,
+    CredentialsRefused,
+    JudgeUnavailable,
+    NoJudge,
+    run_batch,
+)
 from rubric_engine.report import (
     ReportFiles,
     ReportRow,
@@ -84,6 +90,21 @@ class JudgeUnavailableError(RubricEvalError):
         self.task_id = task_id
 
 
+class CredentialsRefusedError(RubricEvalError):
+    """The provider refused the credentials (HTTP 401/403): the run stopped at once."""
+
+    exit_code = ExitCode.CREDENTIALS_REFUSED
+
+    def __init__(self, task_id: str, status: int, message: str, store: Path) -> None:
+        super().__init__(
+            f"stopped task {task_id}: the provider refused the credentials (HTTP {status}), "
+            f"so no further row was sent. {message}. Check the API key (--api-key-env or the "
+            f"provider's usual variable) and --api-base; the rows without a result are "
+            f"judged by `{resume_command(task_id, store)}`"
+        )
+        self.task_id = task_id
+
+
 def score(
     options: ScoreOptions, on_start: OnStart | None = None, on_row: OnRow | None = None
 ) -> ScoreResult:
@@ -127,6 +148,8 @@ async def score_async(
         CassetteError: a cassette file is malformed (replay).
         StoreError: the store cannot be opened; the task is running in another process.
         JudgeUnavailableError: the first rows all failed to reach the judge; the run stopped.
+        CredentialsRefusedError: a call was answered with HTTP 401/403; the run stopped at
+            once (the task is STOPPED and resumable).
         asyncio.CancelledError / KeyboardInterrupt: passed on after the task is marked
             INTERRUPTED; finished rows stay.
     """
@@ -218,6 +241,13 @@ async def _run(
         raise JudgeUnavailableError(
             task_id, stop.failed, total, stop.first_error, options.store
         ) from stop
+    except CredentialsRefused as refused:
+        store.finish_task(
+            task_id, TaskState.STOPPED, {"stopReason": "the provider refused the credentials"}
+        )
+        raise CredentialsRefusedError(
+            task_id, refused.status, refused.message, options.store
+        ) from refused
     except BaseException:
         store.finish_task(task_id, TaskState.INTERRUPTED, {})
         raise
