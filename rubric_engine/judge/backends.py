@@ -205,6 +205,8 @@ class LiveBackend:
                         except Exception as exc:  # every transport failure is logged, then judged
                             if status_of(exc) == 429:
                                 self.limiter.on_rate_limited(ticket)
+                            # the hint is for this client: no row's attempt starts before it
+                            self.limiter.hold_off(self.settings.retry.hint_s(exc))
                             tries.append(
                                 Attempt(
                                     response=None,
