@@ -79,7 +79,9 @@ def test_retry_after_as_an_http_date_is_read() -> None:
     from rubric_engine.judge.retry import retry_after_s
 
     class Limited(Exception):
-        headers = {"retry-after": format_datetime(datetime.now(UTC) + timedelta(seconds=20))}
+        def __init__(self) -> None:
+            when = datetime.now(UTC) + timedelta(seconds=20)
+            self.headers = {"retry-after": format_datetime(when, usegmt=True)}
 
     hinted = retry_after_s(Limited())
     assert hinted is not None and 17 < hinted <= 20
