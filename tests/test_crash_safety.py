@@ -165,3 +165,56 @@ def test_a_401_after_a_success_stops_the_run_at_once_and_the_rows_stay_resumable
         assert code == 0, out
     with TaskStore(store) as opened:
         assert all(s.result.status == "SCORED" for s in opened.rows(task.id))
+
+
+def test_sigterm_is_handled_like_ctrl_c(tmp_path: Path) -> None:
+    # what CI cancellation sends: before, the process died at once and the task stayed RUNNING
+    store = tmp_path / "s.sqlite"
+    answer = verdicts_responder(VERDICTS)
+
+    def respond(body: dict[str, Any]) -> StubReply:
+        reply = answer(body)
+        reply.delay_s = 0.12
+        return reply
+
+    with StubServer(respond) as server:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "rubric_engine.cli",
+                "score",
+                str(ROWS),
+                "-r",
+                str(RUBRICS / "health_cs.yaml"),
+                "--draft",
+                "--mode",
+                "live",
+                "--api-base",
+                server.base_url,
+                "--model",
+                "openai/stub-judge",
+                "--store",
+                str(store),
+                "--out",
+                str(tmp_path / "out"),
+                "--concurrency",
+                "2",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "NO_COLOR": "1"},
+        )
+        deadline = time.monotonic() + 60
+        while len(server.requests) < 6 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=30)
+    assert process.returncode == 130, err
+    with TaskStore(store) as opened:
+        (task,) = opened.tasks()
+        assert task.state == "INTERRUPTED"
+        kept = list(opened.rows(task.id))
+    assert f"interrupted: task {task.id} keeps" in err and "score --resume" in err
+    assert 0 < len(kept) < 26

@@ -7,6 +7,7 @@ library accept the same values with the same messages.
 
 from __future__ import annotations
 
+import signal
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,8 @@ from rubric_engine.errors import ExitCode
 from rubric_engine.scoring.options import DEFAULTS as D
 
 if TYPE_CHECKING:
+    from types import FrameType
+
     from rich.progress import TaskID
 
     from rubric_engine.results import RowResult
@@ -161,6 +164,12 @@ def score(
     )
     result = _guard(lambda: _run_score(options, quiet))
     _print_summary(result)
+    if result.already_complete:
+        typer.echo(
+            f"task {result.task_id} was already complete: nothing was judged; its report "
+            "files were written again",
+            err=True,
+        )
     if result.cassette_misses:
         first = result.cassette_misses[0].error
         typer.echo(
@@ -219,6 +228,7 @@ def _run_score(options: ScoreOptions, quiet: bool) -> ScoreResult:
 
     # on Ctrl-C, calls cut off mid-flight leave litellm coroutines that were never awaited
     warnings.filterwarnings("ignore", "coroutine .* was never awaited", RuntimeWarning)
+    previous = signal.signal(signal.SIGTERM, _as_ctrl_c)
     try:
         with progress:
             return score(options, on_start=start, on_row=advance)
@@ -232,6 +242,19 @@ def _run_score(options: ScoreOptions, quiet: bool) -> ScoreResult:
                 err=True,
             )
         raise typer.Exit(ExitCode.INTERRUPTED) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _as_ctrl_c(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM (what CI cancellation and ``kill`` send) goes the way of Ctrl-C: to the SIGINT
+    handler in force (asyncio's while the run is on its loop: cancel the run, mark the task
+    INTERRUPTED, keep its rows), so it ends with exit 130 and the resume advice."""
+    handler = signal.getsignal(signal.SIGINT)
+    if callable(handler):
+        handler(signal.SIGINT, frame)
+    else:
+        raise KeyboardInterrupt
 
 
 @dataclass

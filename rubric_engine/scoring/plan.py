@@ -20,6 +20,7 @@ from rubric_engine.judge.limiter import AdaptiveLimit
 from rubric_engine.pipeline import RequestBuilder
 from rubric_engine.prompt import DEFAULT_PROMPT, PromptTemplate, load_prompt
 from rubric_engine.registry import rubric_for_scoring, verified_snapshot
+from rubric_engine.report.output import check_report_folder
 from rubric_engine.rubric.model import EvalRubric
 from rubric_engine.scoring.options import MODES, Mode, ScoreOptions, effective_model
 from rubric_engine.scoring.preflight import (
@@ -28,13 +29,11 @@ from rubric_engine.scoring.preflight import (
     check_cost_known,
     check_credentials,
     check_something_to_check,
-    check_writable,
     read_inputs,
 )
 from rubric_engine.scoring.task import (
     RETRIED_ON_RESUME,
     check_inputs_unchanged,
-    report_command,
     resume_command,
     rules_only_rubric,
 )
@@ -67,6 +66,15 @@ class Plan:
         self.builder = RequestBuilder(self.rubric, self.template)
 
 
+class AlreadyComplete(Exception):
+    """``--resume`` of a COMPLETED task with every row: nothing to judge; its report files
+    go to ``out`` (checked writable), e.g. when a kill came before they were written."""
+
+    def __init__(self, out: Path) -> None:
+        super().__init__(str(out))
+        self.out = out
+
+
 def fresh_plan(options: ScoreOptions, out_for: str) -> Plan:
     """The plan of a new task whose id will be ``out_for`` (the default report folder's name).
 
@@ -92,7 +100,7 @@ def fresh_plan(options: ScoreOptions, out_for: str) -> Plan:
         check_credentials(options)
         check_cost_known(options)
     out = options.out or Path("reports") / out_for
-    check_writable(out, "report folder")
+    check_report_folder(out)
     params = {
         **DEFAULT_PARAMS,
         "temperature": float(options.temperature),
@@ -107,6 +115,9 @@ def resumed_plan(
     """The plan that finishes ``task_id``, and the rowIds it keeps (they are not judged again).
 
     The task is set RUNNING once every check has passed.
+
+    Raises (besides the errors below) :class:`AlreadyComplete` for a COMPLETED task whose
+    every row has a result: there is nothing to judge, only its files to (re)write.
 
     Raises:
         TaskNotFoundError: no such task.
@@ -128,11 +139,11 @@ def resumed_plan(
         )
     outcomes = store.row_outcomes(task_id)
     done = frozenset(r for r, kind in outcomes.items() if kind not in RETRIED_ON_RESUME)
+    first_out = settings.get("out")
+    out = options.out or (Path(first_out) if first_out else Path("reports") / task_id)
     if task.state == TaskState.COMPLETED and len(done) == task.row_count:
-        raise ConfigurationError(
-            f"task {task_id} is COMPLETED and every row has a result; nothing to resume "
-            f"(`{report_command(task_id, options.store)}` shows it)"
-        )
+        check_report_folder(out)
+        raise AlreadyComplete(out)
     rubric = verified_snapshot(task.rubric_snapshot, task.rubric_hash, f"task {task_id}")
     template = load_prompt(task.prompt_version)
     if template.hash != task.prompt_hash:
@@ -169,9 +180,7 @@ def resumed_plan(
     backend = make_backend(resumed, rubric)
     check_credentials(resumed)
     check_cost_known(resumed)
-    first_out = settings.get("out")
-    out = options.out or (Path(first_out) if first_out else Path("reports") / task_id)
-    check_writable(out, "report folder")
+    check_report_folder(out)
     store.set_state(task_id, TaskState.RUNNING)
     return Plan(resumed, rubric, template, params, inputs, backend, out), done
 

@@ -39,7 +39,7 @@ from rubric_engine.report import (
 from rubric_engine.report.model import Report
 from rubric_engine.results import JudgeErrorKind, RowResult
 from rubric_engine.scoring.options import ScoreOptions, check_options, effective_model
-from rubric_engine.scoring.plan import Plan, fresh_plan, resumed_plan
+from rubric_engine.scoring.plan import AlreadyComplete, Plan, fresh_plan, resumed_plan
 from rubric_engine.scoring.task import (
     report_command,
     resume_command,
@@ -64,6 +64,8 @@ class ScoreResult:
         cassette_misses: replayed rows without a recorded answer (JUDGE_ERROR rows).
         stopped: why the run stopped before every row was judged (a budget ran out), else
             ``None``.
+        already_complete: ``--resume`` of a task that was already complete: nothing was
+            judged, its report files were (re)written.
     """
 
     task_id: str
@@ -71,6 +73,11 @@ class ScoreResult:
     files: ReportFiles
     cassette_misses: list[RowResult] = field(default_factory=list)
     stopped: str | None = None
+    already_complete: bool = False
+
+
+class ReportFilesError(ConfigurationError):
+    """The rows are judged and stored, but the report files could not be written."""
 
 
 class JudgeUnavailableError(RubricEvalError):
@@ -179,8 +186,30 @@ async def _resume(
     if not options.store.is_file():
         raise StoreError(f"{options.store}: no task store here; pass --store PATH")
     with TaskStore(options.store) as store, task_lock(options.store, task_id):
-        plan, done = resumed_plan(options, store, task_id)
+        try:
+            plan, done = resumed_plan(options, store, task_id)
+        except AlreadyComplete as complete:
+            task = load_task(store, task_id)
+            report = report_from_task(task)
+            files = _write_files(store, task_id, report, complete.out, task, options.store)
+            return ScoreResult(task_id, report, files, already_complete=True)
         return await _run(plan, store, task_id, done, on_start, on_row)
+
+
+def _write_files(
+    store: TaskStore, task_id: str, report: Report, out: Path, task: StoredTask, at: Path
+) -> ReportFiles:
+    """:func:`write_reports`, and when that fails after the rows were judged, an error that
+    keeps the task id and says how to rebuild the files."""
+    try:
+        return write_reports(store, task_id, report, out, task)
+    except (OSError, ConfigurationError) as exc:
+        reason = exc.strerror or str(exc) if isinstance(exc, OSError) else str(exc)
+        raise ReportFilesError(
+            f"task {task_id} is stored, but its report files could not be written to {out} "
+            f"({reason}). Nothing is lost: `{report_command(task_id, at)} --out DIR` writes "
+            "them from the store"
+        ) from exc
 
 
 async def _run(
@@ -260,7 +289,7 @@ async def _run(
         kept.sort(key=lambda pair: pair[0])
         task = StoredTask(store.task(task_id), plan.rubric, [row for _, row in kept])
     report = report_from_task(task)
-    files = write_reports(store, task_id, report, plan.out, task)
+    files = _write_files(store, task_id, report, plan.out, task, options.store)
     return ScoreResult(task_id, report, files, misses, stopped)
 
 
