@@ -25,6 +25,7 @@ from rubric_engine.cassette import (
     CassetteWriter,
     key_parts,
     request_key,
+    response_problem,
     sanitize_response,
 )
 from rubric_engine.judge.limiter import AdaptiveLimit
@@ -123,6 +124,16 @@ class ReplayBackend:
             )
         started = time.perf_counter()
         raw = entry.attempts[served]["response"]
+        problem = response_problem(raw)
+        if problem is not None:  # this row's error; the batch goes on
+            return Answer(
+                failure=(
+                    JudgeErrorKind.CASSETTE_MISS,
+                    f"cassette {entry.where}: response {served + 1} for row "
+                    f"{request.row_id!r} cannot be replayed: {problem}; record the row again "
+                    "with --mode record",
+                )
+            )
         prompt, completion = _usage(raw)
         attempt = Attempt(
             response=raw,
@@ -218,7 +229,18 @@ class LiveBackend:
                             raise
                     await self.limiter.on_success()
                     latency = (time.perf_counter() - started) * 1e3
-                    raw = sanitize_response(response.model_dump(mode="json"))
+                    dumped = response.model_dump(mode="json")
+                    problem = response_problem(dumped)
+                    if problem is not None:  # refused here, so it is never recorded
+                        tries.append(Attempt(response=None, error=problem, latency_ms=latency))
+                        return Answer(
+                            tuple(tries),
+                            (
+                                JudgeErrorKind.TRANSPORT,
+                                f"the provider's response cannot be read: {problem}",
+                            ),
+                        )
+                    raw = sanitize_response(dumped)
                     prompt, completion = _usage(raw)
                     tries.append(
                         Attempt(
