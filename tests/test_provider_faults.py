@@ -86,3 +86,41 @@ def test_retry_after_as_an_http_date_is_read() -> None:
     hinted = retry_after_s(Limited())
     assert hinted is not None and 17 < hinted <= 20
     assert RetryPolicy(max_wait_s=5.0).hint_s(Limited()) == 5.0
+
+
+def test_a_rejected_temperature_is_learned_once_recorded_and_the_seed_is_sent(
+    tmp_path: Path,
+) -> None:
+    # before: a reasoning model refusing temperature made every row a JUDGE_ERROR
+    from rubric_engine.store import TaskStore
+    from tests.test_cli import run as cli
+
+    answer = scripted_responder(SCRIPT)
+
+    def respond(body: dict[str, object]) -> StubReply:
+        if "temperature" in body:
+            return StubReply(
+                status=400,
+                content="Unsupported parameter: 'temperature' is not supported with this model.",
+            )
+        return answer(body)
+
+    with StubServer(respond) as server:
+        code, out = cli(
+            "score", Path(__file__).parent / "data" / "unseen_health.jsonl", "-r",
+            Path(__file__).parent.parent / "rubrics" / "health_cs.yaml", "--draft", "--mode",
+            "live", "--api-base", server.base_url, "--model", "openai/stub-judge", "--store",
+            tmp_path / "s.sqlite", "--out", tmp_path / "out", "--seed", "7", "--concurrency",
+            "1", "-q",
+        )  # fmt: skip
+        bodies = [r["body"] for r in server.requests]
+    assert code == 0, out
+    assert "note: the provider rejected temperature" in out
+    assert sum("temperature" in b for b in bodies) == 1  # learned from the first rejection
+    assert all(b.get("seed") == 7 for b in bodies)
+    rows = rows_by_id(tmp_path / "out" / "rows.jsonl")
+    assert all(r["status"] == "SCORED" for r in rows.values())
+    with TaskStore(tmp_path / "s.sqlite") as opened:
+        (task,) = opened.tasks()
+    assert task.judge_params["seed"] == 7
+    assert "Unsupported parameter" in task.extra["droppedParams"]["temperature"]

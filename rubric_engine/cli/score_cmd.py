@@ -97,6 +97,10 @@ def score(
     max_tokens: Annotated[
         int, typer.Option(help="Judge output token limit (at least 16).")
     ] = D.max_tokens,
+    seed: Annotated[
+        int | None,
+        typer.Option(help="Sampling seed sent to the provider (where supported); recorded."),
+    ] = D.seed,
     timeout: Annotated[
         float, typer.Option(help="Per-request timeout, seconds (at least 0.1).")
     ] = D.timeout_s,
@@ -155,6 +159,7 @@ def score(
         max_reasks=max_reasks,
         temperature=temperature,
         max_tokens=max_tokens,
+        seed=seed,
         timeout_s=timeout,
         draft=draft,
         resume=resume,
@@ -164,6 +169,12 @@ def score(
     )
     result = _guard(lambda: _run_score(options, quiet))
     _print_summary(result)
+    for name, message in result.dropped_params.items():
+        typer.echo(
+            f"note: the provider rejected {name} ({message}); it was not sent again after "
+            "that (the task records it as droppedParams)",
+            err=True,
+        )
     if result.already_complete:
         typer.echo(
             f"task {result.task_id} was already complete: nothing was judged; its report "

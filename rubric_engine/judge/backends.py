@@ -196,12 +196,26 @@ class LiveBackend:
         self.limiter = limiter or AdaptiveLimit(64)
         self._litellm: Any = None
         self._unpriced: set[str] = set()
+        #: sampling parameters the provider rejected, with its message; never sent again
+        self.dropped: dict[str, str] = {}
 
     async def complete(
         self, kwargs: dict[str, Any], request: JudgeRequest, key: CallKey, served: int
     ) -> Answer:
+        """One request; a parameter the provider rejects is learned and the request is sent
+        again without it (:func:`rejected_param`), for this and every later row."""
+        answer = await self._send(kwargs)
+        while (learned := rejected_param(answer, kwargs, self.dropped)) is not None:
+            name, message = learned
+            self.dropped[name] = message
+            again = await self._send(kwargs)
+            answer = Answer(answer.attempts + again.attempts, again.failure)
+        return answer
+
+    async def _send(self, kwargs: dict[str, Any]) -> Answer:
         if self._litellm is None:
             self._litellm = import_litellm()
+        kwargs = {k: v for k, v in kwargs.items() if k not in self.dropped}
         transport = self.settings.transport_kwargs()
         # what a provider's error may echo: the key it was sent, the secrets of the base URL
         secrets = (transport.get("api_key"), *url_secrets(self.settings.api_base))
@@ -326,6 +340,37 @@ class RecordBackend(LiveBackend):
                 ],
             )
         )
+
+
+#: sampling parameters a judge run can do without when a model refuses them (reasoning
+#: models refuse ``temperature`` and ``top_p``; some servers refuse ``seed``)
+DROPPABLE_PARAMS = ("temperature", "top_p", "seed", "presence_penalty", "frequency_penalty")
+_REJECTION_WORDS = ("unsupported", "not support", "unrecognized", "unknown", "not allowed",
+                    "only the default", "invalid", "not permitted")  # fmt: skip
+
+
+def rejected_param(
+    answer: Answer, sent: dict[str, Any], dropped: dict[str, str]
+) -> tuple[str, str] | None:
+    """The parameter a failed answer says the model rejects, with the provider's message.
+
+    The rule (documented in docs/judge-replies.md): the last attempt failed with HTTP 400 or
+    422, its message names one of :data:`DROPPABLE_PARAMS` that was sent and not yet dropped,
+    together with a word of rejection ("unsupported", "not supported", "only the default" …).
+    Anything else (a bad request for another reason) is left as the row's error.
+    """
+    if answer.failure is None or not answer.attempts:
+        return None
+    last = answer.attempts[-1]
+    if last.status not in (400, 422) or not last.error:
+        return None
+    text = last.error.lower()
+    if not any(word in text for word in _REJECTION_WORDS):
+        return None
+    for name in DROPPABLE_PARAMS:
+        if name in sent and name not in dropped and name in text:
+            return name, last.error[:300]
+    return None
 
 
 def describe_error(exc: BaseException) -> str:

@@ -70,6 +70,9 @@ class ScoreOptions:
     max_reasks: int = 2
     temperature: float = 0.0
     max_tokens: int = 1024
+    #: sent to the provider as ``seed`` (where it supports one) and recorded with the task;
+    #: ``None`` sends none
+    seed: int | None = None
     timeout_s: float = 120.0
     retry: RetryPolicy = field(default_factory=_default_retry)
     #: allow a pack file (a draft) for a trial run; the task and report are marked DRAFT
@@ -96,6 +99,7 @@ _FROM_TASK = (
     ("max_reasks", "--max-reasks"),
     ("temperature", "--temperature"),
     ("max_tokens", "--max-tokens"),
+    ("seed", "--seed"),
     ("draft", "--draft"),
     ("judge", "--judge"),
 )

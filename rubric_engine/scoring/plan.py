@@ -105,6 +105,7 @@ def fresh_plan(options: ScoreOptions, out_for: str) -> Plan:
         **DEFAULT_PARAMS,
         "temperature": float(options.temperature),
         "max_tokens": int(options.max_tokens),
+        **({"seed": int(options.seed)} if options.seed is not None else {}),
     }
     return Plan(options, rubric, template, params, inputs, backend, out)
 

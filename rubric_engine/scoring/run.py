@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rubric_engine.errors import ConfigurationError, ExitCode, RubricEvalError, StoreError
-from rubric_engine.judge.backends import ReplayBackend
+from rubric_engine.judge.backends import LiveBackend, ReplayBackend
 from rubric_engine.judge.instructor_judge import InstructorJudge
 from rubric_engine.judge.protocol import Judge
 from rubric_engine.pipeline import (
@@ -66,6 +66,8 @@ class ScoreResult:
             ``None``.
         already_complete: ``--resume`` of a task that was already complete: nothing was
             judged, its report files were (re)written.
+        dropped_params: sampling parameters the provider rejected, with its message: they
+            were not sent after the first rejection (the task's ``extra.droppedParams``).
     """
 
     task_id: str
@@ -74,6 +76,7 @@ class ScoreResult:
     cassette_misses: list[RowResult] = field(default_factory=list)
     stopped: str | None = None
     already_complete: bool = False
+    dropped_params: dict[str, str] = field(default_factory=dict)
 
 
 class ReportFilesError(ConfigurationError):
@@ -290,7 +293,8 @@ async def _run(
         task = StoredTask(store.task(task_id), plan.rubric, [row for _, row in kept])
     report = report_from_task(task)
     files = _write_files(store, task_id, report, plan.out, task, options.store)
-    return ScoreResult(task_id, report, files, misses, stopped)
+    dropped = dict(plan.backend.dropped) if isinstance(plan.backend, LiveBackend) else {}
+    return ScoreResult(task_id, report, files, misses, stopped, dropped_params=dropped)
 
 
 def _extra(plan: Plan, store: TaskStore, task_id: str, stopped: str | None) -> dict[str, Any]:
@@ -301,4 +305,6 @@ def _extra(plan: Plan, store: TaskStore, task_id: str, stopped: str | None) -> d
         extra["cassettes"] = dict(sorted(Counter(k for k in kinds if k).items()))
     elif backend is not None:
         extra["concurrency"] = backend.limiter.stats()
+        if backend.dropped:  # what was sent differs from the task's judge parameters
+            extra["droppedParams"] = dict(sorted(backend.dropped.items()))
     return extra
