@@ -138,6 +138,18 @@ def sanitize_response(response: dict[str, Any]) -> dict[str, Any]:
             for k in ("prompt_tokens", "completion_tokens", "total_tokens")
             if usage.get(k) is not None
         }
+        # the breakdowns (reasoning tokens, cached prompt tokens) are usage too: kept as
+        # their integer counts, so a replay counts what the live call did
+        for name in ("completion_tokens_details", "prompt_tokens_details"):
+            details = usage.get(name)
+            if isinstance(details, dict):
+                counts = {
+                    k: v
+                    for k, v in details.items()
+                    if isinstance(v, int) and not isinstance(v, bool)
+                }
+                if counts:
+                    out["usage"][name] = counts
     return out
 
 

@@ -124,3 +124,31 @@ def test_a_rejected_temperature_is_learned_once_recorded_and_the_seed_is_sent(
         (task,) = opened.tasks()
     assert task.judge_params["seed"] == 7
     assert "Unsupported parameter" in task.extra["droppedParams"]["temperature"]
+
+
+@pytest.mark.parametrize(("total", "counted"), [(150, 50), (180, 80)])
+def test_reasoning_tokens_are_kept_and_counted(tmp_path: Path, total: int, counted: int) -> None:
+    # before: usage details were dropped when responses were stored, and a provider that
+    # reports reasoning tokens outside completion_tokens was under-counted
+    import json
+
+    usage = {
+        "prompt_tokens": 100,
+        "completion_tokens": 50,
+        "total_tokens": total,
+        "completion_tokens_details": {"reasoning_tokens": 30},
+    }
+    script = {
+        row: [StubReply(content=r.content, usage=dict(usage)) for r in replies]
+        for row, replies in SCRIPT.items()
+    }
+    with StubServer(scripted_responder(script)) as server:
+        result = score(options(tmp_path, server, mode="record"))
+    (cassette,) = (tmp_path / "cassettes").rglob("*.jsonl")
+    entry = json.loads(cassette.read_text("utf-8").splitlines()[0])
+    kept = entry["attempts"][0]["response"]["usage"]
+    assert kept["completion_tokens_details"] == {"reasoning_tokens": 30}
+    row = rows_by_id(result.files.rows)["unseen-5"]
+    assert row["status"] == "SCORED"
+    calls = result.report["usage"]["calls"]
+    assert result.report["usage"]["completionTokens"] == counted * calls

@@ -72,8 +72,21 @@ class Answer:
 
 
 def _usage(response: dict[str, Any]) -> tuple[int, int]:
+    """(prompt tokens, completion tokens) of a response, reasoning tokens included.
+
+    OpenAI counts ``completion_tokens_details.reasoning_tokens`` inside ``completion_tokens``;
+    a provider whose ``total_tokens`` shows they were counted outside it (total = prompt +
+    completion + reasoning) has them added, so usage and budgets count every token billed.
+    """
     usage = response.get("usage") or {}
-    return int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+    prompt = int(usage.get("prompt_tokens") or 0)
+    completion = int(usage.get("completion_tokens") or 0)
+    details = usage.get("completion_tokens_details")
+    reasoning = details.get("reasoning_tokens") if isinstance(details, dict) else None
+    total = usage.get("total_tokens")
+    if isinstance(reasoning, int) and reasoning > 0 and total == prompt + completion + reasoning:
+        completion += reasoning
+    return prompt, completion
 
 
 def chat_completion(raw: dict[str, Any]) -> Any:
