@@ -31,14 +31,14 @@ def check_report_folder(folder: Path, flag: str = "--out") -> None:
     """
     if folder.exists() and not folder.is_dir():
         raise ConfigurationError(
-            f"{flag} {folder} is a file, not a folder; {flag} takes the folder that will hold "
-            f"{', '.join(REPORT_FILES)} (e.g. reports/run1)"
+            f"report folder {folder} is a file, not a folder; {flag} takes the folder that "
+            f"will hold {', '.join(REPORT_FILES)} (e.g. reports/run1)"
         )
     taken = [name for name in REPORT_FILES if (folder / name).is_dir()]
     if taken:
         raise ConfigurationError(
-            f"{flag} {folder}: {', '.join(taken)} inside it is a folder, where the report file "
-            "of that name must go; move it away or pass another folder"
+            f"report folder {folder}: {', '.join(taken)} inside it is a folder, where the "
+            "report file of that name must go; move it away or pass another folder"
         )
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -46,8 +46,8 @@ def check_report_folder(folder: Path, flag: str = "--out") -> None:
             pass
     except OSError as exc:
         raise ConfigurationError(
-            f"{flag} {folder} cannot be written ({exc.strerror or exc}); "
-            "pass a folder you can write to"
+            f"report folder {folder} cannot be written ({exc.strerror or exc}); "
+            f"pass a folder you can write to as {flag}"
         ) from exc
 
 
