@@ -218,3 +218,43 @@ def test_sigterm_is_handled_like_ctrl_c(tmp_path: Path) -> None:
         kept = list(opened.rows(task.id))
     assert f"interrupted: task {task.id} keeps" in err and "score --resume" in err
     assert 0 < len(kept) < 26
+
+
+def test_after_ctrl_c_usage_calls_counts_every_request_the_provider_received(
+    tmp_path: Path,
+) -> None:
+    # before: the calls of rows cut off in flight were in no row, so usage.calls was lower
+    # than the requests the provider had received (and paid for)
+    store = tmp_path / "s.sqlite"
+    answer = verdicts_responder(VERDICTS)
+
+    def respond(body: dict[str, Any]) -> StubReply:
+        reply = answer(body)
+        reply.delay_s = 0.3
+        return reply
+
+    with StubServer(respond) as server:
+        args = [
+            sys.executable, "-m", "rubric_engine.cli", "score", str(ROWS), "-r",
+            str(RUBRICS / "health_cs.yaml"), "--draft", "--mode", "live", "--api-base",
+            server.base_url, "--model", "openai/stub-judge", "--store", str(store),
+            "--out", str(tmp_path / "out"), "--concurrency", "4",
+        ]  # fmt: skip
+        process = subprocess.Popen(
+            args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        )
+        deadline = time.monotonic() + 60
+        while len(server.requests) < 10 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.1)  # several calls on the wire
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=30)
+        received = len(server.requests)
+    assert process.returncode == 130, err
+    with TaskStore(store) as opened:
+        (task,) = opened.tasks()
+        in_rows = sum(s.calls for s in opened.rows(task.id))
+    assert in_rows < received, "no call was cut off: the test proves nothing"
+    code, out = run("report", task.id, "--store", store, "--format", "json")
+    assert code == 0, out
+    assert json.loads(out)["usage"]["calls"] == received

@@ -117,3 +117,15 @@ def test_schema_out_a_folder_is_a_clear_error(tmp_path: Path) -> None:
     assert code == 2 and "is a folder; --out takes a file path" in out, out
     code, out = run("rubric", "schema", "--out", tmp_path / "schema.json")
     assert code == 0 and (tmp_path / "schema.json").read_text("utf-8").startswith("{")
+
+
+def test_the_pass_rate_is_rounded_once(tmp_path: Path) -> None:
+    # 1 of 26 passed: 0.0385 in report.json; it read 3.9% (0.0385 rounded again), not 3.85%
+    code, out = score_demo(tmp_path, tmp_path / "s.sqlite")
+    assert code == 0, out
+    report = (tmp_path / "out" / "report.json").read_text("utf-8")
+    assert '"passRate": 0.0385' in report
+    markdown = (tmp_path / "out" / "report.md").read_text("utf-8")
+    assert "- Pass rate: 3.85% (1 of 26" in markdown and "3.9%" not in markdown
+    assert "3.85%" in (tmp_path / "out" / "report.html").read_text("utf-8")
+    assert "pass rate 3.85%" in out

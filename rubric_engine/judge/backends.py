@@ -211,6 +211,8 @@ class LiveBackend:
         self._unpriced: set[str] = set()
         #: sampling parameters the provider rejected, with its message; never sent again
         self.dropped: dict[str, str] = {}
+        #: requests put on the wire, every attempt (those of rows cut off midway included)
+        self.sent = 0
 
     async def complete(
         self, kwargs: dict[str, Any], request: JudgeRequest, key: CallKey, served: int
@@ -239,6 +241,7 @@ class LiveBackend:
                     started = time.perf_counter()
                     async with self.limiter.slot() as ticket:
                         try:
+                            self.sent += 1
                             response = await self._litellm.acompletion(**kwargs, **transport)
                         except Exception as exc:  # every transport failure is logged, then judged
                             if status_of(exc) == 429:

@@ -48,7 +48,7 @@ def print_summary(report: Report, console: Console) -> None:
     # a --judge none task has no scored rows: its rule-check line below gives the pass rate
     if totals.pass_rate is not None and totals.scored:
         console.print(
-            f"pass rate {totals.pass_rate * 100:.1f}% ({totals.passed_rows} of "
+            f"pass rate {totals.pass_rate * 100:.2f}% ({totals.passed_rows} of "
             f"{totals.scored} scored rows: no red flag and score ≥ {totals.pass_score})"
         )
     if report.judge_errors:

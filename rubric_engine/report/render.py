@@ -23,7 +23,9 @@ def _fmt(value: Any, digits: int = 2) -> str:
 
 
 def _pct(value: float | None) -> str:
-    return "–" if value is None else f"{value * 100:.1f}%"
+    """A 0–1 figure of the report (already rounded to 4 places) as a percentage with the same
+    precision: rounded once, so 1 of 26 (0.0385) reads 3.85%, never a re-rounded 3.9%."""
+    return "–" if value is None else f"{value * 100:.2f}%"
 
 
 def _cell(text: Any) -> str:

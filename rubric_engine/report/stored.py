@@ -123,9 +123,16 @@ def report_from_task(
 ) -> Report:
     """The report of an already loaded task (see :func:`build_report` for the options)."""
     rows = ((row.result, row.usage, row.facts) for row in task.rows)
-    return build_report(
+    report = build_report(
         task_section(task.record), task.rubric, rows, pass_score=pass_score, by=by, exact=exact
     )
+    # requests sent for rows that were cut off (Ctrl-C, a stop) and so are in no row: every
+    # request the provider received is a call (issue 14)
+    unrowed = int(task.record.extra.get("callsNotInRows") or 0)
+    if unrowed:
+        usage = report.usage.model_copy(update={"calls": report.usage.calls + unrowed})
+        report = report.model_copy(update={"usage": usage})
+    return report
 
 
 def report_for_task(

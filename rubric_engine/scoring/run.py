@@ -250,9 +250,20 @@ async def _run(
     # a resumed one has older rows in the store only, so it reads them all
     kept: list[tuple[int, ReportRow]] | None = None if done else []
 
+    stored_calls = [0]  # calls of the rows this run stored
+
     def keep(stored: StoredRow) -> None:
+        stored_calls[0] += stored.calls
         if kept is not None:
             kept.append((stored.seq, report_row(stored)))
+
+    def cut_off() -> dict[str, Any]:
+        """``callsNotInRows``: requests sent for rows that were never stored, added up."""
+        lost = plan.backend.sent - stored_calls[0] if isinstance(plan.backend, LiveBackend) else 0
+        if lost <= 0:
+            return {}
+        before = int(store.task(task_id).extra.get("callsNotInRows") or 0)
+        return {"callsNotInRows": before + lost}
 
     try:
         await run_batch(
@@ -269,19 +280,23 @@ async def _run(
             on_stored=keep,
         )
     except JudgeUnavailable as stop:
-        store.finish_task(task_id, TaskState.STOPPED, {"stopReason": "the judge was unreachable"})
+        store.finish_task(
+            task_id, TaskState.STOPPED, {"stopReason": "the judge was unreachable", **cut_off()}
+        )
         raise JudgeUnavailableError(
             task_id, stop.failed, total, stop.first_error, options.store
         ) from stop
     except CredentialsRefused as refused:
         store.finish_task(
-            task_id, TaskState.STOPPED, {"stopReason": "the provider refused the credentials"}
+            task_id,
+            TaskState.STOPPED,
+            {"stopReason": "the provider refused the credentials", **cut_off()},
         )
         raise CredentialsRefusedError(
             task_id, refused.status, refused.message, options.store
         ) from refused
     except BaseException:
-        store.finish_task(task_id, TaskState.INTERRUPTED, {})
+        store.finish_task(task_id, TaskState.INTERRUPTED, cut_off())
         raise
     stopped = budget.stop_reason if budget is not None else None
     state = TaskState.STOPPED if stopped else TaskState.COMPLETED
