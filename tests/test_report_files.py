@@ -129,3 +129,25 @@ def test_the_pass_rate_is_rounded_once(tmp_path: Path) -> None:
     assert "- Pass rate: 3.85% (1 of 26" in markdown and "3.9%" not in markdown
     assert "3.85%" in (tmp_path / "out" / "report.html").read_text("utf-8")
     assert "pass rate 3.85%" in out
+
+
+def test_a_replayed_report_says_where_its_answers_came_from(tmp_path: Path) -> None:
+    # before: headed "Judge: openai/gpt-4o-mini" like a model's run, and the deliberately
+    # worse set's report looked the same as the normal one
+    code, out = score_demo(tmp_path, tmp_path / "s.sqlite")
+    assert code == 0, out
+    markdown = (tmp_path / "out" / "report.md").read_text("utf-8")
+    assert "- Answers: replayed from cassettes, not from a call to `openai/gpt-4o-mini`" in markdown
+    assert "26 row(s) authored by rubric-eval developers (Claude, reading each dialogue)" in (
+        markdown
+    )
+    assert "answers replayed from cassettes" in (tmp_path / "out" / "report.html").read_text()
+    worse = tmp_path / "worse"
+    code, out = run(
+        "score", CASES / "health_consult_zh.jsonl", "-r", RUBRICS / "health_cs.yaml", "--draft",
+        "--store", tmp_path / "s.sqlite", "--cassettes", CASSETTES.parent / "cassettes-worse",
+        "--out", worse,
+    )  # fmt: skip
+    assert code == 0, out
+    assert "DELIBERATELY WORSE" in (worse / "report.md").read_text("utf-8")
+    assert "written to be worse" in out

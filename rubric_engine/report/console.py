@@ -21,7 +21,11 @@ def _judge_line(task: TaskSection) -> str:
     cassettes = task.cassettes
     if cassettes:
         line += ", answers from " + ", ".join(f"{n} {kind}" for kind, n in cassettes.items())
-        line += " cassette entries"
+        line += " cassette entries, not from this model"
+    for source in task.answer_sources or ():
+        if source.get("kind") != "recorded" and "worse" in str(source.get("method", "")).lower():
+            line += "; written to be worse"  # the deliberately worse demo set says so
+            break
     return line + ")"
 
 

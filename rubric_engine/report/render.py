@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rubric_engine.report.model import Diff, IssueCluster, Report, RulesSection, Slice
+from rubric_engine.report.model import Diff, IssueCluster, Report, RulesSection, Slice, TaskSection
 
 EXAMPLE_ROWS = 5
 
@@ -45,6 +45,7 @@ def render_markdown(report: Report) -> str:
         f"{task.engine_version} ({task.analysis_version})",
         f"- Judge: `{task.model}`, mode {task.judge_mode}"
         + (f", cassettes: {_provenance(task.cassettes)}" if task.cassettes else ""),
+        *_answers(task),
         f"- Rows: {totals.rows} · scored {totals.scored} · JUDGE_ERROR "
         f"{totals.judge_errors} · mean score {_fmt(totals.mean_score)} "
         f"(judge's own {_fmt(totals.mean_judge_score)}; {totals.capped_rows} capped)",
@@ -239,6 +240,27 @@ def _cost(cost: float | None) -> str:
     if cost is None:
         return "not known (replayed calls, or a model without a published price)"
     return f"${cost:.4f}"
+
+
+def _answers(task: TaskSection) -> list[str]:
+    """Where the answers came from, so a replay is never mistaken for a model's run."""
+    if task.judge_mode != "replay":
+        return []
+    lines = [
+        f"- Answers: replayed from cassettes, not from a call to `{task.model}` (the model the "
+        "entries are keyed for)"
+    ]
+    for source in task.answer_sources or ():
+        if source.get("kind") == "recorded":
+            lines.append(
+                f"  - {source['rows']} row(s) recorded from `{source['by']}` at {source['at']}"
+            )
+        else:
+            lines.append(
+                f"  - {source['rows']} row(s) {source['kind']} by {source['by']}: "
+                f"{source.get('method', '')}"
+            )
+    return lines
 
 
 def _provenance(counts: dict[str, int] | None) -> str:

@@ -49,6 +49,7 @@ def task_section(task: TaskRecord) -> TaskSection:
         inputs=tuple(task.inputs),
         planned_rows=task.row_count,
         cassettes=extra.get("cassettes"),
+        answer_sources=tuple(extra["answerSources"]) if extra.get("answerSources") else None,
         stop_reason=extra.get("stopReason"),
         renormalized_from=extra.get("renormalizedFrom"),
         judged_under=extra.get("judgedUnder"),

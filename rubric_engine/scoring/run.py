@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -318,8 +318,38 @@ def _extra(plan: Plan, store: TaskStore, task_id: str, stopped: str | None) -> d
     if isinstance(backend, ReplayBackend):
         kinds = map(backend.index.kind, store.cassette_keys(task_id))
         extra["cassettes"] = dict(sorted(Counter(k for k in kinds if k).items()))
+        extra["answerSources"] = answer_sources(backend, store.cassette_keys(task_id))
     elif backend is not None:
         extra["concurrency"] = backend.limiter.stats()
         if backend.dropped:  # what was sent differs from the task's judge parameters
             extra["droppedParams"] = dict(sorted(backend.dropped.items()))
     return extra
+
+
+def answer_sources(backend: ReplayBackend, keys: Iterable[str | None]) -> list[dict[str, Any]]:
+    """Where a replay's answers came from (SPEC §10 provenance), for the report's header.
+
+    One entry per distinct provenance among the rows' cassette entries, most rows first:
+    ``{"kind": "authored", "by": author, "method": method, "rows": n}`` or
+    ``{"kind": "recorded", "by": "provider/model", "at": recordedAt, "rows": n}``.
+    """
+    seen: Counter[tuple[tuple[str, str], ...]] = Counter()
+    for key in keys:
+        entry = backend.index.get(key) if key else None
+        if entry is None:
+            continue
+        prov = entry.provenance
+        if prov.get("kind") == "recorded":
+            source = {
+                "kind": "recorded",
+                "by": f"{prov.get('provider')}/{prov.get('model')}",
+                "at": str(prov.get("recordedAt") or ""),
+            }
+        else:
+            source = {
+                "kind": str(prov.get("kind")),
+                "by": str(prov.get("author") or ""),
+                "method": str(prov.get("method") or ""),
+            }
+        seen[tuple(source.items())] += 1
+    return [{**dict(items), "rows": n} for items, n in seen.most_common()]
