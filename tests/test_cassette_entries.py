@@ -6,6 +6,8 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from rubric_engine.cassette import response_problem
 from tests.conftest import CASES, CASSETTES, RUBRICS
 from tests.test_cli import run
@@ -67,3 +69,37 @@ def test_response_problem_accepts_only_a_whole_chat_completion() -> None:
     assert response_problem({"object": "chat.completion", "choices": []}) == "it has no choices"
     assert "no message" in (response_problem({"choices": [{"delta": {}}]}) or "")
     assert "JSON list" in (response_problem([whole]) or "")
+
+
+@pytest.mark.parametrize(
+    ("verdicts", "pack"),
+    [
+        ("airline_cs.jsonl", "airline_cs.yaml"),
+        ("health_cs.jsonl", "health_cs.yaml"),
+        ("health_cs_worse.jsonl", "health_cs.yaml"),
+    ],
+)
+def test_an_authored_score_follows_the_caps_of_its_own_unmet_requirements(
+    verdicts: str, pack: str
+) -> None:
+    # an independent re-judgment found airline-4, -5 and -6 scored above the violationScore
+    # of a requirement their own verdict lists as unmet; the engine lowered them, but an
+    # authored answer follows the pack's scoring notes
+    import yaml
+
+    rubric = yaml.safe_load((RUBRICS / pack).read_text("utf-8"))
+    caps = {
+        r["id"]: r["violationScore"]
+        for r in [
+            *rubric.get("commonRequirements", []),
+            *(r for i in rubric["intents"] for r in i.get("requirements", [])),
+        ]
+        if r.get("violationScore") is not None
+    }
+    above = []
+    for line in (CASES / "verdicts" / verdicts).read_text("utf-8").splitlines():
+        verdict = json.loads(line)
+        lowest = min((caps[r] for r in verdict["unmetRequirementIds"] if r in caps), default=None)
+        if lowest is not None and verdict["score"] > lowest:
+            above.append((verdict["rowId"], verdict["score"], lowest))
+    assert above == []
