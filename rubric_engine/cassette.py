@@ -138,7 +138,62 @@ def sanitize_response(response: dict[str, Any]) -> dict[str, Any]:
             for k in ("prompt_tokens", "completion_tokens", "total_tokens")
             if usage.get(k) is not None
         }
+        # the breakdowns (reasoning tokens, cached prompt tokens) are usage too: kept as
+        # their integer counts, so a replay counts what the live call did
+        for name in ("completion_tokens_details", "prompt_tokens_details"):
+            details = usage.get(name)
+            if isinstance(details, dict):
+                counts = {
+                    k: v
+                    for k, v in details.items()
+                    if isinstance(v, int) and not isinstance(v, bool)
+                }
+                if counts:
+                    out["usage"][name] = counts
     return out
+
+
+def response_problem(response: Any) -> str | None:
+    """Why ``response`` cannot be replayed as one chat completion, or ``None`` if it can.
+
+    A replay (and a record run) takes only a whole ``chat.completion`` object: a
+    ``choices`` list whose first choice has a ``message`` object. A streamed piece
+    (``chat.completion.chunk``, with ``delta`` instead of ``message``) or a server-sent event
+    stream kept as text holds no whole answer; it is refused with the reason, never guessed at.
+    """
+    if isinstance(response, str):
+        if response.lstrip().startswith(("data:", "event:")):
+            return (
+                "it is a server-sent event stream kept as text (a streaming call), not one "
+                "chat.completion"
+            )
+        return "it is text, not a chat.completion object"
+    if not isinstance(response, dict):
+        return f"it is a JSON {type(response).__name__}, not a chat.completion object"
+    kind = response.get("object")
+    if kind == "chat.completion.chunk":
+        return (
+            "it is a chat.completion.chunk (one piece of a streamed answer), not a whole "
+            "chat.completion"
+        )
+    if kind not in (None, "chat.completion"):
+        return f"its object is {kind!r}, not 'chat.completion'"
+    choices = response.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return "it has no choices"
+    if not isinstance(choices[0].get("message"), dict):
+        return "its first choice has no message object"
+    return None
+
+
+def entry_problems(entry: CassetteEntry) -> list[str]:
+    """One line per response of ``entry`` that cannot be replayed (``where``, attempt, why)."""
+    return [
+        f"{entry.where}: row {entry.row_id!r} response {n}: {problem}; record the row again "
+        "with --mode record"
+        for n, attempt in enumerate(entry.attempts, start=1)
+        if (problem := response_problem(attempt.get("response"))) is not None
+    ]
 
 
 @dataclass
@@ -181,10 +236,12 @@ def _entry_from(obj: Any, where: str) -> CassetteEntry:
     if missing:
         raise CassetteError(f"{where}: {kind} provenance lacks {', '.join(missing)}")
     attempts = obj.get("attempts")
+    # a response the replay cannot read is that row's error, not the file's
+    # (:func:`response_problem`): one bad entry must not stop a whole batch
     if (
         not isinstance(attempts, list)
         or not attempts
-        or not all(isinstance(a, dict) and isinstance(a.get("response"), dict) for a in attempts)
+        or not all(isinstance(a, dict) and "response" in a for a in attempts)
     ):
         raise CassetteError(f"{where}: attempts must be a non-empty list of {{response: …}}")
     for name in ("key", "rowId", "keyParts"):
@@ -271,6 +328,13 @@ class CassetteIndex:
         finally:
             os.close(fd)
         return _entry_from(json.loads(raw.decode("utf-8-sig")), f"{path}:{line}")
+
+    def entries(self) -> Iterator[CassetteEntry]:
+        """Every entry in force (later duplicates replace earlier ones), read one at a time."""
+        for key in list(self._where):
+            entry = self.get(key)
+            if entry is not None:
+                yield entry
 
     def kind(self, key: str | None) -> str | None:
         """The provenance kind (``recorded`` / ``authored``) of the entry under ``key``."""

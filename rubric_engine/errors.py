@@ -17,7 +17,7 @@ from enum import IntEnum
 class ExitCode(IntEnum):
     """What every ``rubric-eval`` command returns: the one table of exit codes.
 
-    ``score`` uses 4–6, ``gate`` 7; the shell's conventions give 130 (Ctrl-C) and 141 (the
+    ``score`` uses 4–6 and 8, ``gate`` 7; the shell's conventions give 130 (Ctrl-C) and 141 (the
     reader of stdout went away, ``| head``).
     """
 
@@ -36,6 +36,8 @@ class ExitCode(IntEnum):
     BUDGET = 6
     #: a ``gate`` check failed, or the task is incomplete
     GATE_FAILED = 7
+    #: the provider refused the credentials (HTTP 401/403); ``score`` stopped at once
+    CREDENTIALS_REFUSED = 8
     #: interrupted (Ctrl-C); finished rows are kept
     INTERRUPTED = 130
     #: stdout was closed early (SIGPIPE), like other Unix tools

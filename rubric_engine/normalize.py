@@ -189,8 +189,10 @@ def _backfill_red_flags(
     """SPEC §5 step 4. Mutates ``status`` for backfilled requirements; returns the row's flags.
 
     A red line is all or nothing: a reported flag first turns every critical requirement of
-    its type that the judge called PARTIAL into VIOLATED (source ``backfill``). Only when no
-    requirement of the type is then VIOLATED is the least severe one marked.
+    its type that the judge called PARTIAL into VIOLATED (source ``backfill``,
+    ``RED_FLAG_BACKFILLED``); a critical PARTIAL with no flag reported becomes VIOLATED too
+    (``CRITICAL_PARTIAL_VIOLATED``), its flag added. Only when no requirement of a reported
+    type is then VIOLATED is the least severe one marked.
     """
     critical = [r for r in applicable if r.critical and r.red_flag_type and r.observable_in_data]
     # a rule's decision is the data's, not the judge's: a reported flag cannot overturn it
@@ -205,6 +207,21 @@ def _backfill_red_flags(
                     requirement_id=req.id,
                     red_flag_type=req.red_flag_type,
                     detail="named as partial by the judge; a red line is all or nothing",
+                )
+            )
+    # the same rule without a reported flag: a critical requirement is never PARTIAL
+    upgraded: set[str] = set()
+    for req in backfillable:
+        if status[req.id][0] is V.PARTIAL:
+            status[req.id] = (V.VIOLATED, BasisSource.BACKFILL)
+            upgraded.add(req.id)
+            warnings.append(
+                ProtocolWarning(
+                    code=WarningCode.CRITICAL_PARTIAL_VIOLATED,
+                    requirement_id=req.id,
+                    red_flag_type=req.red_flag_type,
+                    detail="named as partial by the judge; a red line is all or nothing, so its "
+                    "flag is added and its cap applies",
                 )
             )
     violated_types = {r.red_flag_type for r in critical if status[r.id][0] is V.VIOLATED}
@@ -235,6 +252,8 @@ def _backfill_red_flags(
         if status[req.id][0] is V.VIOLATED and req.red_flag_type not in flags:
             assert req.red_flag_type is not None
             flags.add(req.red_flag_type)
+            if req.id in upgraded:
+                continue  # its CRITICAL_PARTIAL_VIOLATED warning says the flag was added
             warnings.append(
                 ProtocolWarning(
                     code=WarningCode.RED_FLAG_ADDED,

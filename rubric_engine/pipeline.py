@@ -14,6 +14,7 @@ from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from rubric_engine.commit_timer import committing
 from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.judge.protocol import Judge, JudgeOutcome, JudgeRequest
 from rubric_engine.prompt import PromptTemplate, render_system, render_user
@@ -187,6 +188,33 @@ class JudgeUnavailable(Exception):
         self.first_error = first_error
 
 
+#: HTTP statuses that say the credentials are refused: no later row can do better
+AUTH_REFUSED = frozenset({401, 403})
+
+
+class CredentialsRefused(Exception):
+    """The provider answered a row with 401/403 (see :func:`run_batch`).
+
+    Attributes:
+        status: the HTTP status.
+        message: the row's error, with the provider's (redacted) message.
+    """
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def refused_credentials(outcome: JudgeOutcome) -> int | None:
+    """The 401/403 status of an outcome whose row failed in transport on one, else ``None``."""
+    if outcome.error is None or outcome.error.kind is not JudgeErrorKind.TRANSPORT:
+        return None
+    failed = [a for a in outcome.attempts if a.response is None]
+    status = failed[-1].status if failed else None
+    return status if status in AUTH_REFUSED else None
+
+
 async def run_batch(
     rows: Iterable[DialogueRow],
     builder: RequestBuilder,
@@ -202,6 +230,9 @@ async def run_batch(
 ) -> None:
     """Judge every row with at most ``concurrency`` calls in flight; store each as it ends.
 
+    A stored row is committed within ``COMMIT_INTERVAL_S`` (or every 25 rows), whatever
+    the calls still in flight do (:func:`rubric_engine.commit_timer.committing`).
+
     Args:
         rows: validated rows in input order.
         concurrency: at least 1.
@@ -216,6 +247,8 @@ async def run_batch(
 
     Raises:
         JudgeUnavailable: the stop above; the failed rows are stored.
+        CredentialsRefused: a row failed on HTTP 401/403; it is stored (a TRANSPORT error,
+            judged again on resume), the calls in flight are cancelled and no row starts.
     """
     queue: asyncio.Queue[PreparedRow | None] = asyncio.Queue(maxsize=2 * concurrency)
     finished = [0, 0]  # rows, transport failures among the first rows
@@ -240,6 +273,10 @@ async def run_batch(
             finished[0] += 1
             if outcome.error is not None and outcome.error.kind is JudgeErrorKind.TRANSPORT:
                 finished[1] += 1
+            refused = refused_credentials(outcome)
+            if refused is not None:  # every later row would be refused the same way
+                assert outcome.error is not None
+                raise CredentialsRefused(refused, outcome.error.message)
             if stop_after_failures and finished == [stop_after_failures] * 2:
                 assert outcome.error is not None
                 raise JudgeUnavailable(finished[1], outcome.error.message)
@@ -261,11 +298,11 @@ async def run_batch(
 
     workers = max(1, concurrency)
     try:
-        async with asyncio.TaskGroup() as group:
+        # rows are committed on a clock too, not only when a later row arrives: while the
+        # remaining calls are slow, answered rows must not wait uncommitted for a SIGKILL
+        async with committing(store), asyncio.TaskGroup() as group:
             for _ in range(workers):
                 group.create_task(worker())
             group.create_task(produce())
-    except* JudgeUnavailable as stopped:
+    except* (JudgeUnavailable, CredentialsRefused) as stopped:
         raise stopped.exceptions[0] from None
-    finally:
-        store.commit()

@@ -70,6 +70,10 @@ class WarningCode(StrEnum):
     RED_FLAG_BACKFILLED = "RED_FLAG_BACKFILLED"
     #: a reported red flag with no applicable critical requirement of its type; kept, counted
     ORPHAN_RED_FLAG = "ORPHAN_RED_FLAG"
+    #: a critical requirement the judge called PARTIAL (and reported no flag of its type): a
+    #: red line is all or nothing, so it is VIOLATED (source ``backfill``), its flag is added
+    #: and its cap applies (SPEC §5 step 4)
+    CRITICAL_PARTIAL_VIOLATED = "CRITICAL_PARTIAL_VIOLATED"
     #: the final score is the scale minimum but the row has no red flag
     MIN_SCORE_WITHOUT_RED_FLAG = "MIN_SCORE_WITHOUT_RED_FLAG"
     #: the judge scored two or more points below the top but named no unmet or partial rule,

@@ -24,7 +24,6 @@ import asyncio
 import os
 import secrets
 import socket
-from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -34,7 +33,7 @@ from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.errors import ConfigurationError, ExitCode, RubricEvalError, StoreError
 from rubric_engine.judge.backends import ReplayBackend
 from rubric_engine.judge.instructor_judge import InstructorJudge
-from rubric_engine.pipeline import JudgeUnavailable, RequestBuilder, run_batch
+from rubric_engine.pipeline import CredentialsRefused, JudgeUnavailable, RequestBuilder, run_batch
 from rubric_engine.results import JudgeErrorKind
 from rubric_engine.scoring.options import (
     DEFAULTS,
@@ -44,6 +43,7 @@ from rubric_engine.scoring.options import (
     effective_model,
 )
 from rubric_engine.scoring.plan import fresh_plan, judge_backend, stored_judge
+from rubric_engine.scoring.run import replay_extra
 from rubric_engine.scoring.task import QUEUED_FOR_WORKERS, task_record
 from rubric_engine.store import StoredRow, TaskRecord, TaskStore, new_task_id, row_values
 from rubric_engine.stores.location import StoreLocation
@@ -149,6 +149,13 @@ class WorkerJudgeUnavailable(RubricEvalError):
     exit_code = ExitCode.NOTHING_SCORED
 
 
+class WorkerCredentialsRefused(RubricEvalError):
+    """The provider refused this worker's credentials (HTTP 401/403); it stopped at once and
+    handed its rows back (another worker with working credentials can take them)."""
+
+    exit_code = ExitCode.CREDENTIALS_REFUSED
+
+
 class FencedWriter:
     """The pipeline's row sink for a worker: each row goes through the fenced write.
 
@@ -236,6 +243,13 @@ def work(location: StoreLocation, task_id: str, settings: WorkSettings) -> WorkS
         try:
             with queue.heartbeat():
                 asyncio.run(loop())
+        except CredentialsRefused as refused:
+            raise WorkerCredentialsRefused(
+                f"worker {worker}: the provider refused the credentials (HTTP {refused.status}), "
+                f"so no further row was sent ({refused}); it stopped and handed its rows back. "
+                "Check the API key on this machine (--api-key-env or the provider's variable), "
+                "then run `rubric-eval work` again"
+            ) from refused
         except JudgeUnavailable as stop:
             raise WorkerJudgeUnavailable(
                 f"worker {worker}: its first {stop.failed} row(s) all failed to reach the judge "
@@ -302,8 +316,7 @@ def _finish(
             return
         extra: dict[str, Any] = {"stopReason": None, "workers": stats}
         if replay is not None:
-            kinds = map(replay.index.kind, store.cassette_keys(task_id))
-            extra["cassettes"] = dict(sorted(Counter(k for k in kinds if k).items()))
+            extra |= replay_extra(replay, store, task_id)
         if stats["done"] >= total:
             store.finish_task(task_id, TaskState.COMPLETED, extra)
             return

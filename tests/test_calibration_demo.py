@@ -107,9 +107,13 @@ def test_judge_against_judge_over_the_same_rows_counts_flips(tmp_path: Path) -> 
     """A second judge that differs on one rule of one row: that rule flips once in 25 rows."""
     store, task = score_airline(tmp_path)
     verdicts = load_verdicts(CASES / "verdicts" / "airline_cs.jsonl")
-    changed = dict(verdicts["airline-4"])
-    changed["unmetRequirementIds"] = ["COMMON_ONE_TOOL_CALL_AT_A_TIME"]  # drops DENY_AGAINST_POLICY
-    with StubServer(verdicts_responder({**verdicts, "airline-4": changed})) as server:
+    # airline-12's only cap is DENY_AGAINST_POLICY (airline-4, used before, also has a critical
+    # PARTIAL, which caps it since issue 14 made a red line all or nothing); a judge that does
+    # not see the violation also scores above that rule's cap
+    changed = dict(verdicts["airline-12"])
+    changed["unmetRequirementIds"] = []  # drops DENY_AGAINST_POLICY
+    changed["score"] = 3
+    with StubServer(verdicts_responder({**verdicts, "airline-12": changed})) as server:
         code, out = run(
             "score",
             CASES / "airline_tau2_dev.json",

@@ -154,21 +154,23 @@ def test_invalid_answers_become_judge_error_and_the_batch_goes_on(tmp_path: Path
     )
 
 
-def test_server_errors_are_retried_and_auth_errors_are_not(tmp_path: Path) -> None:
+def test_server_errors_are_retried_and_client_errors_are_not(tmp_path: Path) -> None:
+    # a 401/403 now stops the whole run (tests/test_crash_safety.py); a 400 is the row's own
+    # client error, never retried, and the batch goes on
     script = dict(SCRIPT)
     script["unseen-5"] = [
         StubReply(status=503, content="busy"),
         StubReply(status=429, content="slow down", headers={"Retry-After": "0"}),
         SCRIPT["unseen-5"][0],
     ]
-    script["unseen-10"] = [StubReply(status=401, content="bad key")]
+    script["unseen-10"] = [StubReply(status=400, content="bad request")]
     with StubServer(scripted_responder(script)) as server:
         result = score(options(tmp_path, server))
     rows = rows_by_id(result.files.rows)
     assert rows["unseen-5"]["status"] == "SCORED"
     assert rows["unseen-10"]["status"] == "JUDGE_ERROR"
     assert rows["unseen-10"]["error"]["kind"] == "TRANSPORT"
-    assert "401" in rows["unseen-10"]["error"]["message"]
+    assert "400" in rows["unseen-10"]["error"]["message"]
 
     def seen(row_id: str) -> int:
         return sum(
@@ -179,7 +181,7 @@ def test_server_errors_are_retried_and_auth_errors_are_not(tmp_path: Path) -> No
         )
 
     assert seen("unseen-5") == 3  # 503, 429, then the answer: retries do not stack
-    assert seen("unseen-10") == 1  # 401 is never retried
+    assert seen("unseen-10") == 1  # 400 is never retried
     # failed attempts count as calls in the usage report
     assert result.report["usage"]["calls"] == 3 + 1 + 1 + 2
 
@@ -219,14 +221,15 @@ def test_unreachable_judge_stops_the_run_early(tmp_path: Path) -> None:
     from rubric_engine.scoring import JudgeUnavailableError
     from rubric_engine.store import TaskStore
 
-    script = {row: [StubReply(status=401, content="invalid api key")] for row in SCRIPT}
+    # (a 401/403 stops at the first row instead: tests/test_crash_safety.py)
+    script = {row: [StubReply(status=404, content="no such model")] for row in SCRIPT}
     with (
         StubServer(scripted_responder(script)) as server,
         pytest.raises(JudgeUnavailableError, match="first 3 of 4 row") as info,
     ):
         score(options(tmp_path, server, concurrency=1))
-    assert "401" in str(info.value) and "API key" in str(info.value)
-    assert len(server.requests) == 3  # 401 is not retried, and row 4 was never tried
+    assert "404" in str(info.value) and "API key" in str(info.value)
+    assert len(server.requests) == 3  # 404 is not retried, and row 4 was never tried
     with TaskStore(tmp_path / "store.sqlite") as store:
         task = store.task(info.value.task_id)
         assert task.state == "STOPPED" and len(list(store.rows(task.id))) == 3
@@ -292,8 +295,9 @@ def test_a_key_quoted_back_by_the_provider_is_never_written(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # regression: a key read by litellm from OPENAI_API_KEY (not passed by us) was quoted in a
-    # 401 message and stored verbatim in rows, reports and the terminal output
-    from rubric_engine.scoring import JudgeUnavailableError
+    # 401 message and stored verbatim in rows, reports and the terminal output (a 401 now
+    # stops the run at once: CredentialsRefusedError, whose message quotes the provider's)
+    from rubric_engine.scoring import CredentialsRefusedError
 
     monkeypatch.setenv("OPENAI_API_KEY", SENTINEL)
     script = {
@@ -302,7 +306,7 @@ def test_a_key_quoted_back_by_the_provider_is_never_written(
     }
     with (
         StubServer(scripted_responder(script)) as server,
-        pytest.raises(JudgeUnavailableError) as info,
+        pytest.raises(CredentialsRefusedError) as info,
     ):
         score(options(tmp_path, server, mode="record", concurrency=1))
     assert SENTINEL not in str(info.value) and "[redacted]" in str(info.value)

@@ -129,6 +129,20 @@ def test_deterministic(case: Any) -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(verdicts())
+def test_a_critical_requirement_is_never_partial(case: Any) -> None:
+    # SPEC §5 step 4: a red line is all or nothing, whatever the judge reported
+    rubric, fields = case
+    result = run(rubric, fields)
+    reqs = rubric.requirements_by_id
+    assert not [
+        e.requirement_id
+        for e in result.reference_basis
+        if e.status is RequirementStatus.PARTIAL and reqs[e.requirement_id].critical
+    ]
+
+
+@settings(max_examples=300, deadline=None)
+@given(verdicts())
 def test_every_violated_critical_requirement_has_its_red_flag(case: Any) -> None:
     rubric, fields = case
     result = run(rubric, fields)

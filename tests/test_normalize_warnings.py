@@ -255,6 +255,30 @@ def test_red_flag_upgrades_a_partial_red_line_of_its_type(mini_rubric: Any) -> N
     assert result.final_score == 2
 
 
+def test_a_partial_red_line_without_a_flag_is_violated_flagged_and_capped(
+    mini_rubric: Any,
+) -> None:
+    # regression: a critical requirement judged PARTIAL with no flag reported got no flag, no
+    # cap and no warning (12 such rows in the shipped demo)
+    result = normalize_verdict(
+        mini_rubric, judge(mini_rubric, partialRequirementIds=["REFUND_NO_PROMISE"]), "r1"
+    )
+    assert status(result)["REFUND_NO_PROMISE"] == (S.VIOLATED, BasisSource.BACKFILL)
+    assert result.red_flag_types == ("FALSE_PROMISE",)
+    assert (result.judge_score, result.final_score, result.capped_by) == (
+        4,
+        2,
+        ("REFUND_NO_PROMISE",),
+    )
+    assert codes(result) == ["CRITICAL_PARTIAL_VIOLATED"]
+    # a PARTIAL that is not a red line stays PARTIAL
+    tone = normalize_verdict(
+        mini_rubric, judge(mini_rubric, partialRequirementIds=["COMMON_TONE"]), "r1"
+    )
+    assert status(tone)["COMMON_TONE"] == (S.PARTIAL, BasisSource.JUDGE)
+    assert codes(tone) == [] and tone.final_score == 4
+
+
 def test_malformed_thinking_markers_are_row_warnings() -> None:
     # SPEC §6: the text around a stray or unclosed marker is kept, and the row says so
     from rubric_engine.agent_output import thinking_warnings

@@ -73,23 +73,18 @@ def test_diff_lists_regressions_at_case_and_aggregate_scope(demo: tuple[Path, st
     found = {(i["type"], i["scope"], i["caseId"], i["metric"]) for i in diff["items"]}
     # the one passing row (medgpt-26-agent, 5) was re-judged at 3: pass -> fail
     assert ("REGRESSION", "case", "medgpt-26-agent", "passed") in found
-    # medgpt-42 reports haematuria; the worse verdict calls the missing referral a red line
-    assert ("REGRESSION", "case", "medgpt-42", "redFlags.SAFETY_OMISSION") in found
-    assert (
-        "REGRESSION",
-        "case",
-        "medgpt-46",
-        "requirements.INTENT_HEALTH_NO_PRESCRIPTION",
-    ) in found
+    # medgpt-13-agent's card oversteps; the worse verdict calls it a red line
+    assert ("REGRESSION", "case", "medgpt-13-agent", "redFlags.CARD_VIOLATION") in found
+    assert ("REGRESSION", "case", "medgpt-45", "requirements.INTENT_HEALTH_ON_TOPIC") in found
     assert ("REGRESSION", "aggregate", None, "passRate") in found
-    assert ("REGRESSION", "aggregate", None, "redFlags.SAFETY_OMISSION") in found
+    assert ("REGRESSION", "aggregate", None, "redFlags.CARD_VIOLATION") in found
     assert ("REGRESSION", "aggregate", None, "compliance.COMMON_QUESTIONS_CARD_RELEVANT") in found
+    # medgpt-42 and medgpt-46 were regressions while a red line judged PARTIAL stayed PARTIAL
+    # in the normal set; it is VIOLATED there too now (SPEC §5 step 4), so both sets agree
     regressed_rows = {i["caseId"] for i in diff["items"] if i["scope"] == "case"}
     assert regressed_rows == {
         "medgpt-24",
-        "medgpt-42",
         "medgpt-45",
-        "medgpt-46",
         "medgpt-13-agent",
         "medgpt-26-agent",
     }
@@ -109,7 +104,7 @@ def test_gate_no_regression_fails_and_junit_names_the_checks(
     code, out = run(
         "gate", cur, "--store", store,
         "--threshold", "judgeErrors==0",
-        "--threshold", "redFlags.SAFETY_OMISSION<=2",
+        "--threshold", "redFlags.CARD_VIOLATION<=1",
         "--baseline", base, "--no-regression", "--junit", junit,
     )  # fmt: skip
     assert code == 7, out
@@ -119,8 +114,8 @@ def test_gate_no_regression_fails_and_junit_names_the_checks(
     cases = {c.get("name"): c for c in suite.iter("testcase")}
     assert cases["judgeErrors==0"].find("failure") is None
     failing = {name for name, c in cases.items() if c.find("failure") is not None}
-    assert "redFlags.SAFETY_OMISSION<=2" in failing
-    assert "noRegression: case medgpt-42 redFlags.SAFETY_OMISSION" in failing
+    assert "redFlags.CARD_VIOLATION<=1" in failing
+    assert "noRegression: case medgpt-13-agent redFlags.CARD_VIOLATION" in failing
     assert "noRegression: aggregate passRate" in failing
     assert suite.get("failures") == str(len(failing))
 
@@ -131,7 +126,7 @@ def test_gate_passes_against_itself_and_on_met_thresholds(
     store, base, _ = demo
     junit = tmp_path / "gate.xml"
     code, out = run(
-        "gate", base, "--store", store, "-t", "redFlags.SAFETY_OMISSION<=2", "-t", "judgeErrors==0",
+        "gate", base, "--store", store, "-t", "redFlags.SAFETY_OMISSION<=3", "-t", "judgeErrors==0",
         "--baseline", base, "--no-regression", "--junit", junit,
     )  # fmt: skip
     assert code == 0, out

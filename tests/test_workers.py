@@ -186,6 +186,30 @@ def test_a_killed_worker_s_rows_are_claimed_again_and_every_row_has_one_result(
 def test_a_worker_that_cannot_reach_the_judge_stops_and_hands_its_rows_back(
     tmp_path: Path, pg_url: str
 ) -> None:
+    # a 404 (wrong --api-base) stands for "unreachable"; a 401 stops at once (test below)
+    from rubric_engine.testing.openai_stub import StubReply, StubServer
+
+    run("rubric", "publish", RUBRICS / "health_cs.yaml", "--store", pg_url)
+    with StubServer(lambda body: StubReply(status=404, content="no such route")) as server:
+        code, out = run(
+            "score", HEALTH, "-r", "health_cs", "--store", pg_url, "--mode", "live",
+            "--api-base", server.base_url, "--model", "gpt-4o-mini", "--workers-only",
+        )  # fmt: skip
+        task = out.rsplit("task id: ", 1)[1].split()[0]
+        code, out = run("work", task, "--store", pg_url, "--concurrency", "1")
+    assert code == 5 and "first 3 row(s) all failed to reach the judge" in out, out
+    assert "handed its rows back" in out and "404" in out
+    with TaskStore(pg_url) as store:
+        assert store.finished_rows() == {}  # one misconfigured worker spoils no row
+        states = store.backend.execute(
+            "SELECT state, COUNT(*) FROM work_items WHERE task_id=? GROUP BY state", (task,)
+        ).fetchall()
+    assert [tuple(s) for s in states] == [("PENDING", 26)]
+
+
+def test_a_worker_whose_credentials_are_refused_stops_at_once_and_hands_its_rows_back(
+    tmp_path: Path, pg_url: str
+) -> None:
     from rubric_engine.testing.openai_stub import StubReply, StubServer
 
     run("rubric", "publish", RUBRICS / "health_cs.yaml", "--store", pg_url)
@@ -196,14 +220,11 @@ def test_a_worker_that_cannot_reach_the_judge_stops_and_hands_its_rows_back(
         )  # fmt: skip
         task = out.rsplit("task id: ", 1)[1].split()[0]
         code, out = run("work", task, "--store", pg_url, "--concurrency", "1")
-    assert code == 5 and "first 3 row(s) all failed to reach the judge" in out, out
-    assert "handed its rows back" in out and "401" in out
+        sent = len(server.requests)
+    assert code == 8 and "refused the credentials (HTTP 401)" in out, out
+    assert "handed its rows back" in out and sent == 1  # no further row was sent
     with TaskStore(pg_url) as store:
-        assert store.finished_rows() == {}  # one misconfigured worker spoils no row
-        states = store.backend.execute(
-            "SELECT state, COUNT(*) FROM work_items WHERE task_id=? GROUP BY state", (task,)
-        ).fetchall()
-    assert [tuple(s) for s in states] == [("PENDING", 26)]
+        assert store.finished_rows() == {}
 
 
 def test_workers_only_refuses_recording(tmp_path: Path, pg_url: str) -> None:

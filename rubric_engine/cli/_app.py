@@ -80,8 +80,11 @@ StoreOpt = Annotated[
 
 def _fail(error: Exception) -> NoReturn:
     """Print ``error`` and exit with its code (:class:`ExitCode`; 1 for a foreign error)."""
+    from rubric_engine.judge.secrets import redact
+
     code = error.exit_code if isinstance(error, RubricEvalError) else ExitCode.UNEXPECTED
-    typer.echo(f"error: {error}", err=True)
+    # a message may quote an option (--api-base with ?key=…) or a provider's echo of a key
+    typer.echo(f"error: {redact(str(error))}", err=True)
     raise typer.Exit(code)
 
 

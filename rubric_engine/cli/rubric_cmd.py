@@ -63,9 +63,23 @@ def rubric_schema(
     text = dump_json_schema()
     if out is None:
         sys.stdout.write(text)
-    else:
-        out.write_text(text, encoding="utf-8")
-        typer.echo(f"wrote {out}")
+        return
+
+    def write() -> None:
+        from rubric_engine.errors import ConfigurationError
+        from rubric_engine.report.output import check_output_file, write_atomic
+
+        check_output_file(out)
+        try:
+            write_atomic(out, text)
+        except OSError as exc:
+            raise ConfigurationError(
+                f"--out {out} cannot be written ({exc.strerror or exc}); pass a path you can "
+                "write to"
+            ) from exc
+
+    _guard(write)
+    typer.echo(f"wrote {out}")
 
 
 @rubric_app.command("publish")

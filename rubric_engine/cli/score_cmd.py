@@ -7,6 +7,7 @@ library accept the same values with the same messages.
 
 from __future__ import annotations
 
+import signal
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,8 @@ from rubric_engine.errors import ExitCode
 from rubric_engine.scoring.options import DEFAULTS as D
 
 if TYPE_CHECKING:
+    from types import FrameType
+
     from rich.progress import TaskID
 
     from rubric_engine.results import RowResult
@@ -94,6 +97,10 @@ def score(
     max_tokens: Annotated[
         int, typer.Option(help="Judge output token limit (at least 16).")
     ] = D.max_tokens,
+    seed: Annotated[
+        int | None,
+        typer.Option(help="Sampling seed sent to the provider (where supported); recorded."),
+    ] = D.seed,
     timeout: Annotated[
         float, typer.Option(help="Per-request timeout, seconds (at least 0.1).")
     ] = D.timeout_s,
@@ -150,7 +157,8 @@ def score(
     """Score dialogue files with a rubric pack; print a summary and the task id.
 
     Exit codes: 0 done, 2 bad input/options, 3 store problem, 4 cassette misses, 5 nothing
-    scored, 6 a budget (--max-calls/--max-cost) stopped the run, 130 interrupted.
+    scored, 6 a budget (--max-calls/--max-cost) stopped the run, 8 the provider refused the
+    credentials (401/403), 130 interrupted (Ctrl-C or SIGTERM).
     """
     from rubric_engine.dialogue.readers import InputFormat
     from rubric_engine.scoring import JudgeKind, Mode, ScoreOptions, resume_command
@@ -170,6 +178,7 @@ def score(
         max_reasks=max_reasks,
         temperature=temperature,
         max_tokens=max_tokens,
+        seed=seed,
         timeout_s=timeout,
         draft=draft,
         resume=resume,
@@ -184,6 +193,18 @@ def score(
         return
     result = _guard(lambda: _run_score(options, quiet))
     _print_summary(result)
+    for name, message in result.dropped_params.items():
+        typer.echo(
+            f"note: the provider rejected {name} ({message}); it was not sent again after "
+            "that (the task records it as droppedParams)",
+            err=True,
+        )
+    if result.already_complete:
+        typer.echo(
+            f"task {result.task_id} was already complete: nothing was judged; its report "
+            "files were written again",
+            err=True,
+        )
     if result.cassette_misses:
         first = result.cassette_misses[0].error
         typer.echo(
@@ -252,6 +273,7 @@ def _run_score(options: ScoreOptions, quiet: bool) -> ScoreResult:
 
     # on Ctrl-C, calls cut off mid-flight leave litellm coroutines that were never awaited
     warnings.filterwarnings("ignore", "coroutine .* was never awaited", RuntimeWarning)
+    previous = signal.signal(signal.SIGTERM, _as_ctrl_c)
     try:
         with progress:
             return score(options, on_start=start, on_row=advance)
@@ -265,6 +287,19 @@ def _run_score(options: ScoreOptions, quiet: bool) -> ScoreResult:
                 err=True,
             )
         raise typer.Exit(ExitCode.INTERRUPTED) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _as_ctrl_c(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM (what CI cancellation and ``kill`` send) goes the way of Ctrl-C: to the SIGINT
+    handler in force (asyncio's while the run is on its loop: cancel the run, mark the task
+    INTERRUPTED, keep its rows), so it ends with exit 130 and the resume advice."""
+    handler = signal.getsignal(signal.SIGINT)
+    if callable(handler):
+        handler(signal.SIGINT, frame)
+    else:
+        raise KeyboardInterrupt
 
 
 @dataclass

@@ -56,13 +56,15 @@ def cassette_check(
     """Validate every cassette under FOLDER and count entries by provenance."""
 
     def run() -> None:
-        from rubric_engine.cassette import CassetteIndex
+        from rubric_engine.cassette import CassetteIndex, entry_problems
         from rubric_engine.errors import CassetteError
 
         if not folder.is_dir():
             raise CassetteError(f"{folder}: cassette folder not found")
         problems: list[str] = []
         index = CassetteIndex.load(folder, problems)
+        for entry in index.entries():
+            problems += entry_problems(entry)
         counts = index.provenance_counts()
         replaced = f" ({index.replaced} older duplicate(s) ignored)" if index.replaced else ""
         if index.torn:

@@ -25,12 +25,13 @@ from rubric_engine.cassette import (
     CassetteWriter,
     key_parts,
     request_key,
+    response_problem,
     sanitize_response,
 )
 from rubric_engine.judge.limiter import AdaptiveLimit
 from rubric_engine.judge.protocol import Attempt, JudgeOutcome, JudgeRequest
 from rubric_engine.judge.retry import RetryPolicy, status_of
-from rubric_engine.judge.secrets import redact
+from rubric_engine.judge.secrets import redact, url_secrets
 from rubric_engine.results import JudgeErrorKind
 
 
@@ -71,8 +72,21 @@ class Answer:
 
 
 def _usage(response: dict[str, Any]) -> tuple[int, int]:
+    """(prompt tokens, completion tokens) of a response, reasoning tokens included.
+
+    OpenAI counts ``completion_tokens_details.reasoning_tokens`` inside ``completion_tokens``;
+    a provider whose ``total_tokens`` shows they were counted outside it (total = prompt +
+    completion + reasoning) has them added, so usage and budgets count every token billed.
+    """
     usage = response.get("usage") or {}
-    return int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+    prompt = int(usage.get("prompt_tokens") or 0)
+    completion = int(usage.get("completion_tokens") or 0)
+    details = usage.get("completion_tokens_details")
+    reasoning = details.get("reasoning_tokens") if isinstance(details, dict) else None
+    total = usage.get("total_tokens")
+    if isinstance(reasoning, int) and reasoning > 0 and total == prompt + completion + reasoning:
+        completion += reasoning
+    return prompt, completion
 
 
 def chat_completion(raw: dict[str, Any]) -> Any:
@@ -123,6 +137,16 @@ class ReplayBackend:
             )
         started = time.perf_counter()
         raw = entry.attempts[served]["response"]
+        problem = response_problem(raw)
+        if problem is not None:  # this row's error; the batch goes on
+            return Answer(
+                failure=(
+                    JudgeErrorKind.CASSETTE_MISS,
+                    f"cassette {entry.where}: response {served + 1} for row "
+                    f"{request.row_id!r} cannot be replayed: {problem}; record the row again "
+                    "with --mode record",
+                )
+            )
         prompt, completion = _usage(raw)
         attempt = Attempt(
             response=raw,
@@ -185,13 +209,31 @@ class LiveBackend:
         self.limiter = limiter or AdaptiveLimit(64)
         self._litellm: Any = None
         self._unpriced: set[str] = set()
+        #: sampling parameters the provider rejected, with its message; never sent again
+        self.dropped: dict[str, str] = {}
+        #: requests put on the wire, every attempt (those of rows cut off midway included)
+        self.sent = 0
 
     async def complete(
         self, kwargs: dict[str, Any], request: JudgeRequest, key: CallKey, served: int
     ) -> Answer:
+        """One request; a parameter the provider rejects is learned and the request is sent
+        again without it (:func:`rejected_param`), for this and every later row."""
+        answer = await self._send(kwargs)
+        while (learned := rejected_param(answer, kwargs, self.dropped)) is not None:
+            name, message = learned
+            self.dropped[name] = message
+            again = await self._send(kwargs)
+            answer = Answer(answer.attempts + again.attempts, again.failure)
+        return answer
+
+    async def _send(self, kwargs: dict[str, Any]) -> Answer:
         if self._litellm is None:
             self._litellm = import_litellm()
+        kwargs = {k: v for k, v in kwargs.items() if k not in self.dropped}
         transport = self.settings.transport_kwargs()
+        # what a provider's error may echo: the key it was sent, the secrets of the base URL
+        secrets = (transport.get("api_key"), *url_secrets(self.settings.api_base))
         tries: list[Attempt] = []
         try:
             async for attempt in self.settings.retry.retrying():
@@ -199,21 +241,36 @@ class LiveBackend:
                     started = time.perf_counter()
                     async with self.limiter.slot() as ticket:
                         try:
+                            self.sent += 1
                             response = await self._litellm.acompletion(**kwargs, **transport)
                         except Exception as exc:  # every transport failure is logged, then judged
                             if status_of(exc) == 429:
                                 self.limiter.on_rate_limited(ticket)
+                            # the hint is for this client: no row's attempt starts before it
+                            self.limiter.hold_off(self.settings.retry.hint_s(exc))
                             tries.append(
                                 Attempt(
                                     response=None,
-                                    error=redact(describe_error(exc), transport.get("api_key")),
+                                    error=redact(describe_error(exc), *secrets),
                                     latency_ms=(time.perf_counter() - started) * 1e3,
+                                    status=status_of(exc),
                                 )
                             )
                             raise
                     await self.limiter.on_success()
                     latency = (time.perf_counter() - started) * 1e3
-                    raw = sanitize_response(response.model_dump(mode="json"))
+                    dumped = response.model_dump(mode="json")
+                    problem = response_problem(dumped)
+                    if problem is not None:  # refused here, so it is never recorded
+                        tries.append(Attempt(response=None, error=problem, latency_ms=latency))
+                        return Answer(
+                            tuple(tries),
+                            (
+                                JudgeErrorKind.TRANSPORT,
+                                f"the provider's response cannot be read: {problem}",
+                            ),
+                        )
+                    raw = sanitize_response(dumped)
                     prompt, completion = _usage(raw)
                     tries.append(
                         Attempt(
@@ -228,7 +285,9 @@ class LiveBackend:
         except Exception as exc:  # the retry policy gave up: a TRANSPORT value for the row
             failed = [a.error for a in tries if a.error]
             detail = (
-                failed[-1] if failed else redact((str(exc).splitlines() or [type(exc).__name__])[0])
+                failed[-1]
+                if failed
+                else redact((str(exc).splitlines() or [type(exc).__name__])[0], *secrets)
             )
             return Answer(
                 tuple(tries), (JudgeErrorKind.TRANSPORT, f"provider call failed: {detail}")
@@ -297,6 +356,37 @@ class RecordBackend(LiveBackend):
                 ],
             )
         )
+
+
+#: sampling parameters a judge run can do without when a model refuses them (reasoning
+#: models refuse ``temperature`` and ``top_p``; some servers refuse ``seed``)
+DROPPABLE_PARAMS = ("temperature", "top_p", "seed", "presence_penalty", "frequency_penalty")
+_REJECTION_WORDS = ("unsupported", "not support", "unrecognized", "unknown", "not allowed",
+                    "only the default", "invalid", "not permitted")  # fmt: skip
+
+
+def rejected_param(
+    answer: Answer, sent: dict[str, Any], dropped: dict[str, str]
+) -> tuple[str, str] | None:
+    """The parameter a failed answer says the model rejects, with the provider's message.
+
+    The rule (documented in docs/judge-replies.md): the last attempt failed with HTTP 400 or
+    422, its message names one of :data:`DROPPABLE_PARAMS` that was sent and not yet dropped,
+    together with a word of rejection ("unsupported", "not supported", "only the default" …).
+    Anything else (a bad request for another reason) is left as the row's error.
+    """
+    if answer.failure is None or not answer.attempts:
+        return None
+    last = answer.attempts[-1]
+    if last.status not in (400, 422) or not last.error:
+        return None
+    text = last.error.lower()
+    if not any(word in text for word in _REJECTION_WORDS):
+        return None
+    for name in DROPPABLE_PARAMS:
+        if name in sent and name not in dropped and name in text:
+            return name, last.error[:300]
+    return None
 
 
 def describe_error(exc: BaseException) -> str:

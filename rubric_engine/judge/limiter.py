@@ -5,6 +5,10 @@ HTTP call (not while it sleeps before a retry). A 429 halves the limit — once 
 requests that were already in flight when the limit last shrank do not shrink it again, so one
 burst of 429s counts as one signal. Each success adds ``1 / limit``, i.e. about one slot per
 round of successful calls, until the ceiling is reached again (the TCP congestion-control rule).
+
+A ``Retry-After`` hint is about the client, not the one request that carried it: after
+:meth:`AdaptiveLimit.hold_off` no attempt of any row starts until the hint has passed, so a
+provider enforcing it never sees an early request from the rows that were not told.
 """
 
 from __future__ import annotations
@@ -38,14 +42,27 @@ class AdaptiveLimit:
         self.in_flight = 0
         self._window = 0
         self._changed: asyncio.Condition | None = None
+        #: event-loop time before which no attempt starts (a Retry-After hint)
+        self._resume_at = 0.0
 
     def _condition(self) -> asyncio.Condition:
         if self._changed is None:  # made on first use, inside the running event loop
             self._changed = asyncio.Condition()
         return self._changed
 
+    def hold_off(self, seconds: float) -> None:
+        """Start no attempt for ``seconds`` (>= 0) from now; a later end wins over an earlier."""
+        loop = asyncio.get_running_loop()
+        self._resume_at = max(self._resume_at, loop.time() + max(0.0, seconds))
+
+    async def _wait_hold_off(self) -> None:
+        loop = asyncio.get_running_loop()
+        while (remaining := self._resume_at - loop.time()) > 0:
+            await asyncio.sleep(remaining)
+
     @asynccontextmanager
     async def slot(self) -> AsyncIterator[Ticket]:
+        await self._wait_hold_off()
         changed = self._condition()
         async with changed:
             await changed.wait_for(lambda: self.in_flight < int(self.limit))

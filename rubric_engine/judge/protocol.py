@@ -44,6 +44,8 @@ class Attempt:
         latency_ms: wall time of the call in milliseconds.
         prompt_tokens / completion_tokens: from the response's ``usage``; 0 when absent.
         cost_usd: provider cost when the model's price is known, else ``None``.
+        status: the HTTP status a server sent with a failed attempt, else ``None`` (a
+            refused connection, a timeout, or an answer).
     """
 
     response: dict[str, Any] | None
@@ -52,6 +54,7 @@ class Attempt:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float | None = None
+    status: int | None = None
 
 
 @dataclass

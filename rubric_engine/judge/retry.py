@@ -5,7 +5,11 @@ litellm's own retries and the OpenAI client's are switched off (``num_retries=0`
 So the attempts a provider sees are exactly: (1 + re-asks) × (1 + transport retries at most).
 
 Retried: HTTP 408, 409, 429, 500, 502, 503, 504, timeouts and connection errors — with
-exponential backoff and full jitter, or the server's ``Retry-After`` when it sends one.
+exponential backoff and full jitter. A server's ``Retry-After`` (seconds, an HTTP date, or
+``retry-after-ms``) is a minimum: the wait is at least the hint and at most
+``RetryPolicy.max_wait_s`` (30 s by default; a longer hint waits 30 s, and the retry may meet
+another 429). The hint also holds off every other row's next attempt
+(:meth:`rubric_engine.judge.limiter.AdaptiveLimit.hold_off`).
 Never retried: 400, 401, 403, 404, 422 and anything else (a bad request does not get better).
 """
 
@@ -13,6 +17,8 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
@@ -54,9 +60,21 @@ def retry_after_s(exc: BaseException) -> float | None:
         if millis is not None:
             return max(0.0, float(millis) / 1000)
         value = headers.get("retry-after")
-        return max(0.0, float(value)) if value is not None else None
-    except (TypeError, ValueError):
+    except (AttributeError, TypeError, ValueError):
         return None
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except (TypeError, ValueError):
+        pass
+    try:  # the other form RFC 9110 allows: an HTTP date
+        when = parsedate_to_datetime(str(value))
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
 @dataclass(frozen=True)
@@ -68,12 +86,17 @@ class RetryPolicy:
     max_wait_s: float = 30.0
 
     def wait(self, state: RetryCallState) -> float:
+        """Seconds before the next attempt: the jittered backoff, raised to the server's
+        ``Retry-After`` hint when it sends one, never above ``max_wait_s``."""
         exc = state.outcome.exception() if state.outcome else None
-        hinted = retry_after_s(exc) if exc is not None else None
-        if hinted is not None:
-            return min(hinted, self.max_wait_s)
         ceiling = min(self.max_wait_s, self.base_s * 2 ** (state.attempt_number - 1))
-        return random.uniform(0, ceiling)  # full jitter
+        backoff = random.uniform(0, ceiling)  # full jitter
+        return min(self.max_wait_s, max(backoff, self.hint_s(exc)))
+
+    def hint_s(self, exc: BaseException | None) -> float:
+        """The server's hint on ``exc`` in seconds, capped at ``max_wait_s``; 0 without one."""
+        hinted = retry_after_s(exc) if exc is not None else None
+        return min(self.max_wait_s, hinted) if hinted is not None else 0.0
 
     def retrying(self) -> AsyncRetrying:
         return AsyncRetrying(

@@ -21,7 +21,11 @@ def _judge_line(task: TaskSection) -> str:
     cassettes = task.cassettes
     if cassettes:
         line += ", answers from " + ", ".join(f"{n} {kind}" for kind, n in cassettes.items())
-        line += " cassette entries"
+        line += " cassette entries, not from this model"
+    for source in task.answer_sources or ():
+        if source.get("kind") != "recorded" and "worse" in str(source.get("method", "")).lower():
+            line += "; written to be worse"  # the deliberately worse demo set says so
+            break
     return line + ")"
 
 
@@ -48,7 +52,7 @@ def print_summary(report: Report, console: Console) -> None:
     # a --judge none task has no scored rows: its rule-check line below gives the pass rate
     if totals.pass_rate is not None and totals.scored:
         console.print(
-            f"pass rate {totals.pass_rate * 100:.1f}% ({totals.passed_rows} of "
+            f"pass rate {totals.pass_rate * 100:.2f}% ({totals.passed_rows} of "
             f"{totals.scored} scored rows: no red flag and score ≥ {totals.pass_score})"
         )
     if report.judge_errors:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rubric_engine.errors import ConfigurationError
 from rubric_engine.report.diff_cases import (
     CHANGED,
     IMPROVEMENT,
@@ -91,6 +92,11 @@ def rubric_comparison(base: EvalRubric, cur: EvalRubric) -> RubricComparison:
 def diff_tasks(baseline: DiffSide, current: DiffSide) -> Diff:
     """The diff: seed-001 summary fields, ``rubricComparison`` and ``items``.
 
+    Raises:
+        ConfigurationError: the tasks share neither a rowId nor a requirement ID, so nothing
+            in them is comparable (every difference would read as a REGRESSION and a gate
+            would fail for nothing).
+
     Returns:
         A :class:`~rubric_engine.report.model.Diff`: aggregate items first, then case items in
         the current task's row order. ``delta`` is ``current - baseline`` for numbers,
@@ -101,6 +107,7 @@ def diff_tasks(baseline: DiffSide, current: DiffSide) -> Diff:
     comparison = rubric_comparison(baseline.rubric, current.rubric)
     base_ids = set(baseline.rubric.requirements_by_id)
     shared = {rid for rid in current.rubric.requirements_by_id if rid in base_ids}
+    _check_comparable(baseline, current, shared)
     items = _aggregate_items(b, c, shared)
     items += case_items(
         baseline.rows, current.rows, b.totals.pass_score, c.totals.pass_score, shared
@@ -123,6 +130,27 @@ def diff_tasks(baseline: DiffSide, current: DiffSide) -> Diff:
         has_regression=counts[REGRESSION] > 0,
         rubric_comparison=comparison,
         items=tuple(items),
+    )
+
+
+def _check_comparable(baseline: DiffSide, current: DiffSide, shared: set[str]) -> None:
+    if shared:
+        return
+    base_rows = [result.row_id for result, _ in baseline.rows]
+    cur_rows = {result.row_id for result, _ in current.rows}
+    if any(row_id in cur_rows for row_id in base_rows):
+        return
+    b, c = baseline.report.task, current.report.task
+
+    def sample(ids: list[str]) -> str:
+        return ", ".join(ids[:3]) + (", …" if len(ids) > 3 else "") if ids else "none"
+
+    raise ConfigurationError(
+        f"nothing comparable: baseline {b.id} ({baseline.rubric.key} "
+        f"v{baseline.rubric.version}; rows {sample(base_rows)}) and current {c.id} "
+        f"({current.rubric.key} v{current.rubric.version}; rows {sample(sorted(cur_rows))}) "
+        "share no rowId and no requirement ID. Diff a baseline scored on the same rows or "
+        "with the same rubric (`rubric-eval tasks` lists the tasks)"
     )
 
 

@@ -35,7 +35,8 @@ def _environment() -> Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    env.filters["pct"] = lambda v: "–" if v is None else f"{v * 100:.1f}%"
+    # the report's 4-place figure at its own precision: rounded once (render._pct)
+    env.filters["pct"] = lambda v: "–" if v is None else f"{v * 100:.2f}%"
     env.filters["num"] = lambda v, d=2: (
         "–" if v is None else (f"{v:.{d}f}" if isinstance(v, float) else str(v))
     )

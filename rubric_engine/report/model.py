@@ -62,7 +62,9 @@ class _Document(_Section):
 class TaskSection(_Section):
     """Identity of the task and every version that made its scores (SPEC §3)."""
 
-    _omit_when_none = frozenset({"cassettes", "stop_reason", "renormalized_from", "judged_under"})
+    _omit_when_none = frozenset(
+        {"cassettes", "answer_sources", "stop_reason", "renormalized_from", "judged_under"}
+    )
 
     id: str
     created_at: str
@@ -82,6 +84,10 @@ class TaskSection(_Section):
     planned_rows: int
     #: cassette entries the answers came from, by provenance (``{"authored": 25}``)
     cassettes: dict[str, int] | None = None
+    #: where a replay's answers came from, one entry per distinct provenance:
+    #: ``{"kind", "by", "method" | "model", "rows"}`` (``by``: the author, or the provider and
+    #: model they were recorded from); tasks scored before it was kept have none
+    answer_sources: tuple[dict[str, Any], ...] | None = None
     stop_reason: str | None = None
     renormalized_from: str | None = None
     judged_under: Any = None

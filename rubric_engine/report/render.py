@@ -15,6 +15,7 @@ from rubric_engine.report.model import (
     Report,
     RulesSection,
     Slice,
+    TaskSection,
 )
 
 EXAMPLE_ROWS = 5
@@ -34,7 +35,9 @@ def _fmt(value: Any, digits: int = 2) -> str:
 
 
 def _pct(value: float | None) -> str:
-    return "–" if value is None else f"{value * 100:.1f}%"
+    """A 0–1 figure of the report (already rounded to 4 places) as a percentage with the same
+    precision: rounded once, so 1 of 26 (0.0385) reads 3.85%, never a re-rounded 3.9%."""
+    return "–" if value is None else f"{value * 100:.2f}%"
 
 
 def _cell(text: Any) -> str:
@@ -54,6 +57,7 @@ def render_markdown(report: Report) -> str:
         f"{task.engine_version} ({task.analysis_version})",
         f"- Judge: `{task.model}`, mode {task.judge_mode}"
         + (f", cassettes: {_provenance(task.cassettes)}" if task.cassettes else ""),
+        *_answers(task),
         f"- Rows: {totals.rows} · scored {totals.scored} · JUDGE_ERROR "
         f"{totals.judge_errors} · mean score {_fmt(totals.mean_score)} "
         f"(judge's own {_fmt(totals.mean_judge_score)}; {totals.capped_rows} capped)",
@@ -266,6 +270,27 @@ def _cost(cost: float | None) -> str:
     if cost is None:
         return "not known (replayed calls, or a model without a published price)"
     return f"${cost:.4f}"
+
+
+def _answers(task: TaskSection) -> list[str]:
+    """Where the answers came from, so a replay is never mistaken for a model's run."""
+    if task.judge_mode != "replay":
+        return []
+    lines = [
+        f"- Answers: replayed from cassettes, not from a call to `{task.model}` (the model the "
+        "entries are keyed for)"
+    ]
+    for source in task.answer_sources or ():
+        if source.get("kind") == "recorded":
+            lines.append(
+                f"  - {source['rows']} row(s) recorded from `{source['by']}` at {source['at']}"
+            )
+        else:
+            lines.append(
+                f"  - {source['rows']} row(s) {source['kind']} by {source['by']}: "
+                f"{source.get('method', '')}"
+            )
+    return lines
 
 
 def _provenance(counts: dict[str, int] | None) -> str:

@@ -52,6 +52,7 @@ def task_section(task: TaskRecord) -> TaskSection:
         inputs=tuple(task.inputs),
         planned_rows=task.row_count,
         cassettes=extra.get("cassettes"),
+        answer_sources=tuple(extra["answerSources"]) if extra.get("answerSources") else None,
         stop_reason=extra.get("stopReason"),
         renormalized_from=extra.get("renormalizedFrom"),
         judged_under=extra.get("judgedUnder"),
@@ -130,9 +131,16 @@ def report_from_task(
 ) -> Report:
     """The report of an already loaded task (see :func:`build_report` for the options)."""
     rows = ((row.result, row.usage, row.facts) for row in task.rows)
-    return build_report(
+    report = build_report(
         task_section(task.record), task.rubric, rows, pass_score=pass_score, by=by, exact=exact
     )
+    # requests sent for rows that were cut off (Ctrl-C, a stop) and so are in no row: every
+    # request the provider received is a call (issue 14)
+    unrowed = int(task.record.extra.get("callsNotInRows") or 0)
+    if unrowed:
+        usage = report.usage.model_copy(update={"calls": report.usage.calls + unrowed})
+        report = report.model_copy(update={"usage": usage})
+    return report
 
 
 def report_for_task(
@@ -168,23 +176,32 @@ def write_reports(
     task: StoredTask | None = None,
 ) -> ReportFiles:
     """Write ``report.json``, ``report.md``, ``report.html`` (self-contained) and ``rows.jsonl``
-    (one row object per line).
+    (one row object per line), each atomically (a temporary file renamed over it).
+
+    Raises:
+        ConfigurationError: ``out`` cannot hold the files
+            (:func:`rubric_engine.report.output.check_report_folder`).
+        OSError: writing failed all the same (a full disk).
 
     Args:
         task: the task as :func:`load_task` already read it, so it is not read twice.
     """
+    from rubric_engine.report.output import check_report_folder, write_atomic
+
     task = task if task is not None else load_task(store, task_id)
     report = with_calibration(store, task, report)
-    out.mkdir(parents=True, exist_ok=True)
+    check_report_folder(out)
     files = ReportFiles(
         out / "report.json", out / "report.md", out / "rows.jsonl", out / "report.html"
     )
-    files.json.write_text(render_json(report), encoding="utf-8")
-    files.markdown.write_text(render_markdown(report), encoding="utf-8")
-    files.html.write_text(html_report(store, task, report), encoding="utf-8")
-    with files.rows.open("w", encoding="utf-8") as handle:
-        for row in task.rows:
-            handle.write(json.dumps(row.result.to_json_dict(), ensure_ascii=False) + "\n")
+    # rows.jsonl first and report.json last: a report.json present means the set is whole
+    write_atomic(
+        files.rows,
+        (json.dumps(r.result.to_json_dict(), ensure_ascii=False) + "\n" for r in task.rows),
+    )
+    write_atomic(files.markdown, render_markdown(report))
+    write_atomic(files.html, html_report(store, task, report))
+    write_atomic(files.json, render_json(report))
     return files
 
 

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         effective_model,
     )
     from rubric_engine.scoring.run import (
+        CredentialsRefusedError,
         JudgeUnavailableError,
         ScoreResult,
         score,
@@ -54,6 +55,7 @@ _WHERE = {
     "ScoreOptions": "options",
     "check_options": "options",
     "effective_model": "options",
+    "CredentialsRefusedError": "run",
     "JudgeUnavailableError": "run",
     "ScoreResult": "run",
     "score": "run",
@@ -73,6 +75,7 @@ __all__ = [
     "JUDGES",
     "MODES",
     "RETRIED_ON_RESUME",
+    "CredentialsRefusedError",
     "JudgeKind",
     "JudgeUnavailableError",
     "Mode",

@@ -72,6 +72,9 @@ class ScoreOptions:
     max_reasks: int = 2
     temperature: float = 0.0
     max_tokens: int = 1024
+    #: sent to the provider as ``seed`` (where it supports one) and recorded with the task;
+    #: ``None`` sends none
+    seed: int | None = None
     timeout_s: float = 120.0
     retry: RetryPolicy = field(default_factory=_default_retry)
     #: allow a pack file (a draft) for a trial run; the task and report are marked DRAFT
@@ -102,6 +105,7 @@ _FROM_TASK = (
     ("max_reasks", "--max-reasks"),
     ("temperature", "--temperature"),
     ("max_tokens", "--max-tokens"),
+    ("seed", "--seed"),
     ("draft", "--draft"),
     ("judge", "--judge"),
 )
@@ -143,7 +147,8 @@ def check_options(options: ScoreOptions) -> None:
         raise ConfigurationError(
             f"--api-base {options.api_base!r} needs a scheme, e.g. http://127.0.0.1:8000/v1"
         )
-    if options.api_base and options.mode == "replay":
+    # a resumed task takes its mode from the task: --api-base is checked against that one
+    if options.api_base and options.mode == "replay" and options.resume is None:
         raise ConfigurationError(
             "--api-base is for --mode live or record; replay never calls a provider"
         )

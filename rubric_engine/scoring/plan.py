@@ -20,6 +20,7 @@ from rubric_engine.judge.limiter import AdaptiveLimit
 from rubric_engine.pipeline import RequestBuilder
 from rubric_engine.prompt import DEFAULT_PROMPT, PromptTemplate, load_prompt
 from rubric_engine.registry import rubric_for_scoring, verified_snapshot
+from rubric_engine.report.output import check_report_folder
 from rubric_engine.rubric.model import EvalRubric
 from rubric_engine.scoring.options import MODES, Mode, ScoreOptions, effective_model
 from rubric_engine.scoring.preflight import (
@@ -28,14 +29,13 @@ from rubric_engine.scoring.preflight import (
     check_cost_known,
     check_credentials,
     check_something_to_check,
-    check_writable,
     read_inputs,
 )
 from rubric_engine.scoring.task import (
     QUEUED_FOR_WORKERS,
     RETRIED_ON_RESUME,
     check_inputs_unchanged,
-    report_command,
+    resume_command,
     rules_only_rubric,
 )
 from rubric_engine.store import TaskRecord, TaskStore
@@ -65,6 +65,15 @@ class Plan:
 
     def __post_init__(self) -> None:
         self.builder = RequestBuilder(self.rubric, self.template)
+
+
+class AlreadyComplete(Exception):
+    """``--resume`` of a COMPLETED task with every row: nothing to judge; its report files
+    go to ``out`` (checked writable), e.g. when a kill came before they were written."""
+
+    def __init__(self, out: Path) -> None:
+        super().__init__(str(out))
+        self.out = out
 
 
 def fresh_plan(options: ScoreOptions, out_for: str, judged_here: bool = True) -> Plan:
@@ -99,11 +108,12 @@ def fresh_plan(options: ScoreOptions, out_for: str, judged_here: bool = True) ->
         check_cost_known(options)
     out = options.out or Path("reports") / out_for
     if judged_here:
-        check_writable(out, "report folder")
+        check_report_folder(out)
     params = {
         **DEFAULT_PARAMS,
         "temperature": float(options.temperature),
         "max_tokens": int(options.max_tokens),
+        **({"seed": int(options.seed)} if options.seed is not None else {}),
     }
     return Plan(options, rubric, template, params, inputs, backend, out)
 
@@ -114,6 +124,9 @@ def resumed_plan(
     """The plan that finishes ``task_id``, and the rowIds it keeps (they are not judged again).
 
     The task is set RUNNING once every check has passed.
+
+    Raises (besides the errors below) :class:`AlreadyComplete` for a COMPLETED task whose
+    every row has a result: there is nothing to judge, only its files to (re)write.
 
     Raises:
         TaskNotFoundError: no such task.
@@ -141,14 +154,24 @@ def resumed_plan(
         )
     outcomes = store.row_outcomes(task_id)
     done = frozenset(r for r, kind in outcomes.items() if kind not in RETRIED_ON_RESUME)
+    first_out = settings.get("out")
+    out = options.out or (Path(first_out) if first_out else Path("reports") / task_id)
     if task.state == TaskState.COMPLETED and len(done) == task.row_count:
-        raise ConfigurationError(
-            f"task {task_id} is COMPLETED and every row has a result; nothing to resume "
-            f"(`{report_command(task_id, options.store)}` shows it)"
-        )
+        check_report_folder(out)
+        raise AlreadyComplete(out)
     rubric, template, params = stored_judge(
         task, "resume it with the rubric-eval version that started it"
     )
+    if options.api_base and task.judge_mode == "replay":
+        raise ConfigurationError(
+            f"task {task_id} is a replay, which never calls a provider; drop --api-base"
+        )
+    if settings.get("apiBaseHadCredentials") and not options.api_base:
+        raise ConfigurationError(
+            f"task {task_id} was judged at {settings.get('apiBase')} with credentials in the "
+            "URL, which are never stored; pass --api-base again with them, e.g. "
+            f"`{resume_command(task_id, options.store)} --api-base URL`"
+        )
     resumed = replace(
         options,
         inputs=[Path(p) for p in settings["inputs"]],
@@ -164,9 +187,7 @@ def resumed_plan(
     check_inputs_unchanged(task, list(resumed.inputs))
     inputs = read_inputs(resumed)
     backend = judge_backend(resumed, rubric)
-    first_out = settings.get("out")
-    out = options.out or (Path(first_out) if first_out else Path("reports") / task_id)
-    check_writable(out, "report folder")
+    check_report_folder(out)
     store.set_state(task_id, TaskState.RUNNING)
     return Plan(resumed, rubric, template, params, inputs, backend, out), done
 

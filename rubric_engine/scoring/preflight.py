@@ -163,21 +163,3 @@ def check_something_to_check(rubric: EvalRubric, rows: Sequence[DialogueRow]) ->
         "(or a seed 001/004 case shape) and no common requirement of the pack has a `check`. "
         "Add checks (see docs/rule-checks.md) or score with the LLM judge"
     )
-
-
-def check_writable(folder: Path, what: str) -> None:
-    """Create ``folder`` if needed and prove a file can be written in it.
-
-    Raises:
-        ConfigurationError: it cannot be written, with the operating system's reason.
-    """
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        probe = folder / ".rubric-eval-write-test"
-        probe.write_text("", encoding="utf-8")
-        probe.unlink()
-    except OSError as exc:
-        raise ConfigurationError(
-            f"{what} {folder} cannot be written ({exc.strerror or exc}); "
-            "pass a folder you can write to"
-        ) from exc

@@ -11,15 +11,22 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from rubric_engine.errors import ConfigurationError, ExitCode, RubricEvalError, StoreError
-from rubric_engine.judge.backends import ReplayBackend
+from rubric_engine.judge.backends import LiveBackend, ReplayBackend
 from rubric_engine.judge.instructor_judge import InstructorJudge
 from rubric_engine.judge.protocol import Judge
-from rubric_engine.pipeline import Budget, JudgeUnavailable, NoJudge, run_batch
+from rubric_engine.pipeline import (
+    Budget,
+    CredentialsRefused,
+    JudgeUnavailable,
+    NoJudge,
+    run_batch,
+)
 from rubric_engine.report import (
     ReportFiles,
     ReportRow,
@@ -32,7 +39,7 @@ from rubric_engine.report import (
 from rubric_engine.report.model import Report
 from rubric_engine.results import JudgeErrorKind, RowResult
 from rubric_engine.scoring.options import ScoreOptions, check_options, effective_model
-from rubric_engine.scoring.plan import Plan, fresh_plan, resumed_plan
+from rubric_engine.scoring.plan import AlreadyComplete, Plan, fresh_plan, resumed_plan
 from rubric_engine.scoring.task import report_command, resume_command, task_record
 from rubric_engine.store import StoredRow, TaskStore, new_task_id
 from rubric_engine.stores.location import StoreLocation, store_exists
@@ -53,6 +60,10 @@ class ScoreResult:
         cassette_misses: replayed rows without a recorded answer (JUDGE_ERROR rows).
         stopped: why the run stopped before every row was judged (a budget ran out), else
             ``None``.
+        already_complete: ``--resume`` of a task that was already complete: nothing was
+            judged, its report files were (re)written.
+        dropped_params: sampling parameters the provider rejected, with its message: they
+            were not sent after the first rejection (the task's ``extra.droppedParams``).
     """
 
     task_id: str
@@ -60,6 +71,12 @@ class ScoreResult:
     files: ReportFiles
     cassette_misses: list[RowResult] = field(default_factory=list)
     stopped: str | None = None
+    already_complete: bool = False
+    dropped_params: dict[str, str] = field(default_factory=dict)
+
+
+class ReportFilesError(ConfigurationError):
+    """The rows are judged and stored, but the report files could not be written."""
 
 
 class JudgeUnavailableError(RubricEvalError):
@@ -77,6 +94,21 @@ class JudgeUnavailableError(RubricEvalError):
             f"{first_error}. Check --model, --api-base and the API key. The failed rows are "
             f"kept: {report_command(task_id, store)}; once the judge is reachable, "
             f"`{resume_command(task_id, store)}` judges them again"
+        )
+        self.task_id = task_id
+
+
+class CredentialsRefusedError(RubricEvalError):
+    """The provider refused the credentials (HTTP 401/403): the run stopped at once."""
+
+    exit_code = ExitCode.CREDENTIALS_REFUSED
+
+    def __init__(self, task_id: str, status: int, message: str, store: StoreLocation) -> None:
+        super().__init__(
+            f"stopped task {task_id}: the provider refused the credentials (HTTP {status}), "
+            f"so no further row was sent. {message}. Check the API key (--api-key-env or the "
+            f"provider's usual variable) and --api-base; the rows without a result are "
+            f"judged by `{resume_command(task_id, store)}`"
         )
         self.task_id = task_id
 
@@ -124,6 +156,8 @@ async def score_async(
         CassetteError: a cassette file is malformed (replay).
         StoreError: the store cannot be opened; the task is running in another process.
         JudgeUnavailableError: the first rows all failed to reach the judge; the run stopped.
+        CredentialsRefusedError: a call was answered with HTTP 401/403; the run stopped at
+            once (the task is STOPPED and resumable).
         asyncio.CancelledError / KeyboardInterrupt: passed on after the task is marked
             INTERRUPTED; finished rows stay.
     """
@@ -153,8 +187,30 @@ async def _resume(
     if not store_exists(options.store):
         raise StoreError(f"{options.store}: no task store here; pass --store PATH")
     with TaskStore(options.store) as store, store.task_lock(task_id):
-        plan, done = resumed_plan(options, store, task_id)
+        try:
+            plan, done = resumed_plan(options, store, task_id)
+        except AlreadyComplete as complete:
+            task = load_task(store, task_id)
+            report = report_from_task(task)
+            files = _write_files(store, task_id, report, complete.out, task, options.store)
+            return ScoreResult(task_id, report, files, already_complete=True)
         return await _run(plan, store, task_id, done, on_start, on_row)
+
+
+def _write_files(
+    store: TaskStore, task_id: str, report: Report, out: Path, task: StoredTask, at: StoreLocation
+) -> ReportFiles:
+    """:func:`write_reports`, and when that fails after the rows were judged, an error that
+    keeps the task id and says how to rebuild the files."""
+    try:
+        return write_reports(store, task_id, report, out, task)
+    except (OSError, ConfigurationError) as exc:
+        reason = exc.strerror or str(exc) if isinstance(exc, OSError) else str(exc)
+        raise ReportFilesError(
+            f"task {task_id} is stored, but its report files could not be written to {out} "
+            f"({reason}). Nothing is lost: `{report_command(task_id, at)} --out DIR` writes "
+            "them from the store"
+        ) from exc
 
 
 async def _run(
@@ -192,9 +248,20 @@ async def _run(
     # a resumed one has older rows in the store only, so it reads them all
     kept: list[tuple[int, ReportRow]] | None = None if done else []
 
+    stored_calls = [0]  # calls of the rows this run stored
+
     def keep(stored: StoredRow) -> None:
+        stored_calls[0] += stored.calls
         if kept is not None:
             kept.append((stored.seq, report_row(stored)))
+
+    def cut_off() -> dict[str, Any]:
+        """``callsNotInRows``: requests sent for rows that were never stored, added up."""
+        lost = plan.backend.sent - stored_calls[0] if isinstance(plan.backend, LiveBackend) else 0
+        if lost <= 0:
+            return {}
+        before = int(store.task(task_id).extra.get("callsNotInRows") or 0)
+        return {"callsNotInRows": before + lost}
 
     try:
         await run_batch(
@@ -211,12 +278,23 @@ async def _run(
             on_stored=keep,
         )
     except JudgeUnavailable as stop:
-        store.finish_task(task_id, TaskState.STOPPED, {"stopReason": "the judge was unreachable"})
+        store.finish_task(
+            task_id, TaskState.STOPPED, {"stopReason": "the judge was unreachable", **cut_off()}
+        )
         raise JudgeUnavailableError(
             task_id, stop.failed, total, stop.first_error, options.store
         ) from stop
+    except CredentialsRefused as refused:
+        store.finish_task(
+            task_id,
+            TaskState.STOPPED,
+            {"stopReason": "the provider refused the credentials", **cut_off()},
+        )
+        raise CredentialsRefusedError(
+            task_id, refused.status, refused.message, options.store
+        ) from refused
     except BaseException:
-        store.finish_task(task_id, TaskState.INTERRUPTED, {})
+        store.finish_task(task_id, TaskState.INTERRUPTED, cut_off())
         raise
     stopped = budget.stop_reason if budget is not None else None
     state = TaskState.STOPPED if stopped else TaskState.COMPLETED
@@ -227,16 +305,58 @@ async def _run(
         kept.sort(key=lambda pair: pair[0])
         task = StoredTask(store.task(task_id), plan.rubric, [row for _, row in kept])
     report = report_from_task(task)
-    files = write_reports(store, task_id, report, plan.out, task)
-    return ScoreResult(task_id, report, files, misses, stopped)
+    files = _write_files(store, task_id, report, plan.out, task, options.store)
+    dropped = dict(plan.backend.dropped) if isinstance(plan.backend, LiveBackend) else {}
+    return ScoreResult(task_id, report, files, misses, stopped, dropped_params=dropped)
 
 
 def _extra(plan: Plan, store: TaskStore, task_id: str, stopped: str | None) -> dict[str, Any]:
     extra: dict[str, Any] = {"stopReason": stopped}
     backend = plan.backend
     if isinstance(backend, ReplayBackend):
-        kinds = map(backend.index.kind, store.cassette_keys(task_id))
-        extra["cassettes"] = dict(sorted(Counter(k for k in kinds if k).items()))
+        extra |= replay_extra(backend, store, task_id)
     elif backend is not None:
         extra["concurrency"] = backend.limiter.stats()
+        if backend.dropped:  # what was sent differs from the task's judge parameters
+            extra["droppedParams"] = dict(sorted(backend.dropped.items()))
     return extra
+
+
+def replay_extra(backend: ReplayBackend, store: TaskStore, task_id: str) -> dict[str, Any]:
+    """What a replayed task records about its answers: how many rows each kind of cassette
+    entry answered (``cassettes``) and where they came from (``answerSources``). Shared by
+    ``score`` and the workers of :mod:`rubric_engine.work`, so their reports agree."""
+    kinds = map(backend.index.kind, store.cassette_keys(task_id))
+    return {
+        "cassettes": dict(sorted(Counter(k for k in kinds if k).items())),
+        "answerSources": answer_sources(backend, store.cassette_keys(task_id)),
+    }
+
+
+def answer_sources(backend: ReplayBackend, keys: Iterable[str | None]) -> list[dict[str, Any]]:
+    """Where a replay's answers came from (SPEC §10 provenance), for the report's header.
+
+    One entry per distinct provenance among the rows' cassette entries, most rows first:
+    ``{"kind": "authored", "by": author, "method": method, "rows": n}`` or
+    ``{"kind": "recorded", "by": "provider/model", "at": recordedAt, "rows": n}``.
+    """
+    seen: Counter[tuple[tuple[str, str], ...]] = Counter()
+    for key in keys:
+        entry = backend.index.get(key) if key else None
+        if entry is None:
+            continue
+        prov = entry.provenance
+        if prov.get("kind") == "recorded":
+            source = {
+                "kind": "recorded",
+                "by": f"{prov.get('provider')}/{prov.get('model')}",
+                "at": str(prov.get("recordedAt") or ""),
+            }
+        else:
+            source = {
+                "kind": str(prov.get("kind")),
+                "by": str(prov.get("author") or ""),
+                "method": str(prov.get("method") or ""),
+            }
+        seen[tuple(source.items())] += 1
+    return [{**dict(items), "rows": n} for items, n in seen.most_common()]

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from rubric_engine import DEFAULT_STORE, __version__
 from rubric_engine.errors import ConfigurationError
+from rubric_engine.judge.secrets import strip_url_credentials
 from rubric_engine.prompt import PromptTemplate
 from rubric_engine.results import JudgeErrorKind
 from rubric_engine.rubric.loader import parse_rubric
@@ -137,14 +138,17 @@ def task_record(
 
 def run_settings(options: ScoreOptions) -> dict[str, JsonValue]:
     """What ``--resume`` needs beyond the task's own fields. Names of secrets only."""
-    base = options.api_base
-    if base and "@" in base.split("//", 1)[-1].split("/", 1)[0]:
-        base = None  # credentials in the URL are never stored; pass --api-base on resume
+    base, had_credentials = (
+        strip_url_credentials(options.api_base) if options.api_base else (None, False)
+    )
+    # credentials in the URL (user:password@, ?key=…) are never stored: --resume then needs
+    # --api-base again, and says so
     return {
         "inputs": [str(Path(p).resolve()) for p in options.inputs],
         "inputFormat": options.input_format,
         "cassettes": str(options.cassettes.resolve()),
         "apiBase": base,
+        "apiBaseHadCredentials": had_credentials,
         "apiKeyEnv": options.api_key_env,
         "timeoutS": options.timeout_s,
         "out": str(options.out.resolve()) if options.out is not None else None,

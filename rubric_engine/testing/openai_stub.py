@@ -46,6 +46,9 @@ class StubReply:
         usage: token counts; estimated from lengths when omitted.
         refusal: the OpenAI ``message.refusal`` text of a model that declines to answer.
         drop: close the connection without answering (a dropped connection).
+        echo_request: an error reply quotes the URL path it was sent to and the
+            ``Authorization`` header, as some providers do ("Incorrect API key provided:
+            …"): for tests that no credential reaches what rubric-eval writes.
     """
 
     status: int = 200
@@ -57,6 +60,7 @@ class StubReply:
     usage: dict[str, int] | None = None
     refusal: str | None = None
     drop: bool = False
+    echo_request: bool = False
 
 
 Responder = Callable[[dict[str, Any]], StubReply]
@@ -164,7 +168,7 @@ class StubServer:
                             "at": time.monotonic(),
                         }
                     )
-                if not self.path.rstrip("/").endswith("/chat/completions"):
+                if not self.path.split("?", 1)[0].rstrip("/").endswith("/chat/completions"):
                     self._send(404, {"error": {"message": f"unknown path {self.path}"}}, {})
                     return
                 reply = stub.responder(body)
@@ -175,9 +179,12 @@ class StubServer:
                     self.connection.shutdown(socket.SHUT_RDWR)
                     return
                 if reply.status != 200:
+                    message = reply.content or "error"
+                    if reply.echo_request:
+                        message += f" (request to {self.path}; Authorization: {auth})"
                     self._send(
                         reply.status,
-                        {"error": {"message": reply.content or "error", "type": "stub_error"}},
+                        {"error": {"message": message, "type": "stub_error"}},
                         reply.headers,
                     )
                     return

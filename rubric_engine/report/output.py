@@ -1,0 +1,94 @@
+"""Where report files go: checked before any judge call, written atomically (issue 14).
+
+A report folder given as an existing file, ``/dev/null`` or a folder holding a *folder* named
+like a report file used to end in a traceback after every judge call was paid for. These
+checks run before the first call (:func:`check_report_folder`), and every file is written to
+a temporary name beside its place and renamed over it (:func:`write_atomic`), so a run killed
+while writing leaves the previous file or the new one, never half of one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+from rubric_engine.errors import ConfigurationError
+
+#: the files a report folder holds
+REPORT_FILES = ("report.json", "report.md", "report.html", "rows.jsonl")
+
+
+def check_report_folder(folder: Path, flag: str = "--out") -> None:
+    """Create ``folder`` if needed and prove every report file can be written in it.
+
+    Raises:
+        ConfigurationError: ``folder`` is a file (or a device such as ``/dev/null``), a
+            report file's name inside it is a folder, or it cannot be written (the operating
+            system's reason); each names the path and the fix.
+    """
+    if folder.exists() and not folder.is_dir():
+        raise ConfigurationError(
+            f"report folder {folder} is a file, not a folder; {flag} takes the folder that "
+            f"will hold {', '.join(REPORT_FILES)} (e.g. reports/run1)"
+        )
+    taken = [name for name in REPORT_FILES if (folder / name).is_dir()]
+    if taken:
+        raise ConfigurationError(
+            f"report folder {folder}: {', '.join(taken)} inside it is a folder, where the "
+            "report file of that name must go; move it away or pass another folder"
+        )
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".rubric-eval-write-test"):
+            pass
+    except OSError as exc:
+        raise ConfigurationError(
+            f"report folder {folder} cannot be written ({exc.strerror or exc}); "
+            f"pass a folder you can write to as {flag}"
+        ) from exc
+
+
+def check_output_file(path: Path, flag: str = "--out") -> None:
+    """A single output file (``rubric schema --out``): not a folder, in an existing folder.
+
+    Raises:
+        ConfigurationError: ``path`` is a folder, or its folder does not exist.
+    """
+    if path.is_dir():
+        raise ConfigurationError(
+            f"{flag} {path} is a folder; {flag} takes a file path, e.g. {path / 'schema.json'}"
+        )
+    if not path.parent.is_dir():
+        raise ConfigurationError(
+            f"{flag} {path}: the folder {path.parent} does not exist; create it or pass "
+            "another path"
+        )
+
+
+def write_atomic(path: Path, text: str | Iterable[str]) -> None:
+    """Write ``text`` (UTF-8; a string, or chunks written one by one so a long file is never
+    held whole) to ``path`` through a temporary file renamed over it.
+
+    A character device (``/dev/null``, ``/dev/stdout``) is written directly: it cannot be
+    renamed over and holds no half-written state.
+
+    Raises:
+        OSError: the folder cannot be written.
+    """
+    chunks = [text] if isinstance(text, str) else text
+    if path.exists() and not path.is_file() and not path.is_dir():
+        with path.open("w", encoding="utf-8") as device:
+            device.writelines(chunks)
+        return
+    handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.writelines(chunks)
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise

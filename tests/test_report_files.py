@@ -1,0 +1,153 @@
+"""Report files and output paths (issue 14): checked before judging, written atomically, and
+a finished task's files can always be written again."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rubric_engine.report.output import write_atomic
+from rubric_engine.scoring import ScoreOptions, score
+from rubric_engine.store import TaskStore
+from tests.conftest import CASES, CASSETTES, RUBRICS
+from tests.test_cli import run, score_demo
+
+FILES = ("report.json", "report.md", "report.html", "rows.jsonl")
+
+
+def test_resume_of_a_complete_task_writes_its_files_again_and_exits_0(tmp_path: Path) -> None:
+    # a kill between marking the task COMPLETED and writing its files left no report, and a
+    # further --resume refused with exit 2 ("nothing to resume")
+    store = tmp_path / "s.sqlite"
+    code, out = score_demo(tmp_path, store)
+    assert code == 0, out
+    task_id = out.rsplit("task id: ", 1)[1].split()[0]
+    first = {name: (tmp_path / "out" / name).read_bytes() for name in FILES}
+    for name in FILES[1:]:
+        (tmp_path / "out" / name).unlink()
+    (tmp_path / "out" / "report.json").write_text('{"half": ', encoding="utf-8")
+    code, out = run("score", "--resume", task_id, "--store", store)
+    assert code == 0, out
+    assert f"task {task_id} was already complete: nothing was judged" in out
+    assert {name: (tmp_path / "out" / name).read_bytes() for name in FILES} == first
+    with TaskStore(store) as opened:
+        assert opened.task(task_id).state == "COMPLETED"
+
+
+def test_a_report_file_is_replaced_whole_or_not_at_all(tmp_path: Path) -> None:
+    target = tmp_path / "rows.jsonl"
+    target.write_text("old\n", encoding="utf-8")
+
+    def chunks() -> object:
+        yield "new line 1\n"
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError, match="No space"):
+        write_atomic(target, chunks())  # type: ignore[arg-type]
+    assert target.read_text("utf-8") == "old\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["rows.jsonl"]  # no temp file left
+    write_atomic(target, ["a\n", "b\n"])
+    assert target.read_text("utf-8") == "a\nb\n"
+
+
+@pytest.mark.parametrize("where", ["file", "devnull", "folder-in-place"])
+def test_report_out_paths_that_cannot_hold_the_files_are_clear_errors(
+    tmp_path: Path, where: str
+) -> None:
+    store = tmp_path / "s.sqlite"
+    code, out = score_demo(tmp_path, store)
+    task_id = out.rsplit("task id: ", 1)[1].split()[0]
+    target = {"file": tmp_path / "existing.txt", "devnull": Path("/dev/null")}.get(
+        where, tmp_path / "reports"
+    )
+    if where == "file":
+        target.write_text("keep me", encoding="utf-8")
+    if where == "folder-in-place":
+        (target / "report.md").mkdir(parents=True)
+    code, out = run("report", task_id, "--store", store, "--out", target)
+    assert code == 2, out
+    assert "Traceback" not in out
+    expected = "inside it is a folder" if where == "folder-in-place" else "is a file, not a folder"
+    assert expected in out, out
+    if where == "file":
+        assert target.read_text("utf-8") == "keep me"
+
+
+def test_score_checks_the_report_folder_before_judging(tmp_path: Path) -> None:
+    # before: a folder named report.json inside --out passed the check, every row was
+    # judged, and writing the report ended in a traceback
+    store = tmp_path / "s.sqlite"
+    (tmp_path / "out" / "report.json").mkdir(parents=True)
+    code, out = score_demo(tmp_path, store)
+    assert code == 2 and "report.json inside it is a folder" in out, out
+    with TaskStore(store) as opened:
+        assert opened.tasks() == []  # nothing was judged
+
+
+def test_after_judging_a_write_failure_keeps_the_task_id_and_says_how_to_rebuild(
+    tmp_path: Path,
+) -> None:
+    from rubric_engine.scoring.run import ReportFilesError
+
+    out = tmp_path / "out"
+
+    def block_the_folder(task_id: str, rows: int) -> None:
+        (out / "report.html").mkdir()  # appears while the rows are judged
+
+    options = ScoreOptions(
+        inputs=[CASES / "health_consult_zh.jsonl"],
+        rubric=RUBRICS / "health_cs.yaml",
+        draft=True,
+        cassettes=CASSETTES,
+        store=tmp_path / "s.sqlite",
+        out=out,
+    )
+    with pytest.raises(ReportFilesError) as info:
+        score(options, on_start=block_the_folder)
+    with TaskStore(tmp_path / "s.sqlite") as opened:
+        (task,) = opened.tasks()
+    message = str(info.value)
+    assert f"task {task.id} is stored" in message
+    assert f"rubric-eval report {task.id} --store" in message and "--out DIR" in message
+
+
+def test_schema_out_a_folder_is_a_clear_error(tmp_path: Path) -> None:
+    code, out = run("rubric", "schema", "--out", tmp_path)
+    assert code == 2 and "is a folder; --out takes a file path" in out, out
+    code, out = run("rubric", "schema", "--out", tmp_path / "schema.json")
+    assert code == 0 and (tmp_path / "schema.json").read_text("utf-8").startswith("{")
+
+
+def test_the_pass_rate_is_rounded_once(tmp_path: Path) -> None:
+    # 1 of 26 passed: 0.0385 in report.json; it read 3.9% (0.0385 rounded again), not 3.85%
+    code, out = score_demo(tmp_path, tmp_path / "s.sqlite")
+    assert code == 0, out
+    report = (tmp_path / "out" / "report.json").read_text("utf-8")
+    assert '"passRate": 0.0385' in report
+    markdown = (tmp_path / "out" / "report.md").read_text("utf-8")
+    assert "- Pass rate: 3.85% (1 of 26" in markdown and "3.9%" not in markdown
+    assert "3.85%" in (tmp_path / "out" / "report.html").read_text("utf-8")
+    assert "pass rate 3.85%" in out
+
+
+def test_a_replayed_report_says_where_its_answers_came_from(tmp_path: Path) -> None:
+    # before: headed "Judge: openai/gpt-4o-mini" like a model's run, and the deliberately
+    # worse set's report looked the same as the normal one
+    code, out = score_demo(tmp_path, tmp_path / "s.sqlite")
+    assert code == 0, out
+    markdown = (tmp_path / "out" / "report.md").read_text("utf-8")
+    assert "- Answers: replayed from cassettes, not from a call to `openai/gpt-4o-mini`" in markdown
+    assert "26 row(s) authored by rubric-eval developers (Claude, reading each dialogue)" in (
+        markdown
+    )
+    assert "answers replayed from cassettes" in (tmp_path / "out" / "report.html").read_text()
+    worse = tmp_path / "worse"
+    code, out = run(
+        "score", CASES / "health_consult_zh.jsonl", "-r", RUBRICS / "health_cs.yaml", "--draft",
+        "--store", tmp_path / "s.sqlite", "--cassettes", CASSETTES.parent / "cassettes-worse",
+        "--out", worse,
+    )  # fmt: skip
+    assert code == 0, out
+    assert "DELIBERATELY WORSE" in (worse / "report.md").read_text("utf-8")
+    assert "written to be worse" in out
