@@ -20,6 +20,9 @@ def prompt_show(
     row: Annotated[str | None, typer.Option(help="rowId to show (default: the first).")] = None,
     store: StoreOpt = DEFAULT_STORE,
     input_format: Annotated[str, typer.Option(help="auto, jsonl, json, csv or yaml.")] = "auto",
+    prompt: Annotated[
+        str, typer.Option(help="Prompt template under prompts/ (judge_v1, judge_v2, judge_v3).")
+    ] = "judge_v1",
 ) -> None:
     """Print the system and user messages the judge receives for one row."""
 
@@ -33,7 +36,7 @@ def prompt_show(
         pack, _ = rubric_at(rubric, store)
         source = DialogueSource(input_file, input_format)  # type: ignore[arg-type]
         source.validate()
-        builder = RequestBuilder(pack, load_prompt())
+        builder = RequestBuilder(pack, load_prompt(prompt))
         ids = []
         for seq, found in enumerate(source):
             if row is None or found.row_id == row:
@@ -96,13 +99,19 @@ def cassette_author(
     model: Annotated[
         str, typer.Option(help="Model the requests are keyed for.")
     ] = "openai/gpt-4o-mini",
+    prompt: Annotated[
+        str,
+        typer.Option(
+            help="Prompt template the requests are keyed for (judge_v3 verdicts carry evidence)."
+        ),
+    ] = "judge_v1",
 ) -> None:
     """Turn hand-written verdicts into an `authored` cassette keyed like a real run."""
 
     def run() -> None:
         from rubric_engine.authoring import author_cassette
 
-        count = author_cassette(inputs, rubric, verdicts, author, method, out, model)
+        count = author_cassette(inputs, rubric, verdicts, author, method, out, model, prompt)
         typer.echo(f"wrote {count} authored entries to {out}")
 
     _guard(run)
