@@ -41,8 +41,8 @@ def _cell(text: Any) -> str:
     return str(text if text is not None else "").replace("|", "\\|").replace("\n", " ")
 
 
-def _turns(turns: tuple[int, ...] | None) -> str:
-    return f" (turns {', '.join(map(str, turns))})" if turns else ""
+def _turns(turns: tuple[int, ...]) -> str:
+    return f"turn{'s' if len(turns) > 1 else ''} {', '.join(map(str, turns))}"
 
 
 def _evidence_lines(report: Report) -> list[str]:
@@ -58,7 +58,7 @@ def _evidence_lines(report: Report) -> list[str]:
     for low in report.lowest_rows:
         turns = low.evidence_turns or {}
         named = [
-            f"{rid} {status}{_turns(turns[rid])}"
+            f"{rid} {status} ({_turns(turns[rid])})"
             for ids, status in (
                 (low.violated_requirement_ids, "VIOLATED"),
                 (low.partial_requirement_ids, "PARTIAL"),
@@ -164,11 +164,9 @@ def render_markdown(report: Report) -> str:
         "|---|---:|---:|---|---|---|---|",
     ]
     for low in report.lowest_rows:
-        turns = low.evidence_turns or {}
-        violated = [f"{rid}{_turns(turns.get(rid))}" for rid in low.violated_requirement_ids]
         out.append(
             f"| {low.row_id} | {low.final_score} | {low.judge_score} | {low.intent_key} | "
-            f"{', '.join(violated) or '–'} | "
+            f"{', '.join(low.violated_requirement_ids) or '–'} | "
             f"{', '.join(low.red_flag_types) or '–'} | {', '.join(low.capped_by) or '–'} |"
         )
     out += _evidence_lines(report)
