@@ -49,9 +49,10 @@ def _turn(value: Any, rid: str, low: int, high: int | None) -> int:
         if not value.is_integer():
             raise ValueError(f"{expected}; {value!r} is not an integer")
         value = int(value)
-    if value < low or (high is not None and value > high):
-        raise ValueError(f"{expected}; turn {value} is outside the dialogue")
-    return value
+    turn = int(value)
+    if turn < low or (high is not None and turn > high):
+        raise ValueError(f"{expected}; turn {turn} is outside the dialogue")
+    return turn
 
 
 class EvidenceVerdictBase(VerdictBase):

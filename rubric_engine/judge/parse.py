@@ -192,7 +192,7 @@ def parse_reply(
             f"its value is ambiguous; {ONE_OBJECT}, each field named once",
         )
     cleanups: list[ProtocolWarning] = []
-    context = {
+    context: dict[str, object] = {
         "row_id": row.row_id,
         "case_requirement_ids": list(row.case_requirement_ids),
         "cleanups": cleanups,
