@@ -229,10 +229,14 @@ def test_v3_demo_shows_the_authored_evidence_turns(airline_runs: dict[str, Path]
                 assert entry.get("evidenceTurns"), (row["rowId"], entry)
 
 
-def test_v3_cassettes_are_authored_and_say_how_turns_were_chosen() -> None:
-    lines = (CASSETTES_V3 / "airline_cs" / "airline_tau2_dev.jsonl").read_text(encoding="utf-8")
+@pytest.mark.parametrize(
+    ("path", "rows"),
+    [("airline_cs/airline_tau2_dev.jsonl", 25), ("health_cs/health_consult_zh.jsonl", 26)],
+)
+def test_v3_cassettes_are_authored_and_say_how_turns_were_chosen(path: str, rows: int) -> None:
+    lines = (CASSETTES_V3 / path).read_text(encoding="utf-8")
     entries = [json.loads(line) for line in lines.splitlines()]
-    assert len(entries) == 25
+    assert len(entries) == rows
     for entry in entries:
         provenance = entry["provenance"]
         assert provenance["kind"] == "authored" and provenance["prompt"] == "judge_v3"
@@ -288,3 +292,28 @@ def test_authoring_refuses_a_v3_verdict_with_turns_outside_the_dialogue(tmp_path
             "openai/gpt-4o-mini",
             "judge_v3",
         )
+
+
+def test_health_v3_demo_cites_the_users_turn_where_the_reply_ignores_it(tmp_path: Path) -> None:
+    store = tmp_path / "store.sqlite"
+    publish(store, "health_cs.yaml")
+    result = score(
+        ScoreOptions(
+            inputs=[CASES / "health_consult_zh.jsonl"],
+            rubric="health_cs",
+            store=store,
+            out=tmp_path / "out",
+            cassettes=CASSETTES_V3,
+            prompt_version="judge_v3",
+        )
+    )
+    assert not result.cassette_misses and result.report.totals.scored == 26
+    rows = {
+        r["rowId"]: {e["requirementId"]: e for e in r["referenceBasis"]}
+        for r in map(json.loads, (tmp_path / "out" / "rows.jsonl").open(encoding="utf-8"))
+    }
+    # medgpt-42: the haematuria the user reports (turn 0) goes unanswered in the reply (turn 1)
+    referral = rows["medgpt-42"]["INTENT_HEALTH_RED_FLAG_REFERRAL"]
+    assert (referral["status"], referral["evidenceTurns"]) == ("PARTIAL", [0, 1])
+    assert "evidenceTurns" not in rows["medgpt-42"]["COMMON_BACKEND_EXPOSURE"]
+    assert all("evidenceTurns" not in e for e in rows["medgpt-26-agent"].values())
