@@ -21,8 +21,9 @@ def prompt_show(
     store: StoreOpt = DEFAULT_STORE,
     input_format: Annotated[str, typer.Option(help="auto, jsonl, json, csv or yaml.")] = "auto",
     prompt: Annotated[
-        str, typer.Option(help="Prompt template under prompts/ (judge_v1, judge_v2, judge_v3).")
-    ] = "judge_v1",
+        str | None,
+        typer.Option(help="Prompt template under prompts/ (default judge_v1; judge_v2, judge_v3)."),
+    ] = None,
 ) -> None:
     """Print the system and user messages the judge receives for one row."""
 
@@ -30,13 +31,13 @@ def prompt_show(
         from rubric_engine.dialogue.readers import DialogueSource
         from rubric_engine.errors import DatasetError
         from rubric_engine.pipeline import RequestBuilder
-        from rubric_engine.prompt import load_prompt
+        from rubric_engine.prompt import DEFAULT_PROMPT, load_prompt
         from rubric_engine.registry import rubric_at
 
         pack, _ = rubric_at(rubric, store)
         source = DialogueSource(input_file, input_format)  # type: ignore[arg-type]
         source.validate()
-        builder = RequestBuilder(pack, load_prompt(prompt))
+        builder = RequestBuilder(pack, load_prompt(prompt or DEFAULT_PROMPT))
         ids = []
         for seq, found in enumerate(source):
             if row is None or found.row_id == row:
@@ -100,18 +101,22 @@ def cassette_author(
         str, typer.Option(help="Model the requests are keyed for.")
     ] = "openai/gpt-4o-mini",
     prompt: Annotated[
-        str,
+        str | None,
         typer.Option(
-            help="Prompt template the requests are keyed for (judge_v3 verdicts carry evidence)."
+            help="Prompt template the requests are keyed for (default judge_v1; judge_v3 "
+            "verdicts carry evidence)."
         ),
-    ] = "judge_v1",
+    ] = None,
 ) -> None:
     """Turn hand-written verdicts into an `authored` cassette keyed like a real run."""
 
     def run() -> None:
         from rubric_engine.authoring import author_cassette
+        from rubric_engine.prompt import DEFAULT_PROMPT
 
-        count = author_cassette(inputs, rubric, verdicts, author, method, out, model, prompt)
+        count = author_cassette(
+            inputs, rubric, verdicts, author, method, out, model, prompt or DEFAULT_PROMPT
+        )
         typer.echo(f"wrote {count} authored entries to {out}")
 
     _guard(run)
