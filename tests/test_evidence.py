@@ -218,6 +218,9 @@ def test_v3_demo_shows_the_authored_evidence_turns(airline_runs: dict[str, Path]
         "- `airline-0`: COMMON_EXPLICIT_CONFIRMATION VIOLATED (turn 32); "
         "COMMON_ONE_TOOL_CALL_AT_A_TIME VIOLATED (turns 6, 13, 19, 24)"
     ) in md
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert "judge's turns 32 (from 0)" in html
+    assert "judge's turns" not in (airline_runs["judge_v1"] / "report.html").read_text("utf-8")
     rows = [json.loads(line) for line in (out / "rows.jsonl").open(encoding="utf-8")]
     first = next(r for r in rows if r["rowId"] == "airline-0")
     cited = {e["requirementId"]: e.get("evidenceTurns") for e in first["referenceBasis"]}
