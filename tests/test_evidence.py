@@ -320,3 +320,27 @@ def test_health_v3_demo_cites_the_users_turn_where_the_reply_ignores_it(tmp_path
     assert (referral["status"], referral["evidenceTurns"]) == ("PARTIAL", [0, 1])
     assert "evidenceTurns" not in rows["medgpt-42"]["COMMON_BACKEND_EXPOSURE"]
     assert all("evidenceTurns" not in e for e in rows["medgpt-26-agent"].values())
+
+
+def test_renormalize_keeps_a_v3_tasks_evidence(
+    airline_runs: dict[str, Path], tmp_path: Path
+) -> None:
+    # renormalize re-reads the stored reply: with the v1 model the evidence would be dropped
+    from rubric_engine.renormalize import renormalize
+    from rubric_engine.store import TaskStore
+
+    store = airline_runs["store"]
+    with TaskStore(store) as opened:
+        v3 = next(t.id for t in opened.tasks() if t.prompt_version == "judge_v3")
+    result = renormalize(store, v3, "airline_cs@1", out=tmp_path / "rn")
+    again = (tmp_path / "rn" / "rows.jsonl").read_text(encoding="utf-8")
+    before = (airline_runs["judge_v3"] / "rows.jsonl").read_text(encoding="utf-8")
+    cited = [
+        [(e["requirementId"], e.get("evidenceTurns")) for e in json.loads(line)["referenceBasis"]]
+        for line in before.splitlines()
+    ]
+    assert cited == [
+        [(e["requirementId"], e.get("evidenceTurns")) for e in json.loads(line)["referenceBasis"]]
+        for line in again.splitlines()
+    ]
+    assert result.source_task_id == v3
