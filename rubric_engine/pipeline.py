@@ -77,6 +77,7 @@ class RequestBuilder:
             case_requirement_ids=tuple(r.id for r in case.behaviours),
             rubric_hash=self.rubric_hash,
             prompt_hash=self.template.hash if self.template else "",
+            turn_count=len(row.messages),
         )
         return PreparedRow(seq=seq, row=row, case=case, request=request, rules=rules)
 

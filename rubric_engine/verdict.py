@@ -306,6 +306,14 @@ class VerdictBase(BaseModel):
     def _issues_list(cls, value: Any) -> Any:
         return [] if value is None else value
 
+    def evidence_turns(self) -> Mapping[str, tuple[int, ...]]:
+        """Turns the judge named per unmet or partial requirement; none before ``judge_v3``.
+
+        Overridden by :class:`EvidenceVerdictBase`; a method, not a field, so the v1/v2
+        verdict models and their JSON Schemas (part of every cassette key) stay as they were.
+        """
+        return {}
+
 
 _QUESTIONS_CHECKS = canonical_lookup(QuestionsCheck)
 #: every spelling of the verdict's field names: an object with one of them is verdict-shaped
@@ -354,11 +362,17 @@ def _clean_list(
     return out
 
 
-def verdict_model(rubric: EvalRubric) -> type[VerdictBase]:
+def verdict_model(rubric: EvalRubric, evidence: bool = False) -> type[VerdictBase]:
     """The verdict model for one rubric snapshot (cached by content hash).
 
     The JSON Schema of the result enumerates the pack's intent keys and red-flag types and the
     score range, so a provider with schema-constrained decoding enforces them too.
+
+    Args:
+        rubric: the snapshot judged with.
+        evidence: the prompt asks for evidence turns (``judge_v3``): the model is an
+            :class:`EvidenceVerdictBase` with the ``evidence`` field. ``False`` gives exactly
+            the model (and schema) every earlier prompt was keyed with.
     """
     return _verdict_model(
         rubric.content_hash(),
@@ -366,6 +380,7 @@ def verdict_model(rubric: EvalRubric) -> type[VerdictBase]:
         rubric.red_flag_types,
         tuple(rubric.requirements_by_id),
         (rubric.score_scale.min, rubric.score_scale.max),
+        evidence,
     )
 
 
@@ -376,8 +391,14 @@ def _verdict_model(
     flags: tuple[str, ...],
     requirement_ids: tuple[str, ...],
     scale: tuple[int, int],
+    evidence: bool = False,
 ) -> type[VerdictBase]:
-    model = create_model("JudgeVerdict", __base__=VerdictBase)
+    base: type[VerdictBase] = VerdictBase
+    if evidence:
+        from rubric_engine.verdict_evidence import EvidenceVerdictBase
+
+        base = EvidenceVerdictBase
+    model = create_model("JudgeVerdict", __base__=base)
     model._intents = canonical_lookup(intents)
     model._flags = canonical_lookup(flags)
     model._requirements = canonical_lookup(requirement_ids)

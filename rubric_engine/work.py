@@ -292,7 +292,14 @@ def _judge_for(
         store=location,
     )
     backend = judge_backend(options, rubric)
-    judge = InstructorJudge(backend, rubric, effective_model(options), params, options.max_reasks)
+    judge = InstructorJudge(
+        backend,
+        rubric,
+        effective_model(options),
+        params,
+        options.max_reasks,
+        evidence=bool(template and template.asks_evidence),
+    )
     return (
         judge,
         RequestBuilder(rubric, template),

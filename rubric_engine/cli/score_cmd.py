@@ -88,6 +88,13 @@ def score(
     input_format: Annotated[
         str, typer.Option(help="auto, jsonl, json, csv or yaml.")
     ] = D.input_format,
+    prompt: Annotated[
+        str | None,
+        typer.Option(
+            help="Judge prompt template under prompts/ (default judge_v1, which the demo "
+            "cassettes are keyed by; judge_v3 also asks for evidence turns)."
+        ),
+    ] = None,
     max_reasks: Annotated[
         int, typer.Option(help="Re-asks after an invalid verdict (0 or more).")
     ] = D.max_reasks,
@@ -175,6 +182,7 @@ def score(
         store=store,
         out=out,
         input_format=cast(InputFormat, input_format),
+        prompt_version=prompt,
         max_reasks=max_reasks,
         temperature=temperature,
         max_tokens=max_tokens,

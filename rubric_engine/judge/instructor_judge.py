@@ -59,6 +59,9 @@ class InstructorJudge:
         model: litellm model name, e.g. ``openai/gpt-4o-mini``.
         params: sampling parameters (temperature, max_tokens …); part of the cassette key.
         max_reasks: re-asks after the first answer when it fails validation (SPEC §4: bounded).
+        evidence: the prompt asks for evidence turns (``judge_v3``,
+            :attr:`~rubric_engine.prompt.PromptTemplate.asks_evidence`): the verdict model has
+            the ``evidence`` field. Off, the model and its schema are the older prompts' own.
     """
 
     def __init__(
@@ -68,12 +71,13 @@ class InstructorJudge:
         model: str,
         params: dict[str, Any] | None = None,
         max_reasks: int = 2,
+        evidence: bool = False,
     ) -> None:
         self.backend = backend
         self.model = model
         self.params = {**DEFAULT_PARAMS, **(params or {})}
         self.max_reasks = max_reasks
-        self.rubric_model: type[VerdictBase] = verdict_model(rubric)
+        self.rubric_model: type[VerdictBase] = verdict_model(rubric, evidence)
         self.adapter = InstructorAdapter(self.rubric_model)
         #: the model whose JSON Schema the judge is shown (instructor's wrapper)
         self.verdict_model = self.adapter.response_model
@@ -166,7 +170,9 @@ class InstructorJudge:
             The verdict; the error that ended the row; or ``None`` for a truncated answer
             (:meth:`judge` decides whether to ask again with more room, ``room``).
         """
-        context = RowContext(row.request.row_id, row.request.case_requirement_ids)
+        context = RowContext(
+            row.request.row_id, row.request.case_requirement_ids, row.request.turn_count
+        )
         for attempt in range(self.max_reasks + 1):
             sent = kwargs if room is None else {**kwargs, "max_tokens": room}
             answer: Answer = await self.backend.complete(sent, row.request, row.key, row.answers)

@@ -210,6 +210,12 @@ class IssueCluster(_Section):
 
 
 class LowRow(_Section):
+    """A lowest-scoring row. ``evidence_turns``: the turns the judge named per VIOLATED or
+    PARTIAL requirement (``judge_v3``; 0-based message indexes, as on the referenceBasis);
+    left out of the JSON when the judge named none, so older reports keep their bytes."""
+
+    _omit_when_none = frozenset({"evidence_turns"})
+
     row_id: str
     final_score: int | None
     judge_score: int | None
@@ -219,6 +225,7 @@ class LowRow(_Section):
     red_flag_types: tuple[str, ...]
     capped_by: tuple[str, ...]
     score_explanation: str | None
+    evidence_turns: dict[str, tuple[int, ...]] | None = None
 
 
 class JudgeErrorEntry(_Section):

@@ -44,6 +44,36 @@ def _cell(text: Any) -> str:
     return str(text if text is not None else "").replace("|", "\\|").replace("\n", " ")
 
 
+def _turns(turns: tuple[int, ...]) -> str:
+    return f"turn{'s' if len(turns) > 1 else ''} {', '.join(map(str, turns))}"
+
+
+def _evidence_lines(report: Report) -> list[str]:
+    """The judge's evidence turns of the lowest rows (``judge_v3``); nothing without any."""
+    if not any(low.evidence_turns for low in report.lowest_rows):
+        return []
+    out = [
+        "",
+        "Evidence turns the judge named for the lowest rows' unmet and partial requirements "
+        "(turns numbered from 0, as in the judge's `judge_v3` prompt and the review page):",
+        "",
+    ]
+    for low in report.lowest_rows:
+        turns = low.evidence_turns or {}
+        named = [
+            f"{rid} {status} ({_turns(turns[rid])})"
+            for ids, status in (
+                (low.violated_requirement_ids, "VIOLATED"),
+                (low.partial_requirement_ids, "PARTIAL"),
+            )
+            for rid in ids
+            if rid in turns
+        ]
+        if named:
+            out.append(f"- `{low.row_id}`: " + "; ".join(named))
+    return out
+
+
 def render_markdown(report: Report) -> str:
     """Review report: red flags first, then totals, intents, requirements, lowest rows."""
     task, totals = report.task, report.totals
@@ -143,6 +173,7 @@ def render_markdown(report: Report) -> str:
             f"{', '.join(low.violated_requirement_ids) or '–'} | "
             f"{', '.join(low.red_flag_types) or '–'} | {', '.join(low.capped_by) or '–'} |"
         )
+    out += _evidence_lines(report)
     out += ["", f"## JUDGE_ERROR rows ({totals.judge_errors})", ""]
     if totals.judge_errors_by_kind:
         out += [

@@ -227,7 +227,12 @@ async def _run(
         NoJudge()
         if plan.backend is None
         else InstructorJudge(
-            plan.backend, plan.rubric, effective_model(options), plan.params, options.max_reasks
+            plan.backend,
+            plan.rubric,
+            effective_model(options),
+            plan.params,
+            options.max_reasks,
+            evidence=bool(plan.template and plan.template.asks_evidence),
         )
     )
     budget = None
