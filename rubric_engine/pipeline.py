@@ -16,6 +16,7 @@ from typing import Literal
 
 from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.judge.protocol import Judge, JudgeOutcome, JudgeRequest
+from rubric_engine.judge.server_checks import RubricNotDelivered
 from rubric_engine.prompt import PromptTemplate, render_system, render_user
 from rubric_engine.results import JudgeErrorKind, ProtocolWarning, RowResult, WarningCode
 from rubric_engine.row_result import row_result as _row_result
@@ -216,6 +217,8 @@ async def run_batch(
 
     Raises:
         JudgeUnavailable: the stop above; the failed rows are stored.
+        RubricNotDelivered: the judge found the server dropped the system message; the
+            rows finished before it are stored.
     """
     queue: asyncio.Queue[PreparedRow | None] = asyncio.Queue(maxsize=2 * concurrency)
     finished = [0, 0]  # rows, transport failures among the first rows
@@ -267,5 +270,7 @@ async def run_batch(
             group.create_task(produce())
     except* JudgeUnavailable as stopped:
         raise stopped.exceptions[0] from None
+    except* RubricNotDelivered as dropped:
+        raise dropped.exceptions[0] from None
     finally:
         store.commit()

@@ -57,12 +57,15 @@ class Answer:
     Attributes:
         attempts: every try on the wire, in order; transport failures first, the answered
             one (with ``response``) last. Empty for a cassette miss.
-        failure: ``(kind, message)`` when there is no response: ``CASSETTE_MISS`` or
-            ``TRANSPORT`` (the retry policy gave up).
+        failure: ``(kind, message)`` when there is no response: ``CASSETTE_MISS``,
+            ``TRANSPORT`` (the retry policy gave up) or ``CONTEXT_EXCEEDED`` (the server said
+            the prompt is over the model's context; never retried).
+        status: the HTTP status of the last failed try, when a server sent one.
     """
 
     attempts: tuple[Attempt, ...] = ()
     failure: tuple[JudgeErrorKind, str] | None = None
+    status: int | None = None
 
     @property
     def response(self) -> dict[str, Any] | None:
@@ -84,9 +87,16 @@ def chat_completion(raw: dict[str, Any]) -> Any:
 
 class Backend(Protocol):
     async def complete(
-        self, kwargs: dict[str, Any], request: JudgeRequest, key: CallKey, served: int
+        self,
+        kwargs: dict[str, Any],
+        request: JudgeRequest,
+        key: CallKey,
+        served: int,
+        final_status: frozenset[int] = frozenset(),
     ) -> Answer:
-        """Answer ``kwargs``; ``served`` = responses the row already had (its re-asks)."""
+        """Answer ``kwargs``; ``served`` = responses the row already had (its re-asks);
+        ``final_status``: HTTP statuses not retried for this request (a request form the
+        server may refuse, see :mod:`rubric_engine.judge.output_modes`)."""
         ...
 
     def finish(self, request: JudgeRequest, key: CallKey, outcome: JudgeOutcome) -> None:
@@ -101,8 +111,16 @@ class ReplayBackend:
         self.index = index
 
     async def complete(
-        self, kwargs: dict[str, Any], request: JudgeRequest, key: CallKey, served: int
+        self,
+        kwargs: dict[str, Any],
+        request: JudgeRequest,
+        key: CallKey,
+        served: int,
+        final_status: frozenset[int] = frozenset(),
     ) -> Answer:
+        """The recorded response; its latency is the recorded one (``latencyMs`` of the
+        entry's attempt), so a latency gate means the same in replay as live. An entry
+        without one (authored) has latency 0."""
         entry = self.index.get(key.key)
         if entry is None:
             return Answer(
@@ -121,12 +139,12 @@ class ReplayBackend:
                     f"for response {served + 1} (a re-ask)",
                 )
             )
-        started = time.perf_counter()
         raw = entry.attempts[served]["response"]
+        recorded = entry.attempts[served].get("latencyMs")
         prompt, completion = _usage(raw)
         attempt = Attempt(
             response=raw,
-            latency_ms=(time.perf_counter() - started) * 1e3,
+            latency_ms=float(recorded) if isinstance(recorded, int | float) else 0.0,
             prompt_tokens=prompt,
             completion_tokens=completion,
         )
@@ -152,16 +170,70 @@ class LiveSettings:
     timeout_s: float = 120.0
     retry: RetryPolicy = field(default_factory=RetryPolicy)
 
-    def transport_kwargs(self) -> dict[str, Any]:
+    def transport_kwargs(self, model: str = "") -> dict[str, Any]:
+        """litellm's transport arguments for a call to ``model``.
+
+        The key (SPEC: never stored) goes to an ``--api-base`` only when the user names it
+        (``--api-key-env``) or the provider needs one (:func:`sends_provider_key`): an
+        ``OPENAI_API_KEY`` set for OpenAI is not sent to a self-hosted ``openai/`` server.
+        Such a server gets the placeholder ``no-key`` (the OpenAI client needs some value).
+        """
         out: dict[str, Any] = {"timeout": self.timeout_s, "num_retries": 0, "max_retries": 0}
         key = os.environ.get(self.api_key_env) if self.api_key_env else None
         if self.api_base:
             out["api_base"] = self.api_base
-            if key is None and not os.environ.get("OPENAI_API_KEY"):
-                key = "no-key"  # OpenAI-compatible local servers often need none
+            if key is None and not sends_provider_key(model, self.api_base, self.api_key_env):
+                key = "no-key"  # OpenAI-compatible local servers need none
         if key is not None:
             out["api_key"] = key
         return out
+
+
+#: provider prefixes of OpenAI-compatible servers a team runs itself: no key unless asked
+SELF_HOSTED_PREFIXES = frozenset(
+    {
+        "openai",
+        "hosted_vllm",
+        "ollama",
+        "ollama_chat",
+        "llamafile",
+        "lm_studio",
+        "text-completion-openai",
+    }
+)
+
+
+def sends_provider_key(model: str, api_base: str | None, api_key_env: str | None) -> bool:
+    """Whether a call to ``model`` at ``api_base`` carries the provider's usual key.
+
+    Without ``--api-base``: yes (the provider's own endpoint). With one: only when
+    ``--api-key-env`` names the key, or the prefix is not a self-hosted kind (e.g. an
+    ``azure/`` or ``anthropic/`` endpoint behind a proxy, which needs its key).
+    """
+    if not api_base or api_key_env:
+        return True
+    return model.split("/", 1)[0] not in SELF_HOSTED_PREFIXES
+
+
+def endpoint_kind(model: str, api_base: str | None) -> dict[str, str]:
+    """Where a recorded answer came from, safe to store: the provider prefix and the API
+    base's scheme and host (``user:password@``, path and query removed), or ``default``."""
+    from urllib.parse import urlsplit
+
+    out = {"providerPrefix": model.split("/", 1)[0] if "/" in model else "openai"}
+    if api_base:
+        parts = urlsplit(api_base)
+        host = parts.hostname or ""
+        out["host"] = f"{parts.scheme}://{host}" + (f":{parts.port}" if parts.port else "")
+    else:
+        out["host"] = "default"
+    return out
+
+
+def is_context_exceeded(exc: BaseException) -> bool:
+    """litellm's ``ContextWindowExceededError`` (a 400 whose text says the prompt is too
+    long); matched by name so litellm stays imported lazily."""
+    return any(t.__name__ == "ContextWindowExceededError" for t in type(exc).__mro__)
 
 
 def import_litellm() -> Any:
@@ -187,20 +259,27 @@ class LiveBackend:
         self._unpriced: set[str] = set()
 
     async def complete(
-        self, kwargs: dict[str, Any], request: JudgeRequest, key: CallKey, served: int
+        self,
+        kwargs: dict[str, Any],
+        request: JudgeRequest,
+        key: CallKey,
+        served: int,
+        final_status: frozenset[int] = frozenset(),
     ) -> Answer:
         if self._litellm is None:
             self._litellm = import_litellm()
-        transport = self.settings.transport_kwargs()
+        transport = self.settings.transport_kwargs(str(kwargs.get("model") or ""))
         tries: list[Attempt] = []
+        last: list[BaseException] = []
         try:
-            async for attempt in self.settings.retry.retrying():
+            async for attempt in self.settings.retry.retrying(final_status):
                 with attempt:
                     started = time.perf_counter()
                     async with self.limiter.slot() as ticket:
                         try:
                             response = await self._litellm.acompletion(**kwargs, **transport)
                         except Exception as exc:  # every transport failure is logged, then judged
+                            last[:] = [exc]
                             if status_of(exc) == 429:
                                 self.limiter.on_rate_limited(ticket)
                             tries.append(
@@ -230,8 +309,13 @@ class LiveBackend:
             detail = (
                 failed[-1] if failed else redact((str(exc).splitlines() or [type(exc).__name__])[0])
             )
+            status = status_of(last[0]) if last else None
+            if last and is_context_exceeded(last[0]):
+                return Answer(tuple(tries), (JudgeErrorKind.CONTEXT_EXCEEDED, detail), status)
             return Answer(
-                tuple(tries), (JudgeErrorKind.TRANSPORT, f"provider call failed: {detail}")
+                tuple(tries),
+                (JudgeErrorKind.TRANSPORT, f"provider call failed: {detail}"),
+                status,
             )
         raise AssertionError("unreachable: tenacity re-raises the last error")
 
@@ -289,7 +373,9 @@ class RecordBackend(LiveBackend):
                 provenance={
                     "kind": "recorded",
                     "provider": self.provider,
-                    "model": model,
+                    "model": model,  # as the server reported it
+                    "requestedModel": key.parts["model"],
+                    "endpoint": endpoint_kind(key.parts["model"], self.settings.api_base),
                     "recordedAt": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
                 },
                 attempts=[

@@ -20,6 +20,7 @@ from rubric_engine.errors import ConfigurationError, ExitCode, RubricEvalError, 
 from rubric_engine.judge.backends import ReplayBackend
 from rubric_engine.judge.instructor_judge import InstructorJudge
 from rubric_engine.judge.protocol import Judge
+from rubric_engine.judge.server_checks import RubricNotDelivered
 from rubric_engine.pipeline import Budget, JudgeUnavailable, NoJudge, run_batch
 from rubric_engine.report import (
     ReportFiles,
@@ -32,7 +33,7 @@ from rubric_engine.report import (
 )
 from rubric_engine.report.model import Report
 from rubric_engine.results import JudgeErrorKind, RowResult
-from rubric_engine.scoring.options import ScoreOptions, check_options, effective_model
+from rubric_engine.scoring.options import ScoreOptions, check_options
 from rubric_engine.scoring.plan import Plan, fresh_plan, resumed_plan
 from rubric_engine.scoring.task import (
     report_command,
@@ -80,6 +81,19 @@ class JudgeUnavailableError(RubricEvalError):
             f"{first_error}. Check --model, --api-base and the API key. The failed rows are "
             f"kept: {report_command(task_id, store)}; once the judge is reachable, "
             f"`{resume_command(task_id, store)}` judges them again"
+        )
+        self.task_id = task_id
+
+
+class RubricNotDeliveredError(RubricEvalError):
+    """The server's prompt-token counts show the rubric (system message) never reached it."""
+
+    exit_code = ExitCode.NOTHING_SCORED
+
+    def __init__(self, task_id: str, reason: str, store: Path) -> None:
+        super().__init__(
+            f"stopped task {task_id}: {reason}. The rows judged so far are kept "
+            f"({report_command(task_id, store)}) but were judged without the rubric"
         )
         self.task_id = task_id
 
@@ -170,13 +184,7 @@ async def _run(
 ) -> ScoreResult:
     """Judge the rows not in ``done``, finish the task, build and write its report."""
     options = plan.options
-    judge: Judge = (
-        NoJudge()
-        if plan.backend is None
-        else InstructorJudge(
-            plan.backend, plan.rubric, effective_model(options), plan.params, options.max_reasks
-        )
-    )
+    judge: Judge = NoJudge() if plan.backend is None else plan.judge()
     budget = None
     if options.max_calls is not None or options.max_cost_usd is not None:
         budget = Budget(options.max_calls, options.max_cost_usd)
@@ -213,6 +221,11 @@ async def _run(
             budget=budget,
             on_stored=keep,
         )
+    except RubricNotDelivered as stop:
+        store.finish_task(
+            task_id, TaskState.STOPPED, {"stopReason": "the rubric did not reach the judge"}
+        )
+        raise RubricNotDeliveredError(task_id, str(stop), options.store) from stop
     except JudgeUnavailable as stop:
         store.finish_task(task_id, TaskState.STOPPED, {"stopReason": "the judge was unreachable"})
         raise JudgeUnavailableError(
@@ -223,7 +236,7 @@ async def _run(
         raise
     stopped = budget.stop_reason if budget is not None else None
     state = TaskState.STOPPED if stopped else TaskState.COMPLETED
-    store.finish_task(task_id, state, _extra(plan, store, task_id, stopped))
+    store.finish_task(task_id, state, _extra(plan, store, task_id, stopped, judge))
     if kept is None:
         task = load_task(store, task_id)  # read once for the report and its files
     else:
@@ -234,8 +247,12 @@ async def _run(
     return ScoreResult(task_id, report, files, misses, stopped)
 
 
-def _extra(plan: Plan, store: TaskStore, task_id: str, stopped: str | None) -> dict[str, Any]:
+def _extra(
+    plan: Plan, store: TaskStore, task_id: str, stopped: str | None, judge: Judge
+) -> dict[str, Any]:
     extra: dict[str, Any] = {"stopReason": stopped}
+    if isinstance(judge, InstructorJudge) and judge.output_mode != "json":
+        extra["outputForm"] = judge.form_record  # the schema form used, and one refused
     backend = plan.backend
     if isinstance(backend, ReplayBackend):
         kinds = map(backend.index.kind, store.cassette_keys(task_id))
