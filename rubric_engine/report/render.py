@@ -159,7 +159,12 @@ def render_markdown(report: Report) -> str:
         f"- Tokens: {usage.prompt_tokens} prompt, {usage.completion_tokens} completion",
         f"- Cost: {_cost(usage.cost_usd)}",
         f"- Latency per row: mean {_fmt(usage.latency_ms_mean, 1)} ms, "
-        f"p95 {_fmt(usage.latency_ms_p95, 1)} ms",
+        f"p95 {_fmt(usage.latency_ms_p95, 1)} ms"
+        + (
+            " (recorded with the cassettes; authored answers have none)"
+            if report.task.latency == "recorded"
+            else ""
+        ),
         "",
     ]
     return "\n".join(out) + "\n"

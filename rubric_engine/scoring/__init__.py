@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     )
     from rubric_engine.scoring.run import (
         JudgeUnavailableError,
+        RubricNotDeliveredError,
         ScoreResult,
         score,
         score_async,
@@ -55,6 +56,7 @@ _WHERE = {
     "check_options": "options",
     "effective_model": "options",
     "JudgeUnavailableError": "run",
+    "RubricNotDeliveredError": "run",
     "ScoreResult": "run",
     "score": "run",
     "score_async": "run",
@@ -76,6 +78,7 @@ __all__ = [
     "JudgeKind",
     "JudgeUnavailableError",
     "Mode",
+    "RubricNotDeliveredError",
     "ScoreOptions",
     "ScoreResult",
     "check_options",

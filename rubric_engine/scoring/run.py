@@ -257,6 +257,7 @@ def _extra(
     if isinstance(backend, ReplayBackend):
         kinds = map(backend.index.kind, store.cassette_keys(task_id))
         extra["cassettes"] = dict(sorted(Counter(k for k in kinds if k).items()))
+        extra["latency"] = "recorded"  # replayed latency is the one recorded, not measured
     elif backend is not None:
         extra["concurrency"] = backend.limiter.stats()
     return extra
