@@ -220,7 +220,7 @@ def test_the_provider_key_is_not_sent_to_a_self_hosted_server(
 
 
 def test_the_recorded_endpoint_never_holds_credentials() -> None:
-    from rubric_engine.judge.backends import endpoint_kind
+    from rubric_engine.judge.endpoints import endpoint_kind
 
     found = endpoint_kind("hosted_vllm/gemma", "https://me:secret@gpu.example:8443/v1?key=x")
     assert found == {"providerPrefix": "hosted_vllm", "host": "https://gpu.example:8443"}
