@@ -91,3 +91,49 @@ def test_over_long_rows_do_not_count_as_an_unreachable_judge(tmp_path: Path) -> 
     }
     assert kinds == {"CONTEXT_EXCEEDED"}
     assert len(server.requests) == 4  # every row tried once, none retried
+
+
+def test_resume_keeps_the_tasks_output_mode_and_prompt_shape(tmp_path: Path) -> None:
+    from rubric_engine.errors import ConfigurationError
+    from rubric_engine.judge.retry import RetryPolicy
+    from rubric_engine.scoring import ScoreOptions
+
+    with StubServer(scripted_responder(SCRIPT)) as server:
+        first = score(
+            options(
+                tmp_path,
+                server,
+                output_mode="tools",
+                system_as_user=True,
+                max_calls=2,
+                concurrency=1,
+            )
+        )
+        assert first.stopped is not None
+        before = len(server.requests)
+        again = ScoreOptions(
+            resume=first.task_id,
+            store=tmp_path / "store.sqlite",
+            retry=RetryPolicy(max_attempts=2, base_s=0.01, max_wait_s=0.05),
+        )
+        with pytest.raises(ConfigurationError, match="--output-mode"):
+            score(ScoreOptions(**{**again.__dict__, "output_mode": "json"}))
+        score(again)
+    resumed = server.requests[before:]
+    assert resumed and all("tools" in r["body"] for r in resumed)
+    assert all(r["body"]["messages"][0]["role"] == "user" for r in resumed)
+
+
+def test_a_row_missing_from_schema_cassettes_does_not_switch_the_form(tmp_path: Path) -> None:
+    """Replay: the first row has no entry in any form; the rows recorded in the first form
+    still replay (a miss is not a refusal)."""
+    with StubServer(scripted_responder(SCRIPT)) as server:
+        score(options(tmp_path, server, mode="record", output_mode="schema", out=tmp_path / "r"))
+    cassette = next((tmp_path / "cassettes").rglob("*.jsonl"))
+    lines = cassette.read_text(encoding="utf-8").splitlines()
+    kept = [line for line in lines if json.loads(line)["rowId"] != "unseen-5"]
+    cassette.write_text("\n".join(kept) + "\n", encoding="utf-8")
+    replayed = score(options(tmp_path, None, output_mode="schema", concurrency=1))
+    assert [r.row_id for r in replayed.cassette_misses] == ["unseen-5"]
+    assert replayed.report["totals"]["scored"] == 3
+    assert replayed.report["task"]["outputForm"] == {"mode": "schema", "form": "json_schema"}

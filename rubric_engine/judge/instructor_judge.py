@@ -274,19 +274,38 @@ class InstructorJudge:
     async def _settle(self, row: _Row, sent: dict[str, Any]) -> tuple[Answer, dict[str, Any]]:
         """The first call of ``schema`` mode: each form in turn until one is not refused.
 
-        Returns the answer and the request it answered (the row's key follows the form).
+        Returns the answer and the request it answered (the row's key follows the form). In
+        replay a form "refused" is one with no cassette entry; when the next form has none
+        either, the row is simply missing, so the first form stays (and its miss is reported).
         """
+        first_sent, first_key = sent, row.key
+        first: Answer | None = None
         while True:
             last = len(self._forms) == 1
             final = frozenset() if last else FORM_REJECTED_STATUS
             answer = await self.backend.complete(sent, row.request, row.key, 0, final)
+            missed = (
+                answer.failure is not None and answer.failure[0] is JudgeErrorKind.CASSETTE_MISS
+            )
+            if (
+                missed
+                and first is not None
+                and first.failure is not None
+                and (
+                    first.failure[0] is JudgeErrorKind.CASSETTE_MISS  # no entry in any form
+                )
+            ):
+                self._forms = list(SCHEMA_FORMS)
+                self.form_record = {"mode": self.output_mode, "form": self._forms[0]}
+                row.key, row.first = first_key, None
+                return first, first_sent
             refused = answer.failure is not None and (
-                answer.status in FORM_REJECTED_STATUS
-                or answer.failure[0] is JudgeErrorKind.CASSETTE_MISS
+                answer.status in FORM_REJECTED_STATUS or missed
             )
             if last or not refused:
                 return answer, sent
             assert answer.failure is not None
+            first = first or answer
             dropped = self._forms.pop(0)
             self.form_record = {
                 "mode": self.output_mode,
