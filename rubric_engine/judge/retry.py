@@ -8,8 +8,8 @@ Retried: HTTP 408, 409, 429, 500, 502, 503, 504, timeouts and connection errors 
 exponential backoff and full jitter, or the server's ``Retry-After`` when it sends one.
 Never retried: 400, 401, 403, 404, 422 and anything else (a bad request does not get better).
 
-After a client-side timeout the next try waits at least ``after_timeout_s`` (set to the
-request timeout by the live backend's settings): a self-hosted server usually keeps generating
+After a client-side timeout the next try waits at least ``after_timeout_s`` (a run sets it to
+its request timeout, at most ``max_wait_s``): a self-hosted server usually keeps generating
 the abandoned answer, and a retry sent at once would queue behind it and time out too.
 A request may also name statuses that are final for it (``retrying(final_status)``): a server
 that refuses a schema form with 500 is answered with the next form, not the same one again.

@@ -90,7 +90,9 @@ class Plan:
         model = effective_model(self.options)
         delivery = None
         if not isinstance(self.backend, ReplayBackend):
-            delivery = DeliveryCheck(litellm_estimate(model))
+            estimate = litellm_estimate(model)
+            estimate([{"role": "user", "content": "warm-up"}])  # load the tokenizer before the run
+            delivery = DeliveryCheck(estimate)
         return InstructorJudge(
             self.backend,
             self.rubric,

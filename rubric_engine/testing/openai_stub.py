@@ -6,6 +6,9 @@ cassette. A *responder* decides each answer from the request body; helpers build
 from a file of verdicts keyed by rowId.
 
     python -m rubric_engine.testing.openai_stub --verdicts verdicts.jsonl --port 8765
+    # like llama.cpp's server with a small model (see docs/self-hosted-judge.md):
+    python -m rubric_engine.testing.openai_stub --verdicts verdicts.jsonl --drop-system \
+        --reject-json-schema --context-limit 16384
     rubric-eval score rows.jsonl -r rubrics/health_cs.yaml --mode live \
         --api-base http://127.0.0.1:8765/v1 --model openai/stub-judge
 
@@ -318,11 +321,19 @@ def main() -> None:
     parser.add_argument(
         "--latency-ms", type=float, default=0.0, help="wait this long before every answer"
     )
+    parser.add_argument(
+        "--drop-system", action="store_true", help="behave like a template that drops system"
+    )
+    parser.add_argument(
+        "--reject-json-schema", action="store_true", help="answer json_schema with HTTP 500"
+    )
+    parser.add_argument("--context-limit", type=int, help="answer longer prompts with HTTP 400")
     args = parser.parse_args()
     server = StubServer(
         verdicts_responder(load_verdicts(args.verdicts)),
         port=args.port,
         latency_s=args.latency_ms / 1000,
+        quirks=ServerQuirks(args.drop_system, args.reject_json_schema, args.context_limit),
     )
     print(f"stub judge on {server.base_url} (Ctrl-C stops)", flush=True)
     server.start()
