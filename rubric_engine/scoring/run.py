@@ -92,8 +92,9 @@ class RubricNotDeliveredError(RubricEvalError):
 
     def __init__(self, task_id: str, reason: str, store: Path) -> None:
         super().__init__(
-            f"stopped task {task_id}: {reason}. The rows judged so far are kept "
-            f"({report_command(task_id, store)}) but were judged without the rubric"
+            f"stopped task {task_id}: {reason}. Rows that finished before the stop, if any, "
+            f"are kept ({report_command(task_id, store)}) but were judged without the rubric: "
+            "score the inputs again rather than resume this task"
         )
         self.task_id = task_id
 
