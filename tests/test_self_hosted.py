@@ -119,6 +119,8 @@ def test_like_llama_cpp_with_system_as_user_and_schema_mode(tmp_path: Path) -> N
     }
     assert "500" in task.extra["outputForm"]["refused"]["error"]
     assert task.judge_params["outputMode"] == "instructor/JSON_SCHEMA"
+    markdown = result.files.markdown.read_text(encoding="utf-8")
+    assert "output mode schema (json_object+schema; json_schema refused:" in markdown
     assert task.judge_params["systemAsUser"] is True
     # a CONTEXT_EXCEEDED row is not judged again by --resume (its options cannot change)
     from rubric_engine.scoring import RETRIED_ON_RESUME

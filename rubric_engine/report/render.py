@@ -42,7 +42,8 @@ def render_markdown(report: Report) -> str:
         f"- Prompt: `{task.prompt_version}` `{task.prompt_hash[:19]}…`; engine "
         f"{task.engine_version} ({task.analysis_version})",
         f"- Judge: `{task.model}`, mode {task.judge_mode}"
-        + (f", cassettes: {_provenance(task.cassettes)}" if task.cassettes else ""),
+        + (f", cassettes: {_provenance(task.cassettes)}" if task.cassettes else "")
+        + _output_form(task.output_form),
         f"- Rows: {totals.rows} · scored {totals.scored} · JUDGE_ERROR "
         f"{totals.judge_errors} · mean score {_fmt(totals.mean_score)} "
         f"(judge's own {_fmt(totals.mean_judge_score)}; {totals.capped_rows} capped)",
@@ -236,6 +237,16 @@ def _rules_section(rules: RulesSection) -> list[str]:
             out.append(f"| {r.case_id} | {checks} | {coverage or '–'} |")
         out.append("")
     return out
+
+
+def _output_form(form: dict[str, Any] | None) -> str:
+    """``, output mode schema (json_object+schema; json_schema refused: …)`` or ``""``."""
+    if not form:
+        return ""
+    refused = form.get("refused") or {}
+    why = f"; {refused.get('form')} refused: {refused.get('error')}" if refused else ""
+    used = f" ({form.get('form')}{why})" if form.get("form") else ""
+    return f", output mode {form.get('mode')}{used}"
 
 
 def _cost(cost: float | None) -> str:
