@@ -137,3 +137,25 @@ def test_a_row_missing_from_schema_cassettes_does_not_switch_the_form(tmp_path: 
     assert [r.row_id for r in replayed.cassette_misses] == ["unseen-5"]
     assert replayed.report["totals"]["scored"] == 3
     assert replayed.report["task"]["outputForm"] == {"mode": "schema", "form": "json_schema"}
+
+
+def test_after_a_timeout_the_retry_waits_for_the_server_to_finish(tmp_path: Path) -> None:
+    from rubric_engine.judge.retry import RetryPolicy
+    from rubric_engine.testing.openai_stub import StubReply
+
+    slow_then_ok = dict(SCRIPT)
+    slow_then_ok["unseen-5"] = [StubReply(content="{}", delay_s=1.0), SCRIPT["unseen-5"][0]]
+    with StubServer(scripted_responder(slow_then_ok)) as server:
+        result = score(
+            options(
+                tmp_path,
+                server,
+                timeout_s=0.4,
+                concurrency=1,
+                retry=RetryPolicy(max_attempts=2, base_s=0.01, max_wait_s=5.0),
+            )
+        )
+    tries = [r["at"] for r in server.requests if "rowId: unseen-5" in json.dumps(r["body"])]
+    assert len(tries) == 2
+    assert tries[1] - tries[0] >= 0.4 + 0.4  # the timeout itself, then at least as long again
+    assert result.report["totals"]["scored"] == 4
