@@ -112,7 +112,12 @@ class _NoBackend:
     """Authoring asks no one: the judge only prepares requests here."""
 
     async def complete(
-        self, kwargs: dict[str, Any], request: JudgeRequest, key: CallKey, served: int
+        self,
+        kwargs: dict[str, Any],
+        request: JudgeRequest,
+        key: CallKey,
+        served: int,
+        final_status: frozenset[int] = frozenset(),
     ) -> Answer:
         raise AssertionError("authoring never calls a backend")
 

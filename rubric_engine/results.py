@@ -141,6 +141,8 @@ class JudgeErrorKind(StrEnum):
     REFUSED = "REFUSED"  # provider refusal or content filter
     TRUNCATED = "TRUNCATED"  # output cut off at max_tokens
     CASSETTE_MISS = "CASSETTE_MISS"  # replay found no recorded response
+    CONTEXT_EXCEEDED = "CONTEXT_EXCEEDED"  # the row's prompt is over the model's context
+    LOOPING = "LOOPING"  # the reply repeated one short unit until max_tokens
 
 
 class JudgeError(_Wire):

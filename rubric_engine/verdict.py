@@ -188,6 +188,9 @@ class VerdictBase(BaseModel):
     _intents: ClassVar[dict[str, str]] = {}
     _flags: ClassVar[dict[str, str]] = {}
     _requirements: ClassVar[dict[str, str]] = {}
+    #: the requirement IDs a judge may be told to list: the observable ones (the prompt says
+    #: never to list one marked UNOBSERVABLE, so no re-ask or schema offers those)
+    _listable: ClassVar[tuple[str, ...]] = ()
     _scale: ClassVar[tuple[int, int]] = (1, 5)
 
     row_id: str | None = Field(default=None, description="The rowId of the dialogue judged.")
@@ -281,7 +284,15 @@ class VerdictBase(BaseModel):
         extra = (info.context or {}).get("case_requirement_ids") or ()
         if extra:
             lookup = {**lookup, **canonical_lookup(extra)}
-        return _clean_list(value, lookup, "requirement ID", _camel(str(info.field_name)), info)
+        shown = [*cls.listable_requirement_ids(), *extra]
+        return _clean_list(
+            value, lookup, "requirement ID", _camel(str(info.field_name)), info, shown
+        )
+
+    @classmethod
+    def listable_requirement_ids(cls) -> tuple[str, ...]:
+        """The pack's requirement IDs a judge may list (observable ones), in pack order."""
+        return cls._listable
 
     @field_validator("questions_check", mode="before")
     @classmethod
@@ -337,8 +348,15 @@ def _enumerate_pack(schema: dict[str, Any], cls: Any) -> None:
 
 
 def _clean_list(
-    value: Any, lookup: Mapping[str, str], what: str, field: str, info: ValidationInfo
+    value: Any,
+    lookup: Mapping[str, str],
+    what: str,
+    field: str,
+    info: ValidationInfo,
+    shown: Iterable[str] | None = None,
 ) -> list[str]:
+    """Clean every item of ``value`` to its ``lookup`` spelling; an unknown one raises, naming
+    the valid choices (``shown``, else every value of ``lookup``)."""
     if value is None:
         return []
     if not isinstance(value, list):
@@ -354,7 +372,7 @@ def _clean_list(
     if unknown:
         raise ValueError(
             f"{field}: {', '.join(unknown)} is not a {what} of this rubric; valid: "
-            f"{', '.join(dict.fromkeys(lookup.values()))}"
+            f"{', '.join(dict.fromkeys(lookup.values() if shown is None else shown))}"
         )
     where = "red_flag_type" if what == "red-flag type" else "requirement_id"
     for item, found in zip(value, out, strict=True):
@@ -380,6 +398,7 @@ def verdict_model(rubric: EvalRubric, evidence: bool = False) -> type[VerdictBas
         rubric.red_flag_types,
         tuple(rubric.requirements_by_id),
         (rubric.score_scale.min, rubric.score_scale.max),
+        tuple(i for i, r in rubric.requirements_by_id.items() if r.observable_in_data),
         evidence,
     )
 
@@ -391,6 +410,7 @@ def _verdict_model(
     flags: tuple[str, ...],
     requirement_ids: tuple[str, ...],
     scale: tuple[int, int],
+    listable: tuple[str, ...] = (),
     evidence: bool = False,
 ) -> type[VerdictBase]:
     base: type[VerdictBase] = VerdictBase
@@ -403,4 +423,5 @@ def _verdict_model(
     model._flags = canonical_lookup(flags)
     model._requirements = canonical_lookup(requirement_ids)
     model._scale = scale
+    model._listable = listable
     return model

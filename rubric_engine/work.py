@@ -40,9 +40,15 @@ from rubric_engine.scoring.options import (
     Mode,
     ScoreOptions,
     check_options,
-    effective_model,
 )
-from rubric_engine.scoring.plan import fresh_plan, judge_backend, stored_judge
+from rubric_engine.scoring.plan import (
+    build_judge,
+    context_limit,
+    fresh_plan,
+    judge_backend,
+    output_mode_of,
+    stored_judge,
+)
 from rubric_engine.scoring.run import replay_extra
 from rubric_engine.scoring.task import QUEUED_FOR_WORKERS, task_record
 from rubric_engine.store import StoredRow, TaskRecord, TaskStore, new_task_id, row_values
@@ -275,7 +281,8 @@ def work(location: StoreLocation, task_id: str, settings: WorkSettings) -> WorkS
 def _judge_for(
     task: TaskRecord, location: StoreLocation, settings: WorkSettings
 ) -> tuple[InstructorJudge, RequestBuilder, ReplayBackend | None]:
-    """The task's judge on this machine, made as ``--resume`` makes it (the same checks)."""
+    """The task's judge on this machine, made as ``--resume`` makes it (the same checks, the
+    task's output mode and prompt shape)."""
     rubric, template, params = stored_judge(
         task, "run workers with the rubric-eval version that queued it"
     )
@@ -288,16 +295,21 @@ def _judge_for(
         api_key_env=settings.api_key_env or run.get("apiKeyEnv"),
         timeout_s=float(settings.timeout_s or run.get("timeoutS") or DEFAULTS.timeout_s),
         max_reasks=int(task.judge_params["maxReasks"]),
+        output_mode=output_mode_of(task.judge_params),
+        system_as_user=bool(task.judge_params.get("systemAsUser")),
         concurrency=settings.concurrency,
         store=location,
     )
     backend = judge_backend(options, rubric)
-    judge = InstructorJudge(
+    limit = None if options.mode == "replay" else context_limit(options)
+    assert options.output_mode is not None
+    judge = build_judge(
         backend,
         rubric,
-        effective_model(options),
+        options,
         params,
-        options.max_reasks,
+        options.output_mode,
+        limit,
         evidence=bool(template and template.asks_evidence),
     )
     return (

@@ -151,6 +151,30 @@ def score(
         list[str] | None,
         typer.Option(help="A tag for the task (repeatable); refer to it as tag:TAG."),
     ] = None,
+    output_mode: Annotated[
+        str | None,
+        typer.Option(
+            help="How the verdict's shape is asked for: json (schema in the prompt, JSON "
+            "mode), schema (the server enforces the constrained schema; falls back once from "
+            "OpenAI's json_schema form to json_object+schema), tools (a forced tool call). "
+            "Default: schema for hosted_vllm/, json otherwise. See docs/self-hosted-judge.md."
+        ),
+    ] = D.output_mode,
+    system_as_user: Annotated[
+        bool,
+        typer.Option(
+            "--system-as-user",
+            help="Send the rubric inside the first user message, for servers whose chat "
+            "template drops system messages (a different prompt, so other cassettes).",
+        ),
+    ] = D.system_as_user,
+    max_context: Annotated[
+        int | None,
+        typer.Option(
+            help="The judge model's context in tokens: rows that will not fit are warned "
+            "about before the first call (default: litellm's model info, when known)."
+        ),
+    ] = D.max_context,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
     workers_only: Annotated[
         bool,
@@ -195,6 +219,9 @@ def score(
         judge=cast(JudgeKind, judge),
         name=name,
         tags=tuple(tag or ()),
+        output_mode=output_mode,
+        system_as_user=system_as_user,
+        max_context=max_context,
     )
     if workers_only:
         _queue(options)
@@ -281,9 +308,15 @@ def _run_score(options: ScoreOptions, quiet: bool) -> ScoreResult:
 
     # on Ctrl-C, calls cut off mid-flight leave litellm coroutines that were never awaited
     warnings.filterwarnings("ignore", "coroutine .* was never awaited", RuntimeWarning)
+
+    def show(message: Warning | str, category: type[Warning], *_: object, **__: object) -> None:
+        typer.echo(f"warning: {message}", err=True)
+
     previous = signal.signal(signal.SIGTERM, _as_ctrl_c)
     try:
-        with progress:
+        with progress, warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "coroutine .* was never awaited", RuntimeWarning)
+            warnings.showwarning = show
             return score(options, on_start=start, on_row=advance)
     except KeyboardInterrupt:
         if state.task is not None:

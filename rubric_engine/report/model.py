@@ -63,7 +63,15 @@ class TaskSection(_Section):
     """Identity of the task and every version that made its scores (SPEC §3)."""
 
     _omit_when_none = frozenset(
-        {"cassettes", "answer_sources", "stop_reason", "renormalized_from", "judged_under"}
+        {
+            "cassettes",
+            "answer_sources",
+            "stop_reason",
+            "renormalized_from",
+            "judged_under",
+            "latency",
+            "output_form",
+        }
     )
 
     id: str
@@ -91,6 +99,10 @@ class TaskSection(_Section):
     stop_reason: str | None = None
     renormalized_from: str | None = None
     judged_under: Any = None
+    #: ``recorded``: a replay's latency figures are those recorded with the cassettes
+    latency: str | None = None
+    #: ``schema``/``tools`` mode: the request form used, and a form the server refused
+    output_form: dict[str, Any] | None = None
 
 
 class Totals(_Section):

@@ -86,7 +86,8 @@ def render_markdown(report: Report) -> str:
         f"- Prompt: `{task.prompt_version}` `{task.prompt_hash[:19]}…`; engine "
         f"{task.engine_version} ({task.analysis_version})",
         f"- Judge: `{task.model}`, mode {task.judge_mode}"
-        + (f", cassettes: {_provenance(task.cassettes)}" if task.cassettes else ""),
+        + (f", cassettes: {_provenance(task.cassettes)}" if task.cassettes else "")
+        + _output_form(task.output_form),
         *_answers(task),
         f"- Rows: {totals.rows} · scored {totals.scored} · JUDGE_ERROR "
         f"{totals.judge_errors} · mean score {_fmt(totals.mean_score)} "
@@ -205,7 +206,12 @@ def render_markdown(report: Report) -> str:
         f"- Tokens: {usage.prompt_tokens} prompt, {usage.completion_tokens} completion",
         f"- Cost: {_cost(usage.cost_usd)}",
         f"- Latency per row: mean {_fmt(usage.latency_ms_mean, 1)} ms, "
-        f"p95 {_fmt(usage.latency_ms_p95, 1)} ms",
+        f"p95 {_fmt(usage.latency_ms_p95, 1)} ms"
+        + (
+            " (recorded with the cassettes; authored answers have none)"
+            if report.task.latency == "recorded"
+            else ""
+        ),
         "",
     ]
     text = "\n".join(out) + "\n"
@@ -295,6 +301,16 @@ def _rules_section(rules: RulesSection) -> list[str]:
             out.append(f"| {r.case_id} | {checks} | {coverage or '–'} |")
         out.append("")
     return out
+
+
+def _output_form(form: dict[str, Any] | None) -> str:
+    """``, output mode schema (json_object+schema; json_schema refused: …)`` or ``""``."""
+    if not form:
+        return ""
+    refused = form.get("refused") or {}
+    why = f"; {refused.get('form')} refused: {refused.get('error')}" if refused else ""
+    used = f" ({form.get('form')}{why})" if form.get("form") else ""
+    return f", output mode {form.get('mode')}{used}"
 
 
 def _cost(cost: float | None) -> str:

@@ -91,6 +91,14 @@ class ScoreOptions:
     name: str | None = None
     #: tags to refer to the task by (``tag:TAG``: the newest task carrying it); no duplicates
     tags: Sequence[str] = ()
+    #: ``json``, ``schema`` or ``tools`` (rubric_engine.judge.output_modes); ``None``: the
+    #: provider's default (``schema`` for ``hosted_vllm/``, else ``json``)
+    output_mode: str | None = None
+    #: send the rubric inside the first user message (servers whose template drops ``system``)
+    system_as_user: bool = False
+    #: the judge model's context length in tokens, for the pre-run size warning and the
+    #: CONTEXT_EXCEEDED message; ``None``: litellm's model info, when it has one
+    max_context: int | None = None
 
 
 #: the defaults, for the CLI's option declarations
@@ -108,6 +116,8 @@ _FROM_TASK = (
     ("seed", "--seed"),
     ("draft", "--draft"),
     ("judge", "--judge"),
+    ("output_mode", "--output-mode"),
+    ("system_as_user", "--system-as-user"),
 )
 
 
@@ -116,6 +126,13 @@ def effective_model(options: ScoreOptions) -> str:
     if options.api_base and "/" not in options.model:
         return f"openai/{options.model}"
     return options.model
+
+
+def effective_output_mode(options: ScoreOptions) -> str:
+    """``--output-mode``, or the provider's default for the effective model."""
+    from rubric_engine.judge.output_modes import default_output_mode
+
+    return options.output_mode or default_output_mode(effective_model(options))
 
 
 def check_options(options: ScoreOptions) -> None:
@@ -201,6 +218,13 @@ def _check_choices(options: ScoreOptions) -> None:
         raise ConfigurationError(
             f"--mode {options.mode!r} is not valid; use one of {', '.join(MODES)}"
         )
+    from rubric_engine.judge.output_modes import OUTPUT_MODE_NAMES
+
+    if options.output_mode is not None and options.output_mode not in OUTPUT_MODE_NAMES:
+        raise ConfigurationError(
+            f"--output-mode {options.output_mode!r} is not valid; use one of "
+            f"{', '.join(OUTPUT_MODE_NAMES)} (see docs/self-hosted-judge.md)"
+        )
     if options.input_format not in INPUT_FORMATS:
         raise ConfigurationError(
             f"--input-format {options.input_format!r} is not valid; use "
@@ -217,6 +241,8 @@ def _check_ranges(options: ScoreOptions) -> None:
         raise ConfigurationError("--temperature must be between 0 and 2")
     if options.max_tokens < MIN_MAX_TOKENS:
         raise ConfigurationError(f"--max-tokens must be at least {MIN_MAX_TOKENS}")
+    if options.max_context is not None and options.max_context < 1:
+        raise ConfigurationError("--max-context must be a positive number of tokens")
     if options.timeout_s < MIN_TIMEOUT_S:
         raise ConfigurationError(
             f"--timeout must be at least {MIN_TIMEOUT_S} seconds (a positive number)"

@@ -8,6 +8,7 @@ cheapest mistakes first.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
@@ -15,14 +16,27 @@ from typing import Any, cast
 from rubric_engine.cassette import CassetteIndex, CassetteWriter
 from rubric_engine.errors import ConfigurationError
 from rubric_engine.judge.backends import LiveBackend, LiveSettings, RecordBackend, ReplayBackend
-from rubric_engine.judge.instructor_judge import DEFAULT_PARAMS
+from rubric_engine.judge.instructor_judge import DEFAULT_PARAMS, InstructorJudge
 from rubric_engine.judge.limiter import AdaptiveLimit
+from rubric_engine.judge.output_modes import OutputMode
+from rubric_engine.judge.server_checks import (
+    ContextLimitWarning,
+    DeliveryCheck,
+    litellm_estimate,
+    oversized_rows,
+)
 from rubric_engine.pipeline import RequestBuilder
 from rubric_engine.prompt import DEFAULT_PROMPT, PromptTemplate, load_prompt
 from rubric_engine.registry import rubric_for_scoring, verified_snapshot
 from rubric_engine.report.output import check_report_folder
 from rubric_engine.rubric.model import EvalRubric
-from rubric_engine.scoring.options import MODES, Mode, ScoreOptions, effective_model
+from rubric_engine.scoring.options import (
+    MODES,
+    Mode,
+    ScoreOptions,
+    effective_model,
+    effective_output_mode,
+)
 from rubric_engine.scoring.preflight import (
     Inputs,
     check_cassette_folder,
@@ -62,9 +76,99 @@ class Plan:
     backend: ReplayBackend | LiveBackend | None
     out: Path
     builder: RequestBuilder = field(init=False)
+    #: ``json``, ``schema`` or ``tools`` (the task's, on resume)
+    output_mode: str = "json"
+    #: the judge model's context in tokens, when known (``--max-context`` or litellm)
+    context_limit: int | None = None
 
     def __post_init__(self) -> None:
         self.builder = RequestBuilder(self.rubric, self.template)
+
+    def judge(self) -> InstructorJudge:
+        """The run's judge (:func:`build_judge`)."""
+        assert self.backend is not None
+        return build_judge(
+            self.backend,
+            self.rubric,
+            self.options,
+            self.params,
+            self.output_mode,
+            self.context_limit,
+            evidence=bool(self.template and self.template.asks_evidence),
+        )
+
+
+def build_judge(
+    backend: ReplayBackend | LiveBackend,
+    rubric: EvalRubric,
+    options: ScoreOptions,
+    params: dict[str, Any],
+    output_mode: str,
+    max_context: int | None,
+    evidence: bool = False,
+) -> InstructorJudge:
+    """A run's judge, in the task's output mode and prompt shape (``system_as_user``); live
+    and record compare reported prompt tokens (the rubric must reach the model, see
+    :mod:`rubric_engine.judge.server_checks`). Shared by ``score``, ``--resume`` and the
+    workers of :mod:`rubric_engine.work`. ``evidence``: the prompt asks for evidence turns
+    (``judge_v3``), so the verdict model has the ``evidence`` field."""
+    model = effective_model(options)
+    delivery = None
+    if not isinstance(backend, ReplayBackend):
+        estimate = litellm_estimate(model)
+        estimate([{"role": "user", "content": "warm-up"}])  # load the tokenizer before the run
+        delivery = DeliveryCheck(estimate)
+    return InstructorJudge(
+        backend,
+        rubric,
+        model,
+        params,
+        options.max_reasks,
+        output_mode=cast(OutputMode, output_mode),
+        system_as_user=options.system_as_user,
+        delivery=delivery,
+        max_context=max_context,
+        evidence=evidence,
+    )
+
+
+def context_limit(options: ScoreOptions) -> int | None:
+    """``--max-context``, else litellm's ``max_input_tokens`` for the model, else ``None``."""
+    if options.max_context is not None:
+        return options.max_context
+    from rubric_engine.judge.backends import import_litellm
+
+    try:
+        info = import_litellm().get_model_info(effective_model(options))
+    except Exception:  # litellm raises for a model it has no entry for
+        return None
+    limit = info.get("max_input_tokens") or info.get("max_tokens")
+    return int(limit) if limit else None
+
+
+def warn_oversized(plan: Plan, skip: frozenset[str] = frozenset()) -> None:
+    """Before the first call: warn (:class:`ContextLimitWarning`) naming the rows whose
+    prompts will not fit the known context; they will end as CONTEXT_EXCEEDED rows."""
+    limit = plan.context_limit
+    if limit is None or plan.template is None or plan.options.mode == "replay":
+        return
+    prompts = [
+        (row.row_id, [dict(m) for m in plan.builder.prepare(seq, row).request.messages])
+        for seq, row in enumerate(plan.inputs.rows)
+        if row.row_id not in skip
+    ]
+    over = oversized_rows(prompts, limit, litellm_estimate(effective_model(plan.options)))
+    if over:
+        named = ", ".join(f"{r} (~{n} tokens)" for r, n in over[:10])
+        more = f" and {len(over) - 10} more" if len(over) > 10 else ""
+        warnings.warn(
+            ContextLimitWarning(
+                f"{len(over)} row(s) will not fit the judge's context of {limit} tokens: "
+                f"{named}{more}; they will be CONTEXT_EXCEEDED rows (the rest are judged). "
+                "Give --max-context N if the server's limit differs"
+            ),
+            stacklevel=2,
+        )
 
 
 class AlreadyComplete(Exception):
@@ -115,7 +219,12 @@ def fresh_plan(options: ScoreOptions, out_for: str, judged_here: bool = True) ->
         "max_tokens": int(options.max_tokens),
         **({"seed": int(options.seed)} if options.seed is not None else {}),
     }
-    return Plan(options, rubric, template, params, inputs, backend, out)
+    plan = Plan(options, rubric, template, params, inputs, backend, out)
+    plan.output_mode = effective_output_mode(options)
+    if not rules_only and options.mode != "replay":
+        plan.context_limit = context_limit(options)
+        warn_oversized(plan)
+    return plan
 
 
 def resumed_plan(
@@ -183,13 +292,28 @@ def resumed_plan(
         api_key_env=options.api_key_env or settings.get("apiKeyEnv"),
         timeout_s=float(settings.get("timeoutS") or options.timeout_s),
         max_reasks=int(task.judge_params["maxReasks"]),
+        output_mode=output_mode_of(task.judge_params),
+        system_as_user=bool(task.judge_params.get("systemAsUser")),
     )
     check_inputs_unchanged(task, list(resumed.inputs))
     inputs = read_inputs(resumed)
     backend = judge_backend(resumed, rubric)
     check_report_folder(out)
     store.set_state(task_id, TaskState.RUNNING)
-    return Plan(resumed, rubric, template, params, inputs, backend, out), done
+    plan = Plan(resumed, rubric, template, params, inputs, backend, out)
+    plan.output_mode = effective_output_mode(resumed)
+    if resumed.mode != "replay":
+        plan.context_limit = context_limit(resumed)
+        warn_oversized(plan, done)
+    return plan, done
+
+
+def output_mode_of(judge_params: dict[str, Any]) -> str:
+    """The output mode a task recorded (``instructor/JSON`` → ``json`` …)."""
+    from rubric_engine.judge.instructor_adapter import OUTPUT_MODES
+
+    recorded = str(judge_params.get("outputMode") or "instructor/JSON").split("/")[-1]
+    return {v: k for k, v in OUTPUT_MODES.items()}.get(recorded, "json")
 
 
 def stored_judge(task: TaskRecord, fix: str) -> tuple[EvalRubric, PromptTemplate, dict[str, Any]]:
@@ -212,7 +336,11 @@ def stored_judge(task: TaskRecord, fix: str) -> tuple[EvalRubric, PromptTemplate
             f"and this rubric-eval's template has {template.hash}; {fix} "
             f"({task.engine_version})"
         )
-    params = {k: v for k, v in task.judge_params.items() if k not in ("maxReasks", "outputMode")}
+    params = {
+        k: v
+        for k, v in task.judge_params.items()
+        if k not in ("maxReasks", "outputMode", "systemAsUser")
+    }
     return rubric, template, params
 
 
@@ -241,11 +369,14 @@ def make_backend(options: ScoreOptions, rubric: EvalRubric) -> ReplayBackend | L
         check_cassette_folder(options)
         return ReplayBackend(CassetteIndex.load(options.cassettes))
     limiter = AdaptiveLimit(options.concurrency)
+    retry = options.retry
+    if not retry.after_timeout_s:  # a timed-out server may still be generating: let it finish
+        retry = replace(retry, after_timeout_s=min(options.timeout_s, retry.max_wait_s))
     live = LiveSettings(
         api_base=options.api_base,
         api_key_env=options.api_key_env,
         timeout_s=options.timeout_s,
-        retry=options.retry,
+        retry=retry,
     )
     if options.mode == "record":
         stems = [Path(p).stem for p in options.inputs] + (["rows"] if options.rows else [])

@@ -20,6 +20,7 @@ from rubric_engine.errors import ConfigurationError, ExitCode, RubricEvalError, 
 from rubric_engine.judge.backends import LiveBackend, ReplayBackend
 from rubric_engine.judge.instructor_judge import InstructorJudge
 from rubric_engine.judge.protocol import Judge
+from rubric_engine.judge.server_checks import RubricNotDelivered
 from rubric_engine.pipeline import (
     Budget,
     CredentialsRefused,
@@ -38,7 +39,7 @@ from rubric_engine.report import (
 )
 from rubric_engine.report.model import Report
 from rubric_engine.results import JudgeErrorKind, RowResult
-from rubric_engine.scoring.options import ScoreOptions, check_options, effective_model
+from rubric_engine.scoring.options import ScoreOptions, check_options
 from rubric_engine.scoring.plan import AlreadyComplete, Plan, fresh_plan, resumed_plan
 from rubric_engine.scoring.task import report_command, resume_command, task_record
 from rubric_engine.store import StoredRow, TaskStore, new_task_id
@@ -109,6 +110,20 @@ class CredentialsRefusedError(RubricEvalError):
             f"so no further row was sent. {message}. Check the API key (--api-key-env or the "
             f"provider's usual variable) and --api-base; the rows without a result are "
             f"judged by `{resume_command(task_id, store)}`"
+        )
+        self.task_id = task_id
+
+
+class RubricNotDeliveredError(RubricEvalError):
+    """The server's prompt-token counts show the rubric (system message) never reached it."""
+
+    exit_code = ExitCode.NOTHING_SCORED
+
+    def __init__(self, task_id: str, reason: str, store: StoreLocation) -> None:
+        super().__init__(
+            f"stopped task {task_id}: {reason}. Rows that finished before the stop, if any, "
+            f"are kept ({report_command(task_id, store)}) but were judged without the rubric: "
+            "score the inputs again rather than resume this task"
         )
         self.task_id = task_id
 
@@ -223,18 +238,7 @@ async def _run(
 ) -> ScoreResult:
     """Judge the rows not in ``done``, finish the task, build and write its report."""
     options = plan.options
-    judge: Judge = (
-        NoJudge()
-        if plan.backend is None
-        else InstructorJudge(
-            plan.backend,
-            plan.rubric,
-            effective_model(options),
-            plan.params,
-            options.max_reasks,
-            evidence=bool(plan.template and plan.template.asks_evidence),
-        )
-    )
+    judge: Judge = NoJudge() if plan.backend is None else plan.judge()
     budget = None
     if options.max_calls is not None or options.max_cost_usd is not None:
         budget = Budget(options.max_calls, options.max_cost_usd)
@@ -282,6 +286,13 @@ async def _run(
             budget=budget,
             on_stored=keep,
         )
+    except RubricNotDelivered as stop:
+        store.finish_task(
+            task_id,
+            TaskState.STOPPED,
+            {"stopReason": "the rubric did not reach the judge", **cut_off()},
+        )
+        raise RubricNotDeliveredError(task_id, str(stop), options.store) from stop
     except JudgeUnavailable as stop:
         store.finish_task(
             task_id, TaskState.STOPPED, {"stopReason": "the judge was unreachable", **cut_off()}
@@ -303,7 +314,7 @@ async def _run(
         raise
     stopped = budget.stop_reason if budget is not None else None
     state = TaskState.STOPPED if stopped else TaskState.COMPLETED
-    store.finish_task(task_id, state, _extra(plan, store, task_id, stopped))
+    store.finish_task(task_id, state, _extra(plan, store, task_id, stopped, judge))
     if kept is None:
         task = load_task(store, task_id)  # read once for the report and its files
     else:
@@ -315,8 +326,12 @@ async def _run(
     return ScoreResult(task_id, report, files, misses, stopped, dropped_params=dropped)
 
 
-def _extra(plan: Plan, store: TaskStore, task_id: str, stopped: str | None) -> dict[str, Any]:
+def _extra(
+    plan: Plan, store: TaskStore, task_id: str, stopped: str | None, judge: Judge
+) -> dict[str, Any]:
     extra: dict[str, Any] = {"stopReason": stopped}
+    if isinstance(judge, InstructorJudge) and judge.output_mode != "json":
+        extra["outputForm"] = judge.form_record  # the schema form used, and one refused
     backend = plan.backend
     if isinstance(backend, ReplayBackend):
         extra |= replay_extra(backend, store, task_id)
@@ -329,12 +344,14 @@ def _extra(plan: Plan, store: TaskStore, task_id: str, stopped: str | None) -> d
 
 def replay_extra(backend: ReplayBackend, store: TaskStore, task_id: str) -> dict[str, Any]:
     """What a replayed task records about its answers: how many rows each kind of cassette
-    entry answered (``cassettes``) and where they came from (``answerSources``). Shared by
+    entry answered (``cassettes``), where they came from (``answerSources``) and that the
+    latency is the recorded one, not measured (``latency``). Shared by
     ``score`` and the workers of :mod:`rubric_engine.work`, so their reports agree."""
     kinds = map(backend.index.kind, store.cassette_keys(task_id))
     return {
         "cassettes": dict(sorted(Counter(k for k in kinds if k).items())),
         "answerSources": answer_sources(backend, store.cassette_keys(task_id)),
+        "latency": "recorded",  # replayed latency is the one recorded, not measured
     }
 
 
