@@ -14,6 +14,8 @@ state           meaning, and what ``--resume`` does with a job found in it
 ``ENDED``       the provider finished it (``provider_status`` completed / expired / failed /
                 cancelled): its output and error files are downloaded
 ``DOWNLOADED``  every request's result is stored in ``batch_requests``
+``EXPORTED``    written to a file for the user's own engine (``batch export``); its results
+                come back through ``batch import``
 ==============  ==========================================================================
 
 The tables are created by :data:`BATCH_SCHEMA`, one self-contained DDL script (idempotent),
@@ -32,7 +34,9 @@ from typing import Any, Literal
 
 from rubric_engine.store import TaskStore
 
-JobState = Literal["PLANNED", "UPLOADED", "SUBMITTING", "SUBMITTED", "ENDED", "DOWNLOADED"]
+JobState = Literal[
+    "PLANNED", "UPLOADED", "SUBMITTING", "SUBMITTED", "ENDED", "DOWNLOADED", "EXPORTED"
+]
 #: provider batch statuses after which nothing more will be answered
 FINAL_STATUSES = frozenset({"completed", "expired", "failed", "cancelled"})
 
@@ -192,6 +196,19 @@ class Ledger:
             (state, _now(), task_id, job_no),
         )
         self._commit()
+
+    def jobs_of(self, task_id: str, custom_ids: Iterable[str]) -> dict[str, int]:
+        """custom_id → job number, for the ids that are in a job of the task."""
+        wanted, out = list(custom_ids), {}
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            query = (
+                f"SELECT custom_id, job_no FROM batch_requests WHERE task_id=? "
+                f"AND custom_id IN ({marks})"
+            )
+            out.update(dict(self._db.execute(query, (task_id, *chunk))))
+        return out
 
     def results(self, task_id: str, row_id: str) -> list[dict[str, Any] | None]:
         """A row's results in attempt order; ``None`` for a request still waiting."""

@@ -256,10 +256,11 @@ class BatchRun:
 
     # -- a pass --------------------------------------------------------------------------------
 
-    async def run_pass(self, sink: Sink) -> int:
+    async def run_pass(self, sink: Sink | None) -> int:
         """Replay every unfinished row; store finished ones; send needed requests to ``sink``.
 
-        Returns the number of requests sent (0: nothing left that a batch can answer).
+        Returns the number of requests sent (0: nothing left that a batch can answer); with
+        ``sink=None`` nothing is planned or sent, and the count is of requests needed.
         """
         planned_before = self.ledger.planned_ids(self.task_id)
         self._committed = len(planned_before) - self._before_run + self.backend.live_calls
@@ -273,6 +274,10 @@ class BatchRun:
         async def flush() -> None:
             nonlocal chunk, data, size, sent
             if not chunk:
+                return
+            if sink is None:
+                sent += len(chunk)
+                chunk, data, size = [], [], 0
                 return
             job_no = self.ledger.plan(self.task_id, round_no, chunk, size)
             await sink.flush(job_no, b"".join(data))
