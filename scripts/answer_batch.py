@@ -16,16 +16,14 @@ import sys
 from pathlib import Path
 
 from rubric_engine.batch.lines import parse_custom_id
-from rubric_engine.cassette import CassetteIndex
+from rubric_engine.cassette import read_entries
 from rubric_engine.testing.openai_stub import row_id_of
 
 
 def answer(requests: Path, cassettes: Path) -> list[dict[str, object]]:
-    index = CassetteIndex.load(cassettes)
     by_row = {}
-    for key in index._where:  # noqa: SLF001 - a script reading its own cassettes
-        entry = index.get(key)
-        if entry is not None:
+    for path in sorted(cassettes.rglob("*.jsonl")):
+        for entry in read_entries(path):
             by_row.setdefault(entry.row_id, entry)
     out: list[dict[str, object]] = []
     for n, raw in enumerate(requests.read_text(encoding="utf-8").splitlines()):
