@@ -78,9 +78,7 @@ def report_core(out: Path) -> dict[str, Any]:
     return {k: v for k, v in report.items() if k not in ("task", "usage")}
 
 
-def batch_options(
-    rows: Path, stub: BatchStub, tmp: Path, name: str, **batch: Any
-) -> ScoreOptions:
+def batch_options(rows: Path, stub: BatchStub, tmp: Path, name: str, **batch: Any) -> ScoreOptions:
     return ScoreOptions(
         inputs=[rows],
         rubric=RUBRICS / "health_cs.yaml",
@@ -150,7 +148,7 @@ def test_a_line_answered_with_an_error_status_goes_to_the_error_file() -> None:
         return StubReply(status=500, content="overloaded")
 
     with BatchStub(answer) as stub:
-        status, payload = stub.handle("POST", "/v1/files", {}, None, b"")
+        status, _ = stub.handle("POST", "/v1/files", {}, None, b"")
         assert status == 400  # not multipart
         stub._store_file(_lines(1), "x.jsonl", "batch")
         _, batch = stub.handle(
@@ -158,8 +156,9 @@ def test_a_line_answered_with_an_error_status_goes_to_the_error_file() -> None:
             "/v1/batches",
             {},
             "application/json",
-            json.dumps({"input_file_id": "file-stub-000001", "endpoint": "/v1/chat/completions"})
-            .encode(),
+            json.dumps(
+                {"input_file_id": "file-stub-000001", "endpoint": "/v1/chat/completions"}
+            ).encode(),
         )
         _, done = stub.handle("GET", f"/v1/batches/{batch['id']}", {}, None, b"")
         assert isinstance(done, dict) and done["status"] == "completed"
@@ -210,7 +209,8 @@ def test_batch_mode_equals_a_live_run_over_the_same_answers(tmp_path: Path) -> N
     events: list[str] = []
     with BatchStub(respond, fate=expire_some, delays=Delays(in_progress_s=0.05)) as stub:
         result = score(
-            batch_options(replica.rows, stub, tmp_path, "batch", max_requests=70), on_event=events.append
+            batch_options(replica.rows, stub, tmp_path, "batch", max_requests=70),
+            on_event=events.append,
         )
     assert stub.duplicate_custom_ids() == []
     assert rows_of(tmp_path / "batch") == rows_of(tmp_path / "live")
