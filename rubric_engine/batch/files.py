@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -28,22 +28,19 @@ from rubric_engine.batch.backend import BatchBackend
 from rubric_engine.batch.lines import parse_custom_id, read_output_line
 from rubric_engine.batch.run import BatchLimits, BatchRun, FileSink
 from rubric_engine.dialogue.model import DialogueRow
-from rubric_engine.dialogue.readers import DialogueSource
 from rubric_engine.errors import ConfigurationError, InputError
 from rubric_engine.judge.instructor_judge import DEFAULT_PARAMS, InstructorJudge
 from rubric_engine.judge.retry import RetryPolicy
 from rubric_engine.pipeline import RequestBuilder
-from rubric_engine.prompt import load_prompt
+from rubric_engine.prompt import DEFAULT_PROMPT, load_prompt
 from rubric_engine.registry import rubric_for_scoring, verified_snapshot
 from rubric_engine.report import load_task, report_from_task, write_reports
-from rubric_engine.scoring import (
-    ScoreOptions,
-    _check_inputs,
-    _check_options,
-    _check_writable,
-    _task_record,
-)
+from rubric_engine.report.model import Report
+from rubric_engine.scoring.options import ScoreOptions, check_options
+from rubric_engine.scoring.preflight import check_writable, read_inputs
+from rubric_engine.scoring.task import check_inputs_unchanged, task_record
 from rubric_engine.store import TaskStore, new_task_id
+from rubric_engine.task_state import TaskState
 
 FILE_MODE = "batch-file"
 
@@ -63,23 +60,15 @@ class ImportResult:
     ignored: int
     #: requests the task still needs (``batch export TASK`` writes them); 0 = task complete
     needed: int
-    report: dict[str, Any] | None
+    report: Report | None
     out: Path | None
 
 
-def _rows(sources: Sequence[DialogueSource]) -> Iterator[tuple[int, DialogueRow]]:
-    seq = 0
-    for source in sources:
-        for row in source:
-            yield seq, row
-            seq += 1
-
-
 def _new_task(options: ScoreOptions, store: TaskStore) -> tuple[str, BatchRun]:
-    _check_options(replace(options, mode="batch"))
+    check_options(options)
     rubric = rubric_for_scoring(options.rubric, options.store, options.draft)
-    template = load_prompt(options.prompt_version)
-    sources, total = _check_inputs(options)
+    template = load_prompt(options.prompt_version or DEFAULT_PROMPT)
+    inputs = read_inputs(options)
     params = {
         **DEFAULT_PARAMS,
         "temperature": float(options.temperature),
@@ -87,11 +76,10 @@ def _new_task(options: ScoreOptions, store: TaskStore) -> tuple[str, BatchRun]:
     }
     task_id = new_task_id()
     builder = RequestBuilder(rubric, template)
-    record = _task_record(
-        task_id, options, rubric, template, builder.system_text, params, sources, total
-    )
-    store.create_task(replace(record, judge_mode=FILE_MODE, state="AWAITING_RESULTS"))
-    return task_id, _batch_run(store, task_id, builder, sources, options.max_reasks, params)
+    record = task_record(task_id, options, rubric, template, builder.system_text, params, inputs)
+    waiting = {**record.extra, "stopReason": "waiting for `rubric-eval batch import`"}
+    store.create_task(replace(record, judge_mode=FILE_MODE, state=TaskState.STOPPED, extra=waiting))
+    return task_id, _batch_run(store, task_id, builder, inputs.rows, options.max_reasks, params)
 
 
 def _open_task(store: TaskStore, task_id: str) -> BatchRun:
@@ -109,18 +97,20 @@ def _open_task(store: TaskStore, task_id: str) -> BatchRun:
             f"rubric-eval's template has {template.hash}; use rubric-eval {task.engine_version}"
         )
     run = task.extra["run"]
-    sources = [DialogueSource(Path(p), run["inputFormat"]) for p in run["inputs"]]
+    files = [Path(p) for p in run["inputs"]]
+    check_inputs_unchanged(task, files)
+    rows = read_inputs(ScoreOptions(inputs=files, input_format=run["inputFormat"])).rows
     params = {k: v for k, v in task.judge_params.items() if k not in ("maxReasks", "outputMode")}
     builder = RequestBuilder(rubric, template)
     maxreasks = int(task.judge_params["maxReasks"])
-    return _batch_run(store, task_id, builder, sources, maxreasks, params, model=task.model)
+    return _batch_run(store, task_id, builder, rows, maxreasks, params, model=task.model)
 
 
 def _batch_run(
     store: TaskStore,
     task_id: str,
     builder: RequestBuilder,
-    sources: Sequence[DialogueSource],
+    rows: Sequence[DialogueRow],
     max_reasks: int,
     params: dict[str, Any],
     model: str | None = None,
@@ -128,7 +118,7 @@ def _batch_run(
     model = model or store.task(task_id).model
     backend = BatchBackend({}, max_attempts=RetryPolicy().max_attempts)
     return BatchRun(
-        rows=lambda: _rows(sources),
+        rows=lambda: enumerate(rows),
         builder=builder,
         judge=InstructorJudge(backend, builder.rubric, model, params, max_reasks),
         backend=backend,
@@ -151,7 +141,7 @@ def export_requests(
         InputError / ConfigurationError: as ``score`` for a new task; a task that is not a
             batch-file task.
     """
-    _check_writable(folder, "export folder")
+    check_writable(folder, "export folder")
     with TaskStore(options.store) as store:
         if task_id is None:
             task_id, run = _new_task(replace(options, mode="batch"), store)
@@ -233,7 +223,7 @@ def import_results(
         waiting = set(run.ledger.waiting_rows(task_id))
         if needed or waiting:
             return ImportResult(task_id, matched, ignored, needed + len(waiting), None, None)
-        store.finish_task(task_id, "COMPLETED", {"stopReason": None})
+        store.finish_task(task_id, TaskState.COMPLETED, {"stopReason": None})
         folder = out or Path(store.task(task_id).extra["run"].get("out") or f"reports/{task_id}")
         task = load_task(store, task_id)
         report = report_from_task(task)

@@ -26,13 +26,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from rubric_engine.batch.settings import MAX_BYTES, MAX_REQUESTS
 from rubric_engine.cassette import sanitize_response
 from rubric_engine.errors import InputError
 
 ENDPOINT = "/v1/chat/completions"
-#: OpenAI's limits per batch (Anthropic allows 100,000 requests / 256 MB; use the smaller pair)
-MAX_REQUESTS = 50_000
-MAX_BYTES = 200 * 1024 * 1024
 _CUSTOM_ID = re.compile(r"^r(\d+)\.a(\d+)\.([0-9a-f]{10})$")
 
 

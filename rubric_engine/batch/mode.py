@@ -9,64 +9,22 @@ pass/settle loop of :class:`~rubric_engine.batch.run.BatchRun` until every row h
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from rubric_engine.batch.backend import BatchBackend
 from rubric_engine.batch.client import BatchClient
 from rubric_engine.batch.ledger import Ledger
-from rubric_engine.batch.lines import MAX_BYTES, MAX_REQUESTS
 from rubric_engine.batch.pricing import pricer
 from rubric_engine.batch.run import BatchLimits, BatchRun
+from rubric_engine.batch.settings import BatchSettings
 from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.judge.backends import LiveBackend, RecordBackend
 from rubric_engine.judge.instructor_judge import InstructorJudge
 from rubric_engine.pipeline import RequestBuilder
 from rubric_engine.results import RowResult
 from rubric_engine.store import StoredRow, TaskStore
-
-Fallback = Literal["none", "live"]
-FALLBACKS: tuple[str, ...] = ("none", "live")
-
-
-@dataclass(frozen=True)
-class BatchSettings:
-    """The ``--batch-*`` options; kept in the task so ``--resume`` runs the same way.
-
-    Attributes:
-        max_requests / max_bytes: per batch input file (OpenAI: 50,000 requests, 200 MB).
-        poll_interval_s: seconds between polls of the open batches.
-        fallback: ``live`` sends a request that no batch answered (expired, failed, errored)
-            as a live call at once, instead of in a follow-up batch.
-        record: append every finished row to a cassette under its live key (record mode).
-    """
-
-    max_requests: int = MAX_REQUESTS
-    max_bytes: int = MAX_BYTES
-    poll_interval_s: float = 30.0
-    fallback: Fallback = "none"
-    record: bool = False
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "maxRequests": self.max_requests,
-            "maxBytes": self.max_bytes,
-            "pollIntervalS": self.poll_interval_s,
-            "fallback": self.fallback,
-            "record": self.record,
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> BatchSettings:
-        return cls(
-            max_requests=int(data["maxRequests"]),
-            max_bytes=int(data["maxBytes"]),
-            poll_interval_s=float(data["pollIntervalS"]),
-            fallback=data["fallback"],
-            record=bool(data["record"]),
-        )
 
 
 @dataclass
@@ -77,7 +35,7 @@ class BatchOutcome:
     summary: dict[str, Any]
 
 
-def run_in_batches(
+async def run_in_batches(
     rows: Callable[[], Iterator[tuple[int, DialogueRow]]],
     builder: RequestBuilder,
     live: LiveBackend,
@@ -131,7 +89,7 @@ def run_in_batches(
         on_row=on_row,
         on_stored=on_stored,
     )
-    asyncio.run(run.run())
+    await run.run()
     return BatchOutcome(run.stop_reason, summary(run.ledger, task_id, basis, backend, run))
 
 

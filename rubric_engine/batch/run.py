@@ -24,13 +24,8 @@ from typing import Any, Protocol
 from rubric_engine.batch.backend import BatchBackend
 from rubric_engine.batch.client import BatchClient
 from rubric_engine.batch.ledger import FINAL_STATUSES, Ledger, PlannedRequest
-from rubric_engine.batch.lines import (
-    MAX_BYTES,
-    MAX_REQUESTS,
-    custom_id,
-    read_output_line,
-    request_line,
-)
+from rubric_engine.batch.lines import custom_id, read_output_line, request_line
+from rubric_engine.batch.settings import MAX_BYTES, MAX_REQUESTS
 from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.judge.protocol import Judge
 from rubric_engine.pipeline import RequestBuilder, row_result, stored_row

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
+from rubric_engine.batch.settings import BatchSettings
 from rubric_engine.cassette import CassetteIndex, CassetteWriter
 from rubric_engine.errors import ConfigurationError
 from rubric_engine.judge.backends import LiveBackend, LiveSettings, RecordBackend, ReplayBackend
@@ -160,6 +161,7 @@ def resumed_plan(
         api_key_env=options.api_key_env or settings.get("apiKeyEnv"),
         timeout_s=float(settings.get("timeoutS") or options.timeout_s),
         max_reasks=int(task.judge_params["maxReasks"]),
+        batch=_resumed_batch(options, settings),
     )
     check_inputs_unchanged(task, list(resumed.inputs))
     inputs = read_inputs(resumed)
@@ -171,6 +173,7 @@ def resumed_plan(
     return Plan(resumed, rubric, template, params, inputs, backend, out), done
 
 
+<<<<<<< HEAD
 def stored_judge(task: TaskRecord, fix: str) -> tuple[EvalRubric, PromptTemplate, dict[str, Any]]:
     """What a stored task is judged with: its rubric snapshot, prompt template and sampling
     parameters (shared by ``--resume`` and :mod:`rubric_engine.work`'s workers).
@@ -207,6 +210,16 @@ def judge_backend(options: ScoreOptions, rubric: EvalRubric) -> ReplayBackend | 
     check_credentials(options)
     check_cost_known(options)
     return backend
+=======
+def _resumed_batch(options: ScoreOptions, settings: dict[str, Any]) -> BatchSettings:
+    """A batch task resumes with its own batch settings; a new poll interval may be given."""
+    if "batch" not in settings:
+        return options.batch
+    stored = BatchSettings.from_json(settings["batch"])
+    if options.batch.poll_interval_s != BatchSettings().poll_interval_s:
+        return replace(stored, poll_interval_s=options.batch.poll_interval_s)
+    return stored
+>>>>>>> 4fc65f9 (Batch mode on the issue 11 structure: BatchBackend answers the judge with Answer values (a request with no batch result yet reports a failure whose outcome is discarded, and is noted as pending for the next batch); score --mode batch is a branch of the one orchestrator (scoring/run.py _in_batches); the --batch-* options are ScoreOptions.batch (batch/settings.py, light for --help) and part of the task's run settings; docs/batch.md; benchmarks/batch.py)
 
 
 def make_backend(options: ScoreOptions, rubric: EvalRubric) -> ReplayBackend | LiveBackend:
@@ -226,7 +239,7 @@ def make_backend(options: ScoreOptions, rubric: EvalRubric) -> ReplayBackend | L
         timeout_s=options.timeout_s,
         retry=options.retry,
     )
-    if options.mode == "record":
+    if options.mode == "record" or (options.mode == "batch" and options.batch.record):
         stems = [Path(p).stem for p in options.inputs] + (["rows"] if options.rows else [])
         writer = CassetteWriter(options.cassettes / rubric.key / f"{'+'.join(stems)}.jsonl")
         return RecordBackend(
