@@ -9,6 +9,10 @@ from typing import Any, Literal, get_args
 MAX_REQUESTS = 50_000
 MAX_BYTES = 200 * 1024 * 1024
 
+#: litellm providers whose files + batches API the batch client drives (an OpenAI-style upload,
+#: create, retrieve, list and file content); others: ``batch export`` and their own job tools
+BATCH_PROVIDERS: tuple[str, ...] = ("openai", "azure", "hosted_vllm", "litellm_proxy")
+
 Fallback = Literal["none", "live"]
 FALLBACKS: tuple[str, ...] = get_args(Fallback)
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, get_args
 
 from rubric_engine import DEFAULT_STORE
-from rubric_engine.batch.settings import FALLBACKS, BatchSettings
+from rubric_engine.batch.settings import BATCH_PROVIDERS, FALLBACKS, BatchSettings
 from rubric_engine.errors import ConfigurationError
 from rubric_engine.stores.location import StoreLocation
 
@@ -219,6 +219,14 @@ def _check_batch(options: ScoreOptions) -> None:
         raise ConfigurationError(
             "--batch-max-requests must be at least 1, --batch-max-bytes at least 1024 and "
             "--batch-poll-interval 0 or more seconds"
+        )
+    provider = effective_model(options).split("/", 1)[0]
+    if options.mode == "batch" and provider not in BATCH_PROVIDERS:
+        raise ConfigurationError(
+            f"--mode batch drives OpenAI-style files and batches APIs ({', '.join(BATCH_PROVIDERS)}"
+            f"); --model {options.model!r} is served by {provider!r}. Use one of those, or write "
+            "the requests with `rubric-eval batch export` and run them with the provider's own "
+            "batch tool"
         )
     if options.mode == "batch" and options.rows:
         raise ConfigurationError(

@@ -135,6 +135,12 @@ def resumed_plan(
             f"task {task_id} ran rule checks only (--judge none): there is no judge call to "
             "save, so it is not resumed; score its inputs again with --judge none"
         )
+    if task.judge_mode == "batch-file":
+        raise ConfigurationError(
+            f"task {task_id} was made by `rubric-eval batch export`: its answers come back "
+            f"through `rubric-eval batch import {task_id} RESULTS.jsonl`, and the requests it "
+            f"still needs are written by `rubric-eval batch export {task_id} --out DIR`"
+        )
     if task.judge_mode not in MODES or settings is None:
         raise ConfigurationError(
             f"task {task_id} ({task.judge_mode}) cannot be resumed: it keeps no run "
