@@ -430,3 +430,47 @@ def test_import_refuses_a_task_that_export_did_not_make(tmp_path: Path) -> None:
     results.write_text("", encoding="utf-8")
     code, out = run("batch", "import", task_id, results, "--store", store)
     assert code == 2 and "not made by `rubric-eval batch export`" in out
+
+
+def test_errored_truncated_and_refused_lines_end_as_live_ends_them(tmp_path: Path) -> None:
+    """An errored line is sent again in follow-up batches up to the retry policy's attempts,
+    then TRANSPORT; a truncated one is asked again with twice the room; a refusal is REFUSED
+    at once. None is ever scored from the bad answer."""
+    verdicts = load_verdicts(CASES / "verdicts" / "health_cs.jsonl")
+    answer = verdicts_responder(verdicts)
+    errored, truncated, refused = sorted(verdicts)[:3]
+
+    def respond(body: dict[str, Any]) -> StubReply:
+        row = row_id_of(body)
+        if row == errored:
+            return StubReply(status=500, content="overloaded")
+        if row == truncated and body["max_tokens"] == 1024:
+            return StubReply(content='{"intentKey": "', finish_reason="length")
+        if row == refused:
+            return StubReply(content=None, refusal="I can't help with that.")
+        return answer(body)
+
+    with BatchStub(respond) as stub:
+        result = score(batch_options(HEALTH, stub, tmp_path, "e"))
+        sent = {
+            json.loads(line)["custom_id"]: json.loads(line)["body"]
+            for s in stub.submissions
+            for line in stub.contents[s["inputFileId"]].splitlines()
+        }
+    rows = {json.loads(r)["rowId"]: json.loads(r) for r in rows_of(tmp_path / "e")}
+    assert rows[errored]["status"] == "JUDGE_ERROR"
+    assert rows[errored]["error"]["kind"] == "TRANSPORT"
+    assert "500" in rows[errored]["error"]["message"]
+    by_row: dict[str, list[tuple[int, int]]] = {}
+    for cid, body in sent.items():
+        parsed = parse_custom_id(cid)
+        assert parsed is not None
+        by_row.setdefault(row_id_of(body) or "", []).append((parsed.attempt, body["max_tokens"]))
+    # errored: a0 … a3, each in its own batch, then TRANSPORT
+    assert sorted(by_row[errored]) == [(a, 1024) for a in range(FAST.max_attempts)]
+    assert rows[truncated]["status"] == "SCORED"
+    assert sorted(by_row[truncated]) == [(0, 1024), (1, 2048)]
+    assert rows[refused]["error"]["kind"] == "REFUSED"
+    assert by_row[refused] == [(0, 1024)]
+    assert result.report["totals"]["scored"] == 24
+    assert stub.duplicate_custom_ids() == []
