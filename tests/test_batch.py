@@ -9,6 +9,7 @@ figures come from ``benchmarks/batch.py``).
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import os
 import random
@@ -113,7 +114,7 @@ def test_the_fake_walks_the_states_expires_fails_and_logs_each_submission() -> N
         client = BatchClient("openai", LiveSettings(api_base=stub.base_url, retry=FAST))
 
         async def walk(data: bytes) -> list[str]:
-            file_id = await client.upload(data, "in.jsonl")
+            file_id = await client.upload(io.BytesIO(data), "in.jsonl")
             status = await client.create(file_id, {"k": "v"})
             seen = [status.status]
             while status.status not in ("completed", "expired", "failed", "cancelled"):

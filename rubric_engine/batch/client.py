@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 from rubric_engine.batch.lines import ENDPOINT
 from rubric_engine.judge.backends import LiveSettings, import_litellm
@@ -90,11 +90,15 @@ class BatchClient:
             self._litellm = import_litellm()
         return self._litellm
 
-    async def upload(self, data: bytes, name: str) -> str:
-        """Upload a batch input file; returns its file id."""
-        found = await self._call(
-            self.litellm.acreate_file, file=(name, data, "application/jsonl"), purpose="batch"
-        )
+    async def upload(self, data: BinaryIO, name: str) -> str:
+        """Upload a batch input file (read from its start, streamed); returns its file id."""
+        start = data.tell()
+
+        async def create(**kwargs: Any) -> Any:
+            data.seek(start)  # a retried upload sends the whole file again
+            return await self.litellm.acreate_file(**kwargs)
+
+        found = await self._call(create, file=(name, data, "application/jsonl"), purpose="batch")
         return str(found.id)
 
     async def create(self, input_file_id: str, metadata: dict[str, str]) -> BatchStatus:

@@ -16,10 +16,12 @@ their results are in the store, and a request already in a batch is never planne
 from __future__ import annotations
 
 import asyncio
+import shutil
+import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, BinaryIO, Protocol
 
 from rubric_engine.batch.backend import BatchBackend
 from rubric_engine.batch.client import BatchClient
@@ -55,7 +57,9 @@ class BatchLimits:
 
 
 class Sink(Protocol):
-    async def flush(self, job_no: int, data: bytes) -> None: ...
+    async def flush(self, job_no: int, data: BinaryIO) -> None:
+        """Send one job's input file (``data``, read from its start)."""
+        ...
 
 
 class ProviderSink:
@@ -65,7 +69,7 @@ class ProviderSink:
         self.run = run
         self.client = client
 
-    async def flush(self, job_no: int, data: bytes) -> None:
+    async def flush(self, job_no: int, data: BinaryIO) -> None:
         ledger, task_id = self.run.ledger, self.run.task_id
         file_id = await self.client.upload(data, f"rubric-eval-{task_id}-{job_no}.jsonl")
         ledger.update(task_id, job_no, "UPLOADED", input_file_id=file_id)
@@ -80,9 +84,10 @@ class FileSink:
         self.folder = folder
         self.written: list[Path] = []
 
-    async def flush(self, job_no: int, data: bytes) -> None:
+    async def flush(self, job_no: int, data: BinaryIO) -> None:
         path = self.folder / f"requests-{job_no:03d}.jsonl"
-        path.write_bytes(data)
+        with path.open("wb") as handle:
+            shutil.copyfileobj(data, handle)
         self.written.append(path)
         self.run.ledger.update(self.run.task_id, job_no, "EXPORTED", input_file_id=path.name)
 
@@ -262,22 +267,23 @@ class BatchRun:
         round_no = 1 + max((j.round for j in self.ledger.jobs(self.task_id)), default=0)
         waiting = set(self.ledger.waiting_rows(self.task_id))
         chunk: list[PlannedRequest] = []
-        data: list[bytes] = []
+        # a job's file is spooled to disk: 50,000 requests can be hundreds of MB
+        data: BinaryIO = tempfile.TemporaryFile()  # noqa: SIM115 - closed in the finally below
         size = 0
         sent = 0
 
         async def flush() -> None:
-            nonlocal chunk, data, size, sent
+            nonlocal chunk, size, sent
             if not chunk:
                 return
-            if sink is None:
-                sent += len(chunk)
-                chunk, data, size = [], [], 0
-                return
-            job_no = self.ledger.plan(self.task_id, round_no, chunk, size)
-            await sink.flush(job_no, b"".join(data))
+            if sink is not None:
+                job_no = self.ledger.plan(self.task_id, round_no, chunk, size)
+                data.seek(0)
+                await sink.flush(job_no, data)
             sent += len(chunk)
-            chunk, data, size = [], [], 0
+            chunk, size = [], 0
+            data.seek(0)
+            data.truncate()
 
         group: list[tuple[int, DialogueRow]] = []
 
@@ -298,18 +304,21 @@ class BatchRun:
                 ):
                     await flush()
                 chunk.append(PlannedRequest(cid, row.row_id, attempt))
-                data.append(encoded)
+                data.write(encoded)
                 size += len(encoded)
             group.clear()
 
-        for seq, row in self.rows():
-            if row.row_id in self.done or row.row_id in waiting:
-                continue
-            group.append((seq, row))
-            if len(group) >= self.concurrency:
-                await judge_group()
-        await judge_group()
-        await flush()
+        try:
+            for seq, row in self.rows():
+                if row.row_id in self.done or row.row_id in waiting:
+                    continue
+                group.append((seq, row))
+                if len(group) >= self.concurrency:
+                    await judge_group()
+            await judge_group()
+            await flush()
+        finally:
+            data.close()
         self.store.commit()
         return sent
 
