@@ -62,13 +62,14 @@ def fate(number: int, lines: int) -> Any:
     return Fate("expired", lines // 2) if number in (2, 5) else Fate()
 
 
-def endpoint(path: str) -> str:
+def endpoint(method: str, path: str) -> str:
     parts = [p for p in path.split("/") if p][1:]
     if parts[:1] == ["files"]:
-        return "GET /files/{id}/content" if parts[2:] == ["content"] else "POST /files"
+        return f"{method} /files" + ("/{id}/content" if parts[2:] == ["content"] else "")
     if parts[:1] == ["batches"]:
-        return "POST /batches" if len(parts) == 1 else "GET /batches/{id}"
-    return "/".join(parts)
+        tail = {1: "", 2: "/{id}"}.get(len(parts), "/{id}/" + "/".join(parts[2:]))
+        return f"{method} /batches{tail}"
+    return f"{method} /" + "/".join(parts)
 
 
 def main() -> None:
@@ -79,6 +80,9 @@ def main() -> None:
     parser.add_argument("--in-progress-s", type=float, default=0.5, help="fake batch run time")
     parser.add_argument("--poll-s", type=float, default=0.1)
     parser.add_argument("--seed", type=int, default=15)
+    parser.add_argument(
+        "--kill-window-s", type=float, default=12.0, help="kill within this many seconds of a start"
+    )
     args = parser.parse_args()
 
     from replicate import write_rows
@@ -108,27 +112,40 @@ def main() -> None:
                 "--store", str(store), "--out", str(out), "-q",
             ]  # fmt: skip
             started = time.perf_counter()
-            for _ in range(args.kills):
+            kills = 0
+            finished = False
+            while kills < args.kills and not finished:
                 process = subprocess.Popen([*cli, *command], stdout=subprocess.DEVNULL)
-                target = len(stub.requests) + rng.randint(
-                    1, 2 * max(3, args.rows // args.max_requests)
-                )
-                while len(stub.requests) < target and process.poll() is None:
+                # a random moment: a few HTTP requests from now, or a random time, if sooner
+                target = len(stub.requests) + rng.randint(1, 4)
+                deadline = time.monotonic() + rng.uniform(0.5, args.kill_window_s)
+                while (
+                    len(stub.requests) < target
+                    and time.monotonic() < deadline
+                    and process.poll() is None
+                ):
                     time.sleep(0.002)
-                process.send_signal(signal.SIGKILL)
-                process.wait()
+                if process.poll() is None:
+                    process.send_signal(signal.SIGKILL)
+                    kills += 1
+                finished = process.wait() == 0
                 with TaskStore(store) as opened:
                     tasks = opened.tasks()
                 if tasks:
                     command = ["score", "--resume", tasks[0].id, "--store", str(store), "-q"]
-            done = subprocess.run([*cli, *command], stdout=subprocess.DEVNULL, check=False)
+            if finished:
+                done = subprocess.CompletedProcess(command, 0)
+            else:
+                done = subprocess.run([*cli, *command], stdout=subprocess.DEVNULL, check=False)
             wall_s = time.perf_counter() - started
             requests = list(stub.requests)
             duplicates = stub.duplicate_custom_ids()
             submissions = len(stub.submissions)
             statuses = Counter(stub.batches[s["batchId"]].status for s in stub.submissions)
             lines = sum(len(s["customIds"]) for s in stub.submissions)
-        peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        peak_mb = children.ru_maxrss / 1024
+        cpu_s = children.ru_utime + children.ru_stime
         with TaskStore(store) as opened:
             (task,) = opened.tasks()
             rows = list(opened.report_rows(task.id))
@@ -137,7 +154,7 @@ def main() -> None:
         calls = sum(r[1] for r in rows)
         live, batch = rates(MODEL, batch=False), rates(MODEL)
         statuses_text = ", ".join(f"{k} {v}" for k, v in sorted(statuses.items()))
-        by_endpoint = sorted(Counter(endpoint(p) for _, p in requests).items())
+        by_endpoint = sorted(Counter(endpoint(m, p) for m, p in requests).items())
         live_usd = f"{live.price(prompt, completion):.2f}" if live else "n/a"
         batch_usd = f"{batch.price(prompt, completion):.2f}" if batch else "n/a"
         figures = [
@@ -145,8 +162,9 @@ def main() -> None:
             ("exit code of the last run", done.returncode),
             ("task state", task.state),
             ("rows stored (each once)", f"{len(rows):,}"),
-            ("kill -9 + resume", args.kills),
+            ("kill -9 + resume (kills that hit a running process)", kills),
             ("wall time, s", f"{wall_s:.1f}"),
+            ("CPU time of the scoring processes, s", f"{cpu_s:.1f}"),
             ("peak RSS of a scoring process, MB", f"{peak_mb:.0f}"),
             ("HTTP calls", f"{len(requests):,}"),
             *((f"  {k}", f"{v:,}") for k, v in by_endpoint),
