@@ -26,7 +26,8 @@ from typing import Any
 
 from rubric_engine.batch.backend import BatchBackend
 from rubric_engine.batch.lines import parse_custom_id, read_output_line
-from rubric_engine.batch.run import BatchLimits, BatchRun, FileSink
+from rubric_engine.batch.run import BatchLimits, BatchRun
+from rubric_engine.batch.sinks import FileSink
 from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.errors import ConfigurationError, InputError
 from rubric_engine.judge.instructor_judge import DEFAULT_PARAMS, InstructorJudge

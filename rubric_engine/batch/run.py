@@ -16,18 +16,17 @@ their results are in the store, and a request already in a batch is never planne
 from __future__ import annotations
 
 import asyncio
-import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, BinaryIO, Protocol
+from typing import Any, BinaryIO
 
 from rubric_engine.batch.backend import BatchBackend
 from rubric_engine.batch.client import BatchClient
 from rubric_engine.batch.ledger import FINAL_STATUSES, Ledger, PlannedRequest
 from rubric_engine.batch.lines import custom_id, read_output_line, request_line
 from rubric_engine.batch.settings import MAX_BYTES, MAX_REQUESTS
+from rubric_engine.batch.sinks import ProviderSink, Sink
 from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.judge.protocol import Judge
 from rubric_engine.pipeline import RequestBuilder, row_result, stored_row
@@ -54,42 +53,6 @@ class BatchLimits:
     poll_interval_s: float = 30.0
     max_calls: int | None = None
     max_cost_usd: float | None = None
-
-
-class Sink(Protocol):
-    async def flush(self, job_no: int, data: BinaryIO) -> None:
-        """Send one job's input file (``data``, read from its start)."""
-        ...
-
-
-class ProviderSink:
-    """Upload a job's file and create its batch, recording each step before and after."""
-
-    def __init__(self, run: BatchRun, client: BatchClient) -> None:
-        self.run = run
-        self.client = client
-
-    async def flush(self, job_no: int, data: BinaryIO) -> None:
-        ledger, task_id = self.run.ledger, self.run.task_id
-        file_id = await self.client.upload(data, f"rubric-eval-{task_id}-{job_no}.jsonl")
-        ledger.update(task_id, job_no, "UPLOADED", input_file_id=file_id)
-        await self.run.submit(job_no, file_id, adopt=False)
-
-
-class FileSink:
-    """Write each job to ``folder/requests-NNN.jsonl`` for the user's own engine."""
-
-    def __init__(self, run: BatchRun, folder: Path) -> None:
-        self.run = run
-        self.folder = folder
-        self.written: list[Path] = []
-
-    async def flush(self, job_no: int, data: BinaryIO) -> None:
-        path = self.folder / f"requests-{job_no:03d}.jsonl"
-        with path.open("wb") as handle:
-            shutil.copyfileobj(data, handle)
-        self.written.append(path)
-        self.run.ledger.update(self.run.task_id, job_no, "EXPORTED", input_file_id=path.name)
 
 
 @dataclass
