@@ -114,6 +114,7 @@ def main() -> None:
             started = time.perf_counter()
             kills = 0
             finished = False
+            peaks: list[float] = []  # MB, per scoring process in run order
             while kills < args.kills and not finished:
                 process = subprocess.Popen([*cli, *command], stdout=subprocess.DEVNULL)
                 # a random moment: a few HTTP requests from now, or a random time, if sooner
@@ -128,7 +129,7 @@ def main() -> None:
                 if process.poll() is None:
                     process.send_signal(signal.SIGKILL)
                     kills += 1
-                finished = process.wait() == 0
+                finished = reap(process, peaks) == 0
                 with TaskStore(store) as opened:
                     tasks = opened.tasks()
                 if tasks:
@@ -136,7 +137,8 @@ def main() -> None:
             if finished:
                 done = subprocess.CompletedProcess(command, 0)
             else:
-                done = subprocess.run([*cli, *command], stdout=subprocess.DEVNULL, check=False)
+                last = subprocess.Popen([*cli, *command], stdout=subprocess.DEVNULL)
+                done = subprocess.CompletedProcess(command, reap(last, peaks))
             wall_s = time.perf_counter() - started
             requests = list(stub.requests)
             duplicates = stub.duplicate_custom_ids()
@@ -166,6 +168,7 @@ def main() -> None:
             ("wall time, s", f"{wall_s:.1f}"),
             ("CPU time of the scoring processes, s", f"{cpu_s:.1f}"),
             ("peak RSS of a scoring process, MB", f"{peak_mb:.0f}"),
+            ("  per process, in run order", " ".join(f"{p:.0f}" for p in peaks)),
             ("HTTP calls", f"{len(requests):,}"),
             *((f"  {k}", f"{v:,}") for k, v in by_endpoint),
             ("batches (by end status)", f"{submissions} ({statuses_text})"),
@@ -181,6 +184,14 @@ def main() -> None:
         print(f"| {'figure'.ljust(width)} | value |\n|{'-' * (width + 2)}|-------|")
         for key, value in figures:
             print(f"| {key.ljust(width)} | {value} |")
+
+
+def reap(process: subprocess.Popen[bytes], peaks: list[float]) -> int:
+    """Wait for a scoring process; note its own peak RSS (MB); return its exit code."""
+    _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    peaks.append(usage.ru_maxrss / 1024)
+    return process.returncode
 
 
 def cli() -> None:
