@@ -21,6 +21,7 @@ import argparse
 import os
 import random
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -40,6 +41,9 @@ from loopback import guard  # noqa: E402
 
 guard()
 MODEL = "openai/gpt-4o-mini"
+if "RUBRIC_EVAL_BENCH_PEAKS" not in os.environ:  # the benchmark process; its children inherit
+    os.environ["RUBRIC_EVAL_BENCH_PEAKS"] = tempfile.mkdtemp(prefix="rubric-eval-batch-peaks-")
+PEAKS = Path(os.environ["RUBRIC_EVAL_BENCH_PEAKS"])
 
 
 def responder(verdicts: dict[str, dict[str, Any]]) -> Any:
@@ -146,7 +150,7 @@ def main() -> None:
             statuses = Counter(stub.batches[s["batchId"]].status for s in stub.submissions)
             lines = sum(len(s["customIds"]) for s in stub.submissions)
         children = resource.getrusage(resource.RUSAGE_CHILDREN)
-        peak_mb = children.ru_maxrss / 1024
+        peak_mb = max(peaks)
         cpu_s = children.ru_utime + children.ru_stime
         with TaskStore(store) as opened:
             (task,) = opened.tasks()
@@ -180,6 +184,7 @@ def main() -> None:
             ("cost at batch rates, USD", batch_usd),
             ("cost stored by the run, USD", f"{sum(r[4] or 0 for r in rows):.2f}"),
         ]  # fmt: skip
+        shutil.rmtree(PEAKS, ignore_errors=True)
         width = max(len(k) for k, _ in figures)
         print(f"| {'figure'.ljust(width)} | value |\n|{'-' * (width + 2)}|-------|")
         for key, value in figures:
@@ -187,16 +192,48 @@ def main() -> None:
 
 
 def reap(process: subprocess.Popen[bytes], peaks: list[float]) -> int:
-    """Wait for a scoring process; note its own peak RSS (MB); return its exit code."""
-    _, status, usage = os.wait4(process.pid, 0)
-    process.returncode = os.waitstatus_to_exitcode(status)
-    peaks.append(usage.ru_maxrss / 1024)
-    return process.returncode
+    """Wait for a scoring process; note its own peak RSS (MB); return its exit code.
+
+    The peak is the process's ``VmHWM`` as it last wrote it (:func:`cli`), not ``ru_maxrss``:
+    a child's ``ru_maxrss`` starts at its parent's size when it was spawned (Linux keeps the
+    old memory map's high-water mark across exec), and this parent holds the fake's files.
+    """
+    code = process.wait()
+    found = PEAKS / str(process.pid)
+    peaks.append(int(found.read_text()) / 1024 if found.exists() else float("nan"))
+    return code
+
+
+def _high_water_kb() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return 0
 
 
 def cli() -> None:
-    """``batch.py _cli ARGS``: rubric-eval in this process, behind the loopback guard."""
+    """``batch.py _cli ARGS``: rubric-eval in this process, behind the loopback guard.
+
+    Writes its peak RSS (``VmHWM``, kB) to ``$RUBRIC_EVAL_BENCH_PEAKS/<pid>`` every 50 ms and
+    at exit, so a process killed with SIGKILL still leaves a figure.
+    """
+    import atexit
+    import threading
+
     from rubric_engine.cli import main as rubric_eval
+
+    out = Path(os.environ["RUBRIC_EVAL_BENCH_PEAKS"]) / str(os.getpid())
+
+    def write() -> None:
+        out.write_text(str(_high_water_kb()))
+
+    def keep_writing() -> None:
+        while True:
+            write()
+            time.sleep(0.05)
+
+    threading.Thread(target=keep_writing, daemon=True).start()
+    atexit.register(write)
 
     sys.argv = ["rubric-eval", *sys.argv[2:]]
     rubric_eval()
