@@ -18,56 +18,27 @@ state           meaning, and what ``--resume`` does with a job found in it
                 come back through ``batch import``
 ==============  ==========================================================================
 
-The tables are created by :data:`BATCH_SCHEMA`, one self-contained DDL script (idempotent),
-on the task store's own connection; it does not change the store's schema version. It is the
-one named step the store's migration list needs for batch mode.
+The tables (``batch_jobs``, ``batch_requests``) are the store's migration
+``m007_batch_ledger`` (:mod:`rubric_engine.stores.migrations`), on SQLite and PostgreSQL
+alike; the SQL here is the backends' common ``?`` dialect.
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from rubric_engine.store import TaskStore
+from rubric_engine.stores.backend import Backend
 
 JobState = Literal[
     "PLANNED", "UPLOADED", "SUBMITTING", "SUBMITTED", "ENDED", "DOWNLOADED", "EXPORTED"
 ]
 #: provider batch statuses after which nothing more will be answered
 FINAL_STATUSES = frozenset({"completed", "expired", "failed", "cancelled"})
-
-BATCH_SCHEMA = """
-CREATE TABLE IF NOT EXISTS batch_jobs (
-    task_id TEXT NOT NULL REFERENCES tasks(id),
-    job_no INTEGER NOT NULL,
-    round INTEGER NOT NULL,
-    state TEXT NOT NULL,
-    provider_status TEXT,
-    input_file_id TEXT,
-    batch_id TEXT,
-    output_file_id TEXT,
-    error_file_id TEXT,
-    request_count INTEGER NOT NULL,
-    byte_count INTEGER NOT NULL,
-    counts TEXT NOT NULL DEFAULT '{}',
-    updated_at TEXT NOT NULL,
-    PRIMARY KEY (task_id, job_no)
-);
-CREATE TABLE IF NOT EXISTS batch_requests (
-    task_id TEXT NOT NULL REFERENCES tasks(id),
-    custom_id TEXT NOT NULL,
-    job_no INTEGER NOT NULL,
-    row_id TEXT NOT NULL,
-    attempt INTEGER NOT NULL,
-    result TEXT,
-    PRIMARY KEY (task_id, custom_id)
-);
-CREATE INDEX IF NOT EXISTS batch_requests_by_row ON batch_requests (task_id, row_id, attempt);
-"""
 
 
 def _now() -> str:
@@ -105,8 +76,7 @@ class Ledger:
 
     def __init__(self, store: TaskStore) -> None:
         self.store = store
-        self._db: sqlite3.Connection = store.connection
-        self._db.executescript(BATCH_SCHEMA)
+        self._db: Backend = store.backend
 
     def _commit(self) -> None:
         self.store.commit()

@@ -179,7 +179,6 @@ def resumed_plan(
     return Plan(resumed, rubric, template, params, inputs, backend, out), done
 
 
-<<<<<<< HEAD
 def stored_judge(task: TaskRecord, fix: str) -> tuple[EvalRubric, PromptTemplate, dict[str, Any]]:
     """What a stored task is judged with: its rubric snapshot, prompt template and sampling
     parameters (shared by ``--resume`` and :mod:`rubric_engine.work`'s workers).
@@ -216,7 +215,8 @@ def judge_backend(options: ScoreOptions, rubric: EvalRubric) -> ReplayBackend | 
     check_credentials(options)
     check_cost_known(options)
     return backend
-=======
+
+
 def _resumed_batch(options: ScoreOptions, settings: dict[str, Any]) -> BatchSettings:
     """A batch task resumes with its own batch settings; a new poll interval may be given."""
     if "batch" not in settings:
@@ -225,7 +225,6 @@ def _resumed_batch(options: ScoreOptions, settings: dict[str, Any]) -> BatchSett
     if options.batch.poll_interval_s != BatchSettings().poll_interval_s:
         return replace(stored, poll_interval_s=options.batch.poll_interval_s)
     return stored
->>>>>>> 4fc65f9 (Batch mode on the issue 11 structure: BatchBackend answers the judge with Answer values (a request with no batch result yet reports a failure whose outcome is discarded, and is noted as pending for the next batch); score --mode batch is a branch of the one orchestrator (scoring/run.py _in_batches); the --batch-* options are ScoreOptions.batch (batch/settings.py, light for --help) and part of the task's run settings; docs/batch.md; benchmarks/batch.py)
 
 
 def make_backend(options: ScoreOptions, rubric: EvalRubric) -> ReplayBackend | LiveBackend:
