@@ -105,11 +105,13 @@ def _lines(n: int, prefix: str = "c") -> bytes:
 def test_the_fake_walks_the_states_expires_fails_and_logs_each_submission() -> None:
     answer = verdicts_responder({"r-1": {"intentKey": "X", "score": 4}})
     fates = {1: Fate(), 2: Fate("expired", 1), 3: Fate("failed")}
+    now = [0.0]  # the fake's clock, stepped by hand: one state per poll, whatever the load
     with BatchStub(
         answer,
         fate=lambda n, _k: fates.get(n, Fate()),
-        delays=Delays(validating_s=0.05, in_progress_s=0.05, finalizing_s=0.05),
+        delays=Delays(validating_s=1, in_progress_s=1, finalizing_s=1),
         limits=Limits(max_requests=3),
+        clock=lambda: now[0],
     ) as stub:
         client = BatchClient("openai", LiveSettings(api_base=stub.base_url, retry=FAST))
 
@@ -118,7 +120,7 @@ def test_the_fake_walks_the_states_expires_fails_and_logs_each_submission() -> N
             status = await client.create(file_id, {"k": "v"})
             seen = [status.status]
             while status.status not in ("completed", "expired", "failed", "cancelled"):
-                await asyncio.sleep(0.01)
+                now[0] += 1
                 status = await client.retrieve(status.batch_id)
                 if status.status != seen[-1]:
                     seen.append(status.status)

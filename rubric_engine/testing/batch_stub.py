@@ -125,6 +125,7 @@ class BatchStub:
         port: 0 picks a free port.
         log_path: when given, each submission is appended there as one JSON line (for runs
             where the client is another process that a test kills).
+        clock: seconds, monotonic; the states advance by it (a test may step it by hand).
     """
 
     def __init__(
@@ -135,8 +136,10 @@ class BatchStub:
         limits: Limits = Limits(),
         port: int = 0,
         log_path: Path | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.responder = responder
+        self.clock = clock
         self.fate = fate
         self.delays = delays
         self.limits = limits
@@ -320,7 +323,7 @@ class BatchStub:
             input_file_id=file_id,
             endpoint=body["endpoint"],
             metadata=body.get("metadata"),
-            created=time.monotonic(),
+            created=self.clock(),
             fate=self.fate(number, len(lines)),
         )
         batch.stamps["created_at"] = int(time.time())
@@ -359,7 +362,7 @@ class BatchStub:
         """Move a batch along by the clock; the answers are made when it finalizes."""
         if batch.status not in ("validating", "in_progress", "finalizing"):
             return batch
-        age = time.monotonic() - batch.created
+        age = self.clock() - batch.created
         d = self.delays
         if batch.status == "validating" and age >= d.validating_s:
             problem = self._invalid(batch)
