@@ -479,3 +479,27 @@ def test_errored_truncated_and_refused_lines_end_as_live_ends_them(tmp_path: Pat
     assert by_row[refused] == [(0, 1024)]
     assert result.report["totals"]["scored"] == 24
     assert stub.duplicate_custom_ids() == []
+
+
+def test_batch_mode_and_its_ledger_on_both_stores(tmp_path: Path, store_at: str) -> None:
+    """The ledger is migration m007 on SQLite and PostgreSQL alike: a run stopped by a budget
+    after its first batch resumes from the ledger and submits nothing twice."""
+    from dataclasses import replace
+
+    from rubric_engine.stores.location import parse_location
+
+    verdicts = load_verdicts(CASES / "verdicts" / "health_cs.jsonl")
+    with BatchStub(verdicts_responder(verdicts)) as stub:
+        options = replace(
+            batch_options(HEALTH, stub, tmp_path, "pg", max_requests=10),
+            store=parse_location(store_at),
+        )
+        first = score(replace(options, max_calls=10))
+        assert first.stopped and len(stub.submissions) == 1
+        score(ScoreOptions(resume=first.task_id, store=options.store, retry=FAST))
+    assert stub.duplicate_custom_ids() == []
+    assert sum(len(s["customIds"]) for s in stub.submissions) == 26
+    with TaskStore(options.store) as opened:
+        jobs = Ledger(opened).jobs(first.task_id)
+        assert [j.state for j in jobs] == ["DOWNLOADED"] * 3
+        assert len(list(opened.rows(first.task_id))) == 26
