@@ -68,7 +68,7 @@ def queue_task(options: ScoreOptions) -> QueuedTask:
     """``score --workers-only``: validate, create the task, queue its rows; judge nothing.
 
     Raises:
-        ConfigurationError: ``--resume``, ``--judge none`` or ``--mode record`` with
+        ConfigurationError: ``--resume``, ``--judge none``, ``--mode record`` or ``batch`` with
             --workers-only; ``--max-cost`` in replay or for a model without a known price.
         StoreError: the store is not PostgreSQL.
         InputError, LifecycleError, CassetteError: as :func:`rubric_engine.scoring.score`.
@@ -80,6 +80,7 @@ def queue_task(options: ScoreOptions) -> QueuedTask:
             ("--resume", options.resume is not None),
             ("--judge none", options.judge == "none"),
             ("--mode record", options.mode == "record"),
+            ("--mode batch", options.mode == "batch"),
         )
         if given
     ]

@@ -58,7 +58,8 @@ def score(
         typer.Option(
             help="replay: answer from cassettes, offline; record: "
             "call the provider and save cassettes; live: call the "
-            "provider."
+            "provider; batch: the same requests through the provider's batch API (about half "
+            "the price, results within 24 h; docs/batch.md)."
         ),
     ] = D.mode,
     cassettes: Annotated[
@@ -175,6 +176,30 @@ def score(
             "about before the first call (default: litellm's model info, when known)."
         ),
     ] = D.max_context,
+    batch_max_requests: Annotated[
+        int, typer.Option(help="--mode batch: requests per batch (OpenAI: 50,000).")
+    ] = D.batch.max_requests,
+    batch_max_bytes: Annotated[
+        int, typer.Option(help="--mode batch: bytes per batch input file (OpenAI: 200 MB).")
+    ] = D.batch.max_bytes,
+    batch_poll_interval: Annotated[
+        float, typer.Option(help="--mode batch: seconds between polls of the open batches.")
+    ] = D.batch.poll_interval_s,
+    batch_fallback: Annotated[
+        str,
+        typer.Option(
+            help="--mode batch: none (re-send unanswered requests in a follow-up batch) or live "
+            "(send requests that expired or errored in a batch as live calls at once)."
+        ),
+    ] = D.batch.fallback,
+    batch_record: Annotated[
+        bool,
+        typer.Option(
+            "--batch-record",
+            help="--mode batch: also write every answer to a cassette under --cassettes with "
+            "the key a live call has, so the run replays offline.",
+        ),
+    ] = D.batch.record,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
     workers_only: Annotated[
         bool,
@@ -191,6 +216,7 @@ def score(
     scored, 6 a budget (--max-calls/--max-cost) stopped the run, 8 the provider refused the
     credentials (401/403), 130 interrupted (Ctrl-C or SIGTERM).
     """
+    from rubric_engine.batch.settings import BatchSettings, Fallback
     from rubric_engine.dialogue.readers import InputFormat
     from rubric_engine.scoring import JudgeKind, Mode, ScoreOptions, resume_command
 
@@ -222,6 +248,13 @@ def score(
         output_mode=output_mode,
         system_as_user=system_as_user,
         max_context=max_context,
+        batch=BatchSettings(
+            max_requests=batch_max_requests,
+            max_bytes=batch_max_bytes,
+            poll_interval_s=batch_poll_interval,
+            fallback=cast(Fallback, batch_fallback),
+            record=batch_record,
+        ),
     )
     if workers_only:
         _queue(options)
@@ -306,6 +339,14 @@ def _run_score(options: ScoreOptions, quiet: bool) -> ScoreResult:
         if state.bar is not None:
             progress.advance(state.bar)
 
+    def event(text: str) -> None:
+        if quiet:
+            return
+        if console.is_terminal:
+            progress.console.print(text)
+        else:
+            typer.echo(text, err=True)
+
     # on Ctrl-C, calls cut off mid-flight leave litellm coroutines that were never awaited
     warnings.filterwarnings("ignore", "coroutine .* was never awaited", RuntimeWarning)
 
@@ -317,7 +358,7 @@ def _run_score(options: ScoreOptions, quiet: bool) -> ScoreResult:
         with progress, warnings.catch_warnings():
             warnings.filterwarnings("ignore", "coroutine .* was never awaited", RuntimeWarning)
             warnings.showwarning = show
-            return score(options, on_start=start, on_row=advance)
+            return score(options, on_start=start, on_row=advance, on_event=event)
     except KeyboardInterrupt:
         if state.task is not None:
             typer.echo(

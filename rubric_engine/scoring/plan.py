@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
+from rubric_engine.batch.settings import BatchSettings
 from rubric_engine.cassette import CassetteIndex, CassetteWriter
 from rubric_engine.errors import ConfigurationError
 from rubric_engine.judge.backends import LiveBackend, LiveSettings, RecordBackend, ReplayBackend
@@ -256,6 +257,12 @@ def resumed_plan(
             f"task {task_id} ran rule checks only (--judge none): there is no judge call to "
             "save, so it is not resumed; score its inputs again with --judge none"
         )
+    if task.judge_mode == "batch-file":
+        raise ConfigurationError(
+            f"task {task_id} was made by `rubric-eval batch export`: its answers come back "
+            f"through `rubric-eval batch import {task_id} RESULTS.jsonl`, and the requests it "
+            f"still needs are written by `rubric-eval batch export {task_id} --out DIR`"
+        )
     if task.judge_mode not in MODES or settings is None:
         raise ConfigurationError(
             f"task {task_id} ({task.judge_mode}) cannot be resumed: it keeps no run "
@@ -294,6 +301,7 @@ def resumed_plan(
         max_reasks=int(task.judge_params["maxReasks"]),
         output_mode=output_mode_of(task.judge_params),
         system_as_user=bool(task.judge_params.get("systemAsUser")),
+        batch=_resumed_batch(options, settings),
     )
     check_inputs_unchanged(task, list(resumed.inputs))
     inputs = read_inputs(resumed)
@@ -358,6 +366,16 @@ def judge_backend(options: ScoreOptions, rubric: EvalRubric) -> ReplayBackend | 
     return backend
 
 
+def _resumed_batch(options: ScoreOptions, settings: dict[str, Any]) -> BatchSettings:
+    """A batch task resumes with its own batch settings; a new poll interval may be given."""
+    if "batch" not in settings:
+        return options.batch
+    stored = BatchSettings.from_json(settings["batch"])
+    if options.batch.poll_interval_s != BatchSettings().poll_interval_s:
+        return replace(stored, poll_interval_s=options.batch.poll_interval_s)
+    return stored
+
+
 def make_backend(options: ScoreOptions, rubric: EvalRubric) -> ReplayBackend | LiveBackend:
     """The judge's transport: cassettes for a replay, the provider (and a writer) otherwise.
 
@@ -378,7 +396,7 @@ def make_backend(options: ScoreOptions, rubric: EvalRubric) -> ReplayBackend | L
         timeout_s=options.timeout_s,
         retry=retry,
     )
-    if options.mode == "record":
+    if options.mode == "record" or (options.mode == "batch" and options.batch.record):
         stems = [Path(p).stem for p in options.inputs] + (["rows"] if options.rows else [])
         writer = CassetteWriter(options.cassettes / rubric.key / f"{'+'.join(stems)}.jsonl")
         return RecordBackend(

@@ -39,7 +39,7 @@ from rubric_engine.report import (
 )
 from rubric_engine.report.model import Report
 from rubric_engine.results import JudgeErrorKind, RowResult
-from rubric_engine.scoring.options import ScoreOptions, check_options
+from rubric_engine.scoring.options import ScoreOptions, check_options, effective_model
 from rubric_engine.scoring.plan import AlreadyComplete, Plan, fresh_plan, resumed_plan
 from rubric_engine.scoring.task import report_command, resume_command, task_record
 from rubric_engine.store import StoredRow, TaskStore, new_task_id
@@ -48,6 +48,8 @@ from rubric_engine.task_state import TaskState
 
 OnStart = Callable[[str, int], None]
 OnRow = Callable[[RowResult], None]
+#: batch mode's progress lines (each batch's state and counts)
+OnEvent = Callable[[str], None]
 
 
 @dataclass
@@ -129,7 +131,10 @@ class RubricNotDeliveredError(RubricEvalError):
 
 
 def score(
-    options: ScoreOptions, on_start: OnStart | None = None, on_row: OnRow | None = None
+    options: ScoreOptions,
+    on_start: OnStart | None = None,
+    on_row: OnRow | None = None,
+    on_event: OnEvent | None = None,
 ) -> ScoreResult:
     """Score a batch (or finish one, ``options.resume``) and write the report files.
 
@@ -144,7 +149,7 @@ def score(
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(score_async(options, on_start, on_row))
+        return asyncio.run(score_async(options, on_start, on_row, on_event))
     raise ConfigurationError(
         "score() was called inside a running event loop (a notebook or an async app); use "
         "`await score_async(options)` there instead"
@@ -152,7 +157,10 @@ def score(
 
 
 async def score_async(
-    options: ScoreOptions, on_start: OnStart | None = None, on_row: OnRow | None = None
+    options: ScoreOptions,
+    on_start: OnStart | None = None,
+    on_row: OnRow | None = None,
+    on_event: OnEvent | None = None,
 ) -> ScoreResult:
     """Score a batch (or finish one, ``options.resume``) and write ``report.json``,
     ``report.md``, ``report.html`` and ``rows.jsonl``.
@@ -162,7 +170,8 @@ async def score_async(
     loop's thread (short, and the store's connection must stay on one thread).
 
     ``on_start(task_id, rows_to_judge)`` is called once the task exists; ``on_row`` after each
-    row is stored. When a budget runs out, the rows judged so far are reported and
+    row is stored; ``on_event`` with each batch's state and counts (``--mode batch``). When a
+    budget runs out, the rows judged so far are reported and
     ``ScoreResult.stopped`` says why (the task is STOPPED and can be resumed).
 
     Raises:
@@ -178,7 +187,7 @@ async def score_async(
     """
     check_options(options)
     if options.resume is not None:
-        return await _resume(options, options.resume, on_start, on_row)
+        return await _resume(options, options.resume, on_start, on_row, on_event)
     task_id = new_task_id()
     plan = fresh_plan(options, task_id)
     with TaskStore(options.store) as store, store.task_lock(task_id):
@@ -193,11 +202,15 @@ async def score_async(
                 plan.inputs,
             )
         )
-        return await _run(plan, store, task_id, frozenset(), on_start, on_row)
+        return await _run(plan, store, task_id, frozenset(), on_start, on_row, on_event)
 
 
 async def _resume(
-    options: ScoreOptions, task_id: str, on_start: OnStart | None, on_row: OnRow | None
+    options: ScoreOptions,
+    task_id: str,
+    on_start: OnStart | None,
+    on_row: OnRow | None,
+    on_event: OnEvent | None = None,
 ) -> ScoreResult:
     if not store_exists(options.store):
         raise StoreError(f"{options.store}: no task store here; pass --store PATH")
@@ -209,7 +222,7 @@ async def _resume(
             report = report_from_task(task)
             files = _write_files(store, task_id, report, complete.out, task, options.store)
             return ScoreResult(task_id, report, files, already_complete=True)
-        return await _run(plan, store, task_id, done, on_start, on_row)
+        return await _run(plan, store, task_id, done, on_start, on_row, on_event)
 
 
 def _write_files(
@@ -235,6 +248,7 @@ async def _run(
     done: frozenset[str],
     on_start: OnStart | None,
     on_row: OnRow | None,
+    on_event: OnEvent | None = None,
 ) -> ScoreResult:
     """Judge the rows not in ``done``, finish the task, build and write its report."""
     options = plan.options
@@ -273,6 +287,11 @@ async def _run(
         return {"callsNotInRows": before + lost}
 
     try:
+        if options.mode == "batch":
+            stopped, extra = await _in_batches(plan, store, task_id, track, keep, on_event)
+            state = TaskState.STOPPED if stopped else TaskState.COMPLETED
+            store.finish_task(task_id, state, {"stopReason": stopped, "batch": extra})
+            return _report(plan, store, task_id, kept, misses, stopped)
         await run_batch(
             plan.inputs.drain(),
             plan.builder,
@@ -315,13 +334,57 @@ async def _run(
     stopped = budget.stop_reason if budget is not None else None
     state = TaskState.STOPPED if stopped else TaskState.COMPLETED
     store.finish_task(task_id, state, _extra(plan, store, task_id, stopped, judge))
+    return _report(plan, store, task_id, kept, misses, stopped)
+
+
+async def _in_batches(
+    plan: Plan,
+    store: TaskStore,
+    task_id: str,
+    track: OnRow,
+    keep: Callable[[StoredRow], None],
+    on_event: OnEvent | None,
+) -> tuple[str | None, dict[str, Any]]:
+    """``--mode batch``: the same rows, requests and row results, through provider batches."""
+    from rubric_engine.batch.mode import run_in_batches
+
+    options = plan.options
+    assert isinstance(plan.backend, LiveBackend)
+    outcome = await run_in_batches(
+        lambda: enumerate(plan.inputs.rows),
+        plan.builder,
+        plan.backend,
+        effective_model(options),
+        plan.params,
+        options.max_reasks,
+        options.batch,
+        store,
+        task_id,
+        max_calls=options.max_calls,
+        max_cost_usd=options.max_cost_usd,
+        concurrency=options.concurrency,
+        progress=on_event,
+        on_row=track,
+        on_stored=keep,
+    )
+    return outcome.stop_reason, outcome.summary
+
+
+def _report(
+    plan: Plan,
+    store: TaskStore,
+    task_id: str,
+    kept: list[tuple[int, ReportRow]] | None,
+    misses: list[RowResult],
+    stopped: str | None,
+) -> ScoreResult:
     if kept is None:
         task = load_task(store, task_id)  # read once for the report and its files
     else:
         kept.sort(key=lambda pair: pair[0])
         task = StoredTask(store.task(task_id), plan.rubric, [row for _, row in kept])
     report = report_from_task(task)
-    files = _write_files(store, task_id, report, plan.out, task, options.store)
+    files = _write_files(store, task_id, report, plan.out, task, plan.options.store)
     dropped = dict(plan.backend.dropped) if isinstance(plan.backend, LiveBackend) else {}
     return ScoreResult(task_id, report, files, misses, stopped, dropped_params=dropped)
 

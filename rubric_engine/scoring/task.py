@@ -166,6 +166,7 @@ def run_settings(options: ScoreOptions) -> dict[str, JsonValue]:
         "apiKeyEnv": options.api_key_env,
         "timeoutS": options.timeout_s,
         "out": str(options.out.resolve()) if options.out is not None else None,
+        **({"batch": options.batch.to_json()} if options.mode == "batch" else {}),
     }
 
 
