@@ -84,6 +84,7 @@ def test_printed_interval_matches_an_independent_bootstrap(
     store, base, cur, base_rows, cur_rows = pair
     code, out = gate(store, base, cur, "--regression-rule", "tolerant", "--bootstrap-seed",
                      str(seed), "--resamples", "3000")  # fmt: skip
+    assert code == 7, out
     found = re.search(r"meanScore .*interval \[([-+.\d]+), ([-+.\d]+)\]", out)
     assert found, out
     low, high = _independent(base_rows, cur_rows, seed, 3000)

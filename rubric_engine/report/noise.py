@@ -130,7 +130,11 @@ def _metrics(base: DiffSide, cur: DiffSide) -> list[tuple[str, MetricKind, Bette
         return lambda r, _: (float(kind in r.red_flag_types), float(_has_outcome(r)))
 
     def compliance(rid: str) -> PerRow:
-        counted = {RequirementStatus.FOLLOWED, RequirementStatus.PARTIAL, RequirementStatus.VIOLATED}
+        counted = {
+            RequirementStatus.FOLLOWED,
+            RequirementStatus.PARTIAL,
+            RequirementStatus.VIOLATED,
+        }
 
         def read(r: RowResult, _: int) -> Pair:
             entry = next((e for e in r.reference_basis if e.requirement_id == rid), None)

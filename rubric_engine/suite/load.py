@@ -102,7 +102,9 @@ def load_suite(path: Path, environ: Mapping[str, str] | None = None) -> EvalSuit
     except (YamlLimitError, yaml.YAMLError) as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)
-        raise SuiteError(f"{where}: not a readable YAML suite: {getattr(exc, 'problem', exc)}")
+        raise SuiteError(
+            f"{where}: not a readable YAML suite: {getattr(exc, 'problem', exc)}"
+        ) from exc
     if len(documents) != 1 or not isinstance(documents[0][1], dict):
         raise SuiteError(f"{path}: a suite file holds one YAML mapping (name, datasets, …)")
     node, data = documents[0]
