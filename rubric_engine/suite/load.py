@@ -56,7 +56,9 @@ def read_env(folder: Path) -> dict[str, str]:
 
 
 def expand(
-    data: Any, env: Mapping[str, str], problems: list[tuple[tuple[str | int, ...], str]],
+    data: Any,
+    env: Mapping[str, str],
+    problems: list[tuple[tuple[str | int, ...], str]],
     path: tuple[str | int, ...] = (),
 ) -> Any:
     """``data`` with every ``${VAR}`` replaced; unset variables are appended to ``problems``."""
@@ -74,8 +76,11 @@ def expand(
         if default is not None:
             return default
         problems.append(
-            (path, f"${{{name}}} is not set; export it, put {name}=… in the .env file beside "
-             f"the suite, or write ${{{name}:-default}}")
+            (
+                path,
+                f"${{{name}}} is not set; export it, put {name}=… in the .env file beside "
+                f"the suite, or write ${{{name}:-default}}",
+            )
         )
         return found.group(0)
 
@@ -117,9 +122,7 @@ def load_suite(path: Path, environ: Mapping[str, str] | None = None) -> EvalSuit
         try:
             suite = EvalSuite.model_validate(data)
         except ValidationError as exc:
-            problems = [
-                _problem(path, lines, tuple(e["loc"]), e["msg"]) for e in exc.errors()
-            ]
+            problems = [_problem(path, lines, tuple(e["loc"]), e["msg"]) for e in exc.errors()]
         else:
             problems = _cross_checks(path, lines, suite)
             if not problems:
@@ -156,14 +159,16 @@ def _cross_checks(path: Path, lines: Lines, suite: EvalSuite) -> list[Problem]:
                 parse_threshold(text)
             except RubricEvalError as exc:
                 problems.append(_problem(path, lines, ("tiers", tier, j), str(exc)))
-    unknown = [
-        n for n in (suite.latency.datasets or []) if n not in names
-    ] if suite.latency else []
+    unknown = [n for n in (suite.latency.datasets or []) if n not in names] if suite.latency else []
     unknown += [n for n in suite.baseline.tasks if n not in names]
     if unknown:
         problems.append(
-            _problem(path, lines, (), f"unknown dataset(s) {', '.join(unknown)}; "
-                     f"valid: {', '.join(names)}")
+            _problem(
+                path,
+                lines,
+                (),
+                f"unknown dataset(s) {', '.join(unknown)}; valid: {', '.join(names)}",
+            )
         )
     return problems
 

@@ -21,9 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 #: seed 004 C.1 tiers, then the seed-000 ``dataset_role`` values not already among them
-Tier = Literal[
-    "seed", "golden", "adversarial", "production", "regression", "hard_case", "red_team"
-]
+Tier = Literal["seed", "golden", "adversarial", "production", "regression", "hard_case", "red_team"]
 TIERS: tuple[str, ...] = Tier.__args__  # type: ignore[attr-defined]
 
 #: what a tier must meet when its dataset lists no thresholds (seed 004 C.9)
