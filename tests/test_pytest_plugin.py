@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 import shutil
-from pathlib import Path
 
 import pytest
 
@@ -74,5 +73,5 @@ def test_a_report_or_rows_can_be_asserted_directly() -> None:
                            rubric=RUBRICS / "health_cs.yaml", cassettes=CASSETTES)  # fmt: skip
     assert report.totals.rows == 26
     assert assert_rubric(report, ["rows==26"]) is report
-    with pytest.raises(AssertionError, match="redFlags.SAFETY_OMISSION==0 fails"):
+    with pytest.raises(AssertionError, match=r"redFlags\.SAFETY_OMISSION==0 fails"):
         assert_rubric(report, ["redFlags.SAFETY_OMISSION==0"])

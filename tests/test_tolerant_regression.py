@@ -64,6 +64,7 @@ def test_strict_fails_as_before_tolerant_flags_only_the_large_drop(
 
 def _independent(base_rows: Path, cur_rows: Path, seed: int, b_count: int) -> tuple[float, float]:
     """Paired bootstrap of the mean final score, from the rows files alone."""
+
     def scores(path: Path) -> dict[str, float]:
         rows = [json.loads(line) for line in path.read_text("utf-8").splitlines()]
         return {r["rowId"]: float(r["finalScore"]) for r in rows}

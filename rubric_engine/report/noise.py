@@ -216,8 +216,9 @@ def tolerant_checks(
             "a regression: the drop is at least the minimum effect and the interval excludes 0"
             if r.regression
             else (
-                "below the minimum effect" if r.worse < r.min_effect else "within noise: the "
-                "interval includes 0"
+                "below the minimum effect"
+                if r.worse < r.min_effect
+                else "within noise: the interval includes 0"
             )
         )
         checks.append(

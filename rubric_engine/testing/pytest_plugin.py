@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from rubric_engine.testing.assertions import MODE_ENV, assert_rubric as _assert_rubric
+from rubric_engine.testing.assertions import MODE_ENV
+from rubric_engine.testing.assertions import assert_rubric as _assert_rubric
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
