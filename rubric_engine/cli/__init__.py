@@ -19,7 +19,15 @@ __all__ = ["COMMAND_MODULES", "app", "main"]
 
 #: Each module registers its commands on import; this order is the order `--help` lists them in.
 #: A new command module goes here.
-COMMAND_MODULES = ("score_cmd", "report_cmd", "gate_cmd", "ci_cmd", "rubric_cmd", "tools_cmd")
+COMMAND_MODULES = (
+    "score_cmd",
+    "report_cmd",
+    "export_cmd",
+    "gate_cmd",
+    "ci_cmd",
+    "rubric_cmd",
+    "tools_cmd",
+)
 for _name in COMMAND_MODULES:
     importlib.import_module(f"rubric_engine.cli.{_name}")
 
