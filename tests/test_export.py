@@ -78,3 +78,17 @@ def test_a_bad_format_is_refused(task: tuple, tmp_path: Path) -> None:
     store, task_id, _ = task
     result = runner.invoke(app, ["export", task_id, "--store", str(store), "--format", "xlsx"])
     assert result.exit_code == 2 and "csv, parquet, jsonl" in result.output
+
+
+def test_rows_jsonl_carries_the_outcome_and_the_metadata(task: tuple) -> None:
+    store, _, report = task
+    folder = store.parent / "r"
+    rows = [json.loads(line) for line in (folder / "rows.jsonl").read_text("utf-8").splitlines()]
+    outcomes: dict[str, int] = {}
+    for row in rows:
+        outcomes[row["outcome"]] = outcomes.get(row["outcome"], 0) + 1
+    assert outcomes == {k: v for k, v in report["totals"]["verdictDistribution"].items() if v}
+    agent = next(r for r in rows if r["rowId"] == "medgpt-26-agent")
+    assert agent["outcome"] == "PASS" and agent["metadata"]["sourceLine"] == 26
+    assert list(agent)[-2:] == ["outcome", "metadata"]  # appended: earlier keys keep their order
+    assert list(agent["metadata"]) == sorted(agent["metadata"])

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rubric_engine.errors import StoreError
 from rubric_engine.registry import verified_snapshot
@@ -176,8 +176,22 @@ def write_reports(
     files.html.write_text(html_report(store, task, report), encoding="utf-8")
     with files.rows.open("w", encoding="utf-8") as handle:
         for row in task.rows:
-            handle.write(json.dumps(row.result.to_json_dict(), ensure_ascii=False) + "\n")
+            handle.write(json.dumps(rows_line(row, report.totals.pass_score), ensure_ascii=False))
+            handle.write("\n")
     return files
+
+
+def rows_line(row: ReportRow, pass_score: int) -> dict[str, Any]:
+    """One ``rows.jsonl`` object: the row result, then its ``outcome`` (PASS / FAIL / RED_FLAG /
+    JUDGE_ERROR by the report's pass rule, report/outcome.py) and the row's ``metadata``, so
+    an analyst need not re-implement the pass rule or join the input back."""
+    from rubric_engine.report.outcome import row_outcome
+
+    line = row.result.to_json_dict()
+    line["outcome"] = row_outcome(row.result, pass_score)
+    # keys sorted at every depth: a fresh run's rows and the store's copy give the same bytes
+    line["metadata"] = json.loads(json.dumps(row.facts.metadata, sort_keys=True))
+    return line
 
 
 def diff_side(task: StoredTask, *, pass_score: int | None = None, exact: bool = True) -> DiffSide:
