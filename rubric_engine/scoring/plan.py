@@ -21,7 +21,13 @@ from rubric_engine.pipeline import RequestBuilder
 from rubric_engine.prompt import DEFAULT_PROMPT, PromptTemplate, load_prompt
 from rubric_engine.registry import rubric_for_scoring, verified_snapshot
 from rubric_engine.rubric.model import EvalRubric
-from rubric_engine.scoring.options import MODES, Mode, ScoreOptions, effective_model
+from rubric_engine.scoring.options import (
+    MODES,
+    TRANSPORT_PARAMS,
+    Mode,
+    ScoreOptions,
+    effective_model,
+)
 from rubric_engine.scoring.preflight import (
     Inputs,
     check_cassette_folder,
@@ -96,6 +102,7 @@ def fresh_plan(options: ScoreOptions, out_for: str) -> Plan:
         **DEFAULT_PARAMS,
         "temperature": float(options.temperature),
         "max_tokens": int(options.max_tokens),
+        **sampling_params(options),
     }
     return Plan(options, rubric, template, params, inputs, backend, out)
 
@@ -165,6 +172,11 @@ def resumed_plan(
     return Plan(resumed, rubric, template, params, inputs, backend, out), done
 
 
+def sampling_params(options: ScoreOptions) -> dict[str, Any]:
+    """The ``--judge-param`` values that are part of the request (and its cassette key)."""
+    return {k: v for k, v in options.judge_params.items() if k not in TRANSPORT_PARAMS}
+
+
 def make_backend(options: ScoreOptions, rubric: EvalRubric) -> ReplayBackend | LiveBackend:
     """The judge's transport: cassettes for a replay, the provider (and a writer) otherwise.
 
@@ -181,6 +193,7 @@ def make_backend(options: ScoreOptions, rubric: EvalRubric) -> ReplayBackend | L
         api_key_env=options.api_key_env,
         timeout_s=options.timeout_s,
         retry=options.retry,
+        extra={k: v for k, v in options.judge_params.items() if k in TRANSPORT_PARAMS},
     )
     if options.mode == "record":
         stems = [Path(p).stem for p in options.inputs] + (["rows"] if options.rows else [])
