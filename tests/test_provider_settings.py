@@ -90,8 +90,10 @@ def test_plain_progress_prints_a_line_per_n_rows_or_per_interval() -> None:
 def test_display_plain_is_the_default_off_a_terminal(tmp_path: Path) -> None:
     store = tmp_path / "s.sqlite"
     pack = Path(__file__).parents[1] / "rubrics" / "health_cs.yaml"
-    args = ["score", str(CASES / "health_consult_zh.jsonl"), "-r", str(pack), "--draft",
-            "--store", str(store), "--cassettes", str(CASSETTES), "--out", str(tmp_path / "o")]  # fmt: skip
+    args = [
+        *("score", str(CASES / "health_consult_zh.jsonl"), "-r", str(pack), "--draft"),
+        *("--store", str(store), "--cassettes", str(CASSETTES), "--out", str(tmp_path / "o")),
+    ]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "26/26 rows (100%)" in result.output and "0 JUDGE_ERROR, done" in result.output
