@@ -23,6 +23,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from rubric_engine.canonical import canonical_json
 from rubric_engine.errors import StoreError, TaskNotFoundError
 from rubric_engine.results import RowResult
 
@@ -87,7 +88,7 @@ CREATE TABLE IF NOT EXISTS rubric_versions (
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return canonical_json(value)
 
 
 def decode_column(text: str, what: str) -> Any:

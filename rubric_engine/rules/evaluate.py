@@ -9,13 +9,13 @@ documents, no final state). A missing verifier verdict *is* a failure (seed 001 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rubric_engine.canonical import SPACED, canonical_json, sha256_text
 from rubric_engine.results import CheckResult, RequirementStatus
 from rubric_engine.rules.evidence import Evidence, ToolUse
 from rubric_engine.rules.model import (
@@ -377,5 +377,6 @@ def check_json(check: Check) -> dict[str, object]:
 
 def case_rule_id(check: Check) -> str:
     """``CASE_RULE_<8 hex>`` from the check's canonical JSON (stable across rows and order)."""
-    canonical = json.dumps(check_json(check), sort_keys=True, ensure_ascii=False)
-    return "CASE_RULE_" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:8].upper()
+    # the spaced form these IDs were first derived with: they are in stored tasks and prompts
+    digest = sha256_text(canonical_json(check_json(check), SPACED)).removeprefix("sha256:")
+    return "CASE_RULE_" + digest[:8].upper()

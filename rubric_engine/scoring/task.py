@@ -9,13 +9,13 @@ exclusive lock so it is never run twice at once.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
 from rubric_engine import DEFAULT_STORE, __version__
+from rubric_engine.canonical import canonical_hash
 from rubric_engine.errors import ConfigurationError, StoreError
 from rubric_engine.prompt import PromptTemplate
 from rubric_engine.results import JudgeErrorKind
@@ -55,22 +55,24 @@ def task_lock(store: Path, task_id: str) -> Iterator[None]:
     Raises:
         StoreError: another process holds it.
     """
-    import fcntl
+    from filelock import FileLock, Timeout
 
     folder = store.with_name(store.name + ".locks")  # beside the store, named after it
     folder.mkdir(parents=True, exist_ok=True)
-    with (folder / f"{task_id}.lock").open("a+") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise StoreError(
-                f"task {task_id} is being run by another rubric-eval process right now; let it "
-                "finish (or stop it) before resuming"
-            ) from None
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    # filelock takes the platform's own lock (POSIX or Windows), so `score` runs on both;
+    # not re-entrant within a process: a second run of one task in one process is refused too
+    lock = FileLock(folder / f"{task_id}.lock", timeout=0, is_singleton=False, thread_local=False)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise StoreError(
+            f"task {task_id} is being run by another rubric-eval process right now; let it "
+            "finish (or stop it) before resuming"
+        ) from None
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def file_sha256(path: Path) -> str:
@@ -85,13 +87,7 @@ def file_sha256(path: Path) -> str:
 def _memory_sha256(inputs: Inputs) -> str:
     """``sha256:<hex>`` of the rows given in memory, as validated (canonical JSON)."""
     rows = inputs.rows[inputs.total - inputs.from_memory :]
-    canonical = json.dumps(
-        [r.model_dump(mode="json", by_alias=True) for r in rows],
-        sort_keys=True,
-        ensure_ascii=False,
-        separators=(",", ":"),
-    )
-    return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    return canonical_hash([r.model_dump(mode="json", by_alias=True) for r in rows])
 
 
 def input_records(inputs: Inputs) -> list[dict[str, JsonValue]]:
