@@ -31,15 +31,15 @@ def diff(
     current: Annotated[str, typer.Argument(help="Current task id (the run to judge).")],
     store: StoreOpt = DEFAULT_STORE,
     baseline_store: BaselineStoreOpt = None,
-    format: Annotated[str, typer.Option("--format", help="md or json.")] = "md",
+    format: Annotated[str, typer.Option("--format", help="md, json or html.")] = "md",
     out: Annotated[Path | None, typer.Option(help="Write here instead of stdout.")] = None,
     pass_score: PassScoreOpt = None,
 ) -> None:
     """Baseline diff (seed 001): REGRESSION / IMPROVEMENT / CHANGED at aggregate and case scope."""
     from rubric_engine.errors import ConfigurationError
 
-    if format not in ("md", "json"):
-        _fail(ConfigurationError(f"--format {format!r} is not valid; use md or json"))
+    if format not in ("md", "json", "html"):
+        _fail(ConfigurationError(f"--format {format!r} is not valid; use md, json or html"))
 
     def run() -> None:
         from rubric_engine.report.render import render_diff_markdown, render_json
@@ -50,7 +50,12 @@ def diff(
         built = run_diff(
             store, baseline, current, baseline_store=baseline_store, pass_score=pass_score
         )
-        text = render_json(built) if format == "json" else render_diff_markdown(built)
+        if format == "html":
+            from rubric_engine.report.html import render_diff_html
+
+            text = render_diff_html(built)
+        else:
+            text = render_json(built) if format == "json" else render_diff_markdown(built)
         if out is None:
             sys.stdout.write(text)
         else:

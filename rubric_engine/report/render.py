@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import html
 from typing import Any
 
+from rubric_engine.report.glossary import GLOSSARY
 from rubric_engine.report.model import Diff, IssueCluster, Report, RulesSection, Slice
 
 EXAMPLE_ROWS = 5
@@ -27,7 +29,13 @@ def _pct(value: float | None) -> str:
 
 
 def _cell(text: Any) -> str:
-    return str(text if text is not None else "").replace("|", "\\|").replace("\n", " ")
+    """Text for a Markdown line or table cell: ``|`` escaped, one line, and HTML-like text
+    (``<questions>``) escaped so GitHub shows it instead of swallowing it as a tag."""
+    return (
+        html.escape(str(text if text is not None else ""), quote=False)
+        .replace("|", "\\|")
+        .replace("\n", " ")
+    )
 
 
 def render_markdown(report: Report) -> str:
@@ -161,7 +169,11 @@ def render_markdown(report: Report) -> str:
         f"- Latency per row: mean {_fmt(usage.latency_ms_mean, 1)} ms, "
         f"p95 {_fmt(usage.latency_ms_p95, 1)} ms",
         "",
+        "## Glossary",
+        "",
     ]
+    out += [f"- **{term}**: {meaning}" for term, meaning in GLOSSARY]
+    out.append("")
     return "\n".join(out) + "\n"
 
 
