@@ -134,6 +134,13 @@ def score(
             "repeatable. Sampling options join the cassette key; api_version/headers do not.",
         ),
     ] = None,
+    judge_when: Annotated[
+        str | None,
+        typer.Option(
+            help="Call the judge only on rows whose metadata meets FIELD=VALUE, FIELD!=VALUE or "
+            "'FIELD in A,B' (e.g. risk_level=high); rule checks decide the others (CHECKED).",
+        ),
+    ] = None,
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="No progress (--display none).")
     ] = False,
@@ -177,6 +184,7 @@ def score(
         max_cost_usd=max_cost,
         judge=cast(JudgeKind, judge),
         judge_params=params,
+        judge_when=judge_when,
     )
     result = _guard(lambda: _run_score(options, "none" if quiet else display))
     _print_summary(result)

@@ -86,6 +86,9 @@ class ScoreOptions:
     #: ``top_p`` …) join the request, the task's judge parameters and the cassette key;
     #: :data:`TRANSPORT_PARAMS` (``api_version``, ``extra_headers`` …) only reach the call
     judge_params: Mapping[str, object] = field(default_factory=dict)
+    #: call the judge only on rows whose metadata meets this condition (``risk_level=high``);
+    #: the others are decided by their rule checks alone (:mod:`.judge_when`)
+    judge_when: str | None = None
 
 
 #: the defaults, for the CLI's option declarations
@@ -142,6 +145,7 @@ _FROM_TASK = (
     ("max_tokens", "--max-tokens"),
     ("draft", "--draft"),
     ("judge", "--judge"),
+    ("judge_when", "--judge-when"),
 )
 
 
@@ -216,6 +220,12 @@ def _check_judge_params(options: ScoreOptions) -> None:
         )
     if options.judge_params and options.judge == "none":
         raise ConfigurationError("--judge none calls no judge; drop --judge-param")
+    if options.judge_when is not None:
+        from rubric_engine.scoring.judge_when import parse_judge_when
+
+        if options.judge == "none":
+            raise ConfigurationError("--judge none calls no judge; drop --judge-when")
+        parse_judge_when(options.judge_when)
 
 
 def _check_budget(options: ScoreOptions) -> None:

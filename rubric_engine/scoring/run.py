@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.errors import ConfigurationError, ExitCode, RubricEvalError, StoreError
 from rubric_engine.judge.backends import ReplayBackend
 from rubric_engine.judge.instructor_judge import InstructorJudge
@@ -82,6 +83,16 @@ class JudgeUnavailableError(RubricEvalError):
             f"`{resume_command(task_id, store)}` judges them again"
         )
         self.task_id = task_id
+
+
+def _judge_if(condition: str | None) -> Callable[[DialogueRow], bool] | None:
+    """``--judge-when`` as a predicate over a row (its metadata), or ``None``: every row."""
+    if condition is None:
+        return None
+    from rubric_engine.scoring.judge_when import parse_judge_when
+
+    matches = parse_judge_when(condition)
+    return lambda row: matches(row.metadata)
 
 
 def score(
@@ -212,6 +223,7 @@ async def _run(
             skip=done,
             budget=budget,
             on_stored=keep,
+            judge_if=_judge_if(options.judge_when),
         )
     except JudgeUnavailable as stop:
         store.finish_task(task_id, TaskState.STOPPED, {"stopReason": "the judge was unreachable"})

@@ -150,6 +150,7 @@ def run_settings(options: ScoreOptions) -> dict[str, JsonValue]:
         "apiBase": base,
         "apiKeyEnv": options.api_key_env,
         "timeoutS": options.timeout_s,
+        **({"judgeWhen": options.judge_when} if options.judge_when else {}),
         "out": str(options.out.resolve()) if options.out is not None else None,
     }
 
