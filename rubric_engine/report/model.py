@@ -251,10 +251,35 @@ class RulesSection(_Section):
     results: tuple[RuleSummary, ...]
 
 
+class RouterClass(_Section):
+    label: str
+    #: rows whose expected label this is
+    support: int
+    precision: float | None
+    recall: float | None
+    f1: float | None
+
+
+class RouterConfusion(_Section):
+    expected: str
+    predicted: str
+    rows: int
+
+
+class RouterSection(_Section):
+    """Seed 004 C.4 over rows with ``metadata.expectedRoute`` (report/router.py)."""
+
+    rows: int
+    accuracy: float | None
+    macro_f1: float | None
+    classes: tuple[RouterClass, ...]
+    confusions: tuple[RouterConfusion, ...]
+
+
 class Report(_Document):
     """A task's report (README "Reports"); :meth:`to_json` is ``report.json``."""
 
-    _omit_when_none = frozenset({"slices", "rules"})
+    _omit_when_none = frozenset({"slices", "rules", "router"})
 
     task: TaskSection
     totals: Totals
@@ -269,6 +294,8 @@ class Report(_Document):
     agent: AgentSummary
     usage: UsageSummary
     rules: RulesSection | None = None
+    #: seed 004 C.4, when rows carry ``metadata.expectedRoute``
+    router: RouterSection | None = None
 
 
 class DiffItem(_Section):

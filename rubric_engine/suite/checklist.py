@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from rubric_engine.report.gate import GateCheck, Threshold, check_complete, check_threshold
 from rubric_engine.report.model import Report
@@ -19,6 +20,7 @@ ITEMS = {
     "cost": "cost within budget",
     "latency": "latency within SLO",
     "slices": "every slice passes",
+    "router": "routing: macro F1, per-class recall, costly confusions",
     "noRegression": "no regression against the last version",
 }
 _TIER_ITEM = {"seed": "seed", "golden": "golden", "adversarial": "adversarial",
@@ -50,6 +52,8 @@ class CheckLine:
 def item_for(tier: str, threshold: Threshold | None) -> str:
     if threshold is not None and threshold.metric.name.endswith("By.<FIELD>"):
         return "slices"
+    if threshold is not None and threshold.metric.name.startswith("router."):
+        return "router"
     return _TIER_ITEM.get(tier, f"{tier} set")
 
 
@@ -75,6 +79,26 @@ def dataset_lines(
             CheckLine(item_for(tier, t), f"{dataset}: {t.text}", check.passed,
                       shown(t.metric.value(report, t.param)), f"{t.op} {t.limit:g}",
                       f"{dataset}: {check.message}")
+        )  # fmt: skip
+    return lines
+
+
+def confusion_lines(dataset: str, report: Report, bounds: Sequence[Any]) -> list[CheckLine]:
+    """One line per costly confusion the suite names: its rows must stay within its bound."""
+    found = {
+        (c.expected, c.predicted): c.rows
+        for c in (report.router.confusions if report.router else ())
+    }
+    lines = []
+    for bound in bounds:
+        rows = found.get((bound.expected, bound.predicted), 0)
+        name = f"{dataset}: confusion {bound.expected} → {bound.predicted}"
+        lines.append(
+            CheckLine("router", name, report.router is not None and rows <= bound.max_rows,
+                      f"{rows} row(s)" if report.router else "— (no row has expectedRoute)",
+                      f"<= {bound.max_rows}",
+                      f"{name}: {rows} row(s) routed to {bound.predicted} instead of "
+                      f"{bound.expected}, bound {bound.max_rows}")
         )  # fmt: skip
     return lines
 

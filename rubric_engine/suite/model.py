@@ -73,6 +73,18 @@ class Dataset(_SuiteModel):
         default_factory=list,
         description="slice thresholds: every group must pass, e.g. minPassRateBy.tier>=0.8",
     )
+    costly_confusions: list[CostlyConfusion] = Field(
+        default_factory=list,
+        description="routing confusions (metadata.expectedRoute -> route) with their own bound",
+    )
+
+
+class CostlyConfusion(_SuiteModel):
+    """Seed 004 C.4: a routing mistake that costs more than the others, bounded on its own."""
+
+    expected: str = Field(min_length=1)
+    predicted: str = Field(min_length=1)
+    max_rows: int = Field(0, ge=0)
 
 
 class Budget(_SuiteModel):

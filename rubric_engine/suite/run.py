@@ -23,7 +23,14 @@ from rubric_engine.report.junit import junit_xml
 from rubric_engine.report.model import Report
 from rubric_engine.report.noise import NoiseOptions, case_checks, paired_bootstrap
 from rubric_engine.report.stored import StoredTask, diff_side, report_from_task
-from rubric_engine.suite.checklist import ITEMS, CheckLine, dataset_lines, ordered, shown
+from rubric_engine.suite.checklist import (
+    ITEMS,
+    CheckLine,
+    confusion_lines,
+    dataset_lines,
+    ordered,
+    shown,
+)
 from rubric_engine.suite.model import Dataset, EvalSuite, dataset_thresholds
 
 HISTORY = "suite-runs.jsonl"
@@ -140,6 +147,7 @@ def run_suite(
         check_parameters(parsed, report)
         stored[dataset.name] = (dataset, task, report)
         result.lines += dataset_lines(dataset.name, dataset.tier, report, parsed)
+        result.lines += confusion_lines(dataset.name, report, dataset.costly_confusions)
     result.lines += _budget_lines(suite, stored)
     result.lines += _latency_lines(suite, stored)
     result.lines += _regression_lines(suite, stored, baselines)
