@@ -154,3 +154,22 @@ def test_the_exported_schema_is_current_and_validates_the_example() -> None:
     shipped = json.loads((ROOT / "examples" / "rubric-eval.schema.json").read_text("utf-8"))
     assert shipped == suite_json_schema()
     jsonschema.validate(yaml.safe_load(SUITE.read_text("utf-8")), shipped)
+
+
+def test_judge_params_in_the_suite_reach_the_judge(tmp_path: Path) -> None:
+    seed_rows = ROOT / "examples" / "data" / "health_seed.jsonl"
+    body = f"""name: t
+store: s.sqlite
+rubrics: ["{ROOT / "rubrics" / "health_cs.yaml"}"]
+judge: {{mode: replay, cassettes: "{ROOT / "cassettes"}", params: {{seed: 7}}}}
+datasets:
+  - {{name: a, tier: seed, inputs: ["{seed_rows}"], rubric: health_cs, passScore: 3}}
+"""
+    path = _suite_file(tmp_path, body)
+    assert load_suite(path, environ={}).judge.params == {"seed": 7}
+    result = runner.invoke(app, ["ci", "--suite", str(path), "--out", str(tmp_path / "o")])
+    # the seed is part of every request, so the demo cassettes (recorded without) all miss
+    assert result.exit_code == 7 and "✗  a: judgeErrors==0" in result.output, result.output
+    path.write_text(body.replace(", params: {seed: 7}", ""), encoding="utf-8")
+    result = runner.invoke(app, ["ci", "--suite", str(path), "--out", str(tmp_path / "o2")])
+    assert result.exit_code == 0, result.output

@@ -54,6 +54,10 @@ class JudgeSettings(_SuiteModel):
     api_key_env: str | None = None
     concurrency: int | None = Field(None, ge=1)
     cassettes: Path | None = None
+    params: dict[str, Any] = Field(
+        default_factory=dict,
+        description="provider-specific litellm options, as --judge-param (seed, api_version …)",
+    )
 
 
 class Dataset(_SuiteModel):

@@ -98,6 +98,7 @@ def _score(suite: EvalSuite, dataset: Dataset) -> str:
             ("cassettes", cassettes), ("model", judge.model), ("api_base", judge.api_base),
             ("api_key_env", judge.api_key_env), ("concurrency", judge.concurrency),
         ) if v is not None})  # fmt: skip
+        options["judge_params"] = dict(judge.params)
     return score(ScoreOptions(**options)).task_id
 
 
