@@ -88,6 +88,9 @@ class NoJudge:
         return JudgeOutcome(verdict=None, error=None)
 
 
+_NO_JUDGE = NoJudge()
+
+
 def judge_warnings(outcome: JudgeOutcome) -> tuple[ProtocolWarning, ...]:
     """The warnings a judge outcome brings to its row: one ``JUDGE_REASKED`` per re-ask, in
     order (detail: why, at most 500 characters), then the parse warnings
@@ -227,6 +230,7 @@ async def run_batch(
     skip: Container[str] = frozenset(),
     budget: Budget | None = None,
     on_stored: Callable[[StoredRow], None] | None = None,
+    judge_if: Callable[[DialogueRow], bool] | None = None,
 ) -> None:
     """Judge every row with at most ``concurrency`` calls in flight; store each as it ends.
 
@@ -244,6 +248,8 @@ async def run_batch(
             and ``budget.stop_reason`` says why.
         on_stored: called with each row exactly as it was stored (a report built from these
             equals one rebuilt from the store, without reading it back).
+        judge_if: when given, rows it rejects are not sent to ``judge``: their rule checks
+            decide them (CHECKED, as with ``--judge none``; ``--judge-when``).
 
     Raises:
         JudgeUnavailable: the stop above; the failed rows are stored.
@@ -258,7 +264,8 @@ async def run_batch(
         while (prepared := await queue.get()) is not None:
             in_flight[0] += 1
             try:
-                outcome = await judge.judge(prepared.request)
+                chosen = judge if judge_if is None or judge_if(prepared.row) else _NO_JUDGE
+                outcome = await chosen.judge(prepared.request)
             finally:
                 in_flight[0] -= 1
             if budget is not None:

@@ -22,7 +22,13 @@ from rubric_engine.prompt import DEFAULT_PROMPT, PromptTemplate, load_prompt
 from rubric_engine.registry import rubric_for_scoring, verified_snapshot
 from rubric_engine.report.output import check_report_folder
 from rubric_engine.rubric.model import EvalRubric
-from rubric_engine.scoring.options import MODES, Mode, ScoreOptions, effective_model
+from rubric_engine.scoring.options import (
+    MODES,
+    TRANSPORT_PARAMS,
+    Mode,
+    ScoreOptions,
+    effective_model,
+)
 from rubric_engine.scoring.preflight import (
     Inputs,
     check_cassette_folder,
@@ -114,6 +120,7 @@ def fresh_plan(options: ScoreOptions, out_for: str, judged_here: bool = True) ->
         "temperature": float(options.temperature),
         "max_tokens": int(options.max_tokens),
         **({"seed": int(options.seed)} if options.seed is not None else {}),
+        **sampling_params(options),
     }
     return Plan(options, rubric, template, params, inputs, backend, out)
 
@@ -183,6 +190,7 @@ def resumed_plan(
         api_key_env=options.api_key_env or settings.get("apiKeyEnv"),
         timeout_s=float(settings.get("timeoutS") or options.timeout_s),
         max_reasks=int(task.judge_params["maxReasks"]),
+        judge_when=settings.get("judgeWhen"),
     )
     check_inputs_unchanged(task, list(resumed.inputs))
     inputs = read_inputs(resumed)
@@ -230,6 +238,11 @@ def judge_backend(options: ScoreOptions, rubric: EvalRubric) -> ReplayBackend | 
     return backend
 
 
+def sampling_params(options: ScoreOptions) -> dict[str, Any]:
+    """The ``--judge-param`` values that are part of the request (and its cassette key)."""
+    return {k: v for k, v in options.judge_params.items() if k not in TRANSPORT_PARAMS}
+
+
 def make_backend(options: ScoreOptions, rubric: EvalRubric) -> ReplayBackend | LiveBackend:
     """The judge's transport: cassettes for a replay, the provider (and a writer) otherwise.
 
@@ -246,6 +259,7 @@ def make_backend(options: ScoreOptions, rubric: EvalRubric) -> ReplayBackend | L
         api_key_env=options.api_key_env,
         timeout_s=options.timeout_s,
         retry=options.retry,
+        extra={k: v for k, v in options.judge_params.items() if k in TRANSPORT_PARAMS},
     )
     if options.mode == "record":
         stems = [Path(p).stem for p in options.inputs] + (["rows"] if options.rows else [])
