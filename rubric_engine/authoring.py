@@ -31,7 +31,7 @@ from rubric_engine.judge.instructor_judge import DEFAULT_PARAMS, InstructorJudge
 from rubric_engine.judge.parse import ParseFailure, RowContext, parse_reply
 from rubric_engine.judge.protocol import JudgeOutcome, JudgeRequest
 from rubric_engine.pipeline import RequestBuilder
-from rubric_engine.prompt import load_prompt
+from rubric_engine.prompt import DEFAULT_PROMPT, load_prompt
 from rubric_engine.rubric.loader import load_rubric
 
 USAGE_NOTE = "usage estimated with litellm.token_counter; no provider reported it"
@@ -92,7 +92,7 @@ class _Author:
                 "total_tokens": prompt_tokens + completion_tokens,
             },
         }
-        context = RowContext(request.row_id, request.case_requirement_ids)
+        context = RowContext(request.row_id, request.case_requirement_ids, request.turn_count)
         parsed = parse_reply(raw, self.judge.rubric_model, context)
         if isinstance(parsed, ParseFailure):
             raise CassetteError(
@@ -112,7 +112,12 @@ class _NoBackend:
     """Authoring asks no one: the judge only prepares requests here."""
 
     async def complete(
-        self, kwargs: dict[str, Any], request: JudgeRequest, key: CallKey, served: int
+        self,
+        kwargs: dict[str, Any],
+        request: JudgeRequest,
+        key: CallKey,
+        served: int,
+        final_status: frozenset[int] = frozenset(),
     ) -> Answer:
         raise AssertionError("authoring never calls a backend")
 
@@ -128,15 +133,20 @@ def author_cassette(
     method: str,
     out: Path,
     model: str,
+    prompt_version: str = DEFAULT_PROMPT,
 ) -> int:
     """Build an authored cassette for every row of ``inputs``; return the entry count.
+
+    ``prompt_version`` is the template the requests are rendered and keyed with; under one that
+    asks for evidence (``judge_v3``) each verdict is checked with its ``evidence`` turns.
 
     Raises:
         InputError: a row has no verdict, a verdict names no row, or the files are malformed.
         CassetteError: a verdict fails the rubric's validation (unknown ID, score off-scale …).
     """
     rubric = load_rubric(rubric_path)
-    builder = RequestBuilder(rubric, load_prompt())
+    template = load_prompt(prompt_version)
+    builder = RequestBuilder(rubric, template)
     verdicts = _read_verdicts(verdicts_path)
     provenance = {
         "kind": "authored",
@@ -146,7 +156,16 @@ def author_cassette(
         "usage": USAGE_NOTE,
         "verdicts": verdicts_path.name,
     }
-    judge = InstructorJudge(_NoBackend(), rubric, model, dict(DEFAULT_PARAMS), max_reasks=0)
+    if template.version != DEFAULT_PROMPT:
+        provenance["prompt"] = template.version
+    judge = InstructorJudge(
+        _NoBackend(),
+        rubric,
+        model,
+        dict(DEFAULT_PARAMS),
+        max_reasks=0,
+        evidence=template.asks_evidence,
+    )
     rows: list[DialogueRow] = []
     for path in inputs:
         source = DialogueSource(path)

@@ -53,9 +53,28 @@ def _keep_applicable(
 
 
 @lru_cache(maxsize=4096)
-def _basis_entry(rid: str, status: RequirementStatus, source: BasisSource) -> BasisEntry:
+def _basis_entry(
+    rid: str,
+    status: RequirementStatus,
+    source: BasisSource,
+    evidence_turns: tuple[int, ...] | None = None,
+) -> BasisEntry:
     """Entries are frozen values, so equal ones are shared instead of rebuilt per row."""
-    return BasisEntry(requirement_id=rid, status=status, source=source)
+    return BasisEntry(
+        requirement_id=rid, status=status, source=source, evidence_turns=evidence_turns
+    )
+
+
+def _evidence(
+    turns: Mapping[str, tuple[int, ...]], rid: str, status: RequirementStatus, source: BasisSource
+) -> tuple[int, ...] | None:
+    """The judge's turns for an entry it decided unmet (or a red line it called partial).
+
+    A rule's or the default's status is not the judge's, so the judge's turns do not explain it.
+    """
+    if status in (V.VIOLATED, V.PARTIAL) and source in (BasisSource.JUDGE, BasisSource.BACKFILL):
+        return turns.get(rid) or None
+    return None
 
 
 def normalize_verdict(
@@ -146,6 +165,7 @@ def normalize_applicable(
 
     flags = _backfill_red_flags(verdict.red_flag_types, applicable_list, status, warnings)
     judge_score = verdict.score
+    turns = verdict.evidence_turns()
     final_score, capped_by = _cap(judge_score, applicable_list, status)
 
     if final_score == rubric.score_scale.min and not flags:
@@ -172,7 +192,10 @@ def normalize_applicable(
         final_score=final_score,
         capped_by=capped_by,
         red_flag_types=tuple(sorted(flags, key=lambda t: (order.get(t, len(order)), t))),
-        reference_basis=tuple(_basis_entry(r.id, *status[r.id]) for r in applicable_list),
+        reference_basis=tuple(
+            _basis_entry(r.id, *status[r.id], _evidence(turns, r.id, *status[r.id]))
+            for r in applicable_list
+        ),
         warnings=tuple(warnings),
         score_explanation=verdict.score_explanation,
         questions_check=str(verdict.questions_check),

@@ -10,6 +10,11 @@ A data block's markers carry a tag derived from the block's own content, re-deri
 content does not contain it, so nothing inside the dialogue can close the block early.
 
 ``promptVersion`` is the template's folder name; ``promptHash`` hashes its files' bytes.
+
+``judge_v3`` (listed in :data:`EVIDENCE_PROMPTS`) builds on ``judge_v2`` and asks the judge for
+evidence turns (:mod:`rubric_engine.verdict_evidence`); its dialogue is numbered from 0, the
+row's message index, as the review page and reviewers' labels number it. The older prompts
+number from 1 and are rendered exactly as before.
 """
 
 from __future__ import annotations
@@ -29,8 +34,12 @@ from rubric_engine.agent_output import parse_agent_output
 from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.errors import ConfigurationError
 from rubric_engine.rubric.model import EvalRubric, HardRequirement
+from rubric_engine.verdict_evidence import EVIDENCE_FIRST_TURN
 
 DEFAULT_PROMPT = "judge_v1"
+#: prompt versions whose judge names evidence turns (the ``evidence`` verdict field) and whose
+#: dialogue is numbered from :data:`~rubric_engine.verdict_evidence.EVIDENCE_FIRST_TURN`
+EVIDENCE_PROMPTS = frozenset({"judge_v3"})
 _FILES = ("system.j2", "user.j2")
 LANGUAGE_NAMES = {"zh": "Chinese (简体中文)", "en": "English"}
 
@@ -58,6 +67,16 @@ class PromptTemplate:
             digest.update(text.encode("utf-8"))
             digest.update(b"\0")
         return "sha256:" + digest.hexdigest()
+
+    @property
+    def asks_evidence(self) -> bool:
+        """The judge names evidence turns (:data:`EVIDENCE_PROMPTS`); the verdict has them."""
+        return self.version in EVIDENCE_PROMPTS
+
+    @property
+    def first_turn(self) -> int:
+        """The number of a dialogue's first turn in this prompt (0 with evidence, else 1)."""
+        return EVIDENCE_FIRST_TURN if self.asks_evidence else 1
 
     @cached_property
     def _env(self) -> jinja2.Environment:
@@ -128,8 +147,11 @@ class RenderedDialogue:
     user_actions: int = 0
 
 
-def render_dialogue(row: DialogueRow, rubric: EvalRubric) -> RenderedDialogue:
+def render_dialogue(row: DialogueRow, rubric: EvalRubric, first_turn: int = 1) -> RenderedDialogue:
     """Number the turns, strip thinking, cut cards out, and show tool calls and results.
+
+    Turn ``[N]`` is message ``N - first_turn`` of the row: every message has one number, shown
+    on each of its lines (``first_turn`` is the template's :attr:`PromptTemplate.first_turn`).
 
     A tool call on a *user* turn (the user acting on their own device, tau2's ``requestor:
     user``) is a ``USER ACTION`` line, and the tool result answering it a ``RESULT OF USER
@@ -139,7 +161,7 @@ def render_dialogue(row: DialogueRow, rubric: EvalRubric) -> RenderedDialogue:
     cards: list[tuple[int, str]] = []
     calls_by_id: dict[str, tuple[str, str]] = {}  # call id → (tool name, who called it)
     removed = user_actions = 0
-    for turn, message in enumerate(row.messages, start=1):
+    for turn, message in enumerate(row.messages, start=first_turn):
         if message.role == "assistant":
             parsed = parse_agent_output(message.content or "", rubric.output_parsing)
             removed += parsed.thinking_sections
@@ -205,9 +227,10 @@ def render_user(
     agent's replies (SPEC §6: the judge is told so only then). ``judge_v1`` predates it and
     always says reasoning was removed; ``judge_v2`` says it only when true. ``user_actions``:
     the dialogue has ``USER ACTION`` lines (tool calls the user made); ``judge_v2`` says that
-    they are not the agent's.
+    they are not the agent's. ``judge_v3`` is ``judge_v2`` asking for evidence turns, with
+    ``first_turn`` and ``last_turn`` (the dialogue's numbering) to say so.
     """
-    dialogue = render_dialogue(row, rubric)
+    dialogue = render_dialogue(row, rubric, template.first_turn)
     card_text = "\n\n".join(f"(turn {turn})\n{card}" for turn, card in dialogue.cards)
     reference = _reference_text(row.reference_output)
     tag = block_tag(dialogue.transcript, card_text, reference)
@@ -222,6 +245,8 @@ def render_user(
         language=LANGUAGE_NAMES.get(rubric.language, rubric.language),
         reasoning_removed=dialogue.thinking_sections > 0,
         user_actions=dialogue.user_actions > 0,
+        first_turn=template.first_turn,
+        last_turn=template.first_turn + len(row.messages) - 1,
     ).strip()
 
 

@@ -19,6 +19,7 @@ from typing import Any
 from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.errors import Problem, StoreError
 from rubric_engine.judge.parse import ParseFailure, RowContext, parse_reply
+from rubric_engine.prompt import EVIDENCE_PROMPTS
 from rubric_engine.registry import LifecycleError, rubric_for_scoring, verified_snapshot
 from rubric_engine.report import ReportFiles, report_for_task, write_reports
 from rubric_engine.report.model import Report
@@ -56,14 +57,17 @@ def _final_response(stored: StoredRow) -> dict[str, Any]:
 _JUDGE_CALL_WARNINGS = (WarningCode.JUDGE_REASKED, WarningCode.AMBIGUOUS_REPLY)
 
 
-def _renormalized(stored: StoredRow, judged: EvalRubric, target: EvalRubric) -> RowResult:
+def _renormalized(
+    stored: StoredRow, judged: EvalRubric, target: EvalRubric, evidence: bool = False
+) -> RowResult:
     result = stored.result
     if result.status is not RowStatus.SCORED:
         return result  # a JUDGE_ERROR stays one: there is no verdict to re-apply
     row = DialogueRow.model_validate(stored.dialogue)
     case = row_case_requirements(row)
-    context = RowContext(row.row_id, tuple(r.id for r in case.behaviours))
-    parsed = parse_reply(_final_response(stored), verdict_model(judged), context)
+    context = RowContext(row.row_id, tuple(r.id for r in case.behaviours), len(row.messages))
+    # the model the judge answered under: a judge_v3 reply keeps its evidence turns
+    parsed = parse_reply(_final_response(stored), verdict_model(judged, evidence), context)
     if isinstance(parsed, ParseFailure):
         raise StoreError(
             f"row {row.row_id}: its stored judge reply no longer parses under the rubric it was "
@@ -145,7 +149,9 @@ def renormalize(
             )
         )
         for stored in rows:
-            result = _renormalized(stored, judged, target)
+            result = _renormalized(
+                stored, judged, target, source.prompt_version in EVIDENCE_PROMPTS
+            )
             store.add_row(
                 new_id,
                 replace(

@@ -115,9 +115,22 @@ class ProtocolWarning(_Wire):
 
 
 class BasisEntry(_Wire):
+    """One applicable requirement of a row's referenceBasis.
+
+    Attributes:
+        evidence_turns: the dialogue turns the judge named as showing a VIOLATED or PARTIAL
+            status (``judge_v3``, :mod:`rubric_engine.verdict_evidence`): 0-based indexes of
+            the row's messages, sorted and distinct — the numbering of the review page and of
+            a label's ``evidenceTurns``. ``None`` (left out of the JSON, so rows judged
+            without evidence keep their bytes) when the judge named none.
+    """
+
     requirement_id: str
     status: RequirementStatus
     source: BasisSource
+    evidence_turns: tuple[int, ...] | None = Field(
+        default=None, exclude_if=lambda turns: turns is None
+    )
 
 
 class JudgeErrorKind(StrEnum):
@@ -128,6 +141,8 @@ class JudgeErrorKind(StrEnum):
     REFUSED = "REFUSED"  # provider refusal or content filter
     TRUNCATED = "TRUNCATED"  # output cut off at max_tokens
     CASSETTE_MISS = "CASSETTE_MISS"  # replay found no recorded response
+    CONTEXT_EXCEEDED = "CONTEXT_EXCEEDED"  # the row's prompt is over the model's context
+    LOOPING = "LOOPING"  # the reply repeated one short unit until max_tokens
 
 
 class JudgeError(_Wire):

@@ -188,6 +188,9 @@ class VerdictBase(BaseModel):
     _intents: ClassVar[dict[str, str]] = {}
     _flags: ClassVar[dict[str, str]] = {}
     _requirements: ClassVar[dict[str, str]] = {}
+    #: the requirement IDs a judge may be told to list: the observable ones (the prompt says
+    #: never to list one marked UNOBSERVABLE, so no re-ask or schema offers those)
+    _listable: ClassVar[tuple[str, ...]] = ()
     _scale: ClassVar[tuple[int, int]] = (1, 5)
 
     row_id: str | None = Field(default=None, description="The rowId of the dialogue judged.")
@@ -281,7 +284,15 @@ class VerdictBase(BaseModel):
         extra = (info.context or {}).get("case_requirement_ids") or ()
         if extra:
             lookup = {**lookup, **canonical_lookup(extra)}
-        return _clean_list(value, lookup, "requirement ID", _camel(str(info.field_name)), info)
+        shown = [*cls.listable_requirement_ids(), *extra]
+        return _clean_list(
+            value, lookup, "requirement ID", _camel(str(info.field_name)), info, shown
+        )
+
+    @classmethod
+    def listable_requirement_ids(cls) -> tuple[str, ...]:
+        """The pack's requirement IDs a judge may list (observable ones), in pack order."""
+        return cls._listable
 
     @field_validator("questions_check", mode="before")
     @classmethod
@@ -306,6 +317,14 @@ class VerdictBase(BaseModel):
     def _issues_list(cls, value: Any) -> Any:
         return [] if value is None else value
 
+    def evidence_turns(self) -> Mapping[str, tuple[int, ...]]:
+        """Turns the judge named per unmet or partial requirement; none before ``judge_v3``.
+
+        Overridden by :class:`EvidenceVerdictBase`; a method, not a field, so the v1/v2
+        verdict models and their JSON Schemas (part of every cassette key) stay as they were.
+        """
+        return {}
+
 
 _QUESTIONS_CHECKS = canonical_lookup(QuestionsCheck)
 #: every spelling of the verdict's field names: an object with one of them is verdict-shaped
@@ -329,8 +348,15 @@ def _enumerate_pack(schema: dict[str, Any], cls: Any) -> None:
 
 
 def _clean_list(
-    value: Any, lookup: Mapping[str, str], what: str, field: str, info: ValidationInfo
+    value: Any,
+    lookup: Mapping[str, str],
+    what: str,
+    field: str,
+    info: ValidationInfo,
+    shown: Iterable[str] | None = None,
 ) -> list[str]:
+    """Clean every item of ``value`` to its ``lookup`` spelling; an unknown one raises, naming
+    the valid choices (``shown``, else every value of ``lookup``)."""
     if value is None:
         return []
     if not isinstance(value, list):
@@ -346,7 +372,7 @@ def _clean_list(
     if unknown:
         raise ValueError(
             f"{field}: {', '.join(unknown)} is not a {what} of this rubric; valid: "
-            f"{', '.join(dict.fromkeys(lookup.values()))}"
+            f"{', '.join(dict.fromkeys(lookup.values() if shown is None else shown))}"
         )
     where = "red_flag_type" if what == "red-flag type" else "requirement_id"
     for item, found in zip(value, out, strict=True):
@@ -354,11 +380,17 @@ def _clean_list(
     return out
 
 
-def verdict_model(rubric: EvalRubric) -> type[VerdictBase]:
+def verdict_model(rubric: EvalRubric, evidence: bool = False) -> type[VerdictBase]:
     """The verdict model for one rubric snapshot (cached by content hash).
 
     The JSON Schema of the result enumerates the pack's intent keys and red-flag types and the
     score range, so a provider with schema-constrained decoding enforces them too.
+
+    Args:
+        rubric: the snapshot judged with.
+        evidence: the prompt asks for evidence turns (``judge_v3``): the model is an
+            :class:`EvidenceVerdictBase` with the ``evidence`` field. ``False`` gives exactly
+            the model (and schema) every earlier prompt was keyed with.
     """
     return _verdict_model(
         rubric.content_hash(),
@@ -366,6 +398,8 @@ def verdict_model(rubric: EvalRubric) -> type[VerdictBase]:
         rubric.red_flag_types,
         tuple(rubric.requirements_by_id),
         (rubric.score_scale.min, rubric.score_scale.max),
+        tuple(i for i, r in rubric.requirements_by_id.items() if r.observable_in_data),
+        evidence,
     )
 
 
@@ -376,10 +410,18 @@ def _verdict_model(
     flags: tuple[str, ...],
     requirement_ids: tuple[str, ...],
     scale: tuple[int, int],
+    listable: tuple[str, ...] = (),
+    evidence: bool = False,
 ) -> type[VerdictBase]:
-    model = create_model("JudgeVerdict", __base__=VerdictBase)
+    base: type[VerdictBase] = VerdictBase
+    if evidence:
+        from rubric_engine.verdict_evidence import EvidenceVerdictBase
+
+        base = EvidenceVerdictBase
+    model = create_model("JudgeVerdict", __base__=base)
     model._intents = canonical_lookup(intents)
     model._flags = canonical_lookup(flags)
     model._requirements = canonical_lookup(requirement_ids)
     model._scale = scale
+    model._listable = listable
     return model

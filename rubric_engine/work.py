@@ -41,9 +41,15 @@ from rubric_engine.scoring.options import (
     Mode,
     ScoreOptions,
     check_options,
-    effective_model,
 )
-from rubric_engine.scoring.plan import fresh_plan, judge_backend, stored_judge
+from rubric_engine.scoring.plan import (
+    build_judge,
+    context_limit,
+    fresh_plan,
+    judge_backend,
+    output_mode_of,
+    stored_judge,
+)
 from rubric_engine.scoring.run import replay_extra
 from rubric_engine.scoring.task import QUEUED_FOR_WORKERS, task_record
 from rubric_engine.store import StoredRow, TaskRecord, TaskStore, new_task_id, row_values
@@ -63,7 +69,7 @@ def queue_task(options: ScoreOptions) -> QueuedTask:
     """``score --workers-only``: validate, create the task, queue its rows; judge nothing.
 
     Raises:
-        ConfigurationError: ``--resume``, ``--judge none`` or ``--mode record`` with
+        ConfigurationError: ``--resume``, ``--judge none``, ``--mode record`` or ``batch`` with
             --workers-only; ``--max-cost`` in replay or for a model without a known price.
         StoreError: the store is not PostgreSQL.
         InputError, LifecycleError, CassetteError: as :func:`rubric_engine.scoring.score`.
@@ -75,6 +81,7 @@ def queue_task(options: ScoreOptions) -> QueuedTask:
             ("--resume", options.resume is not None),
             ("--judge none", options.judge == "none"),
             ("--mode record", options.mode == "record"),
+            ("--mode batch", options.mode == "batch"),
         )
         if given
     ]
@@ -278,7 +285,8 @@ def work(location: StoreLocation, task_id: str, settings: WorkSettings) -> WorkS
 def _judge_for(
     task: TaskRecord, location: StoreLocation, settings: WorkSettings
 ) -> tuple[InstructorJudge, RequestBuilder, ReplayBackend | None]:
-    """The task's judge on this machine, made as ``--resume`` makes it (the same checks)."""
+    """The task's judge on this machine, made as ``--resume`` makes it (the same checks, the
+    task's output mode and prompt shape)."""
     rubric, template, params = stored_judge(
         task, "run workers with the rubric-eval version that queued it"
     )
@@ -291,11 +299,23 @@ def _judge_for(
         api_key_env=settings.api_key_env or run.get("apiKeyEnv"),
         timeout_s=float(settings.timeout_s or run.get("timeoutS") or DEFAULTS.timeout_s),
         max_reasks=int(task.judge_params["maxReasks"]),
+        output_mode=output_mode_of(task.judge_params),
+        system_as_user=bool(task.judge_params.get("systemAsUser")),
         concurrency=settings.concurrency,
         store=location,
     )
     backend = judge_backend(options, rubric)
-    judge = InstructorJudge(backend, rubric, effective_model(options), params, options.max_reasks)
+    limit = None if options.mode == "replay" else context_limit(options)
+    assert options.output_mode is not None
+    judge = build_judge(
+        backend,
+        rubric,
+        options,
+        params,
+        options.output_mode,
+        limit,
+        evidence=bool(template and template.asks_evidence),
+    )
     return (
         judge,
         RequestBuilder(rubric, template),

@@ -77,6 +77,8 @@ def test_response_problem_accepts_only_a_whole_chat_completion() -> None:
         ("airline_cs.jsonl", "airline_cs.yaml"),
         ("health_cs.jsonl", "health_cs.yaml"),
         ("health_cs_worse.jsonl", "health_cs.yaml"),
+        ("airline_cs_v3.jsonl", "airline_cs.yaml"),
+        ("health_cs_v3.jsonl", "health_cs.yaml"),
     ],
 )
 def test_an_authored_score_follows_the_caps_of_its_own_unmet_requirements(
@@ -103,3 +105,17 @@ def test_an_authored_score_follows_the_caps_of_its_own_unmet_requirements(
         if lowest is not None and verdict["score"] > lowest:
             above.append((verdict["rowId"], verdict["score"], lowest))
     assert above == []
+
+
+@pytest.mark.parametrize("name", ["airline_cs", "health_cs"])
+def test_the_v3_verdicts_keep_the_v1_judgments(name: str) -> None:
+    # the judge_v3 verdicts are the v1 judgments plus evidence turns (cases/verdicts/README.md);
+    # a v1 verdict mended later (airline-4, -5, -6) must be mended in its v3 twin as well
+    fields = ("intentKey", "score", "redFlagTypes", "unmetRequirementIds", "partialRequirementIds")
+
+    def read(path: Path) -> dict[str, tuple[object, ...]]:
+        lines = path.read_text("utf-8").splitlines()
+        return {v["rowId"]: tuple(v[f] for f in fields) for v in map(json.loads, lines)}
+
+    verdicts = CASES / "verdicts"
+    assert read(verdicts / f"{name}_v3.jsonl") == read(verdicts / f"{name}.jsonl")

@@ -253,20 +253,20 @@ def test_cost_and_tokens_count_failed_attempts_and_reasks(tmp_path: Path) -> Non
     replies = [
         StubReply(status=503, content="overloaded"),
         StubReply(
-            content='{"score": "4/5"}', usage={"prompt_tokens": 1000, "completion_tokens": 7}
+            content='{"score": "4/5"}', usage={"prompt_tokens": 7000, "completion_tokens": 7}
         ),
-        StubReply(content=OWN, usage={"prompt_tokens": 1100, "completion_tokens": 60}),
-    ]
+        StubReply(content=OWN, usage={"prompt_tokens": 7100, "completion_tokens": 60}),
+    ]  # prompt counts near the real ~6,400 tokens: far fewer mean the rubric was dropped
     script = {**SCRIPT, ROW: replies}
     with StubServer(scripted_responder(script)) as server:
         result = score(options(tmp_path, server, model="openai/gpt-4o-mini"))
     with TaskStore(tmp_path / "store.sqlite") as store:
         stored = {s.result.row_id: s for s in store.rows(result.task_id)}[ROW]
     assert stored.calls == 3  # the 503, the invalid answer, the valid one
-    assert (stored.prompt_tokens, stored.completion_tokens) == (2100, 67)
+    assert (stored.prompt_tokens, stored.completion_tokens) == (14100, 67)
     assert stored.cost_usd is not None and stored.cost_usd > 0
     # gpt-4o-mini's price in litellm's local map: both answers are paid for
-    per_prompt = stored.cost_usd / (2100 + 67 * 4)  # output costs 4x input for this model
+    per_prompt = stored.cost_usd / (14100 + 67 * 4)  # output costs 4x input for this model
     assert per_prompt == pytest.approx(0.15e-6, rel=0.01)
     assert len(server.requests) >= 3
 

@@ -132,6 +132,10 @@ def test_blind_page_holds_no_verdict_until_the_reviewer_answered(
         assert (
             re.search(r'name="flag" value="\w+" data-flag="\w+" checked', page) is None
         ) is not shown
+    # nor by typing the row page's URL before answering (a hole found on the first pass)
+    typed = c.get(f"/tasks/{task}/rows/{result.row_id}").text
+    assert 'id="judge-verdict"' not in typed and 'id="blind-hidden"' in typed
+    assert result.score_explanation[:40] not in typed.replace("&#39;", "'")
     answered = c.post(
         f"/tasks/{task}/review/{result.row_id}",
         data={**confirm_form(result), "blind": "1"},

@@ -267,3 +267,26 @@ def test_resume_refuses_a_task_that_workers_judge(tmp_path: Path, pg_url: str) -
     task = queued_task(pg_url, tmp_path)
     code, out = run("score", "--resume", task, "--store", pg_url)
     assert code == 2 and f"`rubric-eval work {task} --store URL`, not --resume" in out
+
+
+def test_a_worker_judges_in_the_task_s_output_mode_and_prompt_shape(
+    tmp_path: Path, pg_url: str
+) -> None:
+    # before the merge of issue 19 with issue 16, a worker built its judge with the default
+    # json mode and a system message, whatever `score --workers-only` had recorded
+    from rubric_engine.testing.openai_stub import StubReply, StubServer
+
+    run("rubric", "publish", RUBRICS / "health_cs.yaml", "--store", pg_url)
+    with StubServer(lambda body: StubReply(status=401, content="invalid api key")) as server:
+        code, out = run(
+            "score", HEALTH, "-r", "health_cs", "--store", pg_url, "--mode", "live",
+            "--api-base", server.base_url, "--model", "gpt-4o-mini", "--workers-only",
+            "--output-mode", "tools", "--system-as-user",
+        )  # fmt: skip
+        assert code == 0, out
+        task = out.rsplit("task id: ", 1)[1].split()[0]
+        code, out = run("work", task, "--store", pg_url, "--concurrency", "1")
+        bodies = [r["body"] for r in server.requests]
+    assert code == 8 and len(bodies) == 1, out
+    assert "tools" in bodies[0]  # the forced tool call of --output-mode tools
+    assert [m["role"] for m in bodies[0]["messages"]] == ["user"]  # --system-as-user

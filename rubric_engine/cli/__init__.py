@@ -32,6 +32,7 @@ COMMAND_MODULES = (
     "store_cmd",
     "work_cmd",
     "serve_cmd",
+    "batch_cmd",
 )
 for _name in COMMAND_MODULES:
     importlib.import_module(f"rubric_engine.cli.{_name}")

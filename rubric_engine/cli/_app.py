@@ -49,9 +49,15 @@ rubric_app = typer.Typer(
 )
 cassette_app = typer.Typer(help="Check and author judge cassettes.", no_args_is_help=True)
 prompt_app = typer.Typer(help="Show what the judge is sent.", no_args_is_help=True)
+batch_app = typer.Typer(
+    help="Batch files for any runner: export a task's requests (OpenAI batch input format), "
+    "import the results (OpenAI batch output format). docs/batch.md.",
+    no_args_is_help=True,
+)
 app.add_typer(rubric_app, name="rubric")
 app.add_typer(cassette_app, name="cassette")
 app.add_typer(prompt_app, name="prompt")
+app.add_typer(batch_app, name="batch")
 
 #: old name of ``ExitCode.GATE_FAILED``, kept while ``gate_cmd`` imports it
 EXIT_GATE_FAILED = ExitCode.GATE_FAILED

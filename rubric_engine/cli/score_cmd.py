@@ -58,7 +58,8 @@ def score(
         typer.Option(
             help="replay: answer from cassettes, offline; record: "
             "call the provider and save cassettes; live: call the "
-            "provider."
+            "provider; batch: the same requests through the provider's batch API (about half "
+            "the price, results within 24 h; docs/batch.md)."
         ),
     ] = D.mode,
     cassettes: Annotated[
@@ -88,6 +89,13 @@ def score(
     input_format: Annotated[
         str, typer.Option(help="auto, jsonl, json, csv or yaml.")
     ] = D.input_format,
+    prompt: Annotated[
+        str | None,
+        typer.Option(
+            help="Judge prompt template under prompts/ (default judge_v1, which the demo "
+            "cassettes are keyed by; judge_v3 also asks for evidence turns)."
+        ),
+    ] = None,
     max_reasks: Annotated[
         int, typer.Option(help="Re-asks after an invalid verdict (0 or more).")
     ] = D.max_reasks,
@@ -144,6 +152,54 @@ def score(
         list[str] | None,
         typer.Option(help="A tag for the task (repeatable); refer to it as tag:TAG."),
     ] = None,
+    output_mode: Annotated[
+        str | None,
+        typer.Option(
+            help="How the verdict's shape is asked for: json (schema in the prompt, JSON "
+            "mode), schema (the server enforces the constrained schema; falls back once from "
+            "OpenAI's json_schema form to json_object+schema), tools (a forced tool call). "
+            "Default: schema for hosted_vllm/, json otherwise. See docs/self-hosted-judge.md."
+        ),
+    ] = D.output_mode,
+    system_as_user: Annotated[
+        bool,
+        typer.Option(
+            "--system-as-user",
+            help="Send the rubric inside the first user message, for servers whose chat "
+            "template drops system messages (a different prompt, so other cassettes).",
+        ),
+    ] = D.system_as_user,
+    max_context: Annotated[
+        int | None,
+        typer.Option(
+            help="The judge model's context in tokens: rows that will not fit are warned "
+            "about before the first call (default: litellm's model info, when known)."
+        ),
+    ] = D.max_context,
+    batch_max_requests: Annotated[
+        int, typer.Option(help="--mode batch: requests per batch (OpenAI: 50,000).")
+    ] = D.batch.max_requests,
+    batch_max_bytes: Annotated[
+        int, typer.Option(help="--mode batch: bytes per batch input file (OpenAI: 200 MB).")
+    ] = D.batch.max_bytes,
+    batch_poll_interval: Annotated[
+        float, typer.Option(help="--mode batch: seconds between polls of the open batches.")
+    ] = D.batch.poll_interval_s,
+    batch_fallback: Annotated[
+        str,
+        typer.Option(
+            help="--mode batch: none (re-send unanswered requests in a follow-up batch) or live "
+            "(send requests that expired or errored in a batch as live calls at once)."
+        ),
+    ] = D.batch.fallback,
+    batch_record: Annotated[
+        bool,
+        typer.Option(
+            "--batch-record",
+            help="--mode batch: also write every answer to a cassette under --cassettes with "
+            "the key a live call has, so the run replays offline.",
+        ),
+    ] = D.batch.record,
     workers_only: Annotated[
         bool,
         typer.Option(
@@ -184,6 +240,7 @@ def score(
     scored, 6 a budget (--max-calls/--max-cost) stopped the run, 8 the provider refused the
     credentials (401/403), 130 interrupted (Ctrl-C or SIGTERM).
     """
+    from rubric_engine.batch.settings import BatchSettings, Fallback
     from rubric_engine.dialogue.readers import InputFormat
     from rubric_engine.scoring import JudgeKind, Mode, ScoreOptions, resume_command
     from rubric_engine.scoring.options import parse_judge_params
@@ -201,6 +258,7 @@ def score(
         store=store,
         out=out,
         input_format=cast(InputFormat, input_format),
+        prompt_version=prompt,
         max_reasks=max_reasks,
         temperature=temperature,
         max_tokens=max_tokens,
@@ -215,6 +273,16 @@ def score(
         tags=tuple(tag or ()),
         judge_params=params,
         judge_when=judge_when,
+        output_mode=output_mode,
+        system_as_user=system_as_user,
+        max_context=max_context,
+        batch=BatchSettings(
+            max_requests=batch_max_requests,
+            max_bytes=batch_max_bytes,
+            poll_interval_s=batch_poll_interval,
+            fallback=cast(Fallback, batch_fallback),
+            record=batch_record,
+        ),
     )
     if workers_only:
         _queue(options)
@@ -308,12 +376,26 @@ def _run_score(options: ScoreOptions, display: str | None) -> ScoreResult:
         if plain is not None:
             plain.row(row.status is RowStatus.JUDGE_ERROR)
 
+    def event(text: str) -> None:
+        if shown == "none":
+            return
+        if shown == "rich":
+            progress.console.print(text)
+        else:
+            typer.echo(text, err=True)
+
     # on Ctrl-C, calls cut off mid-flight leave litellm coroutines that were never awaited
     warnings.filterwarnings("ignore", "coroutine .* was never awaited", RuntimeWarning)
+
+    def show(message: Warning | str, category: type[Warning], *_: object, **__: object) -> None:
+        typer.echo(f"warning: {message}", err=True)
+
     previous = signal.signal(signal.SIGTERM, _as_ctrl_c)
     try:
-        with progress:
-            return score(options, on_start=start, on_row=advance)
+        with progress, warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "coroutine .* was never awaited", RuntimeWarning)
+            warnings.showwarning = show
+            return score(options, on_start=start, on_row=advance, on_event=event)
     except KeyboardInterrupt:
         if state.task is not None:
             typer.echo(

@@ -20,6 +20,10 @@ def prompt_show(
     row: Annotated[str | None, typer.Option(help="rowId to show (default: the first).")] = None,
     store: StoreOpt = DEFAULT_STORE,
     input_format: Annotated[str, typer.Option(help="auto, jsonl, json, csv or yaml.")] = "auto",
+    prompt: Annotated[
+        str | None,
+        typer.Option(help="Prompt template under prompts/ (default judge_v1; judge_v2, judge_v3)."),
+    ] = None,
 ) -> None:
     """Print the system and user messages the judge receives for one row."""
 
@@ -27,13 +31,13 @@ def prompt_show(
         from rubric_engine.dialogue.readers import DialogueSource
         from rubric_engine.errors import DatasetError
         from rubric_engine.pipeline import RequestBuilder
-        from rubric_engine.prompt import load_prompt
+        from rubric_engine.prompt import DEFAULT_PROMPT, load_prompt
         from rubric_engine.registry import rubric_at
 
         pack, _ = rubric_at(rubric, store)
         source = DialogueSource(input_file, input_format)  # type: ignore[arg-type]
         source.validate()
-        builder = RequestBuilder(pack, load_prompt())
+        builder = RequestBuilder(pack, load_prompt(prompt or DEFAULT_PROMPT))
         ids = []
         for seq, found in enumerate(source):
             if row is None or found.row_id == row:
@@ -98,13 +102,23 @@ def cassette_author(
     model: Annotated[
         str, typer.Option(help="Model the requests are keyed for.")
     ] = "openai/gpt-4o-mini",
+    prompt: Annotated[
+        str | None,
+        typer.Option(
+            help="Prompt template the requests are keyed for (default judge_v1; judge_v3 "
+            "verdicts carry evidence)."
+        ),
+    ] = None,
 ) -> None:
     """Turn hand-written verdicts into an `authored` cassette keyed like a real run."""
 
     def run() -> None:
         from rubric_engine.authoring import author_cassette
+        from rubric_engine.prompt import DEFAULT_PROMPT
 
-        count = author_cassette(inputs, rubric, verdicts, author, method, out, model)
+        count = author_cassette(
+            inputs, rubric, verdicts, author, method, out, model, prompt or DEFAULT_PROMPT
+        )
         typer.echo(f"wrote {count} authored entries to {out}")
 
     _guard(run)

@@ -28,6 +28,7 @@ from rubric_engine.cassette import (
     response_problem,
     sanitize_response,
 )
+from rubric_engine.judge.endpoints import endpoint_kind, is_context_exceeded, sends_provider_key
 from rubric_engine.judge.limiter import AdaptiveLimit
 from rubric_engine.judge.protocol import Attempt, JudgeOutcome, JudgeRequest
 from rubric_engine.judge.retry import RetryPolicy, status_of
@@ -58,12 +59,15 @@ class Answer:
     Attributes:
         attempts: every try on the wire, in order; transport failures first, the answered
             one (with ``response``) last. Empty for a cassette miss.
-        failure: ``(kind, message)`` when there is no response: ``CASSETTE_MISS`` or
-            ``TRANSPORT`` (the retry policy gave up).
+        failure: ``(kind, message)`` when there is no response: ``CASSETTE_MISS``,
+            ``TRANSPORT`` (the retry policy gave up) or ``CONTEXT_EXCEEDED`` (the server said
+            the prompt is over the model's context; never retried).
+        status: the HTTP status of the last failed try, when a server sent one.
     """
 
     attempts: tuple[Attempt, ...] = ()
     failure: tuple[JudgeErrorKind, str] | None = None
+    status: int | None = None
 
     @property
     def response(self) -> dict[str, Any] | None:
@@ -98,9 +102,16 @@ def chat_completion(raw: dict[str, Any]) -> Any:
 
 class Backend(Protocol):
     async def complete(
-        self, kwargs: dict[str, Any], request: JudgeRequest, key: CallKey, served: int
+        self,
+        kwargs: dict[str, Any],
+        request: JudgeRequest,
+        key: CallKey,
+        served: int,
+        final_status: frozenset[int] = frozenset(),
     ) -> Answer:
-        """Answer ``kwargs``; ``served`` = responses the row already had (its re-asks)."""
+        """Answer ``kwargs``; ``served`` = responses the row already had (its re-asks);
+        ``final_status``: HTTP statuses not retried for this request (a request form the
+        server may refuse, see :mod:`rubric_engine.judge.output_modes`)."""
         ...
 
     def finish(self, request: JudgeRequest, key: CallKey, outcome: JudgeOutcome) -> None:
@@ -115,8 +126,16 @@ class ReplayBackend:
         self.index = index
 
     async def complete(
-        self, kwargs: dict[str, Any], request: JudgeRequest, key: CallKey, served: int
+        self,
+        kwargs: dict[str, Any],
+        request: JudgeRequest,
+        key: CallKey,
+        served: int,
+        final_status: frozenset[int] = frozenset(),
     ) -> Answer:
+        """The recorded response; its latency is the recorded one (``latencyMs`` of the
+        entry's attempt), so a latency gate means the same in replay as live. An entry
+        without one (authored) has latency 0."""
         entry = self.index.get(key.key)
         if entry is None:
             return Answer(
@@ -135,7 +154,6 @@ class ReplayBackend:
                     f"for response {served + 1} (a re-ask)",
                 )
             )
-        started = time.perf_counter()
         raw = entry.attempts[served]["response"]
         problem = response_problem(raw)
         if problem is not None:  # this row's error; the batch goes on
@@ -147,10 +165,11 @@ class ReplayBackend:
                     "with --mode record",
                 )
             )
+        recorded = entry.attempts[served].get("latencyMs")
         prompt, completion = _usage(raw)
         attempt = Attempt(
             response=raw,
-            latency_ms=(time.perf_counter() - started) * 1e3,
+            latency_ms=float(recorded) if isinstance(recorded, int | float) else 0.0,
             prompt_tokens=prompt,
             completion_tokens=completion,
         )
@@ -179,7 +198,14 @@ class LiveSettings:
     #: ``--judge-param``; passed to litellm, never stored or keyed
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def transport_kwargs(self) -> dict[str, Any]:
+    def transport_kwargs(self, model: str = "") -> dict[str, Any]:
+        """litellm's transport arguments for a call to ``model``.
+
+        The key (SPEC: never stored) goes to an ``--api-base`` only when the user names it
+        (``--api-key-env``) or the provider needs one (:func:`sends_provider_key`): an
+        ``OPENAI_API_KEY`` set for OpenAI is not sent to a self-hosted ``openai/`` server.
+        Such a server gets the placeholder ``no-key`` (the OpenAI client needs some value).
+        """
         out: dict[str, Any] = {
             **self.extra,
             "timeout": self.timeout_s,
@@ -189,8 +215,8 @@ class LiveSettings:
         key = os.environ.get(self.api_key_env) if self.api_key_env else None
         if self.api_base:
             out["api_base"] = self.api_base
-            if key is None and not os.environ.get("OPENAI_API_KEY"):
-                key = "no-key"  # OpenAI-compatible local servers often need none
+            if key is None and not sends_provider_key(model, self.api_base, self.api_key_env):
+                key = "no-key"  # OpenAI-compatible local servers need none
         if key is not None:
             out["api_key"] = key
         return out
@@ -223,28 +249,34 @@ class LiveBackend:
         self.sent = 0
 
     async def complete(
-        self, kwargs: dict[str, Any], request: JudgeRequest, key: CallKey, served: int
+        self,
+        kwargs: dict[str, Any],
+        request: JudgeRequest,
+        key: CallKey,
+        served: int,
+        final_status: frozenset[int] = frozenset(),
     ) -> Answer:
         """One request; a parameter the provider rejects is learned and the request is sent
         again without it (:func:`rejected_param`), for this and every later row."""
-        answer = await self._send(kwargs)
+        answer = await self._send(kwargs, final_status)
         while (learned := rejected_param(answer, kwargs, self.dropped)) is not None:
             name, message = learned
             self.dropped[name] = message
-            again = await self._send(kwargs)
-            answer = Answer(answer.attempts + again.attempts, again.failure)
+            again = await self._send(kwargs, final_status)
+            answer = Answer(answer.attempts + again.attempts, again.failure, again.status)
         return answer
 
-    async def _send(self, kwargs: dict[str, Any]) -> Answer:
+    async def _send(self, kwargs: dict[str, Any], final_status: frozenset[int]) -> Answer:
         if self._litellm is None:
             self._litellm = import_litellm()
         kwargs = {k: v for k, v in kwargs.items() if k not in self.dropped}
-        transport = self.settings.transport_kwargs()
+        transport = self.settings.transport_kwargs(str(kwargs.get("model") or ""))
         # what a provider's error may echo: the key it was sent, the secrets of the base URL
         secrets = (transport.get("api_key"), *url_secrets(self.settings.api_base))
         tries: list[Attempt] = []
+        last: list[BaseException] = []
         try:
-            async for attempt in self.settings.retry.retrying():
+            async for attempt in self.settings.retry.retrying(final_status):
                 with attempt:
                     started = time.perf_counter()
                     async with self.limiter.slot() as ticket:
@@ -252,6 +284,7 @@ class LiveBackend:
                             self.sent += 1
                             response = await self._litellm.acompletion(**kwargs, **transport)
                         except Exception as exc:  # every transport failure is logged, then judged
+                            last[:] = [exc]
                             if status_of(exc) == 429:
                                 self.limiter.on_rate_limited(ticket)
                             # the hint is for this client: no row's attempt starts before it
@@ -297,8 +330,13 @@ class LiveBackend:
                 if failed
                 else redact((str(exc).splitlines() or [type(exc).__name__])[0], *secrets)
             )
+            status = status_of(last[0]) if last else None
+            if last and is_context_exceeded(last[0]):
+                return Answer(tuple(tries), (JudgeErrorKind.CONTEXT_EXCEEDED, detail), status)
             return Answer(
-                tuple(tries), (JudgeErrorKind.TRANSPORT, f"provider call failed: {detail}")
+                tuple(tries),
+                (JudgeErrorKind.TRANSPORT, f"provider call failed: {detail}"),
+                status,
             )
         raise AssertionError("unreachable: tenacity re-raises the last error")
 
@@ -356,7 +394,9 @@ class RecordBackend(LiveBackend):
                 provenance={
                     "kind": "recorded",
                     "provider": self.provider,
-                    "model": model,
+                    "model": model,  # as the server reported it
+                    "requestedModel": key.parts["model"],
+                    "endpoint": endpoint_kind(key.parts["model"], self.settings.api_base),
                     "recordedAt": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
                 },
                 attempts=[

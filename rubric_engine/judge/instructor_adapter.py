@@ -13,22 +13,30 @@ instructor (SPEC §4, "enforced through instructor") supplies, through its publi
   (instructor's parser would call back into the model and cannot tell an ambiguous reply from
   a clear one); the bounded re-ask loop is the judge's; transport retries are the backend's.
 
-Output modes: only ``json`` is wired. A schema-constrained or forced-tool mode (issue 19's
-``--output-mode``) is one more entry of :data:`OUTPUT_MODES` (instructor's ``JSON_SCHEMA`` /
-``TOOLS`` handlers prepare those requests the same way); ``parse_reply`` already reads a
-verdict from a tool call.
+Output modes (:mod:`rubric_engine.judge.output_modes`): ``json`` is instructor's JSON mode
+unchanged; ``schema`` and ``tools`` are prepared by instructor's ``JSON_SCHEMA`` / ``TOOLS``
+handlers, and then :meth:`InstructorAdapter.constrain` puts the row's constrained schema (with
+requirement-ID enums) in place of instructor's and picks the ``response_format`` form.
+``parse_reply`` reads a verdict from content and from a tool call alike.
+
+Re-ask text is instructor's wording around our reason, which is plain words (the validation
+problems with the valid choices; no pydantic help URL: we pass our own reason, never a
+``ValidationError``'s text); :meth:`InstructorAdapter.reask` drops any URL a reason might
+still carry.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any, Literal
+import re
+from typing import Any
 
+from rubric_engine.judge.output_modes import OutputMode, constrained_schema, response_format
 from rubric_engine.verdict import VerdictBase
 
-OutputMode = Literal["json"]
 #: our output mode name -> instructor.Mode member name
-OUTPUT_MODES: dict[str, str] = {"json": "JSON"}
+OUTPUT_MODES: dict[str, str] = {"json": "JSON", "schema": "JSON_SCHEMA", "tools": "TOOLS"}
+_URL = re.compile(r"\s*\(?(?:For further information visit )?https?://\S+\)?")
 
 
 class InstructorAdapter:
@@ -52,6 +60,8 @@ class InstructorAdapter:
         logging.getLogger("instructor").setLevel(logging.CRITICAL)
         #: the model whose schema the judge is shown (instructor's wrapper of the verdict model)
         self.response_model = instructor.response_schema(verdict_model)
+        self.mode = mode
+        self._base_schema = self.response_model.model_json_schema()
         self._handlers = instructor.v2.mode_registry.get_handlers(
             instructor.v2.Provider.OPENAI, getattr(instructor.Mode, OUTPUT_MODES[mode])
         )
@@ -71,6 +81,26 @@ class InstructorAdapter:
             )
         return {**prepared, "messages": list(prepared["messages"])}
 
+    def constrain(
+        self, prepared: dict[str, Any], requirement_ids: list[str], form: str | None
+    ) -> dict[str, Any]:
+        """``prepared`` with the constrained schema for ``requirement_ids`` (``schema`` mode:
+        as ``response_format`` in ``form``; ``tools`` mode: as the tool's parameters).
+        ``json`` mode returns ``prepared`` itself: its requests stay instructor's, byte for
+        byte."""
+        if self.mode == "json":
+            return prepared
+        schema = constrained_schema(self._base_schema, requirement_ids)
+        name = str(self._base_schema.get("title") or "JudgeVerdict")
+        if self.mode == "schema":
+            return {
+                **prepared,
+                "response_format": response_format(form or "json_schema", name, schema),
+            }
+        tools = [dict(t) for t in prepared["tools"]]
+        tools[0] = {**tools[0], "function": {**tools[0]["function"], "parameters": schema}}
+        return {**prepared, "tools": tools}
+
     def reask(
         self, kwargs: dict[str, Any], response: dict[str, Any], reason: str
     ) -> dict[str, Any]:
@@ -87,6 +117,6 @@ class InstructorAdapter:
             self._handlers.reask_handler(
                 kwargs={**kwargs, "messages": list(kwargs["messages"])},
                 response=ChatCompletion.model_validate(response),
-                exception=ValueError(reason),
+                exception=ValueError(_URL.sub("", reason)),
             )
         )

@@ -16,13 +16,22 @@ requests are the ones instructor's own ``create`` sends.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
 from rubric_engine.judge.backends import Answer, Backend, CallKey
 from rubric_engine.judge.instructor_adapter import InstructorAdapter
+from rubric_engine.judge.output_modes import FORM_REJECTED_STATUS, SCHEMA_FORMS, OutputMode
 from rubric_engine.judge.parse import ParsedVerdict, ParseFailureKind, RowContext, parse_reply
 from rubric_engine.judge.protocol import Attempt, JudgeOutcome, JudgeRequest
+from rubric_engine.judge.server_checks import (
+    DeliveryCheck,
+    context_message,
+    looping_unit,
+    reply_text,
+    system_as_user,
+)
 from rubric_engine.results import JudgeError, JudgeErrorKind, ProtocolWarning, WarningCode
 from rubric_engine.rubric.model import EvalRubric
 from rubric_engine.verdict import VerdictBase, verdict_model
@@ -44,6 +53,8 @@ class _Row:
     attempts: list[Attempt] = field(default_factory=list)
     reasks: list[str] = field(default_factory=list)
     warnings: list[ProtocolWarning] = field(default_factory=list)
+    #: the first request as sent when the schema form changed on it (``schema`` mode)
+    first: dict[str, Any] | None = None
 
     @property
     def answers(self) -> int:
@@ -59,6 +70,14 @@ class InstructorJudge:
         model: litellm model name, e.g. ``openai/gpt-4o-mini``.
         params: sampling parameters (temperature, max_tokens …); part of the cassette key.
         max_reasks: re-asks after the first answer when it fails validation (SPEC §4: bounded).
+        evidence: the prompt asks for evidence turns (``judge_v3``,
+            :attr:`~rubric_engine.prompt.PromptTemplate.asks_evidence`): the verdict model has
+            the ``evidence`` field. Off, the model and its schema are the older prompts' own.
+        output_mode: see :mod:`rubric_engine.judge.output_modes`; ``json`` sends exactly the
+            requests the cassettes were recorded with.
+        system_as_user: send the system message inside the first user message.
+        delivery: compares reported prompt tokens with an estimate (live and record only).
+        max_context: the model's context in tokens, when known (``--max-context``).
     """
 
     def __init__(
@@ -68,13 +87,28 @@ class InstructorJudge:
         model: str,
         params: dict[str, Any] | None = None,
         max_reasks: int = 2,
+        evidence: bool = False,
+        output_mode: OutputMode = "json",
+        system_as_user: bool = False,
+        delivery: DeliveryCheck | None = None,
+        max_context: int | None = None,
     ) -> None:
         self.backend = backend
         self.model = model
         self.params = {**DEFAULT_PARAMS, **(params or {})}
         self.max_reasks = max_reasks
-        self.rubric_model: type[VerdictBase] = verdict_model(rubric)
-        self.adapter = InstructorAdapter(self.rubric_model)
+        self.rubric_model: type[VerdictBase] = verdict_model(rubric, evidence)
+        self.adapter = InstructorAdapter(self.rubric_model, output_mode)
+        self.output_mode = output_mode
+        self.system_as_user = system_as_user
+        self.delivery = delivery
+        self.max_context = max_context
+        #: the request forms still to try (``schema`` mode: both; else one, ``None``)
+        self._forms: list[str | None] = list(SCHEMA_FORMS) if output_mode == "schema" else [None]
+        self._settled = output_mode != "schema"
+        self._settle_lock = asyncio.Lock()
+        #: what the task records of the output mode: the form used, and forms refused
+        self.form_record: dict[str, Any] = {"mode": output_mode, "form": self._forms[0]}
         #: the model whose JSON Schema the judge is shown (instructor's wrapper)
         self.verdict_model = self.adapter.response_model
         self._prepared: dict[str, dict[str, Any] | None] = {}  # system text -> prepared kwargs
@@ -84,6 +118,19 @@ class InstructorJudge:
         return self.adapter.prepare({"messages": messages, "model": self.model, **self.params})
 
     def request_kwargs(self, request: JudgeRequest) -> dict[str, Any]:
+        """The row's first request: :meth:`instructor_request` constrained by the output mode
+        (the row's requirement-ID enum, the current schema form) and, with
+        ``system_as_user``, the system message folded into the user message."""
+        kwargs = self.adapter.constrain(
+            self.instructor_request(request),
+            [*self.rubric_model.listable_requirement_ids(), *request.case_requirement_ids],
+            self._forms[0],
+        )
+        if self.system_as_user:
+            kwargs = {**kwargs, "messages": system_as_user(kwargs["messages"])}
+        return kwargs
+
+    def instructor_request(self, request: JudgeRequest) -> dict[str, Any]:
         """:meth:`instructor_kwargs` of the row's messages, with the system part prepared once.
 
         A task's system message is the same for every row, so instructor prepares it once, on
@@ -110,7 +157,22 @@ class InstructorJudge:
         count) with ``max_tokens`` times :data:`TRUNCATION_GROWTH`, at most ``max_reasks``
         times and up to :data:`MAX_TOKENS_CAP`; then the row is ``TRUNCATED``, and the error
         names every budget tried.
+
+        In ``schema`` mode the first row is judged alone: when the server refuses the schema
+        form (:data:`~rubric_engine.judge.output_modes.FORM_REJECTED_STATUS`, or replay has
+        no entry for it) the row is asked once with the next form, which every later row
+        uses; :attr:`form_record` says which form was used and why one was dropped.
         """
+        if not self._settled:
+            async with self._settle_lock:
+                if not self._settled:
+                    try:
+                        return await self._judge(request)
+                    finally:
+                        self._settled = True
+        return await self._judge(request)
+
+    async def _judge(self, request: JudgeRequest) -> JudgeOutcome:
         kwargs = self.request_kwargs(request)
         row = _Row(request, CallKey.of(kwargs, request))
         room = int(self.params.get("max_tokens") or DEFAULT_PARAMS["max_tokens"])
@@ -118,7 +180,7 @@ class InstructorJudge:
         parsed: ParsedVerdict | JudgeError | None = None
         for truncations in range(self.max_reasks + 1):
             tried.append(room)
-            parsed = await self._round(row, kwargs, room if truncations else None)
+            parsed = await self._round(row, row.first or kwargs, room if truncations else None)
             if parsed is not None:
                 break
             cut_at = room
@@ -166,17 +228,36 @@ class InstructorJudge:
             The verdict; the error that ended the row; or ``None`` for a truncated answer
             (:meth:`judge` decides whether to ask again with more room, ``room``).
         """
-        context = RowContext(row.request.row_id, row.request.case_requirement_ids)
+        context = RowContext(
+            row.request.row_id, row.request.case_requirement_ids, row.request.turn_count
+        )
         for attempt in range(self.max_reasks + 1):
             sent = kwargs if room is None else {**kwargs, "max_tokens": room}
-            answer: Answer = await self.backend.complete(sent, row.request, row.key, row.answers)
+            if not self._settled and not row.attempts:
+                answer, kwargs = await self._settle(row, sent)
+            else:
+                answer = await self.backend.complete(sent, row.request, row.key, row.answers)
             row.attempts.extend(answer.attempts)
             if answer.failure is not None or answer.response is None:
-                return self._failed(row, answer)
+                return self._failed(row, answer, sent)
+            if self.delivery is not None:
+                self.delivery.check(
+                    row.request.row_id, sent["messages"], row.attempts[-1].prompt_tokens
+                )
             parsed = parse_reply(answer.response, self.rubric_model, context)
             if isinstance(parsed, ParsedVerdict):
                 return parsed
             if parsed.kind is ParseFailureKind.TRUNCATED:
+                unit = looping_unit(reply_text(answer.response))
+                if unit is not None:
+                    return JudgeError(
+                        kind=JudgeErrorKind.LOOPING,
+                        attempts=row.answers,
+                        message=f"the judge's reply repeated {unit[:40]!r} until "
+                        f"max_tokens={sent.get('max_tokens')}: a loop, not asked again with a "
+                        "larger budget. Use --output-mode schema (the server then enforces "
+                        "the verdict's shape) or a larger model",
+                    )
                 return None
             if parsed.kind is ParseFailureKind.REFUSED:
                 return JudgeError(
@@ -196,12 +277,60 @@ class InstructorJudge:
             kwargs = self.adapter.reask(kwargs, answer.response, parsed.reason)
         raise AssertionError("unreachable: the last attempt returns")
 
-    @staticmethod
-    def _failed(row: _Row, answer: Answer) -> JudgeError:
-        """A row's non-parse failure: a cassette miss, or transport for good."""
+    async def _settle(self, row: _Row, sent: dict[str, Any]) -> tuple[Answer, dict[str, Any]]:
+        """The first call of ``schema`` mode: each form in turn until one is not refused.
+
+        Returns the answer and the request it answered (the row's key follows the form). In
+        replay a form "refused" is one with no cassette entry; when the next form has none
+        either, the row is simply missing, so the first form stays (and its miss is reported).
+        """
+        first_sent, first_key = sent, row.key
+        first: Answer | None = None
+        while True:
+            last = len(self._forms) == 1
+            final = frozenset() if last else FORM_REJECTED_STATUS
+            answer = await self.backend.complete(sent, row.request, row.key, 0, final)
+            missed = (
+                answer.failure is not None and answer.failure[0] is JudgeErrorKind.CASSETTE_MISS
+            )
+            if (
+                missed
+                and first is not None
+                and first.failure is not None
+                and (
+                    first.failure[0] is JudgeErrorKind.CASSETTE_MISS  # no entry in any form
+                )
+            ):
+                self._forms = list(SCHEMA_FORMS)
+                self.form_record = {"mode": self.output_mode, "form": self._forms[0]}
+                row.key, row.first = first_key, None
+                return first, first_sent
+            refused = answer.failure is not None and (
+                answer.status in FORM_REJECTED_STATUS or missed
+            )
+            if last or not refused:
+                return answer, sent
+            assert answer.failure is not None
+            first = first or answer
+            dropped = self._forms.pop(0)
+            self.form_record = {
+                "mode": self.output_mode,
+                "form": self._forms[0],
+                "refused": {"form": dropped, "error": answer.failure[1][:300]},
+            }
+            row.attempts.extend(answer.attempts)
+            sent = {**sent, **self.request_kwargs(row.request)}
+            row.key, row.first = CallKey.of(sent, row.request), sent
+
+    def _failed(self, row: _Row, answer: Answer, sent: dict[str, Any]) -> JudgeError:
+        """A row's non-parse failure: a cassette miss, a prompt over the context, or
+        transport for good."""
         kind, message = answer.failure or (JudgeErrorKind.TRANSPORT, "no response")
         if kind is JudgeErrorKind.CASSETTE_MISS:
             return JudgeError(
                 kind=kind, message=message, attempts=row.answers, cassette_key=row.key.key
             )
+        if kind is JudgeErrorKind.CONTEXT_EXCEEDED:
+            tokens = self.delivery.estimate(sent["messages"]) if self.delivery else None
+            message = context_message(message, tokens, self.max_context)
         return JudgeError(kind=kind, attempts=len(row.attempts), message=message)

@@ -66,10 +66,13 @@ class RowContext:
     Attributes:
         row_id: the verdict's ``rowId``, when sent, must name it.
         case_requirement_ids: the row's case-level requirement IDs the verdict may name.
+        turn_count: the row's number of messages (turns), the range ``judge_v3`` evidence
+            turns are checked against; ``None`` when unknown (then only ``>= 0`` is checked).
     """
 
     row_id: str
     case_requirement_ids: tuple[str, ...] = ()
+    turn_count: int | None = None
 
 
 @dataclass(frozen=True)
@@ -189,11 +192,13 @@ def parse_reply(
             f"its value is ambiguous; {ONE_OBJECT}, each field named once",
         )
     cleanups: list[ProtocolWarning] = []
-    context = {
+    context: dict[str, object] = {
         "row_id": row.row_id,
         "case_requirement_ids": list(row.case_requirement_ids),
         "cleanups": cleanups,
     }
+    if row.turn_count is not None:
+        context["turn_count"] = row.turn_count
     try:
         verdict = verdict_model.model_validate(candidate.value, context=context)
     except ValidationError as exc:

@@ -25,6 +25,8 @@ class JudgeRequest:
         case_requirement_ids: the row's case-level IDs the verdict may name.
         rubric_hash: the snapshot's content hash (part of the cassette key).
         prompt_hash: the template's hash (part of the cassette key).
+        turn_count: the row's number of messages: the range of ``judge_v3`` evidence turns
+            (not part of the cassette key: the messages already show every turn).
     """
 
     row_id: str
@@ -32,6 +34,7 @@ class JudgeRequest:
     case_requirement_ids: tuple[str, ...]
     rubric_hash: str
     prompt_hash: str
+    turn_count: int | None = None
 
 
 @dataclass

@@ -11,6 +11,12 @@ exponential backoff and full jitter. A server's ``Retry-After`` (seconds, an HTT
 another 429). The hint also holds off every other row's next attempt
 (:meth:`rubric_engine.judge.limiter.AdaptiveLimit.hold_off`).
 Never retried: 400, 401, 403, 404, 422 and anything else (a bad request does not get better).
+
+After a client-side timeout the next try waits at least ``after_timeout_s`` (a run sets it to
+its request timeout, at most ``max_wait_s``): a self-hosted server usually keeps generating
+the abandoned answer, and a retry sent at once would queue behind it and time out too.
+A request may also name statuses that are final for it (``retrying(final_status)``): a server
+that refuses a schema form with 500 is answered with the next form, not the same one again.
 """
 
 from __future__ import annotations
@@ -32,6 +38,9 @@ _CONNECTION_ERRORS = (
     "ReadTimeout",
     "ServerDisconnectedError",
 )
+
+
+_TIMEOUTS = ("Timeout", "APITimeoutError", "ReadTimeout")
 
 
 def status_of(exc: BaseException) -> int | None:
@@ -84,11 +93,17 @@ class RetryPolicy:
     max_attempts: int = 4
     base_s: float = 0.5
     max_wait_s: float = 30.0
+    #: the least wait after a timeout, seconds (the server may still be finishing the answer)
+    after_timeout_s: float = 0.0
 
     def wait(self, state: RetryCallState) -> float:
         """Seconds before the next attempt: the jittered backoff, raised to the server's
-        ``Retry-After`` hint when it sends one, never above ``max_wait_s``."""
+        ``Retry-After`` hint when it sends one, never above ``max_wait_s``; after a client
+        timeout, ``after_timeout_s`` plus the jittered backoff."""
         exc = state.outcome.exception() if state.outcome else None
+        if exc is not None and self.after_timeout_s and type(exc).__name__ in _TIMEOUTS:
+            ceiling = min(self.max_wait_s, self.base_s * 2 ** (state.attempt_number - 1))
+            return self.after_timeout_s + random.uniform(0, ceiling)
         ceiling = min(self.max_wait_s, self.base_s * 2 ** (state.attempt_number - 1))
         backoff = random.uniform(0, ceiling)  # full jitter
         return min(self.max_wait_s, max(backoff, self.hint_s(exc)))
@@ -98,9 +113,12 @@ class RetryPolicy:
         hinted = retry_after_s(exc) if exc is not None else None
         return min(self.max_wait_s, hinted) if hinted is not None else 0.0
 
-    def retrying(self) -> AsyncRetrying:
+    def retrying(self, final_status: frozenset[int] = frozenset()) -> AsyncRetrying:
+        """The tenacity loop; an error whose HTTP status is in ``final_status`` ends it."""
         return AsyncRetrying(
-            retry=retry_if_exception(is_retryable),
+            retry=retry_if_exception(
+                lambda exc: is_retryable(exc) and status_of(exc) not in final_status
+            ),
             stop=stop_after_attempt(self.max_attempts),
             wait=self.wait,
             reraise=True,

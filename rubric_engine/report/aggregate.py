@@ -308,6 +308,10 @@ def _lowest(scored: list[RowResult]) -> tuple[LowRow, ...]:
             red_flag_types=tuple(r.red_flag_types),
             capped_by=tuple(r.capped_by),
             score_explanation=r.score_explanation,
+            evidence_turns={
+                e.requirement_id: e.evidence_turns for e in r.reference_basis if e.evidence_turns
+            }
+            or None,
         )
         for _, r in indexed[:LOWEST_ROWS]
     )

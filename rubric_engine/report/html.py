@@ -188,6 +188,7 @@ def row_details(
                 "text": reqs[e.requirement_id].text
                 if e.requirement_id in reqs
                 else case_texts.get(e.requirement_id, ""),
+                "evidenceTurns": list(e.evidence_turns or ()),
             }
             for e in r.reference_basis
         ]

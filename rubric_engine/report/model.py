@@ -63,7 +63,15 @@ class TaskSection(_Section):
     """Identity of the task and every version that made its scores (SPEC §3)."""
 
     _omit_when_none = frozenset(
-        {"cassettes", "answer_sources", "stop_reason", "renormalized_from", "judged_under"}
+        {
+            "cassettes",
+            "answer_sources",
+            "stop_reason",
+            "renormalized_from",
+            "judged_under",
+            "latency",
+            "output_form",
+        }
     )
 
     id: str
@@ -91,6 +99,10 @@ class TaskSection(_Section):
     stop_reason: str | None = None
     renormalized_from: str | None = None
     judged_under: Any = None
+    #: ``recorded``: a replay's latency figures are those recorded with the cassettes
+    latency: str | None = None
+    #: ``schema``/``tools`` mode: the request form used, and a form the server refused
+    output_form: dict[str, Any] | None = None
 
 
 class Totals(_Section):
@@ -210,6 +222,12 @@ class IssueCluster(_Section):
 
 
 class LowRow(_Section):
+    """A lowest-scoring row. ``evidence_turns``: the turns the judge named per VIOLATED or
+    PARTIAL requirement (``judge_v3``; 0-based message indexes, as on the referenceBasis);
+    left out of the JSON when the judge named none, so older reports keep their bytes."""
+
+    _omit_when_none = frozenset({"evidence_turns"})
+
     row_id: str
     final_score: int | None
     judge_score: int | None
@@ -219,6 +237,7 @@ class LowRow(_Section):
     red_flag_types: tuple[str, ...]
     capped_by: tuple[str, ...]
     score_explanation: str | None
+    evidence_turns: dict[str, tuple[int, ...]] | None = None
 
 
 class JudgeErrorEntry(_Section):

@@ -52,6 +52,36 @@ def _cell(text: Any) -> str:
     )
 
 
+def _turns(turns: tuple[int, ...]) -> str:
+    return f"turn{'s' if len(turns) > 1 else ''} {', '.join(map(str, turns))}"
+
+
+def _evidence_lines(report: Report) -> list[str]:
+    """The judge's evidence turns of the lowest rows (``judge_v3``); nothing without any."""
+    if not any(low.evidence_turns for low in report.lowest_rows):
+        return []
+    out = [
+        "",
+        "Evidence turns the judge named for the lowest rows' unmet and partial requirements "
+        "(turns numbered from 0, as in the judge's `judge_v3` prompt and the review page):",
+        "",
+    ]
+    for low in report.lowest_rows:
+        turns = low.evidence_turns or {}
+        named = [
+            f"{rid} {status} ({_turns(turns[rid])})"
+            for ids, status in (
+                (low.violated_requirement_ids, "VIOLATED"),
+                (low.partial_requirement_ids, "PARTIAL"),
+            )
+            for rid in ids
+            if rid in turns
+        ]
+        if named:
+            out.append(f"- `{low.row_id}`: " + "; ".join(named))
+    return out
+
+
 def render_markdown(report: Report) -> str:
     """Review report: red flags first, then totals, intents, requirements, lowest rows."""
     task, totals = report.task, report.totals
@@ -64,7 +94,8 @@ def render_markdown(report: Report) -> str:
         f"- Prompt: `{task.prompt_version}` `{task.prompt_hash[:19]}…`; engine "
         f"{task.engine_version} ({task.analysis_version})",
         f"- Judge: `{task.model}`, mode {task.judge_mode}"
-        + (f", cassettes: {_provenance(task.cassettes)}" if task.cassettes else ""),
+        + (f", cassettes: {_provenance(task.cassettes)}" if task.cassettes else "")
+        + _output_form(task.output_form),
         *_answers(task),
         f"- Rows: {totals.rows} · scored {totals.scored} · JUDGE_ERROR "
         f"{totals.judge_errors} · mean score {_fmt(totals.mean_score)} "
@@ -151,6 +182,7 @@ def render_markdown(report: Report) -> str:
             f"{', '.join(low.violated_requirement_ids) or '–'} | "
             f"{', '.join(low.red_flag_types) or '–'} | {', '.join(low.capped_by) or '–'} |"
         )
+    out += _evidence_lines(report)
     out += ["", f"## JUDGE_ERROR rows ({totals.judge_errors})", ""]
     if totals.judge_errors_by_kind:
         out += [
@@ -182,7 +214,12 @@ def render_markdown(report: Report) -> str:
         f"- Tokens: {usage.prompt_tokens} prompt, {usage.completion_tokens} completion",
         f"- Cost: {_cost(usage.cost_usd)}",
         f"- Latency per row: mean {_fmt(usage.latency_ms_mean, 1)} ms, "
-        f"p95 {_fmt(usage.latency_ms_p95, 1)} ms",
+        f"p95 {_fmt(usage.latency_ms_p95, 1)} ms"
+        + (
+            " (recorded with the cassettes; authored answers have none)"
+            if report.task.latency == "recorded"
+            else ""
+        ),
         "",
     ]
     text = "\n".join(out) + "\n"
@@ -275,6 +312,16 @@ def _rules_section(rules: RulesSection) -> list[str]:
             out.append(f"| {r.case_id} | {checks} | {coverage or '–'} |")
         out.append("")
     return out
+
+
+def _output_form(form: dict[str, Any] | None) -> str:
+    """``, output mode schema (json_object+schema; json_schema refused: …)`` or ``""``."""
+    if not form:
+        return ""
+    refused = form.get("refused") or {}
+    why = f"; {refused.get('form')} refused: {refused.get('error')}" if refused else ""
+    used = f" ({form.get('form')}{why})" if form.get("form") else ""
+    return f", output mode {form.get('mode')}{used}"
 
 
 def _cost(cost: float | None) -> str:

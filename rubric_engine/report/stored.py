@@ -56,6 +56,8 @@ def task_section(task: TaskRecord) -> TaskSection:
         stop_reason=extra.get("stopReason"),
         renormalized_from=extra.get("renormalizedFrom"),
         judged_under=extra.get("judgedUnder"),
+        latency=extra.get("latency"),
+        output_form=extra.get("outputForm"),
     )
 
 

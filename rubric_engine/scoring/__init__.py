@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from rubric_engine.scoring.run import (
         CredentialsRefusedError,
         JudgeUnavailableError,
+        RubricNotDeliveredError,
         ScoreResult,
         score,
         score_async,
@@ -57,6 +58,7 @@ _WHERE = {
     "effective_model": "options",
     "CredentialsRefusedError": "run",
     "JudgeUnavailableError": "run",
+    "RubricNotDeliveredError": "run",
     "ScoreResult": "run",
     "score": "run",
     "score_async": "run",
@@ -79,6 +81,7 @@ __all__ = [
     "JudgeKind",
     "JudgeUnavailableError",
     "Mode",
+    "RubricNotDeliveredError",
     "ScoreOptions",
     "ScoreResult",
     "check_options",

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, get_args
 
 from rubric_engine import DEFAULT_STORE
+from rubric_engine.batch.settings import BATCH_PROVIDERS, FALLBACKS, BatchSettings
 from rubric_engine.errors import ConfigurationError
 from rubric_engine.stores.location import StoreLocation
 
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from rubric_engine.dialogue.readers import InputFormat
     from rubric_engine.judge.retry import RetryPolicy
 
-Mode = Literal["replay", "record", "live"]
+Mode = Literal["replay", "record", "live", "batch"]
 MODES: tuple[str, ...] = get_args(Mode)
 JudgeKind = Literal["llm", "none"]
 JUDGES: tuple[str, ...] = get_args(JudgeKind)
@@ -98,6 +99,16 @@ class ScoreOptions:
     #: call the judge only on rows whose metadata meets this condition (``risk_level=high``);
     #: the others are decided by their rule checks alone (:mod:`.judge_when`)
     judge_when: str | None = None
+    #: ``json``, ``schema`` or ``tools`` (rubric_engine.judge.output_modes); ``None``: the
+    #: provider's default (``schema`` for ``hosted_vllm/``, else ``json``)
+    output_mode: str | None = None
+    #: send the rubric inside the first user message (servers whose template drops ``system``)
+    system_as_user: bool = False
+    #: the judge model's context length in tokens, for the pre-run size warning and the
+    #: CONTEXT_EXCEEDED message; ``None``: litellm's model info, when it has one
+    max_context: int | None = None
+    #: ``--mode batch``: batch sizes, polling, live fallback, recording (issue 15)
+    batch: BatchSettings = field(default_factory=BatchSettings)
 
 
 #: the defaults, for the CLI's option declarations
@@ -156,6 +167,8 @@ _FROM_TASK = (
     ("draft", "--draft"),
     ("judge", "--judge"),
     ("judge_when", "--judge-when"),
+    ("output_mode", "--output-mode"),
+    ("system_as_user", "--system-as-user"),
 )
 
 
@@ -164,6 +177,13 @@ def effective_model(options: ScoreOptions) -> str:
     if options.api_base and "/" not in options.model:
         return f"openai/{options.model}"
     return options.model
+
+
+def effective_output_mode(options: ScoreOptions) -> str:
+    """``--output-mode``, or the provider's default for the effective model."""
+    from rubric_engine.judge.output_modes import default_output_mode
+
+    return options.output_mode or default_output_mode(effective_model(options))
 
 
 def check_options(options: ScoreOptions) -> None:
@@ -191,6 +211,7 @@ def check_options(options: ScoreOptions) -> None:
     _check_budget(options)
     _check_judge_params(options)
     _check_choices(options)
+    _check_batch(options)
     _check_ranges(options)
     if options.api_base and not options.api_base.startswith(("http://", "https://")):
         raise ConfigurationError(
@@ -199,7 +220,7 @@ def check_options(options: ScoreOptions) -> None:
     # a resumed task takes its mode from the task: --api-base is checked against that one
     if options.api_base and options.mode == "replay" and options.resume is None:
         raise ConfigurationError(
-            "--api-base is for --mode live or record; replay never calls a provider"
+            "--api-base is for --mode live, record or batch; replay never calls a provider"
         )
     resolved = [Path(p).resolve() for p in options.inputs]
     twice = {str(p) for p in options.inputs if resolved.count(Path(p).resolve()) > 1}
@@ -270,10 +291,45 @@ def _check_choices(options: ScoreOptions) -> None:
         raise ConfigurationError(
             f"--mode {options.mode!r} is not valid; use one of {', '.join(MODES)}"
         )
+    from rubric_engine.judge.output_modes import OUTPUT_MODE_NAMES
+
+    if options.output_mode is not None and options.output_mode not in OUTPUT_MODE_NAMES:
+        raise ConfigurationError(
+            f"--output-mode {options.output_mode!r} is not valid; use one of "
+            f"{', '.join(OUTPUT_MODE_NAMES)} (see docs/self-hosted-judge.md)"
+        )
     if options.input_format not in INPUT_FORMATS:
         raise ConfigurationError(
             f"--input-format {options.input_format!r} is not valid; use "
             f"one of {', '.join(INPUT_FORMATS)}"
+        )
+
+
+def _check_batch(options: ScoreOptions) -> None:
+    batch = options.batch
+    if batch != BatchSettings() and options.mode != "batch" and options.resume is None:
+        raise ConfigurationError("--batch-* options are for --mode batch; add --mode batch")
+    if batch.fallback not in FALLBACKS:
+        raise ConfigurationError(
+            f"--batch-fallback {batch.fallback!r} is not valid; use one of {', '.join(FALLBACKS)}"
+        )
+    if batch.max_requests < 1 or batch.max_bytes < 1024 or batch.poll_interval_s < 0:
+        raise ConfigurationError(
+            "--batch-max-requests must be at least 1, --batch-max-bytes at least 1024 and "
+            "--batch-poll-interval 0 or more seconds"
+        )
+    provider = effective_model(options).split("/", 1)[0]
+    if options.mode == "batch" and provider not in BATCH_PROVIDERS:
+        raise ConfigurationError(
+            f"--mode batch drives OpenAI-style files and batches APIs ({', '.join(BATCH_PROVIDERS)}"
+            f"); --model {options.model!r} is served by {provider!r}. Use one of those, or write "
+            "the requests with `rubric-eval batch export` and run them with the provider's own "
+            "batch tool"
+        )
+    if options.mode == "batch" and options.rows:
+        raise ConfigurationError(
+            "--mode batch needs its rows in files (a batch outlives the process, and resume "
+            "reads them again); write the rows to a JSONL file"
         )
 
 
@@ -286,6 +342,8 @@ def _check_ranges(options: ScoreOptions) -> None:
         raise ConfigurationError("--temperature must be between 0 and 2")
     if options.max_tokens < MIN_MAX_TOKENS:
         raise ConfigurationError(f"--max-tokens must be at least {MIN_MAX_TOKENS}")
+    if options.max_context is not None and options.max_context < 1:
+        raise ConfigurationError("--max-context must be a positive number of tokens")
     if options.timeout_s < MIN_TIMEOUT_S:
         raise ConfigurationError(
             f"--timeout must be at least {MIN_TIMEOUT_S} seconds (a positive number)"

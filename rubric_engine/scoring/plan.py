@@ -8,15 +8,24 @@ cheapest mistakes first.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
+from rubric_engine.batch.settings import BatchSettings
 from rubric_engine.cassette import CassetteIndex, CassetteWriter
 from rubric_engine.errors import ConfigurationError
 from rubric_engine.judge.backends import LiveBackend, LiveSettings, RecordBackend, ReplayBackend
-from rubric_engine.judge.instructor_judge import DEFAULT_PARAMS
+from rubric_engine.judge.instructor_judge import DEFAULT_PARAMS, InstructorJudge
 from rubric_engine.judge.limiter import AdaptiveLimit
+from rubric_engine.judge.output_modes import OutputMode
+from rubric_engine.judge.server_checks import (
+    ContextLimitWarning,
+    DeliveryCheck,
+    litellm_estimate,
+    oversized_rows,
+)
 from rubric_engine.pipeline import RequestBuilder
 from rubric_engine.prompt import DEFAULT_PROMPT, PromptTemplate, load_prompt
 from rubric_engine.registry import rubric_for_scoring, verified_snapshot
@@ -28,6 +37,7 @@ from rubric_engine.scoring.options import (
     Mode,
     ScoreOptions,
     effective_model,
+    effective_output_mode,
 )
 from rubric_engine.scoring.preflight import (
     Inputs,
@@ -68,9 +78,99 @@ class Plan:
     backend: ReplayBackend | LiveBackend | None
     out: Path
     builder: RequestBuilder = field(init=False)
+    #: ``json``, ``schema`` or ``tools`` (the task's, on resume)
+    output_mode: str = "json"
+    #: the judge model's context in tokens, when known (``--max-context`` or litellm)
+    context_limit: int | None = None
 
     def __post_init__(self) -> None:
         self.builder = RequestBuilder(self.rubric, self.template)
+
+    def judge(self) -> InstructorJudge:
+        """The run's judge (:func:`build_judge`)."""
+        assert self.backend is not None
+        return build_judge(
+            self.backend,
+            self.rubric,
+            self.options,
+            self.params,
+            self.output_mode,
+            self.context_limit,
+            evidence=bool(self.template and self.template.asks_evidence),
+        )
+
+
+def build_judge(
+    backend: ReplayBackend | LiveBackend,
+    rubric: EvalRubric,
+    options: ScoreOptions,
+    params: dict[str, Any],
+    output_mode: str,
+    max_context: int | None,
+    evidence: bool = False,
+) -> InstructorJudge:
+    """A run's judge, in the task's output mode and prompt shape (``system_as_user``); live
+    and record compare reported prompt tokens (the rubric must reach the model, see
+    :mod:`rubric_engine.judge.server_checks`). Shared by ``score``, ``--resume`` and the
+    workers of :mod:`rubric_engine.work`. ``evidence``: the prompt asks for evidence turns
+    (``judge_v3``), so the verdict model has the ``evidence`` field."""
+    model = effective_model(options)
+    delivery = None
+    if not isinstance(backend, ReplayBackend):
+        estimate = litellm_estimate(model)
+        estimate([{"role": "user", "content": "warm-up"}])  # load the tokenizer before the run
+        delivery = DeliveryCheck(estimate)
+    return InstructorJudge(
+        backend,
+        rubric,
+        model,
+        params,
+        options.max_reasks,
+        output_mode=cast(OutputMode, output_mode),
+        system_as_user=options.system_as_user,
+        delivery=delivery,
+        max_context=max_context,
+        evidence=evidence,
+    )
+
+
+def context_limit(options: ScoreOptions) -> int | None:
+    """``--max-context``, else litellm's ``max_input_tokens`` for the model, else ``None``."""
+    if options.max_context is not None:
+        return options.max_context
+    from rubric_engine.judge.backends import import_litellm
+
+    try:
+        info = import_litellm().get_model_info(effective_model(options))
+    except Exception:  # litellm raises for a model it has no entry for
+        return None
+    limit = info.get("max_input_tokens") or info.get("max_tokens")
+    return int(limit) if limit else None
+
+
+def warn_oversized(plan: Plan, skip: frozenset[str] = frozenset()) -> None:
+    """Before the first call: warn (:class:`ContextLimitWarning`) naming the rows whose
+    prompts will not fit the known context; they will end as CONTEXT_EXCEEDED rows."""
+    limit = plan.context_limit
+    if limit is None or plan.template is None or plan.options.mode == "replay":
+        return
+    prompts = [
+        (row.row_id, [dict(m) for m in plan.builder.prepare(seq, row).request.messages])
+        for seq, row in enumerate(plan.inputs.rows)
+        if row.row_id not in skip
+    ]
+    over = oversized_rows(prompts, limit, litellm_estimate(effective_model(plan.options)))
+    if over:
+        named = ", ".join(f"{r} (~{n} tokens)" for r, n in over[:10])
+        more = f" and {len(over) - 10} more" if len(over) > 10 else ""
+        warnings.warn(
+            ContextLimitWarning(
+                f"{len(over)} row(s) will not fit the judge's context of {limit} tokens: "
+                f"{named}{more}; they will be CONTEXT_EXCEEDED rows (the rest are judged). "
+                "Give --max-context N if the server's limit differs"
+            ),
+            stacklevel=2,
+        )
 
 
 class AlreadyComplete(Exception):
@@ -122,7 +222,12 @@ def fresh_plan(options: ScoreOptions, out_for: str, judged_here: bool = True) ->
         **({"seed": int(options.seed)} if options.seed is not None else {}),
         **sampling_params(options),
     }
-    return Plan(options, rubric, template, params, inputs, backend, out)
+    plan = Plan(options, rubric, template, params, inputs, backend, out)
+    plan.output_mode = effective_output_mode(options)
+    if not rules_only and options.mode != "replay":
+        plan.context_limit = context_limit(options)
+        warn_oversized(plan)
+    return plan
 
 
 def resumed_plan(
@@ -153,6 +258,12 @@ def resumed_plan(
         raise ConfigurationError(
             f"task {task_id} ran rule checks only (--judge none): there is no judge call to "
             "save, so it is not resumed; score its inputs again with --judge none"
+        )
+    if task.judge_mode == "batch-file":
+        raise ConfigurationError(
+            f"task {task_id} was made by `rubric-eval batch export`: its answers come back "
+            f"through `rubric-eval batch import {task_id} RESULTS.jsonl`, and the requests it "
+            f"still needs are written by `rubric-eval batch export {task_id} --out DIR`"
         )
     if task.judge_mode not in MODES or settings is None:
         raise ConfigurationError(
@@ -191,13 +302,29 @@ def resumed_plan(
         timeout_s=float(settings.get("timeoutS") or options.timeout_s),
         max_reasks=int(task.judge_params["maxReasks"]),
         judge_when=settings.get("judgeWhen"),
+        output_mode=output_mode_of(task.judge_params),
+        system_as_user=bool(task.judge_params.get("systemAsUser")),
+        batch=_resumed_batch(options, settings),
     )
     check_inputs_unchanged(task, list(resumed.inputs))
     inputs = read_inputs(resumed)
     backend = judge_backend(resumed, rubric)
     check_report_folder(out)
     store.set_state(task_id, TaskState.RUNNING)
-    return Plan(resumed, rubric, template, params, inputs, backend, out), done
+    plan = Plan(resumed, rubric, template, params, inputs, backend, out)
+    plan.output_mode = effective_output_mode(resumed)
+    if resumed.mode != "replay":
+        plan.context_limit = context_limit(resumed)
+        warn_oversized(plan, done)
+    return plan, done
+
+
+def output_mode_of(judge_params: dict[str, Any]) -> str:
+    """The output mode a task recorded (``instructor/JSON`` → ``json`` …)."""
+    from rubric_engine.judge.instructor_adapter import OUTPUT_MODES
+
+    recorded = str(judge_params.get("outputMode") or "instructor/JSON").split("/")[-1]
+    return {v: k for k, v in OUTPUT_MODES.items()}.get(recorded, "json")
 
 
 def stored_judge(task: TaskRecord, fix: str) -> tuple[EvalRubric, PromptTemplate, dict[str, Any]]:
@@ -220,7 +347,11 @@ def stored_judge(task: TaskRecord, fix: str) -> tuple[EvalRubric, PromptTemplate
             f"and this rubric-eval's template has {template.hash}; {fix} "
             f"({task.engine_version})"
         )
-    params = {k: v for k, v in task.judge_params.items() if k not in ("maxReasks", "outputMode")}
+    params = {
+        k: v
+        for k, v in task.judge_params.items()
+        if k not in ("maxReasks", "outputMode", "systemAsUser")
+    }
     return rubric, template, params
 
 
@@ -243,6 +374,16 @@ def sampling_params(options: ScoreOptions) -> dict[str, Any]:
     return {k: v for k, v in options.judge_params.items() if k not in TRANSPORT_PARAMS}
 
 
+def _resumed_batch(options: ScoreOptions, settings: dict[str, Any]) -> BatchSettings:
+    """A batch task resumes with its own batch settings; a new poll interval may be given."""
+    if "batch" not in settings:
+        return options.batch
+    stored = BatchSettings.from_json(settings["batch"])
+    if options.batch.poll_interval_s != BatchSettings().poll_interval_s:
+        return replace(stored, poll_interval_s=options.batch.poll_interval_s)
+    return stored
+
+
 def make_backend(options: ScoreOptions, rubric: EvalRubric) -> ReplayBackend | LiveBackend:
     """The judge's transport: cassettes for a replay, the provider (and a writer) otherwise.
 
@@ -254,14 +395,17 @@ def make_backend(options: ScoreOptions, rubric: EvalRubric) -> ReplayBackend | L
         check_cassette_folder(options)
         return ReplayBackend(CassetteIndex.load(options.cassettes))
     limiter = AdaptiveLimit(options.concurrency)
+    retry = options.retry
+    if not retry.after_timeout_s:  # a timed-out server may still be generating: let it finish
+        retry = replace(retry, after_timeout_s=min(options.timeout_s, retry.max_wait_s))
     live = LiveSettings(
         api_base=options.api_base,
         api_key_env=options.api_key_env,
         timeout_s=options.timeout_s,
-        retry=options.retry,
         extra={k: v for k, v in options.judge_params.items() if k in TRANSPORT_PARAMS},
+        retry=retry,
     )
-    if options.mode == "record":
+    if options.mode == "record" or (options.mode == "batch" and options.batch.record):
         stems = [Path(p).stem for p in options.inputs] + (["rows"] if options.rows else [])
         writer = CassetteWriter(options.cassettes / rubric.key / f"{'+'.join(stems)}.jsonl")
         return RecordBackend(

@@ -20,6 +20,7 @@ from rubric_engine.errors import ConfigurationError, ExitCode, RubricEvalError, 
 from rubric_engine.judge.backends import LiveBackend, ReplayBackend
 from rubric_engine.judge.instructor_judge import InstructorJudge
 from rubric_engine.judge.protocol import Judge
+from rubric_engine.judge.server_checks import RubricNotDelivered
 from rubric_engine.pipeline import (
     Budget,
     CredentialsRefused,
@@ -48,6 +49,8 @@ from rubric_engine.task_state import TaskState
 
 OnStart = Callable[[str, int], None]
 OnRow = Callable[[RowResult], None]
+#: batch mode's progress lines (each batch's state and counts)
+OnEvent = Callable[[str], None]
 
 
 @dataclass
@@ -114,8 +117,25 @@ class CredentialsRefusedError(RubricEvalError):
         self.task_id = task_id
 
 
+class RubricNotDeliveredError(RubricEvalError):
+    """The server's prompt-token counts show the rubric (system message) never reached it."""
+
+    exit_code = ExitCode.NOTHING_SCORED
+
+    def __init__(self, task_id: str, reason: str, store: StoreLocation) -> None:
+        super().__init__(
+            f"stopped task {task_id}: {reason}. Rows that finished before the stop, if any, "
+            f"are kept ({report_command(task_id, store)}) but were judged without the rubric: "
+            "score the inputs again rather than resume this task"
+        )
+        self.task_id = task_id
+
+
 def score(
-    options: ScoreOptions, on_start: OnStart | None = None, on_row: OnRow | None = None
+    options: ScoreOptions,
+    on_start: OnStart | None = None,
+    on_row: OnRow | None = None,
+    on_event: OnEvent | None = None,
 ) -> ScoreResult:
     """Score a batch (or finish one, ``options.resume``) and write the report files.
 
@@ -130,7 +150,7 @@ def score(
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(score_async(options, on_start, on_row))
+        return asyncio.run(score_async(options, on_start, on_row, on_event))
     raise ConfigurationError(
         "score() was called inside a running event loop (a notebook or an async app); use "
         "`await score_async(options)` there instead"
@@ -138,7 +158,10 @@ def score(
 
 
 async def score_async(
-    options: ScoreOptions, on_start: OnStart | None = None, on_row: OnRow | None = None
+    options: ScoreOptions,
+    on_start: OnStart | None = None,
+    on_row: OnRow | None = None,
+    on_event: OnEvent | None = None,
 ) -> ScoreResult:
     """Score a batch (or finish one, ``options.resume``) and write ``report.json``,
     ``report.md``, ``report.html`` and ``rows.jsonl``.
@@ -148,7 +171,8 @@ async def score_async(
     loop's thread (short, and the store's connection must stay on one thread).
 
     ``on_start(task_id, rows_to_judge)`` is called once the task exists; ``on_row`` after each
-    row is stored. When a budget runs out, the rows judged so far are reported and
+    row is stored; ``on_event`` with each batch's state and counts (``--mode batch``). When a
+    budget runs out, the rows judged so far are reported and
     ``ScoreResult.stopped`` says why (the task is STOPPED and can be resumed).
 
     Raises:
@@ -164,7 +188,7 @@ async def score_async(
     """
     check_options(options)
     if options.resume is not None:
-        return await _resume(options, options.resume, on_start, on_row)
+        return await _resume(options, options.resume, on_start, on_row, on_event)
     task_id = new_task_id()
     plan = fresh_plan(options, task_id)
     with TaskStore(options.store) as store, store.task_lock(task_id):
@@ -179,11 +203,15 @@ async def score_async(
                 plan.inputs,
             )
         )
-        return await _run(plan, store, task_id, frozenset(), on_start, on_row)
+        return await _run(plan, store, task_id, frozenset(), on_start, on_row, on_event)
 
 
 async def _resume(
-    options: ScoreOptions, task_id: str, on_start: OnStart | None, on_row: OnRow | None
+    options: ScoreOptions,
+    task_id: str,
+    on_start: OnStart | None,
+    on_row: OnRow | None,
+    on_event: OnEvent | None = None,
 ) -> ScoreResult:
     if not store_exists(options.store):
         raise StoreError(f"{options.store}: no task store here; pass --store PATH")
@@ -195,7 +223,7 @@ async def _resume(
             report = report_from_task(task)
             files = _write_files(store, task_id, report, complete.out, task, options.store)
             return ScoreResult(task_id, report, files, already_complete=True)
-        return await _run(plan, store, task_id, done, on_start, on_row)
+        return await _run(plan, store, task_id, done, on_start, on_row, on_event)
 
 
 def _write_files(
@@ -221,16 +249,11 @@ async def _run(
     done: frozenset[str],
     on_start: OnStart | None,
     on_row: OnRow | None,
+    on_event: OnEvent | None = None,
 ) -> ScoreResult:
     """Judge the rows not in ``done``, finish the task, build and write its report."""
     options = plan.options
-    judge: Judge = (
-        NoJudge()
-        if plan.backend is None
-        else InstructorJudge(
-            plan.backend, plan.rubric, effective_model(options), plan.params, options.max_reasks
-        )
-    )
+    judge: Judge = NoJudge() if plan.backend is None else plan.judge()
     budget = None
     if options.max_calls is not None or options.max_cost_usd is not None:
         budget = Budget(options.max_calls, options.max_cost_usd)
@@ -265,6 +288,11 @@ async def _run(
         return {"callsNotInRows": before + lost}
 
     try:
+        if options.mode == "batch":
+            stopped, extra = await _in_batches(plan, store, task_id, track, keep, on_event)
+            state = TaskState.STOPPED if stopped else TaskState.COMPLETED
+            store.finish_task(task_id, state, {"stopReason": stopped, "batch": extra})
+            return _report(plan, store, task_id, kept, misses, stopped)
         await run_batch(
             plan.inputs.drain(),
             plan.builder,
@@ -279,6 +307,13 @@ async def _run(
             on_stored=keep,
             judge_if=judge_if_for(options.judge_when),
         )
+    except RubricNotDelivered as stop:
+        store.finish_task(
+            task_id,
+            TaskState.STOPPED,
+            {"stopReason": "the rubric did not reach the judge", **cut_off()},
+        )
+        raise RubricNotDeliveredError(task_id, str(stop), options.store) from stop
     except JudgeUnavailable as stop:
         store.finish_task(
             task_id, TaskState.STOPPED, {"stopReason": "the judge was unreachable", **cut_off()}
@@ -300,20 +335,68 @@ async def _run(
         raise
     stopped = budget.stop_reason if budget is not None else None
     state = TaskState.STOPPED if stopped else TaskState.COMPLETED
-    store.finish_task(task_id, state, _extra(plan, store, task_id, stopped))
+    store.finish_task(task_id, state, _extra(plan, store, task_id, stopped, judge))
+    return _report(plan, store, task_id, kept, misses, stopped)
+
+
+async def _in_batches(
+    plan: Plan,
+    store: TaskStore,
+    task_id: str,
+    track: OnRow,
+    keep: Callable[[StoredRow], None],
+    on_event: OnEvent | None,
+) -> tuple[str | None, dict[str, Any]]:
+    """``--mode batch``: the same rows, requests and row results, through provider batches."""
+    from rubric_engine.batch.mode import run_in_batches
+
+    options = plan.options
+    assert isinstance(plan.backend, LiveBackend)
+    outcome = await run_in_batches(
+        lambda: enumerate(plan.inputs.rows),
+        plan.builder,
+        plan.backend,
+        effective_model(options),
+        plan.params,
+        options.max_reasks,
+        options.batch,
+        store,
+        task_id,
+        max_calls=options.max_calls,
+        max_cost_usd=options.max_cost_usd,
+        concurrency=options.concurrency,
+        progress=on_event,
+        on_row=track,
+        on_stored=keep,
+    )
+    return outcome.stop_reason, outcome.summary
+
+
+def _report(
+    plan: Plan,
+    store: TaskStore,
+    task_id: str,
+    kept: list[tuple[int, ReportRow]] | None,
+    misses: list[RowResult],
+    stopped: str | None,
+) -> ScoreResult:
     if kept is None:
         task = load_task(store, task_id)  # read once for the report and its files
     else:
         kept.sort(key=lambda pair: pair[0])
         task = StoredTask(store.task(task_id), plan.rubric, [row for _, row in kept])
     report = report_from_task(task)
-    files = _write_files(store, task_id, report, plan.out, task, options.store)
+    files = _write_files(store, task_id, report, plan.out, task, plan.options.store)
     dropped = dict(plan.backend.dropped) if isinstance(plan.backend, LiveBackend) else {}
     return ScoreResult(task_id, report, files, misses, stopped, dropped_params=dropped)
 
 
-def _extra(plan: Plan, store: TaskStore, task_id: str, stopped: str | None) -> dict[str, Any]:
+def _extra(
+    plan: Plan, store: TaskStore, task_id: str, stopped: str | None, judge: Judge
+) -> dict[str, Any]:
     extra: dict[str, Any] = {"stopReason": stopped}
+    if isinstance(judge, InstructorJudge) and judge.output_mode != "json":
+        extra["outputForm"] = judge.form_record  # the schema form used, and one refused
     backend = plan.backend
     if isinstance(backend, ReplayBackend):
         extra |= replay_extra(backend, store, task_id)
@@ -326,12 +409,14 @@ def _extra(plan: Plan, store: TaskStore, task_id: str, stopped: str | None) -> d
 
 def replay_extra(backend: ReplayBackend, store: TaskStore, task_id: str) -> dict[str, Any]:
     """What a replayed task records about its answers: how many rows each kind of cassette
-    entry answered (``cassettes``) and where they came from (``answerSources``). Shared by
+    entry answered (``cassettes``), where they came from (``answerSources``) and that the
+    latency is the recorded one, not measured (``latency``). Shared by
     ``score`` and the workers of :mod:`rubric_engine.work`, so their reports agree."""
     kinds = map(backend.index.kind, store.cassette_keys(task_id))
     return {
         "cassettes": dict(sorted(Counter(k for k in kinds if k).items())),
         "answerSources": answer_sources(backend, store.cassette_keys(task_id)),
+        "latency": "recorded",  # replayed latency is the one recorded, not measured
     }
 
 

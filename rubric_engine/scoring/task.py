@@ -22,7 +22,7 @@ from rubric_engine.prompt import PromptTemplate
 from rubric_engine.results import JudgeErrorKind
 from rubric_engine.rubric.loader import parse_rubric
 from rubric_engine.rubric.model import EvalRubric
-from rubric_engine.scoring.options import ScoreOptions, effective_model
+from rubric_engine.scoring.options import ScoreOptions, effective_model, effective_output_mode
 from rubric_engine.scoring.preflight import Inputs
 from rubric_engine.store import TaskRecord, TaskStore
 from rubric_engine.stores.location import StoreLocation
@@ -119,15 +119,29 @@ def task_record(
         analysis_version=ANALYSIS_VERSION,
         judge_mode=options.mode if template else "none",
         model=effective_model(options) if template else "none",
-        judge_params=(
-            {**params, "maxReasks": options.max_reasks, "outputMode": "instructor/JSON"}
-            if template
-            else {}
-        ),
+        judge_params=judge_params(options, params) if template else {},
         inputs=input_records(inputs),
         row_count=inputs.total,
         extra={"run": run_settings(options), **check_name_and_tags(options.name, options.tags)},
     )
+
+
+def judge_params(
+    options: ScoreOptions, params: Mapping[str, float | int | str]
+) -> dict[str, JsonValue]:
+    """The task's judge parameters: sampling, re-asks, the output mode (``instructor/JSON``
+    for the default ``json`` mode, as before output modes existed), ``systemAsUser`` when
+    set."""
+    from rubric_engine.judge.instructor_adapter import OUTPUT_MODES
+
+    out: dict[str, JsonValue] = {
+        **params,
+        "maxReasks": options.max_reasks,
+        "outputMode": f"instructor/{OUTPUT_MODES[effective_output_mode(options)]}",
+    }
+    if options.system_as_user:
+        out["systemAsUser"] = True
+    return out
 
 
 def run_settings(options: ScoreOptions) -> dict[str, JsonValue]:
@@ -147,6 +161,7 @@ def run_settings(options: ScoreOptions) -> dict[str, JsonValue]:
         "timeoutS": options.timeout_s,
         **({"judgeWhen": options.judge_when} if options.judge_when else {}),
         "out": str(options.out.resolve()) if options.out is not None else None,
+        **({"batch": options.batch.to_json()} if options.mode == "batch" else {}),
     }
 
 

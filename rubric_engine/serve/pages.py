@@ -91,8 +91,17 @@ def requirement_rows(rubric: EvalRubric, case: Sequence[HardRequirement]) -> lis
 def judge_view(
     result: RowResult, rubric: EvalRubric, case: Sequence[HardRequirement]
 ) -> dict[str, Any]:
-    """The judge's verdict as the page shows it (never given to a blind page)."""
+    """The judge's verdict as the page shows it (never given to a blind page).
+
+    ``evidenceByTurn`` maps a turn (the 0-based index the dialogue is numbered with, the one
+    ``judge_v3`` cites) to the requirement IDs whose evidence names it: the dialogue marks
+    those turns apart from the ones the reviewer cites.
+    """
     reqs = {**rubric.requirements_by_id, **{r.id: r for r in case}}
+    by_turn: dict[int, list[str]] = {}
+    for entry in result.reference_basis:
+        for turn in entry.evidence_turns or ():
+            by_turn.setdefault(turn, []).append(entry.requirement_id)
     return {
         "status": str(result.status),
         "intentKey": result.intent_key,
@@ -111,9 +120,11 @@ def judge_view(
                 "source": str(b.source),
                 "text": reqs[b.requirement_id].text if b.requirement_id in reqs else "",
                 "critical": bool(b.requirement_id in reqs and reqs[b.requirement_id].critical),
+                "evidenceTurns": list(b.evidence_turns or ()),
             }
             for b in result.reference_basis
         ],
+        "evidenceByTurn": by_turn,
         "error": result.error.to_json_dict() if result.error else None,
         "warnings": [w.to_json_dict() for w in result.warnings],
     }

@@ -263,22 +263,30 @@ class ReviewPages(Pages):
             dialogue = store.dialogues(task.record.id, [row_id]).get(row_id, {})
             queue = self._queue(store, task, rows, reviewer, strategy) if reviewer else []
         case = case_requirements_of(dialogue)
-        reviews = [
-            {
-                "reviewer": name,
-                "answer": answer,
-                "changes": differences(row.judge, answer) if row.judge else [],
-            }
-            for name, answer in row.reviews.items()
-        ]
+        # blind mode: neither the judge's verdict nor others' reviews (which are compared with
+        # it) reach the page before this reviewer has answered the row, even by a typed URL
+        hidden = blind and (reviewer is None or reviewer not in row.reviews)
+        reviews = (
+            []
+            if hidden
+            else [
+                {
+                    "reviewer": name,
+                    "answer": answer,
+                    "changes": differences(row.judge, answer) if row.judge else [],
+                }
+                for name, answer in row.reviews.items()
+            ]
+        )
         return self.render(
             request,
             "row.html.j2",
             task=task.record,
             row_id=row_id,
             turns=turns(dialogue),
-            judge=judge_view(row.result, task.rubric, case),
+            judge=None if hidden else judge_view(row.result, task.rubric, case),
             reviews=reviews,
+            hidden=hidden,
             answered=request.query_params.get("answered") == "1",
             next_link=self._next_link(task.record.id, queue, strategy, blind),
             strategy=strategy,

@@ -232,6 +232,44 @@ def m006_review_claims(db: Backend) -> None:
     )
 
 
+def m007_batch_ledger(db: Backend) -> None:
+    """Batch mode's ledger (issue 15): every provider batch of a task and every request in it,
+    written before and after each step so a resumed run never submits twice
+    (:mod:`rubric_engine.batch.ledger`)."""
+    _ddl(
+        db,
+        """
+        CREATE TABLE IF NOT EXISTS batch_jobs (
+            task_id TEXT NOT NULL REFERENCES tasks(id),
+            job_no INTEGER NOT NULL,
+            round INTEGER NOT NULL,
+            state TEXT NOT NULL,
+            provider_status TEXT,
+            input_file_id TEXT,
+            batch_id TEXT,
+            output_file_id TEXT,
+            error_file_id TEXT,
+            request_count INTEGER NOT NULL,
+            byte_count INTEGER NOT NULL,
+            counts TEXT NOT NULL DEFAULT '{}',
+            updated_at TEXT NOT NULL,
+            PRIMARY KEY (task_id, job_no)
+        );
+        CREATE TABLE IF NOT EXISTS batch_requests (
+            task_id TEXT NOT NULL REFERENCES tasks(id),
+            custom_id TEXT NOT NULL,
+            job_no INTEGER NOT NULL,
+            row_id TEXT NOT NULL,
+            attempt INTEGER NOT NULL,
+            result TEXT,
+            PRIMARY KEY (task_id, custom_id)
+        );
+        CREATE INDEX IF NOT EXISTS batch_requests_by_row
+            ON batch_requests (task_id, row_id, attempt);
+        """,
+    )
+
+
 #: every migration, in the order applied; append only
 MIGRATIONS: tuple[Migration, ...] = (
     m001_tasks_and_rows,
@@ -240,6 +278,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     m004_labels,
     m005_calibrations,
     m006_review_claims,
+    m007_batch_ledger,
 )
 #: what ``meta.schema`` says once every migration is applied
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -6,8 +6,17 @@ cassette. A *responder* decides each answer from the request body; helpers build
 from a file of verdicts keyed by rowId.
 
     python -m rubric_engine.testing.openai_stub --verdicts verdicts.jsonl --port 8765
+    # like llama.cpp's server with a small model (see docs/self-hosted-judge.md):
+    python -m rubric_engine.testing.openai_stub --verdicts verdicts.jsonl --drop-system \
+        --reject-json-schema --context-limit 16384
     rubric-eval score rows.jsonl -r rubrics/health_cs.yaml --mode live \
         --api-base http://127.0.0.1:8765/v1 --model openai/stub-judge
+
+A :class:`ServerQuirks` makes it behave like a self-hosted server (llama.cpp's server with a
+small model): a chat template that drops ``system`` messages (its prompt-token count then
+leaves them out), OpenAI's ``json_schema`` response format answered with HTTP 500 while
+``json_object`` + ``schema`` is accepted, and a context limit answered with the 400 OpenAI
+sends (``This model's maximum context length is N tokens …``).
 
 Every request is kept in ``StubServer.requests`` (headers without ``Authorization``; only
 the SHA-256 of its value, as ``authSha256``), so tests can count the attempts the server saw
@@ -49,6 +58,7 @@ class StubReply:
         echo_request: an error reply quotes the URL path it was sent to and the
             ``Authorization`` header, as some providers do ("Incorrect API key provided:
             …"): for tests that no credential reaches what rubric-eval writes.
+        error_code: the OpenAI error ``code`` of a non-200 answer.
     """
 
     status: int = 200
@@ -61,9 +71,51 @@ class StubReply:
     refusal: str | None = None
     drop: bool = False
     echo_request: bool = False
+    error_code: str | None = None
 
 
 Responder = Callable[[dict[str, Any]], StubReply]
+
+
+@dataclass(frozen=True)
+class ServerQuirks:
+    """How a self-hosted server departs from OpenAI's API (all off by default).
+
+    Attributes:
+        drop_system: the chat template drops ``system`` messages: they are not counted in
+            ``usage.prompt_tokens`` (nor in the context).
+        reject_json_schema: ``response_format: {"type": "json_schema"}`` gets HTTP 500.
+        context_limit: prompts over this many tokens (characters / 4) get HTTP 400.
+    """
+
+    drop_system: bool = False
+    reject_json_schema: bool = False
+    context_limit: int | None = None
+
+    def prompt_tokens(self, body: dict[str, Any]) -> int:
+        """The prompt's size as this server counts it: characters / 4 of what it keeps."""
+        kept = [
+            m
+            for m in body.get("messages") or []
+            if not (self.drop_system and m.get("role") == "system")
+        ]
+        return max(1, sum(len(str(m.get("content") or "")) for m in kept) // 4)
+
+    def refusal(self, body: dict[str, Any]) -> StubReply | None:
+        """The error this server answers ``body`` with, or ``None``."""
+        form = (body.get("response_format") or {}).get("type")
+        if self.reject_json_schema and form == "json_schema":
+            return StubReply(status=500, content="json_schema is not supported by this server")
+        tokens = self.prompt_tokens(body)
+        if self.context_limit is not None and tokens > self.context_limit:
+            return StubReply(
+                status=400,
+                content=f"This model's maximum context length is {self.context_limit} tokens. "
+                f"However, your messages resulted in {tokens} tokens. Please reduce the "
+                "length of the messages.",
+                error_code="context_length_exceeded",
+            )
+        return None
 
 
 def row_id_of(body: dict[str, Any]) -> str | None:
@@ -128,9 +180,16 @@ class StubServer:
             concurrent requests wait in parallel).
     """
 
-    def __init__(self, responder: Responder, port: int = 0, latency_s: float = 0.0) -> None:
+    def __init__(
+        self,
+        responder: Responder,
+        port: int = 0,
+        latency_s: float = 0.0,
+        quirks: ServerQuirks | None = None,
+    ) -> None:
         self.responder = responder
         self.latency_s = latency_s
+        self.quirks = quirks or ServerQuirks()
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         stub = self
@@ -171,7 +230,7 @@ class StubServer:
                 if not self.path.split("?", 1)[0].rstrip("/").endswith("/chat/completions"):
                     self._send(404, {"error": {"message": f"unknown path {self.path}"}}, {})
                     return
-                reply = stub.responder(body)
+                reply = stub.quirks.refusal(body) or stub.responder(body)
                 if reply.delay_s or stub.latency_s:
                     time.sleep(reply.delay_s + stub.latency_s)
                 if reply.drop:
@@ -184,11 +243,17 @@ class StubServer:
                         message += f" (request to {self.path}; Authorization: {auth})"
                     self._send(
                         reply.status,
-                        {"error": {"message": message, "type": "stub_error"}},
+                        {
+                            "error": {
+                                "message": message,
+                                "type": "stub_error",
+                                "code": reply.error_code,
+                            }
+                        },
                         reply.headers,
                     )
                     return
-                self._send(200, completion(body, reply), reply.headers)
+                self._send(200, completion(body, reply, stub.quirks), reply.headers)
 
             def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str]) -> None:
                 data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
@@ -230,16 +295,17 @@ class StubServer:
         self.stop()
 
 
-def completion(body: dict[str, Any], reply: StubReply) -> dict[str, Any]:
+def completion(
+    body: dict[str, Any], reply: StubReply, quirks: ServerQuirks | None = None
+) -> dict[str, Any]:
     """An OpenAI ``chat.completion`` object for a scripted reply."""
     message: dict[str, Any] = {"role": "assistant", "content": reply.content}
     if reply.tool_calls:
         message["tool_calls"] = reply.tool_calls
     if reply.refusal:
         message["refusal"] = reply.refusal
-    prompt_chars = sum(len(str(m.get("content") or "")) for m in body.get("messages") or [])
     usage = reply.usage or {
-        "prompt_tokens": max(1, prompt_chars // 4),
+        "prompt_tokens": (quirks or ServerQuirks()).prompt_tokens(body),
         "completion_tokens": max(1, len(reply.content or "") // 4),
     }
     usage.setdefault("total_tokens", usage["prompt_tokens"] + usage["completion_tokens"])
@@ -262,11 +328,19 @@ def main() -> None:
     parser.add_argument(
         "--latency-ms", type=float, default=0.0, help="wait this long before every answer"
     )
+    parser.add_argument(
+        "--drop-system", action="store_true", help="behave like a template that drops system"
+    )
+    parser.add_argument(
+        "--reject-json-schema", action="store_true", help="answer json_schema with HTTP 500"
+    )
+    parser.add_argument("--context-limit", type=int, help="answer longer prompts with HTTP 400")
     args = parser.parse_args()
     server = StubServer(
         verdicts_responder(load_verdicts(args.verdicts)),
         port=args.port,
         latency_s=args.latency_ms / 1000,
+        quirks=ServerQuirks(args.drop_system, args.reject_json_schema, args.context_limit),
     )
     print(f"stub judge on {server.base_url} (Ctrl-C stops)", flush=True)
     server.start()

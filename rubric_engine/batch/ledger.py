@@ -1,0 +1,200 @@
+"""The batch ledger: every batch job and request of a task, in the task store (issue 15).
+
+A job's state is written **before and after** each step, and committed at once, so a run
+killed at any point (``kill -9``) resumes without submitting anything twice:
+
+==============  ==========================================================================
+state           meaning, and what ``--resume`` does with a job found in it
+==============  ==========================================================================
+``PLANNED``     its requests are listed, nothing uploaded: dropped; its rows are planned again
+``UPLOADED``    the input file is at the provider (``input_file_id``); no batch was asked for
+``SUBMITTING``  a batch is being created from that file: the provider's batch list is
+                searched for it (by input file) before a new one is created
+``SUBMITTED``   the provider holds the batch (``batch_id``): it is polled, never re-created
+``ENDED``       the provider finished it (``provider_status`` completed / expired / failed /
+                cancelled): its output and error files are downloaded
+``DOWNLOADED``  every request's result is stored in ``batch_requests``
+``EXPORTED``    written to a file for the user's own engine (``batch export``); its results
+                come back through ``batch import``
+==============  ==========================================================================
+
+The tables (``batch_jobs``, ``batch_requests``) are the store's migration
+``m007_batch_ledger`` (:mod:`rubric_engine.stores.migrations`), on SQLite and PostgreSQL
+alike; the SQL here is the backends' common ``?`` dialect.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from rubric_engine.store import TaskStore
+from rubric_engine.stores.backend import Backend
+
+JobState = Literal[
+    "PLANNED", "UPLOADED", "SUBMITTING", "SUBMITTED", "ENDED", "DOWNLOADED", "EXPORTED"
+]
+#: provider batch statuses after which nothing more will be answered
+FINAL_STATUSES = frozenset({"completed", "expired", "failed", "cancelled"})
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class Job:
+    """One batch job as recorded."""
+
+    task_id: str
+    job_no: int
+    round: int
+    state: str
+    provider_status: str | None
+    input_file_id: str | None
+    batch_id: str | None
+    output_file_id: str | None
+    error_file_id: str | None
+    request_count: int
+    byte_count: int
+    counts: dict[str, int]
+    updated_at: str
+
+
+@dataclass(frozen=True)
+class PlannedRequest:
+    custom_id: str
+    row_id: str
+    attempt: int
+
+
+class Ledger:
+    """Batch jobs and requests of the tasks in one store. Every write is committed at once."""
+
+    def __init__(self, store: TaskStore) -> None:
+        self.store = store
+        self._db: Backend = store.backend
+
+    def _commit(self) -> None:
+        self.store.commit()
+
+    # -- jobs --------------------------------------------------------------------------------
+
+    def jobs(self, task_id: str) -> list[Job]:
+        cursor = self._db.execute(
+            "SELECT * FROM batch_jobs WHERE task_id=? ORDER BY job_no", (task_id,)
+        )
+        names = [d[0] for d in cursor.description]
+        out = []
+        for found in cursor.fetchall():
+            data = dict(zip(names, found, strict=True))
+            data["counts"] = json.loads(data["counts"])
+            out.append(Job(**data))
+        return out
+
+    def plan(
+        self, task_id: str, round_no: int, requests: Iterable[PlannedRequest], byte_count: int
+    ) -> int:
+        """Record a new job (``PLANNED``) with its requests; returns its number."""
+        found = self._db.execute(
+            "SELECT COALESCE(MAX(job_no), 0) FROM batch_jobs WHERE task_id=?", (task_id,)
+        ).fetchone()
+        job_no = int(found[0]) + 1
+        rows = [(task_id, r.custom_id, job_no, r.row_id, r.attempt) for r in requests]
+        self._db.execute(
+            "INSERT INTO batch_jobs (task_id, job_no, round, state, request_count, byte_count,"
+            " updated_at) VALUES (?,?,?,?,?,?,?)",
+            (task_id, job_no, round_no, "PLANNED", len(rows), byte_count, _now()),
+        )
+        self._db.executemany(
+            "INSERT INTO batch_requests (task_id, custom_id, job_no, row_id, attempt)"
+            " VALUES (?,?,?,?,?)",
+            rows,
+        )
+        self._commit()
+        return job_no
+
+    def update(self, task_id: str, job_no: int, state: str, **fields: Any) -> None:
+        """Set a job's state and any of its other columns (``counts`` as a dict)."""
+        if "counts" in fields:
+            fields["counts"] = json.dumps(fields["counts"], sort_keys=True)
+        names = ["state", "updated_at", *fields]
+        values = [state, _now(), *fields.values()]
+        sets = ", ".join(f"{n}=?" for n in names)
+        self._db.execute(
+            f"UPDATE batch_jobs SET {sets} WHERE task_id=? AND job_no=?",
+            (*values, task_id, job_no),
+        )
+        self._commit()
+
+    def drop(self, task_id: str, job_no: int) -> None:
+        """Forget a job that never reached the provider (``PLANNED``), and its requests."""
+        self._db.execute(
+            "DELETE FROM batch_requests WHERE task_id=? AND job_no=?", (task_id, job_no)
+        )
+        self._db.execute("DELETE FROM batch_jobs WHERE task_id=? AND job_no=?", (task_id, job_no))
+        self._commit()
+
+    # -- requests ----------------------------------------------------------------------------
+
+    def planned_ids(self, task_id: str) -> set[str]:
+        """Every ``custom_id`` in a job of the task (answered or not)."""
+        query = "SELECT custom_id FROM batch_requests WHERE task_id=?"
+        return {cid for (cid,) in self._db.execute(query, (task_id,))}
+
+    def job_requests(self, task_id: str, job_no: int) -> dict[str, PlannedRequest]:
+        query = "SELECT custom_id, row_id, attempt FROM batch_requests WHERE task_id=? AND job_no=?"
+        return {
+            cid: PlannedRequest(cid, row_id, attempt)
+            for cid, row_id, attempt in self._db.execute(query, (task_id, job_no))
+        }
+
+    def save_results(
+        self, task_id: str, job_no: int, results: dict[str, dict[str, Any]], state: str
+    ) -> None:
+        """Store each request's result (``{"response": …}`` or ``{"error": …}``) and move the
+        job to ``state`` in one transaction."""
+        self._db.executemany(
+            "UPDATE batch_requests SET result=? WHERE task_id=? AND custom_id=?",
+            [(json.dumps(r, ensure_ascii=False), task_id, cid) for cid, r in results.items()],
+        )
+        self._db.execute(
+            "UPDATE batch_jobs SET state=?, updated_at=? WHERE task_id=? AND job_no=?",
+            (state, _now(), task_id, job_no),
+        )
+        self._commit()
+
+    def jobs_of(self, task_id: str, custom_ids: Iterable[str]) -> dict[str, int]:
+        """custom_id → job number, for the ids that are in a job of the task."""
+        wanted, out = list(custom_ids), {}
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            query = (
+                f"SELECT custom_id, job_no FROM batch_requests WHERE task_id=? "
+                f"AND custom_id IN ({marks})"
+            )
+            out.update(dict(self._db.execute(query, (task_id, *chunk))))
+        return out
+
+    def results(self, task_id: str, row_id: str) -> list[dict[str, Any] | None]:
+        """A row's results in attempt order; ``None`` for a request still waiting."""
+        query = (
+            "SELECT attempt, result FROM batch_requests WHERE task_id=? AND row_id=? "
+            "ORDER BY attempt"
+        )
+        out: list[dict[str, Any] | None] = []
+        for attempt, text in self._db.execute(query, (task_id, row_id)):
+            if attempt != len(out):
+                break  # a gap: later attempts cannot be used before the missing one
+            out.append(json.loads(text) if text is not None else None)
+        return out
+
+    def waiting_rows(self, task_id: str) -> Iterator[str]:
+        """Rows with a request that has no result yet."""
+        query = "SELECT DISTINCT row_id FROM batch_requests WHERE task_id=? AND result IS NULL"
+        for (row_id,) in self._db.execute(query, (task_id,)):
+            yield row_id

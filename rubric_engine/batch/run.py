@@ -1,0 +1,344 @@
+"""Batch mode's orchestrator: passes over the rows, batches between them (issue 15).
+
+A **pass** replays every unfinished row through the judge with the results its batches have
+brought back (:class:`~rubric_engine.batch.backend.BatchBackend`): a row the judge finishes is
+turned into its row result by the same function live mode uses and stored; a row that needs
+another request (its first ask, a re-ask, an expired or errored one) yields a batch input line.
+Lines go to a **sink** in files under the provider's request and byte limits: the provider
+(:class:`ProviderSink`: upload, create, recorded in the ledger before and after each step) or
+files for the user's own engine (:class:`FileSink`, ``batch export``). Between passes,
+:meth:`BatchRun.settle` polls every open batch until it ends and stores its results.
+
+A run killed at any point is resumed by the same loop: the ledger says which batches exist,
+their results are in the store, and a request already in a batch is never planned again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO
+
+from rubric_engine.batch.backend import BatchBackend
+from rubric_engine.batch.client import BatchClient
+from rubric_engine.batch.ledger import FINAL_STATUSES, Ledger, PlannedRequest
+from rubric_engine.batch.lines import custom_id, read_output_line, request_line
+from rubric_engine.batch.settings import MAX_BYTES, MAX_REQUESTS
+from rubric_engine.batch.sinks import ProviderSink, Sink
+from rubric_engine.dialogue.model import DialogueRow
+from rubric_engine.judge.protocol import Judge
+from rubric_engine.pipeline import (
+    CredentialsRefused,
+    RequestBuilder,
+    refused_credentials,
+    row_result,
+    stored_row,
+)
+from rubric_engine.results import RowResult
+from rubric_engine.store import StoredRow, TaskStore
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class BatchLimits:
+    """How big one batch may be, how often to poll, how much to spend.
+
+    Attributes:
+        max_requests / max_bytes: per input file (OpenAI: 50,000 and 200 MB).
+        poll_interval_s: seconds between sweeps over the open batches.
+        max_calls: ``--max-calls``: requests submitted (re-asks, retries included) plus live
+            fallback calls, checked before each line joins a batch.
+        max_cost_usd: ``--max-cost``: spent plus the estimated price of what is submitted.
+    """
+
+    max_requests: int = MAX_REQUESTS
+    max_bytes: int = MAX_BYTES
+    poll_interval_s: float = 30.0
+    max_calls: int | None = None
+    max_cost_usd: float | None = None
+
+
+@dataclass
+class BatchRun:
+    """One task's batch run. ``rows`` gives ``(seq, row)`` in input order on every call."""
+
+    rows: Callable[[], Iterator[tuple[int, DialogueRow]]]
+    builder: RequestBuilder
+    judge: Judge  #: the live judge, over ``backend``
+    backend: BatchBackend
+    store: TaskStore
+    task_id: str
+    limits: BatchLimits = field(default_factory=BatchLimits)
+    client: BatchClient | None = None
+    price: Callable[[int, int], float | None] | None = None  #: (prompt, completion tokens) → USD
+    max_tokens: int = 1024
+    concurrency: int = 8
+    progress: Progress | None = None
+    on_row: Callable[[RowResult], None] | None = None
+    on_stored: Callable[[StoredRow], None] | None = None
+    ledger: Ledger = field(init=False)
+    done: set[str] = field(init=False)
+    stop_reason: str | None = None
+    _spent: float = 0.0
+    _committed: int = 0
+    _before_run: int = 0
+
+    def __post_init__(self) -> None:
+        self.ledger = Ledger(self.store)
+        self.done = set(self.store.row_outcomes(self.task_id))
+        # budgets count this run's requests, as live budgets count this run's calls
+        self._before_run = len(self.ledger.planned_ids(self.task_id))
+
+    def say(self, text: str) -> None:
+        if self.progress is not None:
+            self.progress(text)
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Resume what the ledger holds, then pass and settle until no row needs a batch."""
+        assert self.client is not None
+        await self.reconcile()
+        sink = ProviderSink(self, self.client)
+        while True:
+            await self.settle()
+            submitted = await self.run_pass(sink)
+            if not submitted:
+                return
+
+    async def reconcile(self) -> None:
+        """Bring the ledger's unfinished jobs to SUBMITTED (or drop what never left)."""
+        for job in self.ledger.jobs(self.task_id):
+            if job.state == "PLANNED":
+                self.ledger.drop(self.task_id, job.job_no)
+            elif job.state in ("UPLOADED", "SUBMITTING"):
+                assert job.input_file_id is not None
+                await self.submit(job.job_no, job.input_file_id, adopt=job.state == "SUBMITTING")
+
+    async def submit(self, job_no: int, file_id: str, adopt: bool) -> None:
+        """Create the job's batch; after a crash mid-create, adopt the one that exists."""
+        assert self.client is not None
+        self.ledger.update(self.task_id, job_no, "SUBMITTING")
+        found = await self.client.find(file_id) if adopt else None
+        if found is None:
+            metadata = {"rubric_eval_task": self.task_id, "rubric_eval_job": str(job_no)}
+            found = await self.client.create(file_id, metadata)
+        self.ledger.update(
+            self.task_id,
+            job_no,
+            "SUBMITTED",
+            batch_id=found.batch_id,
+            provider_status=found.status,
+            counts=found.counts,
+        )
+        self.say(f"batch {job_no} ({found.batch_id}): {found.status}, {found.counts['total']} req")
+
+    async def settle(self) -> None:
+        """Poll every open batch until all have ended and their results are stored."""
+        assert self.client is not None
+        while True:
+            open_jobs = [
+                j for j in self.ledger.jobs(self.task_id) if j.state in ("SUBMITTED", "ENDED")
+            ]
+            if not open_jobs:
+                return
+            for job in open_jobs:
+                if job.state == "SUBMITTED":
+                    assert job.batch_id is not None
+                    status = await self.client.retrieve(job.batch_id)
+                    if status.status != job.provider_status or status.counts != job.counts:
+                        self.say(
+                            f"batch {job.job_no} ({job.batch_id}): {status.status}, "
+                            f"{status.counts['completed']}/{status.counts['total']} done, "
+                            f"{status.counts['failed']} failed"
+                        )
+                    if status.status not in FINAL_STATUSES:
+                        if status.status != job.provider_status or status.counts != job.counts:
+                            self.ledger.update(
+                                self.task_id,
+                                job.job_no,
+                                "SUBMITTED",
+                                provider_status=status.status,
+                                counts=status.counts,
+                            )
+                        continue
+                    self.ledger.update(
+                        self.task_id,
+                        job.job_no,
+                        "ENDED",
+                        provider_status=status.status,
+                        counts=status.counts,
+                        output_file_id=status.output_file_id,
+                        error_file_id=status.error_file_id,
+                    )
+                    failure = status.errors
+                else:
+                    failure = None
+                await self.download(job.job_no, failure)
+            if any(j.state == "SUBMITTED" for j in self.ledger.jobs(self.task_id)):
+                await asyncio.sleep(self.limits.poll_interval_s)
+
+    async def download(self, job_no: int, failure: str | None) -> None:
+        """Read an ended job's output and error files into the ledger (``DOWNLOADED``)."""
+        assert self.client is not None
+        job = next(j for j in self.ledger.jobs(self.task_id) if j.job_no == job_no)
+        lines: list[bytes] = []
+        for file_id in (job.output_file_id, job.error_file_id):
+            if file_id:
+                lines.extend((await self.client.content(file_id)).splitlines())
+        why = f"batch {job.provider_status}" + (f" ({failure})" if failure else "")
+        self.store_results(job_no, lines, f"{why}: no result for this request", "DOWNLOADED")
+
+    def store_results(self, job_no: int, lines: Iterable[bytes], missing: str, state: str) -> int:
+        """Match output lines to the job's requests and store them; returns lines used."""
+        import json
+
+        planned = self.ledger.job_requests(self.task_id, job_no)
+        results: dict[str, dict[str, Any]] = {}
+        for n, raw in enumerate(lines, start=1):
+            if not raw.strip():
+                continue
+            got = read_output_line(json.loads(raw), f"batch {job_no} result line {n}")
+            if got.custom_id not in planned:
+                continue  # another task's or job's line; never matched to a row by guess
+            if got.response is not None:
+                usage = got.response.get("usage") or {}
+                cost = (
+                    self.price(
+                        int(usage.get("prompt_tokens") or 0),
+                        int(usage.get("completion_tokens") or 0),
+                    )
+                    if self.price
+                    else None
+                )
+                results[got.custom_id] = {"response": got.response, "costUsd": cost}
+            else:
+                results[got.custom_id] = {"error": got.error}
+        used = len(results)
+        for cid in planned:
+            results.setdefault(cid, {"error": missing})
+        self.ledger.save_results(self.task_id, job_no, results, state)
+        return used
+
+    # -- a pass --------------------------------------------------------------------------------
+
+    async def run_pass(self, sink: Sink | None) -> int:
+        """Replay every unfinished row; store finished ones; send needed requests to ``sink``.
+
+        Returns the number of requests sent (0: nothing left that a batch can answer); with
+        ``sink=None`` nothing is planned or sent, and the count is of requests needed.
+        """
+        planned_before = self.ledger.planned_ids(self.task_id)
+        self._committed = len(planned_before) - self._before_run + self.backend.live_calls
+        round_no = 1 + max((j.round for j in self.ledger.jobs(self.task_id)), default=0)
+        waiting = set(self.ledger.waiting_rows(self.task_id))
+        chunk: list[PlannedRequest] = []
+        # a job's file is spooled to disk: 50,000 requests can be hundreds of MB
+        data: BinaryIO = tempfile.TemporaryFile()  # noqa: SIM115 - closed in the finally below
+        size = 0
+        sent = 0
+
+        async def flush() -> None:
+            nonlocal chunk, size, sent
+            if not chunk:
+                return
+            if sink is not None:
+                job_no = self.ledger.plan(self.task_id, round_no, chunk, size)
+                data.seek(0)
+                await sink.flush(job_no, data)
+            sent += len(chunk)
+            chunk, size = [], 0
+            data.seek(0)
+            data.truncate()
+
+        group: list[tuple[int, DialogueRow]] = []
+
+        async def judge_group() -> None:
+            nonlocal size
+            outcomes = await asyncio.gather(*(self._judge(seq, row) for seq, row in group))
+            for (_seq, row), line in zip(group, outcomes, strict=True):
+                if line is None:
+                    continue
+                cid, attempt, encoded = line
+                if cid in planned_before:
+                    continue
+                if not self._affordable(encoded, len(chunk)):
+                    continue
+                if chunk and (
+                    len(chunk) >= self.limits.max_requests
+                    or size + len(encoded) > self.limits.max_bytes
+                ):
+                    await flush()
+                chunk.append(PlannedRequest(cid, row.row_id, attempt))
+                data.write(encoded)
+                size += len(encoded)
+            group.clear()
+
+        try:
+            for seq, row in self.rows():
+                if row.row_id in self.done or row.row_id in waiting:
+                    continue
+                group.append((seq, row))
+                if len(group) >= self.concurrency:
+                    await judge_group()
+            await judge_group()
+            await flush()
+        finally:
+            data.close()
+        self.store.commit()
+        return sent
+
+    async def _judge(self, seq: int, row: DialogueRow) -> tuple[str, int, bytes] | None:
+        """One row's pass: store it when the judge finishes, else its next request line."""
+        backend = self.backend
+        backend.results[row.row_id] = self.ledger.results(self.task_id, row.row_id)
+        try:
+            prepared = self.builder.prepare(seq, row)
+            outcome = await self.judge.judge(prepared.request)
+            pending = backend.pending.get(row.row_id)
+            if backend.unresolved(row.row_id):
+                if pending is None:
+                    return None
+                cid = custom_id(seq, pending.attempt, row.row_id)
+                return cid, pending.attempt, request_line(cid, pending.kwargs)
+            result = row_result(self.builder.rubric, prepared, outcome)
+            stored = stored_row(prepared, outcome, result)
+            self.store.add_row(self.task_id, stored)
+            self.done.add(row.row_id)
+            if self.on_stored is not None:
+                self.on_stored(stored)
+            if self.on_row is not None:
+                self.on_row(result)
+            refused = refused_credentials(outcome)  # a --batch-fallback live call got 401/403
+            if refused is not None and outcome.error is not None:
+                raise CredentialsRefused(refused, outcome.error.message)
+            return None
+        finally:
+            backend.results.pop(row.row_id, None)
+            backend.pending.pop(row.row_id, None)
+            backend.waiting.discard(row.row_id)
+
+    def _affordable(self, line: bytes, queued: int) -> bool:
+        """Budgets apply before submitting: would this line pass ``--max-calls``/``--max-cost``?"""
+        limits = self.limits
+        if self.stop_reason is not None:
+            return False
+        if limits.max_calls is not None and self._committed + queued + 1 > limits.max_calls:
+            self.stop_reason = (
+                f"--max-calls {limits.max_calls} reached ({self._committed + queued} request(s) "
+                "submitted or planned)"
+            )
+            return False
+        if limits.max_cost_usd is not None and self.price is not None:
+            estimate = self.price(len(line) // 4, self.max_tokens) or 0.0
+            if self._spent + estimate > limits.max_cost_usd:
+                self.stop_reason = (
+                    f"--max-cost {limits.max_cost_usd:g} USD reached ({self._spent:.4f} USD "
+                    "submitted, priced at batch rates with max_tokens as the output bound)"
+                )
+                return False
+            self._spent += estimate
+        return True

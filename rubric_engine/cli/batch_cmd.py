@@ -1,0 +1,97 @@
+"""`rubric-eval batch export` and `rubric-eval batch import`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, cast
+
+import typer
+
+from rubric_engine import DEFAULT_STORE
+from rubric_engine.cli._app import StoreOpt, _guard, batch_app
+
+
+@batch_app.command("export")
+def export(
+    inputs: Annotated[
+        list[str],
+        typer.Argument(
+            help="Dialogue files (as for score), or one TASK id of a batch-file task to write "
+            "the follow-up requests (re-asks) it needs."
+        ),
+    ],
+    out: Annotated[Path, typer.Option(help="Folder for requests-NNN.jsonl and manifest.json.")],
+    rubric: Annotated[
+        str, typer.Option("--rubric", "-r", help="Published KEY[@N], or a pack FILE with --draft.")
+    ] = "",
+    draft: Annotated[bool, typer.Option("--draft", help="Allow a pack file.")] = False,
+    model: Annotated[
+        str, typer.Option(help="litellm model name; the files carry the part after 'provider/'.")
+    ] = "openai/gpt-4o-mini",
+    input_format: Annotated[str, typer.Option(help="auto, jsonl, json, csv or yaml.")] = "auto",
+    max_reasks: Annotated[int, typer.Option(min=0, help="Re-asks after an invalid verdict.")] = 2,
+    temperature: Annotated[float, typer.Option(min=0.0, max=2.0)] = 0.0,
+    max_tokens: Annotated[int, typer.Option(min=16)] = 1024,
+    batch_max_requests: Annotated[int, typer.Option(min=1, help="Requests per file.")] = 50_000,
+    batch_max_bytes: Annotated[int, typer.Option(min=1024, help="Bytes per file.")] = 200
+    * 1024
+    * 1024,
+    report_out: Annotated[
+        Path | None, typer.Option(help="Where `batch import` writes the reports at the end.")
+    ] = None,
+    store: StoreOpt = DEFAULT_STORE,
+) -> None:
+    """Write the judge requests of INPUT rows (a new task) or of TASK as batch input files."""
+    from rubric_engine.batch.files import export_requests
+    from rubric_engine.dialogue.readers import InputFormat
+    from rubric_engine.scoring import ScoreOptions
+
+    task_id = inputs[0] if len(inputs) == 1 and not Path(inputs[0]).exists() else None
+    options = ScoreOptions(
+        inputs=[] if task_id else [Path(p) for p in inputs],
+        rubric=rubric,
+        draft=draft,
+        model=model,
+        input_format=cast(InputFormat, input_format),
+        max_reasks=max_reasks,
+        temperature=temperature,
+        max_tokens=max_tokens,
+        store=store,
+        out=report_out,
+    )
+    result = _guard(
+        lambda: export_requests(options, out, task_id, batch_max_requests, batch_max_bytes)
+    )
+    names = ", ".join(p.name for p in result.files) or "no file (nothing needs an answer)"
+    typer.echo(f"task id: {result.task_id}")
+    typer.echo(f"wrote {result.requests} request(s) to {out}: {names}; {result.manifest.name}")
+    if result.requests:
+        typer.echo(f"next: answer them, then `rubric-eval batch import {result.task_id} FILE...`")
+
+
+@batch_app.command("import")
+def import_(
+    task: Annotated[str, typer.Argument(help="The task id `batch export` printed.")],
+    results: Annotated[
+        list[Path], typer.Argument(help="Batch output files (OpenAI batch output format).")
+    ],
+    out: Annotated[Path | None, typer.Option(help="Report folder when the task completes.")] = None,
+    store: StoreOpt = DEFAULT_STORE,
+) -> None:
+    """Store batch results for TASK and judge what they answer; report when every row is done."""
+    from rubric_engine.batch.files import import_results
+
+    result = _guard(lambda: import_results(store, task, results, out))
+    typer.echo(f"matched {result.matched} result(s); ignored {result.ignored} foreign line(s)")
+    if result.needed:
+        typer.echo(
+            f"{result.needed} request(s) still need an answer (re-asks, unanswered lines): "
+            f"`rubric-eval batch export {task} --out DIR`, answer, import again"
+        )
+        return
+    assert result.report is not None
+    totals = result.report["totals"]
+    typer.echo(
+        f"task {task} COMPLETED: {totals['scored']} scored, {totals['judgeErrors']} "
+        f"JUDGE_ERROR; reports in {result.out}"
+    )

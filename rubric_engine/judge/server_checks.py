@@ -1,0 +1,178 @@
+"""What a self-hosted judge server does silently, noticed (issue 19).
+
+- :func:`looping_unit`: a reply that repeats one short unit until ``max_tokens`` (small local
+  models do this without a grammar) is a loop, not a truncated verdict: a larger budget only
+  buys a longer loop.
+- :class:`DeliveryCheck`: some chat templates drop the ``system`` message (the rubric), and
+  the server answers anyway. The provider's reported prompt tokens are compared with the
+  engine's own estimate on the first answered calls; far fewer means the rubric did not
+  reach the model, and the run stops (:class:`RubricNotDelivered`).
+- :func:`context_message`: the words of a ``CONTEXT_EXCEEDED`` row.
+- :func:`system_as_user`: ``--system-as-user``'s prompt shape.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+#: a unit longer than this is not a "short unit"; a tail shorter than MIN_LOOP_CHARS is no loop
+MAX_UNIT_CHARS = 200
+MIN_LOOP_CHARS = 120
+#: the unit must repeat at least this many times at the end of the reply
+MIN_REPEATS = 4
+#: reported prompt tokens under this share of the estimate: the system message was dropped
+DROPPED_SHARE = 0.2
+#: how many first answered calls are checked
+CHECKED_CALLS = 3
+
+
+def looping_unit(text: str) -> str | None:
+    """The unit a reply repeats at its end, or ``None`` when it does not loop.
+
+    A loop: the last ``max(MIN_LOOP_CHARS, MIN_REPEATS × len(unit))`` characters are one unit
+    of at most :data:`MAX_UNIT_CHARS` characters repeated (a partial unit may end the text),
+    and that run covers at least half of the reply. Whitespace at the end is ignored.
+    """
+    text = text.rstrip()
+    for size in range(1, min(MAX_UNIT_CHARS, len(text) // MIN_REPEATS) + 1):
+        span = max(MIN_LOOP_CHARS, MIN_REPEATS * size)
+        if span > len(text):
+            break
+        tail = text[-span:]
+        if tail[size:] != tail[:-size]:
+            continue
+        # extend the run backwards as far as it goes
+        start = len(text) - span
+        while start > 0 and text[start - 1] == text[start - 1 + size]:
+            start -= 1
+        if len(text) - start >= len(text) / 2:
+            return text[-size:]
+    return None
+
+
+def reply_text(response: dict[str, Any]) -> str:
+    """The content and every tool call's arguments of a wire response, joined."""
+    choices = response.get("choices") or [{}]
+    message = (choices[0] or {}).get("message") or {}
+    parts = [str(message.get("content") or "")]
+    for call in message.get("tool_calls") or []:
+        parts.append(str(((call or {}).get("function") or {}).get("arguments") or ""))
+    return "".join(parts)
+
+
+class RubricNotDelivered(Exception):
+    """The provider counted far fewer prompt tokens than the request holds (see module)."""
+
+    def __init__(self, row_id: str, reported: int, estimated: int, system: int) -> None:
+        super().__init__(
+            f"the judge server counted {reported} prompt tokens for row {row_id!r}, but the "
+            f"request holds about {estimated} ({system} of them the system message with the "
+            "rubric). The rubric most likely never reached the model: the server's chat "
+            "template drops system messages (common with Gemma and some llama.cpp / Ollama "
+            "templates). Score again with --system-as-user (the rubric goes inside the first "
+            "user message), or fix the server's chat template"
+        )
+        self.row_id = row_id
+
+
+@dataclass
+class DeliveryCheck:
+    """Compares reported prompt tokens with ``estimate(messages)`` on the first answered calls.
+
+    Args:
+        estimate: tokens of a message list (litellm's ``token_counter`` for the model).
+    """
+
+    estimate: Callable[[list[dict[str, Any]]], int]
+    checked: int = 0
+    _system: dict[str, int] = field(default_factory=dict)
+
+    def check(self, row_id: str, messages: Sequence[dict[str, Any]], reported: int) -> None:
+        """Raises :class:`RubricNotDelivered` when ``reported`` is under
+        :data:`DROPPED_SHARE` of the estimate and the request has a system message."""
+        if self.checked >= CHECKED_CALLS or reported <= 0:
+            return
+        system = [dict(m) for m in messages if m.get("role") == "system"]
+        if not system:
+            return
+        self.checked += 1
+        estimated = self.estimate([dict(m) for m in messages])
+        text = str(system[0].get("content"))
+        if text not in self._system:
+            self._system[text] = self.estimate(system)
+        if reported < DROPPED_SHARE * estimated:
+            raise RubricNotDelivered(row_id, reported, estimated, self._system[text])
+
+
+def litellm_estimate(model: str) -> Callable[[list[dict[str, Any]]], int]:
+    """litellm's token count for ``model`` (its tokenizer, or tiktoken's default), falling
+    back to characters / 4 when litellm cannot count the messages."""
+    from rubric_engine.judge.backends import import_litellm
+
+    litellm = import_litellm()
+
+    def estimate(messages: list[dict[str, Any]]) -> int:
+        try:
+            return int(litellm.token_counter(model=model, messages=messages))
+        except Exception:  # litellm raises many kinds for a message it cannot count
+            return sum(len(str(m.get("content") or "")) for m in messages) // 4
+
+    return estimate
+
+
+_LIMIT = re.compile(r"(?:maximum context length|context (?:length|window|size)) (?:is |of )?(\d+)")
+
+
+def context_message(detail: str, tokens: int | None, limit: int | None) -> str:
+    """``CONTEXT_EXCEEDED``'s message: the row's token estimate and the limit (from
+    ``--max-context``, else read from the server's error text), then the server's words."""
+    if limit is None:
+        found = _LIMIT.search(detail)
+        limit = int(found.group(1)) if found else None
+    size = f"about {tokens} tokens" if tokens else "its prompt"
+    over = f"the model's context of {limit} tokens" if limit else "the model's context"
+    return (
+        f"the row's prompt ({size}) is over {over}; not retried. Shorten the dialogue, or use "
+        f"a judge with a longer context. Server said: {detail}"
+    )
+
+
+class ContextLimitWarning(UserWarning):
+    """Rows whose prompts will not fit the judge model's context (said before the first call)."""
+
+
+def oversized_rows(
+    prompts: Sequence[tuple[str, list[dict[str, Any]]]],
+    limit: int,
+    estimate: Callable[[list[dict[str, Any]]], int],
+) -> list[tuple[str, int]]:
+    """``(rowId, tokens)`` of each prompt over ``limit`` tokens.
+
+    A prompt of fewer UTF-8 bytes than ``limit`` is taken to fit without counting (a token
+    of a byte-level tokenizer is at least one byte), so only long rows are counted.
+    """
+    over: list[tuple[str, int]] = []
+    for row_id, messages in prompts:
+        if sum(len(str(m.get("content") or "").encode()) for m in messages) < limit:
+            continue
+        tokens = estimate(messages)
+        if tokens > limit:
+            over.append((row_id, tokens))
+    return over
+
+
+def system_as_user(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The system message(s) folded into the first user message (text first), for servers
+    whose chat template drops ``system``; other messages unchanged."""
+    system = [str(m.get("content") or "") for m in messages if m.get("role") == "system"]
+    rest = [dict(m) for m in messages if m.get("role") != "system"]
+    if not system:
+        return rest
+    for message in rest:
+        if message.get("role") == "user":
+            message["content"] = "\n\n".join([*system, str(message.get("content") or "")])
+            return rest
+    return [{"role": "user", "content": "\n\n".join(system)}, *rest]
