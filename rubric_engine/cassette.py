@@ -32,6 +32,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
+from rubric_engine.canonical import canonical_hash, canonical_json
 from rubric_engine.errors import CassetteError
 
 FORMAT = "rubric-eval-cassette/1"
@@ -58,11 +59,11 @@ _MESSAGE_FIELDS = ("role", "content", "tool_calls", "function_call", "refusal")
 
 
 def _digest(value: Any) -> str:
-    return "sha256:" + hashlib.sha256(_dumps(value).encode("utf-8")).hexdigest()
+    return canonical_hash(value)
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return canonical_json(value)
 
 
 @lru_cache(maxsize=64)

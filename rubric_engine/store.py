@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
+from rubric_engine.canonical import canonical_json
 from rubric_engine.errors import StoreError, TaskNotFoundError
 from rubric_engine.results import RowResult
 from rubric_engine.stores.backend import Backend
@@ -69,7 +70,7 @@ UPSERT_ROW = {
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return canonical_json(value)
 
 
 def decode_column(text: str, what: str) -> Any:

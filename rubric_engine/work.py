@@ -35,6 +35,7 @@ from rubric_engine.judge.backends import ReplayBackend
 from rubric_engine.judge.instructor_judge import InstructorJudge
 from rubric_engine.pipeline import CredentialsRefused, JudgeUnavailable, RequestBuilder, run_batch
 from rubric_engine.results import JudgeErrorKind
+from rubric_engine.scoring.judge_when import judge_if_for
 from rubric_engine.scoring.options import (
     DEFAULTS,
     Mode,
@@ -236,12 +237,14 @@ def work(location: StoreLocation, task_id: str, settings: WorkSettings) -> WorkS
 
         # as in score's live runs: stop when the first rows all fail to reach the judge
         stop_after = 0 if replay is not None else 3
+        # --judge-when recorded by `score --workers-only`: the same rows are judged as in score
+        judge_if = judge_if_for((task.extra.get("run") or {}).get("judgeWhen"))
 
         async def loop() -> None:
             while True:
                 await run_batch(
                     writer.rows(), builder, judge, writer, task_id, settings.concurrency,
-                    stop_after_failures=stop_after,
+                    stop_after_failures=stop_after, judge_if=judge_if,
                 )  # fmt: skip
                 if queue.remaining() == 0 or queue.exhausted:
                     return

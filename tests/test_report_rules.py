@@ -257,8 +257,11 @@ def test_rubric_versions_are_compared_on_shared_requirement_ids(mini_rubric: Eva
 
 def test_every_metric_reads_a_real_report(mini_rubric: EvalRubric) -> None:
     rows = [row("a", 5), row("b", 2, violated=("REFUND_VERIFY",))]
-    built = report(mini_rubric, rows, by=("intent",))
+    # the rows also carry the agent's routing, so the router.* metrics have a class to read
+    routes = [{"expectedRoute": "REFUND", "route": "REFUND"}, {"expectedRoute": "REFUND"}]
+    built = report(mini_rubric, rows, routes, by=("intent",))
     samples = {
+        "<CLASS>": "REFUND",
         "<FIELD>": "intent",
         "<KIND>": "INVALID_OUTPUT",
         "<TYPE>": "BACKEND_EXPOSURE",

@@ -22,7 +22,9 @@ __all__ = ["COMMAND_MODULES", "app", "main"]
 COMMAND_MODULES = (
     "score_cmd",
     "report_cmd",
+    "export_cmd",
     "gate_cmd",
+    "ci_cmd",
     "rubric_cmd",
     "tools_cmd",
     "labels_cmd",

@@ -37,15 +37,15 @@ def diff(
     ],
     store: StoreOpt = DEFAULT_STORE,
     baseline_store: BaselineStoreOpt = None,
-    format: Annotated[str, typer.Option("--format", help="md or json.")] = "md",
+    format: Annotated[str, typer.Option("--format", help="md, json or html.")] = "md",
     out: Annotated[Path | None, typer.Option(help="Write here instead of stdout.")] = None,
     pass_score: PassScoreOpt = None,
 ) -> None:
     """Baseline diff (seed 001): REGRESSION / IMPROVEMENT / CHANGED at aggregate and case scope."""
     from rubric_engine.errors import ConfigurationError
 
-    if format not in ("md", "json"):
-        _fail(ConfigurationError(f"--format {format!r} is not valid; use md or json"))
+    if format not in ("md", "json", "html"):
+        _fail(ConfigurationError(f"--format {format!r} is not valid; use md, json or html"))
 
     def run() -> None:
         from rubric_engine.report.render import render_diff_markdown, render_json
@@ -56,7 +56,12 @@ def diff(
         built = run_diff(
             store, baseline, current, baseline_store=baseline_store, pass_score=pass_score
         )
-        text = render_json(built) if format == "json" else render_diff_markdown(built)
+        if format == "html":
+            from rubric_engine.report.html import render_diff_html
+
+            text = render_diff_html(built)
+        else:
+            text = render_json(built) if format == "json" else render_diff_markdown(built)
         if out is None:
             sys.stdout.write(text)
         else:
@@ -103,6 +108,32 @@ def gate(
             help="Do not fail when the task is not COMPLETED with every planned row.",
         ),
     ] = False,
+    regression_rule: Annotated[
+        str,
+        typer.Option(
+            help="strict: every REGRESSION item fails; tolerant: an aggregate drop fails only "
+            "when it is at least --min-effect and its paired-bootstrap interval excludes 0."
+        ),
+    ] = "strict",
+    alpha: Annotated[
+        float, typer.Option(help="Tolerant rule: 1 - alpha interval (default 0.05: 95%).")
+    ] = 0.05,
+    bootstrap_seed: Annotated[int, typer.Option(help="Tolerant rule: resampling seed.")] = 0,
+    resamples: Annotated[int, typer.Option(help="Tolerant rule: bootstrap resamples.")] = 2000,
+    min_effect: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Tolerant rule: NAME=DROP, NAME a metric (passRate) or kind (share, score); "
+            "defaults share=0.05, score=0.25. Repeatable."
+        ),
+    ] = None,
+    confirm_with: Annotated[
+        str | None,
+        typer.Option(
+            help="Tolerant rule: a repeat run of the current version; a case regression "
+            "fails only when it holds there too."
+        ),
+    ] = None,
 ) -> None:
     """CI gate: exit 7 when a threshold or the no-regression rule fails, 0 when all hold."""
     from rubric_engine.errors import ConfigurationError
@@ -115,6 +146,9 @@ def gate(
             raise ConfigurationError(
                 f"--junit {junit} is a folder; give a file path, e.g. gate.xml"
             )
+        from rubric_engine.report.noise import NoiseOptions, parse_min_effect
+
+        noise = NoiseOptions(alpha, bootstrap_seed, resamples, parse_min_effect(min_effect or ()))
         result = run_gate(
             store,
             task_id,
@@ -124,6 +158,9 @@ def gate(
             baseline_store=baseline_store,
             pass_score=pass_score,
             allow_partial=allow_partial,
+            rule=regression_rule,  # type: ignore[arg-type]  # checked by run_gate
+            noise=noise,
+            confirm_with=confirm_with,
         )
         for check in result.checks:
             typer.echo(f"{'PASS' if check.passed else 'FAIL'}  {check.message}")

@@ -200,7 +200,6 @@ def score(
             "the key a live call has, so the run replays offline.",
         ),
     ] = D.batch.record,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
     workers_only: Annotated[
         bool,
         typer.Option(
@@ -209,6 +208,31 @@ def score(
             "TASK` judges them (on any number of machines). Needs a postgresql:// --store.",
         ),
     ] = False,
+    judge_param: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Provider-specific litellm option KEY=VALUE (VALUE read as JSON when it is), "
+            'e.g. seed=7, api_version=2024-10-21, \'extra_headers={"X-Team": "qa"}\'; '
+            "repeatable. Sampling options join the cassette key; api_version/headers do not.",
+        ),
+    ] = None,
+    judge_when: Annotated[
+        str | None,
+        typer.Option(
+            help="Call the judge only on rows whose metadata meets FIELD=VALUE, FIELD!=VALUE or "
+            "'FIELD in A,B' (e.g. risk_level=high); rule checks decide the others (CHECKED).",
+        ),
+    ] = None,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="No progress (--display none).")
+    ] = False,
+    display: Annotated[
+        str | None,
+        typer.Option(
+            help="rich: a progress bar; plain: a line every N rows or few seconds (rows done, "
+            "rate, JUDGE_ERROR rows, ETA); none. Default: rich on a terminal, else plain."
+        ),
+    ] = None,
 ) -> None:
     """Score dialogue files with a rubric pack; print a summary and the task id.
 
@@ -219,7 +243,9 @@ def score(
     from rubric_engine.batch.settings import BatchSettings, Fallback
     from rubric_engine.dialogue.readers import InputFormat
     from rubric_engine.scoring import JudgeKind, Mode, ScoreOptions, resume_command
+    from rubric_engine.scoring.options import parse_judge_params
 
+    params = _guard(lambda: parse_judge_params(judge_param or ()))
     options = ScoreOptions(
         inputs=inputs or [],
         rubric=rubric,
@@ -245,6 +271,8 @@ def score(
         judge=cast(JudgeKind, judge),
         name=name,
         tags=tuple(tag or ()),
+        judge_params=params,
+        judge_when=judge_when,
         output_mode=output_mode,
         system_as_user=system_as_user,
         max_context=max_context,
@@ -259,7 +287,7 @@ def score(
     if workers_only:
         _queue(options)
         return
-    result = _guard(lambda: _run_score(options, quiet))
+    result = _guard(lambda: _run_score(options, "none" if quiet else display))
     _print_summary(result)
     for name, message in result.dropped_params.items():
         typer.echo(
@@ -311,38 +339,47 @@ def _queue(options: ScoreOptions) -> None:
     typer.echo(f"task id: {queued.task_id}")
 
 
-def _run_score(options: ScoreOptions, quiet: bool) -> ScoreResult:
+def _run_score(options: ScoreOptions, display: str | None) -> ScoreResult:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from rubric_engine.cli.progress import DISPLAYS, PlainProgress
+    from rubric_engine.errors import ConfigurationError
+    from rubric_engine.results import RowStatus
     from rubric_engine.scoring import report_command, resume_command, score
 
     console = Console(stderr=True)
+    shown = display or ("rich" if console.is_terminal else "plain")
+    if shown not in DISPLAYS:
+        raise ConfigurationError(f"--display {shown!r} is not valid; use one of rich, plain, none")
     progress = Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
         console=console,
-        disable=quiet or not console.is_terminal,
+        disable=shown != "rich",
     )
+    plain = PlainProgress(lambda line: typer.echo(line, err=True)) if shown == "plain" else None
     state = _Progress()
 
     def start(task_id: str, total: int) -> None:
         state.task, state.total = task_id, total
         state.bar = progress.add_task(f"task {task_id}", total=total)
-        if not console.is_terminal and not quiet:
-            typer.echo(f"task {task_id}: scoring {total} row(s) …", err=True)
+        if plain is not None:
+            plain.start(task_id, total)
 
-    def advance(_row: RowResult) -> None:
+    def advance(row: RowResult) -> None:
         state.done += 1
         if state.bar is not None:
             progress.advance(state.bar)
+        if plain is not None:
+            plain.row(row.status is RowStatus.JUDGE_ERROR)
 
     def event(text: str) -> None:
-        if quiet:
+        if shown == "none":
             return
-        if console.is_terminal:
+        if shown == "rich":
             progress.console.print(text)
         else:
             typer.echo(text, err=True)

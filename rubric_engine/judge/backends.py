@@ -194,6 +194,9 @@ class LiveSettings:
     api_key_env: str | None = None
     timeout_s: float = 120.0
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    #: provider-specific transport options (``api_version``, ``extra_headers`` …) from
+    #: ``--judge-param``; passed to litellm, never stored or keyed
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def transport_kwargs(self, model: str = "") -> dict[str, Any]:
         """litellm's transport arguments for a call to ``model``.
@@ -203,7 +206,12 @@ class LiveSettings:
         ``OPENAI_API_KEY`` set for OpenAI is not sent to a self-hosted ``openai/`` server.
         Such a server gets the placeholder ``no-key`` (the OpenAI client needs some value).
         """
-        out: dict[str, Any] = {"timeout": self.timeout_s, "num_retries": 0, "max_retries": 0}
+        out: dict[str, Any] = {
+            **self.extra,
+            "timeout": self.timeout_s,
+            "num_retries": 0,
+            "max_retries": 0,
+        }
         key = os.environ.get(self.api_key_env) if self.api_key_env else None
         if self.api_base:
             out["api_base"] = self.api_base

@@ -13,13 +13,14 @@ carry the row-level fields too. Labels are append-only: an edit is a new label w
 from __future__ import annotations
 
 import hashlib
-import json
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
+
+from rubric_engine.canonical import canonical_json
 
 __all__ = ["UNMET", "Label", "LabelSource", "LabelStatus"]
 
@@ -162,7 +163,7 @@ class Label(BaseModel):
     def content_id(self) -> str:
         """``L`` + 16 hex digits of SHA-256 over the label's content (without ``labelId``)."""
         data = {k: v for k, v in self.to_json_dict().items() if k != "labelId"}
-        text = json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        text = canonical_json(data)  # the bytes label ids were always derived from
         return "L" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
     def with_id(self) -> Label:

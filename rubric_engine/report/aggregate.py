@@ -40,6 +40,7 @@ from rubric_engine.report.outcome import (
     default_pass_score,
     row_outcome,
 )
+from rubric_engine.report.router import router_section
 from rubric_engine.report.rows import RowFacts, RowUsage, row_facts
 from rubric_engine.report.rules_section import rules_section
 from rubric_engine.report.slices import slice_report, status_counts
@@ -164,6 +165,7 @@ def build_report(
         usage=_usage(usages),
         # seed 001's DiagnosisEvalReport over the rows' rule checks
         rules=rules_section(results),
+        router=router_section([f.metadata for f in facts], fig),
     )
 
 

@@ -204,11 +204,13 @@ def evaluate_gate(
     *,
     diff: Diff | None = None,
     require_complete: bool = True,
+    regression_checks: Sequence[GateCheck] | None = None,
 ) -> GateResult:
     """All checks of one gate run on an already built report (and diff, for no-regression).
 
     The report must be built with the thresholds' :func:`slice_fields` and, to decide on exact
     values, with ``exact=True`` (:func:`~rubric_engine.report.aggregate.build_report`).
+    ``regression_checks``, when given, replace the strict rule's checks of ``diff``.
 
     Raises:
         ConfigurationError: a threshold's parameter is not valid for this task (all listed).
@@ -216,6 +218,8 @@ def evaluate_gate(
     check_parameters(thresholds, report)
     checks = [check_complete(report)] if require_complete else []
     checks += [check_threshold(t, report) for t in thresholds]
-    if diff is not None:
+    if regression_checks is not None:  # another no-regression rule (report/noise.py)
+        checks += regression_checks
+    elif diff is not None:
         checks += check_no_regression(diff)
     return GateResult(report.task.id, tuple(checks))

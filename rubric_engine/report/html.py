@@ -16,7 +16,8 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from rubric_engine.report.calibration import shown_calibration
-from rubric_engine.report.model import Report
+from rubric_engine.report.glossary import GLOSSARY
+from rubric_engine.report.model import Diff, Report
 from rubric_engine.report.outcome import row_outcome
 from rubric_engine.results import RowResult, RowStatus
 from rubric_engine.rubric.model import EvalRubric
@@ -37,10 +38,28 @@ def _environment() -> Environment:
     )
     # the report's 4-place figure at its own precision: rounded once (render._pct)
     env.filters["pct"] = lambda v: "–" if v is None else f"{v * 100:.2f}%"
+    env.filters["val"] = _value
     env.filters["num"] = lambda v, d=2: (
         "–" if v is None else (f"{v:.{d}f}" if isinstance(v, float) else str(v))
     )
     return env
+
+
+def _value(value: Any) -> str:
+    """A diff value as a cell: numbers as written, mappings and lists compact, absent as –."""
+    if value is None:
+        return "–"
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {v}" for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return ", ".join(str(v) for v in value)
+    return str(value)
+
+
+def render_diff_html(diff: Diff) -> str:
+    """The HTML page of a baseline diff (self-contained, no script): summary, then the
+    regressions, improvements and changes, aggregate items before case items."""
+    return _environment().get_template("diff.html.j2").render(diff=diff)
 
 
 def score_chart(report: Report) -> dict[str, Any]:
@@ -113,9 +132,16 @@ def compliance_chart(report: Report) -> dict[str, Any]:
         for r, compliance in judged
     ]
     chart = _hbars(items, 1.0)
-    for bar, (r, _) in zip(chart["bars"], judged, strict=True):
+    for bar, (r, compliance) in zip(chart["bars"], judged, strict=True):
         bar["critical"] = r.critical
+        bar["band"] = compliance_band(compliance)
     return chart
+
+
+def compliance_band(compliance: float) -> str:
+    """The colour band of a compliance bar: ``good`` from 90%, ``mid`` from 70%, else ``bad``;
+    a red line is marked by a badge, not by its colour, so 98% is not drawn as an alarm."""
+    return "good" if compliance >= 0.9 else "mid" if compliance >= 0.7 else "bad"
 
 
 #: the drill-down holds at most this many rows: a 10,000-row task would otherwise make a 100 MB
@@ -156,6 +182,9 @@ def row_details(
                 "source": str(e.source),
                 "category": reqs[e.requirement_id].category if e.requirement_id in reqs else "CASE",
                 "critical": bool(e.requirement_id in reqs and reqs[e.requirement_id].critical),
+                "redFlagType": reqs[e.requirement_id].red_flag_type
+                if e.requirement_id in reqs
+                else None,
                 "text": reqs[e.requirement_id].text
                 if e.requirement_id in reqs
                 else case_texts.get(e.requirement_id, ""),
@@ -217,6 +246,21 @@ def _case_texts(dialogue: dict[str, Any]) -> dict[str, str]:
     return {req.id: req.text for req in found}
 
 
+def flag_reasons(rows: list[dict[str, Any]], flag: str) -> list[tuple[str, str, int]]:
+    """The violated red lines that raised ``flag`` in the drill-down's rows: ``(id, rule text,
+    rows)``, most rows first, so each flag shows its own reason once rather than every row's
+    whole explanation; empty when the judge reported the flag with no rule (an orphan)."""
+    counts: dict[str, int] = {}
+    texts: dict[str, str] = {}
+    for row in rows:
+        for e in row["basis"]:
+            if e["status"] == "VIOLATED" and e.get("redFlagType") == flag:
+                counts[e["id"]] = counts.get(e["id"], 0) + 1
+                texts[e["id"]] = e["text"]
+    ranked = sorted(counts, key=lambda rid: (-counts[rid], rid))
+    return [(rid, texts[rid], counts[rid]) for rid in ranked]
+
+
 def render_html(
     report: Report,
     rubric: EvalRubric,
@@ -234,8 +278,8 @@ def render_html(
             "type": f.type,
             "text": f.text,
             "count": f.count,
-            "row_ids": f.row_ids,
             "examples": [by_id[i] for i in f.row_ids[:EXAMPLES_PER_FLAG] if i in by_id],
+            "reasons": flag_reasons([by_id[i] for i in f.row_ids if i in by_id], f.type),
         }
         for f in report.red_flags
         if f.count
@@ -255,4 +299,5 @@ def render_html(
         anchors={d["rowId"]: d["anchor"] for d in details},
         lang=rubric.language,
         calibration=shown_calibration(report),
+        glossary=GLOSSARY,
     )

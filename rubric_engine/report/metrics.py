@@ -337,6 +337,24 @@ METRICS: tuple[MetricDef, ...] = (
         _worst_group(lambda g: g.compliance),
     ),
     MetricDef(
+        "router.macroF1",
+        "routing macro F1 over the expected classes, 0–1 (rows with metadata.expectedRoute; "
+        "seed 004 C.4)",
+        S,
+        HI,
+        _totals(lambda r: r.router.macro_f1 if r.router else None),
+    ),
+    MetricDef(
+        "router.recall.<CLASS>",
+        "routing recall of one expected class, 0–1",
+        S,
+        HI,
+        lambda r, c: (
+            next((k.recall for k in r.router.classes if k.label == c), None) if r.router else None
+        ),
+        lambda r: [k.label for k in r.router.classes] if r.router else [],
+    ),
+    MetricDef(
         "toolCallsMean",
         "agent tool calls per row",
         Q,

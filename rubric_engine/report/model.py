@@ -305,10 +305,35 @@ class CalibrationSection(_Section):
     figures: tuple[CalibrationFigure, ...] = ()
 
 
+class RouterClass(_Section):
+    label: str
+    #: rows whose expected label this is
+    support: int
+    precision: float | None
+    recall: float | None
+    f1: float | None
+
+
+class RouterConfusion(_Section):
+    expected: str
+    predicted: str
+    rows: int
+
+
+class RouterSection(_Section):
+    """Seed 004 C.4 over rows with ``metadata.expectedRoute`` (report/router.py)."""
+
+    rows: int
+    accuracy: float | None
+    macro_f1: float | None
+    classes: tuple[RouterClass, ...]
+    confusions: tuple[RouterConfusion, ...]
+
+
 class Report(_Document):
     """A task's report (README "Reports"); :meth:`to_json` is ``report.json``."""
 
-    _omit_when_none = frozenset({"slices", "rules"})
+    _omit_when_none = frozenset({"slices", "rules", "router"})
 
     task: TaskSection
     totals: Totals
@@ -325,6 +350,8 @@ class Report(_Document):
     rules: RulesSection | None = None
     #: attached by the edge for the gate and the md/html section; never in ``report.json``
     calibration: CalibrationSection | None = Field(default=None, exclude=True)
+    #: seed 004 C.4, when rows carry ``metadata.expectedRoute``
+    router: RouterSection | None = None
 
 
 class DiffItem(_Section):

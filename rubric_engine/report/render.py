@@ -5,9 +5,11 @@ edge attached a current or stale one (:func:`rubric_engine.report.stored.with_ca
 
 from __future__ import annotations
 
+import html
 from typing import Any
 
 from rubric_engine.report.calibration import shown_calibration
+from rubric_engine.report.glossary import GLOSSARY
 from rubric_engine.report.model import (
     CalibrationSection,
     Diff,
@@ -41,7 +43,13 @@ def _pct(value: float | None) -> str:
 
 
 def _cell(text: Any) -> str:
-    return str(text if text is not None else "").replace("|", "\\|").replace("\n", " ")
+    """Text for a Markdown line or table cell: ``|`` escaped, one line, and HTML-like text
+    (``<questions>``) escaped so GitHub shows it instead of swallowing it as a tag."""
+    return (
+        html.escape(str(text if text is not None else ""), quote=False)
+        .replace("|", "\\|")
+        .replace("\n", " ")
+    )
 
 
 def _turns(turns: tuple[int, ...]) -> str:
@@ -216,7 +224,10 @@ def render_markdown(report: Report) -> str:
     ]
     text = "\n".join(out) + "\n"
     section = shown_calibration(report)
-    return text if section is None else text + _calibration(section)
+    if section is not None:  # after the report's figures, before the glossary
+        text += _calibration(section) + "\n"
+    glossary = ["## Glossary", "", *(f"- **{term}**: {meaning}" for term, meaning in GLOSSARY), ""]
+    return text + "\n".join(glossary) + "\n"
 
 
 def _calibration(section: CalibrationSection) -> str:

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Literal
 
 from rubric_engine.errors import ConfigurationError, StoreError
-from rubric_engine.report.diff import diff_tasks
+from rubric_engine.report.diff import DiffSide, diff_tasks
 from rubric_engine.report.gate import (
+    GateCheck,
     GateResult,
     check_parameters,
     evaluate_gate,
@@ -24,6 +26,7 @@ from rubric_engine.report.gate import (
     slice_fields,
 )
 from rubric_engine.report.model import Diff, Report
+from rubric_engine.report.noise import NoiseOptions, case_checks, paired_bootstrap, tolerant_checks
 from rubric_engine.report.stored import (
     StoredTask,
     diff_side,
@@ -127,6 +130,9 @@ def run_gate(
     baseline_store: StoreLocation | None = None,
     pass_score: int | None = None,
     allow_partial: bool = False,
+    rule: Literal["strict", "tolerant"] = "strict",
+    noise: NoiseOptions | None = None,
+    confirm_with: str | None = None,
 ) -> GateResult:
     """Check a stored task against thresholds and, with ``no_regression``, a baseline task.
 
@@ -135,6 +141,10 @@ def run_gate(
         baseline: the accepted run; needs ``no_regression`` (and the reverse).
         allow_partial: leave out the ``complete`` check (a task not COMPLETED with every
             planned row otherwise fails the gate).
+        rule: ``strict`` fails on every REGRESSION item of the diff; ``tolerant`` tests
+            aggregate metrics with a paired bootstrap (:mod:`rubric_engine.report.noise`,
+            ``noise`` its options) and counts a case regression only when ``confirm_with``
+            (a repeat run of the current version, in ``store``) shows it too.
 
     Returns:
         The checks in order; :attr:`GateResult.passed` is the gate's outcome.
@@ -150,6 +160,10 @@ def run_gate(
         )
     if no_regression and baseline is None:
         raise ConfigurationError("--no-regression needs --baseline TASK (the accepted run)")
+    if rule not in ("strict", "tolerant"):
+        raise ConfigurationError(f"--regression-rule {rule!r} is not valid; use strict or tolerant")
+    if confirm_with is not None and rule != "tolerant":
+        raise ConfigurationError("--confirm-with is for --regression-rule tolerant")
     if baseline is not None and not no_regression:
         raise ConfigurationError(
             "--baseline is only used with --no-regression; add it, or drop --baseline"
@@ -164,9 +178,34 @@ def run_gate(
             report = with_calibration(opened, current, report)
     check_parameters(parsed, report)  # before the baseline is read: the cheaper mistake
     diff = None
+    extra: list[GateCheck] | None = None
     if baseline is not None:
-        base = _load(baseline_store or store, baseline)
-        diff = diff_tasks(
-            diff_side(base, pass_score=pass_score), diff_side(current, pass_score=pass_score)
-        )
-    return evaluate_gate(report, parsed, diff=diff, require_complete=not allow_partial)
+        base = diff_side(_load(baseline_store or store, baseline), pass_score=pass_score)
+        side = diff_side(current, pass_score=pass_score)
+        diff = diff_tasks(base, side)
+        if rule == "tolerant":
+            extra = tolerant_regressions(
+                base, side, diff, noise or NoiseOptions(), store, confirm_with, pass_score
+            )
+    return evaluate_gate(
+        report, parsed, diff=diff, require_complete=not allow_partial, regression_checks=extra
+    )
+
+
+def tolerant_regressions(
+    base: DiffSide,
+    current: DiffSide,
+    diff: Diff,
+    noise: NoiseOptions,
+    store: StoreLocation,
+    confirm_with: str | None = None,
+    pass_score: int | None = None,
+) -> list[GateCheck]:
+    """The tolerant rule's checks: the bootstrap's per metric, then the case regressions
+    (confirmed against the repeat task ``confirm_with`` in ``store`` when given)."""
+    results = paired_bootstrap(base, current, noise)
+    checks = tolerant_checks(results, diff.baseline_task_id, noise.alpha)
+    repeat = None
+    if confirm_with is not None:
+        repeat = diff_tasks(base, diff_side(_load(store, confirm_with), pass_score=pass_score))
+    return checks + case_checks(diff, repeat)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rubric_engine.errors import StoreError
 from rubric_engine.registry import verified_snapshot
@@ -199,12 +199,28 @@ def write_reports(
     # rows.jsonl first and report.json last: a report.json present means the set is whole
     write_atomic(
         files.rows,
-        (json.dumps(r.result.to_json_dict(), ensure_ascii=False) + "\n" for r in task.rows),
+        (
+            json.dumps(rows_line(r, report.totals.pass_score), ensure_ascii=False) + "\n"
+            for r in task.rows
+        ),
     )
     write_atomic(files.markdown, render_markdown(report))
     write_atomic(files.html, html_report(store, task, report))
     write_atomic(files.json, render_json(report))
     return files
+
+
+def rows_line(row: ReportRow, pass_score: int) -> dict[str, Any]:
+    """One ``rows.jsonl`` object: the row result, then its ``outcome`` (PASS / FAIL / RED_FLAG /
+    JUDGE_ERROR by the report's pass rule, report/outcome.py) and the row's ``metadata``, so
+    an analyst need not re-implement the pass rule or join the input back."""
+    from rubric_engine.report.outcome import row_outcome
+
+    line = row.result.to_json_dict()
+    line["outcome"] = row_outcome(row.result, pass_score)
+    # keys sorted at every depth: a fresh run's rows and the store's copy give the same bytes
+    line["metadata"] = json.loads(json.dumps(row.facts.metadata, sort_keys=True))
+    return line
 
 
 def diff_side(task: StoredTask, *, pass_score: int | None = None, exact: bool = True) -> DiffSide:

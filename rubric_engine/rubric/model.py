@@ -11,8 +11,6 @@ These models check *structure* (types, enums, ranges, unknown fields). Rules tha
 
 from __future__ import annotations
 
-import hashlib
-import json
 from enum import StrEnum
 from functools import cached_property
 from typing import Any
@@ -29,6 +27,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from rubric_engine.canonical import canonical_hash as _canonical_hash
 from rubric_engine.rules.model import Check
 
 ID_PATTERN = r"^[A-Z][A-Z0-9_]*$"
@@ -267,5 +266,4 @@ class EvalRubric(CamelModel):
 
 def content_hash(data: Any) -> str:
     """Hash of a JSON-ready value in canonical form: ``sha256:<64 hex digits>``."""
-    canonical = json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    return _canonical_hash(data)

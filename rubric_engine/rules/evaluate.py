@@ -9,19 +9,21 @@ documents, no final state). A missing verifier verdict *is* a failure (seed 001 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rubric_engine.canonical import SPACED, canonical_json, sha256_text
 from rubric_engine.results import CheckResult, RequirementStatus
-from rubric_engine.rules.evidence import Evidence, ToolUse
+from rubric_engine.rules.evidence import Evidence, ToolUse, as_number
 from rubric_engine.rules.model import (
     AllowedVerdicts,
     Check,
     ExpectedCall,
+    ExpectedField,
+    FieldsCheck,
     FinalState,
     ForbiddenTools,
     JsonSchemaCheck,
@@ -303,6 +305,62 @@ def _json_schema(check: JsonSchemaCheck, ev: Evidence) -> _Outcome:
     return _Outcome(S.VIOLATED, f"{len(errors)} schema error(s); first at {where}: {first.message}")
 
 
+_MISSING = object()
+
+
+def _at(value: Any, path: str) -> Any:
+    for part in path.split("."):
+        if isinstance(value, dict) and part in value:
+            value = value[part]
+        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        else:
+            return _MISSING
+    return value
+
+
+def _field_matches(want: ExpectedField, got: Any) -> bool:
+    number = (int, float)
+    if (
+        want.tolerance is not None
+        and isinstance(want.expected, number)
+        and not isinstance(want.expected, bool)
+    ):
+        actual = as_number(got)
+        return actual is not None and abs(actual - float(want.expected)) <= want.tolerance
+    if isinstance(want.expected, str) and isinstance(got, str):
+        return fold(want.expected) == fold(got)
+    return bool(want.expected == got and type(want.expected) is type(got)) or (
+        isinstance(want.expected, number) and isinstance(got, number)
+        and not isinstance(got, bool) and want.expected == got
+    )  # fmt: skip
+
+
+def _fields(check: FieldsCheck, ev: Evidence) -> _Outcome:
+    value, problem = _structured(ev)
+    if problem:
+        return _Outcome(S.VIOLATED, problem, {"fieldScore": 0.0})
+    total = sum(float(f.weight) for f in check.fields)
+    failed: dict[str, str] = {}
+    for want in check.fields:
+        got = _at(value, want.path)
+        if got is _MISSING:
+            failed[want.path] = f"{want.path} missing"
+        elif not _field_matches(want, got):
+            shown, wanted = (json.dumps(v, ensure_ascii=False) for v in (got, want.expected))
+            failed[want.path] = f"{want.path}={shown} (expected {wanted})"
+    score = sum(float(f.weight) for f in check.fields if f.path not in failed) / total
+    measures = {"fieldScore": round(score, 4), "failedFields": list(failed)}
+    if score >= check.min_score:
+        return _Outcome(S.FOLLOWED, "; ".join(failed.values()) or None, measures)
+    return _Outcome(
+        S.VIOLATED,
+        f"weighted field score {score:.2f} < {float(check.min_score):g}: "
+        + "; ".join(failed.values()),
+        measures,
+    )
+
+
 def _privacy(check: PrivacyCheck, ev: Evidence) -> _Outcome:
     leaked = leaked_personal_data(_texts(ev, check.scope), ev.user_texts, check.kinds)
     if not leaked:
@@ -333,6 +391,7 @@ _EVALUATORS: dict[type, Callable[[Any, Evidence], _Outcome]] = {
     AllowedVerdicts: _allowed_verdicts,
     ReferenceDocument: _reference_document,
     JsonSchemaCheck: _json_schema,
+    FieldsCheck: _fields,
     PrivacyCheck: _privacy,
     FinalState: _final_state,
 }
@@ -377,5 +436,6 @@ def check_json(check: Check) -> dict[str, object]:
 
 def case_rule_id(check: Check) -> str:
     """``CASE_RULE_<8 hex>`` from the check's canonical JSON (stable across rows and order)."""
-    canonical = json.dumps(check_json(check), sort_keys=True, ensure_ascii=False)
-    return "CASE_RULE_" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:8].upper()
+    # the spaced form these IDs were first derived with: they are in stored tasks and prompts
+    digest = sha256_text(canonical_json(check_json(check), SPACED)).removeprefix("sha256:")
+    return "CASE_RULE_" + digest[:8].upper()

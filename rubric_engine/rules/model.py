@@ -237,6 +237,34 @@ class JsonSchemaCheck(_CheckBase):
         return value
 
 
+class ExpectedField(BaseModel):
+    """One field of a structured answer: where it is, what it should be, how much it counts.
+
+    ``path`` is dotted (``policy.holder.name``; a list index is a number: ``items.0.sku``).
+    ``tolerance`` (numbers only) accepts ``|actual - expected| <= tolerance``; text is compared
+    exactly after NFKC and case folding like every text check.
+    """
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
+    )
+
+    path: str = Field(min_length=1, pattern=r"^[^.\s]+(\.[^.\s]+)*$")
+    expected: Any
+    tolerance: StrictFloat | StrictInt | None = Field(default=None, ge=0)
+    weight: StrictFloat | StrictInt = Field(default=1, gt=0)
+
+
+class FieldsCheck(_CheckBase):
+    """Field-level check of a structured extraction (seed 004 C.5): per-field exact match,
+    numeric tolerance, nested fields, per-field weights; passes when the weighted share of
+    matching fields is at least ``minScore`` (default 1: every field)."""
+
+    type: Literal["fields"]
+    fields: tuple[ExpectedField, ...] = Field(min_length=1)
+    min_score: StrictFloat | StrictInt = Field(default=1, ge=0, le=1)
+
+
 class PrivacyCheck(_CheckBase):
     """The answer holds no phone number, ID number or email the user did not give (seed 000)."""
 
@@ -265,6 +293,7 @@ Check = Annotated[
     | AllowedVerdicts
     | ReferenceDocument
     | JsonSchemaCheck
+    | FieldsCheck
     | PrivacyCheck
     | FinalState,
     Field(discriminator="type"),
@@ -283,6 +312,7 @@ CHECK_TYPES: tuple[str, ...] = (
     "allowed_verdicts",
     "reference_document",
     "json_schema",
+    "fields",
     "privacy",
     "final_state",
 )
@@ -322,6 +352,7 @@ _CHECK_MODELS: tuple[type[BaseModel], ...] = (
     AllowedVerdicts,
     ReferenceDocument,
     JsonSchemaCheck,
+    FieldsCheck,
     PrivacyCheck,
     FinalState,
 )

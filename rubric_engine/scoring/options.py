@@ -92,6 +92,13 @@ class ScoreOptions:
     name: str | None = None
     #: tags to refer to the task by (``tag:TAG``: the newest task carrying it); no duplicates
     tags: Sequence[str] = ()
+    #: provider-specific litellm options (``--judge-param KEY=VALUE``): sampling ones (``seed``,
+    #: ``top_p`` …) join the request, the task's judge parameters and the cassette key;
+    #: :data:`TRANSPORT_PARAMS` (``api_version``, ``extra_headers`` …) only reach the call
+    judge_params: Mapping[str, object] = field(default_factory=dict)
+    #: call the judge only on rows whose metadata meets this condition (``risk_level=high``);
+    #: the others are decided by their rule checks alone (:mod:`.judge_when`)
+    judge_when: str | None = None
     #: ``json``, ``schema`` or ``tools`` (rubric_engine.judge.output_modes); ``None``: the
     #: provider's default (``schema`` for ``hosted_vllm/``, else ``json``)
     output_mode: str | None = None
@@ -107,6 +114,46 @@ class ScoreOptions:
 #: the defaults, for the CLI's option declarations
 DEFAULTS = ScoreOptions()
 
+#: judge parameters that say how to reach the provider, not what to sample: passed to the call
+#: only, never stored or keyed (a header may hold a secret)
+TRANSPORT_PARAMS = frozenset(
+    {"api_version", "extra_headers", "headers", "organization", "api_type", "region_name",
+     "vertex_project", "vertex_location", "aws_region_name"}
+)  # fmt: skip
+#: parameters the engine sets itself, with the option that sets each
+_OWNED_PARAMS = {
+    "model": "--model", "messages": "the rubric and the dialogue",
+    "temperature": "--temperature", "max_tokens": "--max-tokens", "timeout": "--timeout",
+    "api_base": "--api-base", "base_url": "--api-base", "api_key": "--api-key-env",
+    "num_retries": "the engine's retry policy", "max_retries": "the engine's retry policy",
+    "response_format": "the verdict schema", "tools": "the verdict schema",
+    "tool_choice": "the verdict schema", "stream": "nothing (replies are read whole)",
+}  # fmt: skip
+
+
+def parse_judge_params(texts: Sequence[str]) -> dict[str, object]:
+    """``KEY=VALUE`` texts; a VALUE that is JSON (``7``, ``true``, ``{"X-Team": "qa"}``) is
+    read as JSON, anything else is text (``api_version=2024-10-21``).
+
+    Raises:
+        ConfigurationError: a text without ``=`` or with an empty key.
+    """
+    import json
+
+    out: dict[str, object] = {}
+    for text in texts:
+        key, sep, value = text.partition("=")
+        if not sep or not key.strip():
+            raise ConfigurationError(
+                f"--judge-param {text!r} is not KEY=VALUE, e.g. seed=7 or api_version=2024-10-21"
+            )
+        try:
+            out[key.strip()] = json.loads(value)
+        except ValueError:
+            out[key.strip()] = value
+    return out
+
+
 #: options a resumed task takes from the task itself, with the flag that sets each
 _FROM_TASK = (
     ("model", "--model"),
@@ -119,6 +166,7 @@ _FROM_TASK = (
     ("seed", "--seed"),
     ("draft", "--draft"),
     ("judge", "--judge"),
+    ("judge_when", "--judge-when"),
     ("output_mode", "--output-mode"),
     ("system_as_user", "--system-as-user"),
 )
@@ -161,6 +209,7 @@ def check_options(options: ScoreOptions) -> None:
             "--judge none calls no judge; drop --mode and --api-base (they are for the LLM judge)"
         )
     _check_budget(options)
+    _check_judge_params(options)
     _check_choices(options)
     _check_batch(options)
     _check_ranges(options)
@@ -202,6 +251,26 @@ def _check_name(options: ScoreOptions) -> None:
     if options.resume is not None and (options.name is not None or options.tags):
         raise ConfigurationError("--resume keeps the task's name and tags; drop --name and --tag")
     check_name_and_tags(options.name, options.tags)
+
+
+def _check_judge_params(options: ScoreOptions) -> None:
+    owned = [f"{k} (set by {_OWNED_PARAMS[k]})" for k in options.judge_params if k in _OWNED_PARAMS]
+    if owned:
+        raise ConfigurationError(
+            f"--judge-param {', '.join(owned)}: the engine sets these; use the option named"
+        )
+    if options.seed is not None and "seed" in options.judge_params:
+        raise ConfigurationError(
+            "--seed and --judge-param seed=… both set the provider's seed; keep one"
+        )
+    if options.judge_params and options.judge == "none":
+        raise ConfigurationError("--judge none calls no judge; drop --judge-param")
+    if options.judge_when is not None:
+        from rubric_engine.scoring.judge_when import parse_judge_when
+
+        if options.judge == "none":
+            raise ConfigurationError("--judge none calls no judge; drop --judge-when")
+        parse_judge_when(options.judge_when)
 
 
 def _check_budget(options: ScoreOptions) -> None:

@@ -33,6 +33,7 @@ from rubric_engine.report.output import check_report_folder
 from rubric_engine.rubric.model import EvalRubric
 from rubric_engine.scoring.options import (
     MODES,
+    TRANSPORT_PARAMS,
     Mode,
     ScoreOptions,
     effective_model,
@@ -219,6 +220,7 @@ def fresh_plan(options: ScoreOptions, out_for: str, judged_here: bool = True) ->
         "temperature": float(options.temperature),
         "max_tokens": int(options.max_tokens),
         **({"seed": int(options.seed)} if options.seed is not None else {}),
+        **sampling_params(options),
     }
     plan = Plan(options, rubric, template, params, inputs, backend, out)
     plan.output_mode = effective_output_mode(options)
@@ -299,6 +301,7 @@ def resumed_plan(
         api_key_env=options.api_key_env or settings.get("apiKeyEnv"),
         timeout_s=float(settings.get("timeoutS") or options.timeout_s),
         max_reasks=int(task.judge_params["maxReasks"]),
+        judge_when=settings.get("judgeWhen"),
         output_mode=output_mode_of(task.judge_params),
         system_as_user=bool(task.judge_params.get("systemAsUser")),
         batch=_resumed_batch(options, settings),
@@ -366,6 +369,11 @@ def judge_backend(options: ScoreOptions, rubric: EvalRubric) -> ReplayBackend | 
     return backend
 
 
+def sampling_params(options: ScoreOptions) -> dict[str, Any]:
+    """The ``--judge-param`` values that are part of the request (and its cassette key)."""
+    return {k: v for k, v in options.judge_params.items() if k not in TRANSPORT_PARAMS}
+
+
 def _resumed_batch(options: ScoreOptions, settings: dict[str, Any]) -> BatchSettings:
     """A batch task resumes with its own batch settings; a new poll interval may be given."""
     if "batch" not in settings:
@@ -394,6 +402,7 @@ def make_backend(options: ScoreOptions, rubric: EvalRubric) -> ReplayBackend | L
         api_base=options.api_base,
         api_key_env=options.api_key_env,
         timeout_s=options.timeout_s,
+        extra={k: v for k, v in options.judge_params.items() if k in TRANSPORT_PARAMS},
         retry=retry,
     )
     if options.mode == "record" or (options.mode == "batch" and options.batch.record):

@@ -69,7 +69,8 @@ def read_inputs(options: ScoreOptions) -> Inputs:
 
 
 def check_credentials(options: ScoreOptions) -> None:
-    """Live and record need a known provider, and a key unless ``--api-base`` is given.
+    """Live and record need a known provider, and its key unless ``--api-base`` is a local
+    OpenAI-compatible server (:func:`is_local`); a hosted ``--api-base`` is checked too.
 
     Raises:
         ConfigurationError: litellm cannot tell the provider, or the key is not set.
@@ -81,7 +82,7 @@ def check_credentials(options: ScoreOptions) -> None:
     litellm = import_litellm()
     model = effective_model(options)
     try:
-        litellm.get_llm_provider(model=model, api_base=options.api_base)
+        provider = litellm.get_llm_provider(model=model, api_base=options.api_base)[1]
     except Exception as exc:  # litellm raises several kinds for an unknown provider
         raise ConfigurationError(
             f"--model {options.model!r}: litellm cannot tell which provider "
@@ -95,15 +96,38 @@ def check_credentials(options: ScoreOptions) -> None:
                 "export the API key in it first"
             )
         return
-    if options.api_base:
-        return
-    missing = litellm.validate_environment(model=model).get("missing_keys")
+    if options.api_base and provider == "openai" and is_local(options.api_base):
+        return  # a local OpenAI-compatible server often needs no key
+    version = options.judge_params.get("api_version")
+    missing = litellm.validate_environment(
+        model=model,
+        api_base=options.api_base,
+        api_version=version if isinstance(version, str) else None,
+    ).get("missing_keys")
     if missing:
+        hosted = f" at {options.api_base}" if options.api_base else ""
         raise ConfigurationError(
-            f"--mode {options.mode} with model {options.model!r} needs "
-            f"{', '.join(missing)} set in the environment; or pass "
-            "--api-base for an OpenAI-compatible server, or --mode replay"
+            f"--mode {options.mode} with model {options.model!r}{hosted} needs "
+            f"{', '.join(missing)} set in the environment (or --api-key-env VAR; "
+            "--judge-param api_version=… for Azure); a local OpenAI-compatible server "
+            "(--api-base http://127.0.0.1:…) needs none; or --mode replay"
         )
+
+
+def is_local(api_base: str) -> bool:
+    """A loopback, private-network or ``.local`` host: a server of one's own, which often
+    needs no key; anything else is a hosted provider, whose key is checked before the run."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    host = (urlsplit(api_base).hostname or "").lower()
+    if host in ("localhost", "host.docker.internal") or host.endswith((".local", ".localhost")):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_private or address.is_link_local
 
 
 def check_cost_known(options: ScoreOptions) -> None:

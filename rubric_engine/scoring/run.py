@@ -39,6 +39,7 @@ from rubric_engine.report import (
 )
 from rubric_engine.report.model import Report
 from rubric_engine.results import JudgeErrorKind, RowResult
+from rubric_engine.scoring.judge_when import judge_if_for
 from rubric_engine.scoring.options import ScoreOptions, check_options, effective_model
 from rubric_engine.scoring.plan import AlreadyComplete, Plan, fresh_plan, resumed_plan
 from rubric_engine.scoring.task import report_command, resume_command, task_record
@@ -304,6 +305,7 @@ async def _run(
             skip=done,
             budget=budget,
             on_stored=keep,
+            judge_if=judge_if_for(options.judge_when),
         )
     except RubricNotDelivered as stop:
         store.finish_task(

@@ -9,13 +9,13 @@ exclusive lock so it is never run twice at once.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
 from rubric_engine import DEFAULT_STORE, __version__
+from rubric_engine.canonical import canonical_hash
 from rubric_engine.errors import ConfigurationError
 from rubric_engine.judge.secrets import strip_url_credentials
 from rubric_engine.prompt import PromptTemplate
@@ -79,13 +79,7 @@ def file_sha256(path: Path) -> str:
 def _memory_sha256(inputs: Inputs) -> str:
     """``sha256:<hex>`` of the rows given in memory, as validated (canonical JSON)."""
     rows = inputs.rows[inputs.total - inputs.from_memory :]
-    canonical = json.dumps(
-        [r.model_dump(mode="json", by_alias=True) for r in rows],
-        sort_keys=True,
-        ensure_ascii=False,
-        separators=(",", ":"),
-    )
-    return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    return canonical_hash([r.model_dump(mode="json", by_alias=True) for r in rows])
 
 
 def input_records(inputs: Inputs) -> list[dict[str, JsonValue]]:
@@ -165,6 +159,7 @@ def run_settings(options: ScoreOptions) -> dict[str, JsonValue]:
         "apiBaseHadCredentials": had_credentials,
         "apiKeyEnv": options.api_key_env,
         "timeoutS": options.timeout_s,
+        **({"judgeWhen": options.judge_when} if options.judge_when else {}),
         "out": str(options.out.resolve()) if options.out is not None else None,
         **({"batch": options.batch.to_json()} if options.mode == "batch" else {}),
     }

@@ -72,19 +72,23 @@ class SqliteBackend:
 
     @contextmanager
     def task_lock(self, task_id: str) -> Iterator[None]:
-        import fcntl
+        from filelock import FileLock, Timeout
 
         folder = self.path.with_name(self.path.name + ".locks")  # beside the store
         folder.mkdir(parents=True, exist_ok=True)
-        with (folder / f"{task_id}.lock").open("a+") as handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise StoreError(task_busy_message(task_id)) from None
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        # filelock takes the platform's own lock (POSIX or Windows), so `score` runs on both;
+        # not re-entrant within a process: a second run of one task in one process is refused too
+        lock = FileLock(
+            folder / f"{task_id}.lock", timeout=0, is_singleton=False, thread_local=False
+        )
+        try:
+            lock.acquire()
+        except Timeout:
+            raise StoreError(task_busy_message(task_id)) from None
+        try:
+            yield
+        finally:
+            lock.release()
 
     def close(self) -> None:
         self._db.commit()

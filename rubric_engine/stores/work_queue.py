@@ -32,6 +32,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from rubric_engine.canonical import canonical_json
 from rubric_engine.errors import StoreError
 from rubric_engine.store import UPSERT_ROW, TaskStore
 from rubric_engine.stores.backend import Backend
@@ -93,7 +94,7 @@ def enqueue(store: TaskStore, task_id: str, rows: Iterable[tuple[int, str, dict[
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return canonical_json(value)
 
 
 class WorkQueue:

@@ -1,0 +1,104 @@
+"""`rubric-eval ci`: every dataset of the suite file scored and gated at once (seed 004 C.9)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from rubric_engine.cli._app import _guard, app, print_columns
+from rubric_engine.errors import ExitCode
+
+
+@app.command()
+def ci(
+    suite: Annotated[
+        Path, typer.Option("--suite", help="Suite file (default ./rubric-eval.yaml).")
+    ] = Path("rubric-eval.yaml"),
+    junit: Annotated[
+        Path | None, typer.Option(help="JUnit XML file (default <out>/junit.xml).")
+    ] = None,
+    store: Annotated[Path | None, typer.Option(help="Overrides the suite's store.")] = None,
+    out: Annotated[Path | None, typer.Option(help="Overrides the suite's report folder.")] = None,
+    mode: Annotated[str | None, typer.Option(help="Overrides judge.mode.")] = None,
+    model: Annotated[str | None, typer.Option(help="Overrides judge.model.")] = None,
+    api_base: Annotated[str | None, typer.Option(help="Overrides judge.apiBase.")] = None,
+    cassettes: Annotated[Path | None, typer.Option(help="Overrides judge.cassettes.")] = None,
+    regression_rule: Annotated[
+        str | None, typer.Option(help="Overrides baseline.rule: strict or tolerant.")
+    ] = None,
+    baseline: Annotated[
+        list[str] | None,
+        typer.Option(help="DATASET=TASK: compare that dataset with this task; repeatable."),
+    ] = None,
+    branch: Annotated[
+        str | None, typer.Option(help="Branch of this run (default: the CI's, else git's).")
+    ] = None,
+    schema: Annotated[
+        bool, typer.Option("--schema", help="Print the suite file's JSON Schema and exit.")
+    ] = False,
+) -> None:
+    """Run the suite: score every dataset, then print the release checklist (✓/✗ with figure
+    and threshold) and write JUnit XML. Exit 7 when any check fails."""
+    if schema:
+        import json
+
+        from rubric_engine.suite import suite_json_schema
+
+        typer.echo(json.dumps(suite_json_schema(), indent=2, ensure_ascii=False))
+        return
+
+    def run() -> bool:
+        from rubric_engine.errors import ConfigurationError
+        from rubric_engine.suite import load_suite
+        from rubric_engine.suite.load import read_env
+        from rubric_engine.suite.run import checklist_rows, run_suite
+
+        loaded = load_suite(suite)
+        # the .env beside the suite also feeds the judge's key check (the environment wins)
+        for key, value in read_env(suite.parent).items():
+            os.environ.setdefault(key, value)
+        judge: dict[str, Any] = {k: v for k, v in (
+            ("mode", mode), ("model", model), ("api_base", api_base), ("cassettes", cassettes),
+        ) if v is not None}  # fmt: skip
+        rule: dict[str, Any] = {"rule": regression_rule} if regression_rule else {}
+        if regression_rule not in (None, "strict", "tolerant"):
+            raise ConfigurationError(
+                f"--regression-rule {regression_rule!r} is not valid; use strict or tolerant"
+            )
+        tasks = dict(loaded.baseline.tasks)
+        for pair in baseline or ():
+            name, _, task = pair.partition("=")
+            if name not in {d.name for d in loaded.datasets} or not task:
+                raise ConfigurationError(
+                    f"--baseline {pair!r} is not DATASET=TASK with a dataset of the suite: "
+                    f"{', '.join(d.name for d in loaded.datasets)}"
+                )
+            tasks[name] = task
+        merged = loaded.model_copy(update={
+            **({"store": store} if store else {}), **({"out": out} if out else {}),
+            "judge": loaded.judge.model_copy(update=judge),
+            "baseline": loaded.baseline.model_copy(update={**rule, "tasks": tasks}),
+        })  # fmt: skip
+        result = run_suite(
+            merged,
+            branch=branch,
+            on_dataset=lambda d, t: typer.echo(f"scored {d.name} ({d.tier}): task {t}"),
+        )
+        print_columns(checklist_rows(result))
+        target = junit or merged.out / "junit.xml"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(result.junit(), encoding="utf-8")
+        failed = sum(1 for line in result.lines if not line.passed)
+        typer.echo(f"wrote {target}")
+        typer.echo(
+            f"ci {'failed' if failed else 'passed'}: {len(result.lines) - failed} of "
+            f"{len(result.lines)} check(s) hold"
+            + (": " + ", ".join(x.name for x in result.lines if not x.passed) if failed else "")
+        )
+        return result.passed
+
+    if not _guard(run):
+        raise typer.Exit(ExitCode.GATE_FAILED)

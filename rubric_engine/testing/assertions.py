@@ -1,0 +1,121 @@
+"""``assert_rubric``: gate thresholds as a test assertion (pytest, or any test runner).
+
+The thresholds are the gate's (``METRIC OP NUMBER``, :mod:`rubric_engine.report.metrics`),
+checked on exact figures as ``rubric-eval gate`` checks them. Rows are scored in **replay** by
+default, so the test runs offline in CI from the cassettes; ``RUBRIC_EVAL_TEST_MODE`` (or the
+pytest plugin's ``--rubric-mode``) switches to ``record`` or ``live``. A failure raises
+``AssertionError`` naming each failing threshold with its figure, then the least-followed
+requirements and the failing rows with what they violated.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, cast
+
+from rubric_engine.report.model import Report
+
+#: the environment variable that picks the judge mode of ``assert_rubric`` (default replay)
+MODE_ENV = "RUBRIC_EVAL_TEST_MODE"
+
+
+def _score(
+    source: str | Path | Sequence[Mapping[str, Any]],
+    rubric: str | Path,
+    cassettes: Path,
+    store: Path | None,
+    pass_score: int | None,
+    by: tuple[str, ...],
+) -> Report:
+    from rubric_engine.report.run import _load
+    from rubric_engine.report.stored import report_from_task
+    from rubric_engine.scoring import Mode, ScoreOptions, score
+
+    draft = Path(rubric).is_file()
+    with tempfile.TemporaryDirectory(prefix="rubric-eval-test-") as tmp:
+        where = store or Path(tmp) / "store.sqlite"
+        files = [Path(source)] if isinstance(source, str | Path) else []
+        rows = None if files else list(cast(Sequence[Mapping[str, Any]], source))
+        options = ScoreOptions(
+            inputs=files, rows=rows, rubric=rubric, draft=draft, store=where,
+            out=Path(tmp) / "report", cassettes=cassettes,
+            mode=cast(Mode, os.environ.get(MODE_ENV, "replay")),
+        )  # fmt: skip
+        task_id = score(options).task_id
+        return report_from_task(_load(where, task_id), pass_score=pass_score, by=by, exact=True)
+
+
+def assert_rubric(
+    source: Report | str | Path | Sequence[Mapping[str, Any]],
+    thresholds: Sequence[str],
+    *,
+    rubric: str | Path = "",
+    cassettes: str | Path = "cassettes",
+    store: Path | None = None,
+    pass_score: int | None = None,
+) -> Report:
+    """Check gate thresholds on a report, or on rows scored now.
+
+    Args:
+        source: a :class:`Report` (e.g. from :func:`rubric_engine.read_report`), a dialogue
+            file, or rows (mappings in any row shape a file may hold).
+        thresholds: ``METRIC OP NUMBER`` texts, e.g. ``"passRate>=0.9"``.
+        rubric: for rows: a pack file (scored as a draft) or a published ``KEY[@N]`` in
+            ``store``.
+        cassettes: the replay folder.
+        store: a task store to keep the task in (default: a temporary one, deleted after).
+
+    Returns:
+        The report the thresholds were checked on.
+
+    Raises:
+        AssertionError: a threshold fails; the message lists every failing one with its
+            figure, the least-followed requirements and up to 5 failing rows.
+        ConfigurationError: an unknown metric or parameter (the valid ones listed), or what
+            ``score`` refuses.
+    """
+    from rubric_engine.report.gate import (
+        check_parameters,
+        check_threshold,
+        parse_threshold,
+        slice_fields,
+    )
+
+    parsed = [parse_threshold(t) for t in thresholds]
+    if isinstance(source, Report):
+        report = source
+    else:
+        report = _score(source, rubric, Path(cassettes), store, pass_score, slice_fields(parsed))
+    check_parameters(parsed, report)
+    failed = [c for c in (check_threshold(t, report) for t in parsed) if not c.passed]
+    if failed:
+        raise AssertionError(failure_message(report, [c.message for c in failed]))
+    return report
+
+
+def failure_message(report: Report, failed: Sequence[str]) -> str:
+    """The assertion text: failing thresholds, least-followed requirements, failing rows."""
+    lines = [f"rubric thresholds failed on task {report.task.id} ({report.totals.rows} rows):"]
+    lines += [f"  ✗ {m}" for m in failed]
+    weak = sorted(
+        (r for r in report.requirements if r.compliance is not None and r.compliance < 1),
+        key=lambda r: r.compliance or 0.0,
+    )[:5]
+    if weak:
+        lines.append("least-followed requirements:")
+        lines += [
+            f"  {r.id}: compliance {r.compliance:.2f} ({r.violated} violated, {r.partial} "
+            f"partial){' RED LINE' if r.critical else ''}"
+            for r in weak
+        ]
+    low = report.lowest_rows[:5]
+    if low:
+        lines.append("lowest rows:")
+        for r in low:
+            violated = ", ".join(r.violated_requirement_ids) or "none"
+            flags = f"; red flags {', '.join(r.red_flag_types)}" if r.red_flag_types else ""
+            lines.append(f"  {r.row_id}: score {r.final_score}, violated {violated}{flags}")
+    return "\n".join(lines)
