@@ -17,7 +17,6 @@ from typing import Literal
 from rubric_engine.commit_timer import committing
 from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.judge.protocol import Judge, JudgeOutcome, JudgeRequest
-from rubric_engine.judge.server_checks import RubricNotDelivered
 from rubric_engine.prompt import PromptTemplate, render_system, render_user
 from rubric_engine.results import JudgeErrorKind, ProtocolWarning, RowResult, WarningCode
 from rubric_engine.row_result import row_result as _row_result
@@ -78,7 +77,6 @@ class RequestBuilder:
             case_requirement_ids=tuple(r.id for r in case.behaviours),
             rubric_hash=self.rubric_hash,
             prompt_hash=self.template.hash if self.template else "",
-            turn_count=len(row.messages),
         )
         return PreparedRow(seq=seq, row=row, case=case, request=request, rules=rules)
 
@@ -88,6 +86,9 @@ class NoJudge:
 
     async def judge(self, request: JudgeRequest) -> JudgeOutcome:
         return JudgeOutcome(verdict=None, error=None)
+
+
+_NO_JUDGE = NoJudge()
 
 
 def judge_warnings(outcome: JudgeOutcome) -> tuple[ProtocolWarning, ...]:
@@ -231,6 +232,7 @@ async def run_batch(
     skip: Container[str] = frozenset(),
     budget: Budget | None = None,
     on_stored: Callable[[StoredRow], None] | None = None,
+    judge_if: Callable[[DialogueRow], bool] | None = None,
 ) -> None:
     """Judge every row with at most ``concurrency`` calls in flight; store each as it ends.
 
@@ -248,13 +250,13 @@ async def run_batch(
             and ``budget.stop_reason`` says why.
         on_stored: called with each row exactly as it was stored (a report built from these
             equals one rebuilt from the store, without reading it back).
+        judge_if: when given, rows it rejects are not sent to ``judge``: their rule checks
+            decide them (CHECKED, as with ``--judge none``; ``--judge-when``).
 
     Raises:
         JudgeUnavailable: the stop above; the failed rows are stored.
         CredentialsRefused: a row failed on HTTP 401/403; it is stored (a TRANSPORT error,
             judged again on resume), the calls in flight are cancelled and no row starts.
-        RubricNotDelivered: the judge found the server dropped the system message; the
-            rows finished before it are stored.
     """
     queue: asyncio.Queue[PreparedRow | None] = asyncio.Queue(maxsize=2 * concurrency)
     finished = [0, 0]  # rows, transport failures among the first rows
@@ -264,7 +266,8 @@ async def run_batch(
         while (prepared := await queue.get()) is not None:
             in_flight[0] += 1
             try:
-                outcome = await judge.judge(prepared.request)
+                chosen = judge if judge_if is None or judge_if(prepared.row) else _NO_JUDGE
+                outcome = await chosen.judge(prepared.request)
             finally:
                 in_flight[0] -= 1
             if budget is not None:
@@ -310,5 +313,5 @@ async def run_batch(
             for _ in range(workers):
                 group.create_task(worker())
             group.create_task(produce())
-    except* (JudgeUnavailable, CredentialsRefused, RubricNotDelivered) as stopped:
+    except* (JudgeUnavailable, CredentialsRefused) as stopped:
         raise stopped.exceptions[0] from None
