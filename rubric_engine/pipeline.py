@@ -17,6 +17,7 @@ from typing import Literal
 from rubric_engine.commit_timer import committing
 from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.judge.protocol import Judge, JudgeOutcome, JudgeRequest
+from rubric_engine.judge.server_checks import RubricNotDelivered
 from rubric_engine.prompt import PromptTemplate, render_system, render_user
 from rubric_engine.results import JudgeErrorKind, ProtocolWarning, RowResult, WarningCode
 from rubric_engine.row_result import row_result as _row_result
@@ -77,6 +78,7 @@ class RequestBuilder:
             case_requirement_ids=tuple(r.id for r in case.behaviours),
             rubric_hash=self.rubric_hash,
             prompt_hash=self.template.hash if self.template else "",
+            turn_count=len(row.messages),
         )
         return PreparedRow(seq=seq, row=row, case=case, request=request, rules=rules)
 
@@ -257,6 +259,8 @@ async def run_batch(
         JudgeUnavailable: the stop above; the failed rows are stored.
         CredentialsRefused: a row failed on HTTP 401/403; it is stored (a TRANSPORT error,
             judged again on resume), the calls in flight are cancelled and no row starts.
+        RubricNotDelivered: the judge found the server dropped the system message; the
+            rows finished before it are stored.
     """
     queue: asyncio.Queue[PreparedRow | None] = asyncio.Queue(maxsize=2 * concurrency)
     finished = [0, 0]  # rows, transport failures among the first rows
@@ -313,5 +317,5 @@ async def run_batch(
             for _ in range(workers):
                 group.create_task(worker())
             group.create_task(produce())
-    except* (JudgeUnavailable, CredentialsRefused) as stopped:
+    except* (JudgeUnavailable, CredentialsRefused, RubricNotDelivered) as stopped:
         raise stopped.exceptions[0] from None
