@@ -218,9 +218,14 @@ def test_anthropic_requests_carry_the_marker_and_the_report_counts_the_cache(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("STUB_JUDGE_KEY", "stub-key")
-    with AnthropicStubServer(verdicts_responder(load_verdicts(VERDICTS))) as server:
-        result = score(live_options(tmp_path, server.base_url, CLAUDE))
+    # 4 rows in flight at once, each answer 0.2 s away: only the warm-up (the first request
+    # alone, the rest once it is answered) makes the other three read the cache
+    responder = verdicts_responder(load_verdicts(VERDICTS))
+    with AnthropicStubServer(responder, latency_s=0.2) as server:
+        result = score(live_options(tmp_path, server.base_url, CLAUDE, concurrency=4))
     assert len(server.requests) == 4
+    first, *others = sorted(r["at"] for r in server.requests)
+    assert all(at - first >= 0.2 for at in others)
     systems = [r["body"]["system"] for r in server.requests]
     assert {r["path"] for r in server.requests} == {"/v1/messages"}
     # one text block, the whole static prefix, marked; byte-identical for every row
@@ -294,8 +299,8 @@ def test_openai_requests_are_unmarked_and_cached_tokens_are_read(
 ) -> None:
     monkeypatch.setenv("STUB_JUDGE_KEY", "stub-key")
     responder = verdicts_responder(load_verdicts(VERDICTS))
-    with StubServer(responder, prompt_cache=True) as server:
-        result = score(live_options(tmp_path, server.base_url, "openai/gpt-4o-mini"))
+    with StubServer(responder, prompt_cache=True) as server:  # one row at a time: no warm-up
+        result = score(live_options(tmp_path, server.base_url, "openai/gpt-4o-mini", concurrency=1))
     assert len(server.requests) == 4
     for request in server.requests:
         assert "cache_control" not in json.dumps(request["body"])

@@ -28,7 +28,7 @@ from rubric_engine.cassette import (
     response_problem,
     sanitize_response,
 )
-from rubric_engine.judge.cache_markers import mark_static_prefix, needs_markers
+from rubric_engine.judge.cache_markers import PrefixWarmup, mark_static_prefix, needs_markers
 from rubric_engine.judge.endpoints import endpoint_kind, is_context_exceeded, sends_provider_key
 from rubric_engine.judge.limiter import AdaptiveLimit
 from rubric_engine.judge.protocol import Attempt, JudgeOutcome, JudgeRequest
@@ -236,6 +236,7 @@ class LiveBackend:
         self.dropped: dict[str, str] = {}
         #: requests put on the wire, every attempt (those of rows cut off midway included)
         self.sent = 0
+        self._warmup = PrefixWarmup()
 
     async def complete(
         self,
@@ -246,8 +247,12 @@ class LiveBackend:
         final_status: frozenset[int] = frozenset(),
     ) -> Answer:
         """One request; a parameter the provider rejects is learned and the request is sent
-        again without it (:func:`rejected_param`), for this and every later row."""
-        answer = await self._send(kwargs, final_status)
+        again without it (:func:`rejected_param`), for this and every later row. With cache
+        markers, the first request of a prefix goes alone (:class:`PrefixWarmup`)."""
+        if self.settings.prompt_cache and needs_markers(str(kwargs.get("model") or "")):
+            kwargs = mark_static_prefix(kwargs)  # on the wire only: the key is the judge's
+        async with self._warmup.turn(kwargs):
+            answer = await self._send(kwargs, final_status)
         while (learned := rejected_param(answer, kwargs, self.dropped)) is not None:
             name, message = learned
             self.dropped[name] = message
@@ -259,8 +264,6 @@ class LiveBackend:
         if self._litellm is None:
             self._litellm = import_litellm()
         kwargs = {k: v for k, v in kwargs.items() if k not in self.dropped}
-        if self.settings.prompt_cache and needs_markers(str(kwargs.get("model") or "")):
-            kwargs = mark_static_prefix(kwargs)  # on the wire only: the key is the judge's
         transport = self.settings.transport_kwargs(str(kwargs.get("model") or ""))
         # what a provider's error may echo: the key it was sent, the secrets of the base URL
         secrets = (transport.get("api_key"), *url_secrets(self.settings.api_base))

@@ -18,6 +18,12 @@ Which models get the marker (:func:`needs_markers`), by litellm's provider of th
 and not when litellm's model map knows the model and says ``supports_prompt_caching`` is
 false. A model the map does not know keeps the marker (a new Claude model caches too).
 
+A cache entry can be read only once the request that writes it has been answered, so the
+requests in flight when a run starts would each write the prefix again (at the write rate,
+1.25× the input rate on Anthropic). :class:`PrefixWarmup` sends the first request with a
+marked prefix alone and lets the others go once it is answered: one write per task, every later
+request a read (``benchmarks/tokens.py caching`` prices both).
+
 The marker is a transport detail like the API base: it does not change what the judge is
 asked, so it is added on the way to the wire (:class:`~rubric_engine.judge.backends.LiveBackend`)
 and is not part of the cassette key; a task recorded with markers replays without them, and
@@ -27,6 +33,9 @@ leaves every request as it was before markers existed.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from functools import lru_cache
 from typing import Any
 
@@ -76,3 +85,45 @@ def mark_static_prefix(kwargs: dict[str, Any]) -> dict[str, Any]:
     block = {"type": "text", "text": first["content"], "cache_control": dict(EPHEMERAL)}
     marked = {**first, "content": [block]}
     return {**kwargs, "messages": [marked, *messages[1:]]}
+
+
+class PrefixWarmup:
+    """One writer per marked prefix: the first request with it goes alone; the others with the
+    same prefix wait until it is answered (or failed for good), then go together.
+
+    One event loop only (the engine's one async implementation); the check and the set of the
+    first request happen without an ``await`` between them.
+    """
+
+    def __init__(self) -> None:
+        self._written: dict[str, asyncio.Event] = {}
+
+    @asynccontextmanager
+    async def turn(self, kwargs: dict[str, Any]) -> AsyncIterator[None]:
+        """Hold this request back until the prefix of ``kwargs`` is in the provider's cache;
+        a request without a marked prefix goes at once."""
+        prefix = marked_prefix(kwargs)
+        if prefix is None:
+            yield
+            return
+        written = self._written.get(prefix)
+        if written is None:
+            self._written[prefix] = written = asyncio.Event()
+            try:
+                yield
+            finally:
+                written.set()
+            return
+        await written.wait()
+        yield
+
+
+def marked_prefix(kwargs: dict[str, Any]) -> str | None:
+    """The text of the marked system block of ``kwargs`` (:func:`mark_static_prefix`), or
+    ``None`` when it has none."""
+    messages = kwargs.get("messages") or [{}]
+    content = messages[0].get("content")
+    if messages[0].get("role") != "system" or not isinstance(content, list):
+        return None
+    marked = [b for b in content if isinstance(b, dict) and b.get("cache_control")]
+    return str(marked[-1].get("text") or "") if marked else None

@@ -7,10 +7,10 @@ Anthropic would get (the ``system`` blocks and their ``cache_control`` markers) 
 Anthropic reports, read back through litellm.
 
 Caching as Anthropic does it, in small: the prefix up to the last ``system`` block that
-carries ``cache_control`` is cached. The first request bringing a prefix reports its tokens
-as ``cache_creation_input_tokens``, every later one as ``cache_read_input_tokens``;
-``input_tokens`` is the rest. Tokens are characters / 4, as the OpenAI stub counts them. A
-request without a marker caches nothing.
+carries ``cache_control`` is cached once a request bringing it has been answered: a request
+that arrives before then reports the prefix's tokens as ``cache_creation_input_tokens``, one
+that arrives after as ``cache_read_input_tokens``; ``input_tokens`` is the rest. Tokens are
+characters / 4, as the OpenAI stub counts them. A request without a marker caches nothing.
 
     rubric-eval score rows.jsonl -r health_cs --mode live --model anthropic/claude-haiku-4-5 \
         --api-base http://127.0.0.1:PORT --api-key-env STUB_KEY
@@ -70,12 +70,12 @@ class AnthropicStubServer(StubServer):
         return {**body, "messages": head + messages}
 
     def answer(
-        self, body: dict[str, Any], view: dict[str, Any], reply: StubReply
+        self, body: dict[str, Any], view: dict[str, Any], reply: StubReply, arrived: float
     ) -> dict[str, Any]:
         total = self.quirks.prompt_tokens(view)
         prefix = cached_prefix(body)
         cached = min(total, len(prefix) // 4) if prefix else 0
-        read = cached if cached and self.seen_before(prefix) else 0
+        read = cached if cached and self.in_cache(prefix, arrived) else 0
         usage = reply.usage or {
             "input_tokens": total - cached,
             "output_tokens": max(1, len(reply.content or "") // 4),

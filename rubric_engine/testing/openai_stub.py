@@ -206,7 +206,7 @@ class StubServer:
         self.prompt_cache = prompt_cache
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
-        self._cached: set[str] = set()
+        self._cached: dict[str, float] = {}  # prefix -> when its first answer left
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -230,6 +230,7 @@ class StubServer:
                     k.lower(): v for k, v in self.headers.items() if k.lower() != stub.key_header
                 }
                 auth = self.headers.get(stub.key_header)
+                arrived = time.monotonic()
                 with stub._lock:
                     stub.requests.append(
                         {
@@ -239,7 +240,7 @@ class StubServer:
                             "authSha256": hashlib.sha256(auth.encode()).hexdigest()
                             if auth
                             else None,
-                            "at": time.monotonic(),
+                            "at": arrived,
                         }
                     )
                 if not stub.serves(self.path.split("?", 1)[0].rstrip("/")):
@@ -261,7 +262,7 @@ class StubServer:
                         reply.status, stub.error_payload(message, reply.error_code), reply.headers
                     )
                     return
-                self._send(200, stub.answer(body, view, reply), reply.headers)
+                self._send(200, stub.answer(body, view, reply, arrived), reply.headers)
 
             def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str]) -> None:
                 data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
@@ -297,7 +298,7 @@ class StubServer:
         return body
 
     def answer(
-        self, body: dict[str, Any], view: dict[str, Any], reply: StubReply
+        self, body: dict[str, Any], view: dict[str, Any], reply: StubReply, arrived: float
     ) -> dict[str, Any]:
         """The 200 body for ``reply``: a ``chat.completion``, with cached tokens when
         ``prompt_cache`` is on and the system message was seen before."""
@@ -308,7 +309,7 @@ class StubServer:
                 for m in body.get("messages") or []
                 if m.get("role") == "system"
             )
-            cached = len(system) // 4 if system and self.seen_before(system) else 0
+            cached = len(system) // 4 if system and self.in_cache(system, arrived) else 0
             out["usage"]["prompt_tokens_details"] = {"cached_tokens": cached}
         return out
 
@@ -316,14 +317,14 @@ class StubServer:
         """The body of a non-200 answer (OpenAI's error shape)."""
         return {"error": {"message": message, "type": "stub_error", "code": code}}
 
-    def seen_before(self, prefix: str) -> bool:
-        """Whether a request already brought ``prefix`` (it is then in the prompt cache);
-        the first request with it puts it there."""
+    def in_cache(self, prefix: str, arrived: float) -> bool:
+        """Whether ``prefix`` was in the prompt cache when a request that ``arrived`` then
+        (``time.monotonic()``) came: an answer with it had left before. Otherwise this answer
+        writes it (the first one to leave counts), as providers cache a prefix once a request
+        with it has been answered."""
         with self._lock:
-            if prefix in self._cached:
-                return True
-            self._cached.add(prefix)
-            return False
+            written = self._cached.setdefault(prefix, time.monotonic())
+            return written <= arrived
 
     def start(self) -> StubServer:
         self._thread.start()
