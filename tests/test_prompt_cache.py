@@ -8,15 +8,18 @@ Messages stub (``/v1/messages``), ``openai/`` the OpenAI stub with its automatic
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 
 from rubric_engine.judge.cache_markers import EPHEMERAL, mark_static_prefix, needs_markers
 from rubric_engine.judge.retry import RetryPolicy
 from rubric_engine.judge.usage import TokenUsage, price, read_usage, usage_of
+from rubric_engine.report.console import print_summary
 from rubric_engine.scoring import ScoreOptions, score
 from rubric_engine.testing.anthropic_stub import AnthropicStubServer
 from rubric_engine.testing.openai_stub import StubServer, load_verdicts, verdicts_responder
@@ -257,20 +260,64 @@ def test_anthropic_requests_carry_the_marker_and_the_report_counts_the_cache(
     assert line in markdown
     html = result.files.html.read_text(encoding="utf-8")
     assert f"{3 * prefix} read from the prompt cache" in html
+    printed = io.StringIO()
+    print_summary(result.report, Console(file=printed, width=200))
+    assert f"{3 * prefix} read from the prompt cache, {prefix} written to it" in printed.getvalue()
 
 
 @pytest.mark.live
 def test_no_prompt_cache_sends_no_marker_and_reports_no_cache(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from typer.testing import CliRunner
+
+    from rubric_engine.cli import app
+
     monkeypatch.setenv("STUB_JUDGE_KEY", "stub-key")
     with AnthropicStubServer(verdicts_responder(load_verdicts(VERDICTS))) as server:
-        result = score(live_options(tmp_path, server.base_url, CLAUDE, prompt_cache=False))
+        args = [
+            "score", str(demo_rows(tmp_path)), "--rubric", str(RUBRICS / "health_cs.yaml"),
+            "--draft", "--mode", "live", "--model", CLAUDE, "--api-base", server.base_url,
+            "--api-key-env", "STUB_JUDGE_KEY", "--store", str(tmp_path / "store.sqlite"),
+            "--out", str(tmp_path / "out"), "--no-prompt-cache",
+        ]  # fmt: skip
+        done = CliRunner().invoke(app, args)
+    assert done.exit_code == 0, done.output
     assert len(server.requests) == 4
     assert all("cache_control" not in json.dumps(r["body"]) for r in server.requests)
-    usage = result.report["usage"]
+    usage = json.loads((tmp_path / "out" / "report.json").read_text(encoding="utf-8"))["usage"]
     assert "cacheReadTokens" not in usage and "cacheCreationTokens" not in usage
-    assert "prompt cache" not in result.files.markdown.read_text(encoding="utf-8")
+    markdown = (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
+    assert "prompt cache" not in markdown
+    assert "prompt cache" not in done.output  # the printed summary has no cache line either
+
+
+@pytest.mark.live
+def test_openai_requests_are_the_same_bytes_with_and_without_the_option(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The markers never reach an OpenAI-protocol request: same wire bodies, same keys."""
+    monkeypatch.setenv("STUB_JUDGE_KEY", "stub-key")
+    bodies, keys = [], []
+    for on in (True, False):
+        folder = tmp_path / str(on)
+        folder.mkdir()
+        with StubServer(verdicts_responder(load_verdicts(VERDICTS))) as server:
+            score(
+                live_options(
+                    folder, server.base_url, "openai/gpt-4o-mini", prompt_cache=on, mode="record"
+                )
+            )
+        bodies.append(sorted(json.dumps(r["body"], sort_keys=True) for r in server.requests))
+        keys.append(
+            sorted(
+                json.loads(line)["key"]
+                for f in (folder / "cassettes").rglob("*.jsonl")
+                for line in f.read_text(encoding="utf-8").splitlines()
+            )
+        )
+    assert bodies[0] == bodies[1] and len(bodies[0]) == 4
+    assert keys[0] == keys[1] and len(keys[0]) == 4
 
 
 @pytest.mark.live
