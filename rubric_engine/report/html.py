@@ -15,6 +15,7 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
+from rubric_engine.report.accumulate import DRILLDOWN_ROWS, WorstRows
 from rubric_engine.report.calibration import shown_calibration
 from rubric_engine.report.glossary import GLOSSARY
 from rubric_engine.report.model import Diff, Report
@@ -144,26 +145,16 @@ def compliance_band(compliance: float) -> str:
     return "good" if compliance >= 0.9 else "mid" if compliance >= 0.7 else "bad"
 
 
-#: the drill-down holds at most this many rows: a 10,000-row task would otherwise make a 100 MB
-#: page; every row is in rows.jsonl and report.json's aggregates cover all of them
-DRILLDOWN_ROWS = 500
-
-
 def drilldown_rows(results: list[RowResult], pass_score: int) -> list[RowResult]:
-    """Every row when they fit; else the worst first (red flag, JUDGE_ERROR, failing, lowest
-    score), kept in input order."""
+    """Every row when they fit (:data:`DRILLDOWN_ROWS`); else the worst first (red flag,
+    JUDGE_ERROR, failing, lowest score), kept in input order (the ordering of
+    :class:`~rubric_engine.report.accumulate.WorstRows`, which a streamed report keeps)."""
     if len(results) <= DRILLDOWN_ROWS:
         return results
-    rank = {"RED_FLAG": 0, "JUDGE_ERROR": 1, "FAIL": 2}
-    order = sorted(
-        range(len(results)),
-        key=lambda i: (
-            rank.get(row_outcome(results[i], pass_score), 3),
-            results[i].final_score if results[i].final_score is not None else 0,
-            i,
-        ),
-    )
-    return [results[i] for i in sorted(order[:DRILLDOWN_ROWS])]
+    worst = WorstRows(pass_score)
+    for seq, row in enumerate(results):
+        worst.add(seq, row)
+    return worst.rows()
 
 
 def row_details(
