@@ -11,6 +11,7 @@ and the task's stored rows, so it is rebuilt from the store like every other rep
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
@@ -262,6 +263,17 @@ def render_html(
     their dialogues (see :func:`drilldown_rows`), ``total_rows`` how many the task has. The
     judge-calibration section shows ``report.calibration`` unless it is missing (a rubric never
     calibrated keeps its report as it was)."""
+    return "".join(html_chunks(report, rubric, rows, total_rows))
+
+
+def html_chunks(
+    report: Report,
+    rubric: EvalRubric,
+    rows: list[tuple[RowResult, dict[str, Any]]],
+    total_rows: int | None = None,
+) -> Iterator[str]:
+    """:func:`render_html`'s text in the template's own chunks, for writing to a file without
+    holding the page: a cluster lists every one of its rowIds, so the page grows with rows."""
     details = row_details(rubric, rows, report.totals.pass_score)
     by_id = {d["rowId"]: d for d in details}
     flags = [
@@ -276,7 +288,7 @@ def render_html(
         if f.count
     ]
     template = _environment().get_template("report.html.j2")
-    return template.render(
+    return template.generate(
         report=report,
         task=report.task,
         totals=report.totals,

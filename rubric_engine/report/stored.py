@@ -23,7 +23,7 @@ from rubric_engine.registry import verified_snapshot
 from rubric_engine.report.accumulate import ReportAccumulator, WorstRows
 from rubric_engine.report.aggregate import build_report
 from rubric_engine.report.model import CalibrationSection, Report, TaskSection
-from rubric_engine.report.render import render_json, render_markdown
+from rubric_engine.report.render import json_chunks, render_markdown
 from rubric_engine.report.rows import RowFacts, RowUsage, row_facts
 from rubric_engine.results import RowResult
 from rubric_engine.rubric.model import EvalRubric
@@ -274,8 +274,9 @@ def write_reports(
         ),
     )
     write_atomic(files.markdown, render_markdown(report))
-    write_atomic(files.html, html_report(store, task, report))
-    write_atomic(files.json, render_json(report))
+    # in chunks: both list every low row's id, so neither page is held whole
+    write_atomic(files.html, html_report_chunks(store, task, report))
+    write_atomic(files.json, json_chunks(report))
     return files
 
 
@@ -305,7 +306,14 @@ def html_report(store: TaskStore, task: StoredTask | StreamedTask, report: Repor
     """The self-contained HTML report; its drill-down holds at most
     :data:`~rubric_engine.report.accumulate.DRILLDOWN_ROWS` rows (worst first), their dialogues
     fetched from the store (only theirs)."""
-    from rubric_engine.report.html import drilldown_rows, render_html
+    return "".join(html_report_chunks(store, task, report))
+
+
+def html_report_chunks(
+    store: TaskStore, task: StoredTask | StreamedTask, report: Report
+) -> Iterator[str]:
+    """:func:`html_report`'s text in chunks, to write without holding the page."""
+    from rubric_engine.report.html import drilldown_rows, html_chunks
 
     report = with_calibration(store, task, report)
     pass_score = report.totals.pass_score
@@ -321,7 +329,7 @@ def html_report(store: TaskStore, task: StoredTask | StreamedTask, report: Repor
         picked, total = worst.rows(), task.stored_rows
     dialogues = store.dialogues(task.record.id, [r.row_id for r in picked])
     pairs = [(r, dialogues.get(r.row_id, {})) for r in picked]
-    return render_html(report, task.rubric, pairs, total_rows=total)
+    return html_chunks(report, task.rubric, pairs, total_rows=total)
 
 
 def task_calibration(store: TaskStore, task: TaskRecord) -> CalibrationSection:
