@@ -21,7 +21,7 @@ from rubric_engine.errors import Problem, StoreError
 from rubric_engine.judge.parse import ParseFailure, RowContext, parse_reply
 from rubric_engine.prompt import EVIDENCE_PROMPTS
 from rubric_engine.registry import LifecycleError, rubric_for_scoring, verified_snapshot
-from rubric_engine.report import ReportFiles, report_for_task, write_reports
+from rubric_engine.report import ReportFiles, stream_report, write_reports
 from rubric_engine.report.model import Report
 from rubric_engine.results import RowResult, RowStatus, WarningCode
 from rubric_engine.row_result import row_result
@@ -175,6 +175,7 @@ def renormalize(
                 "rubricChanges": json.loads(json.dumps(diff.to_json()["changes"])),
             },
         )
-        report = report_for_task(store, new_id)
-        files = write_reports(store, new_id, report, out or Path("reports") / new_id)
+        task = stream_report(store, new_id)  # one pass over the rows for the report and files
+        report = task.report
+        files = write_reports(store, new_id, report, out or Path("reports") / new_id, task)
     return RenormalizeResult(new_id, task_id, diff, report, files)

@@ -364,20 +364,31 @@ class TaskStore:
             yield key
 
     def report_rows(
-        self, task_id: str
+        self, task_id: str, page: int = 500
     ) -> Iterator[tuple[RowResult, int, int, int, float | None, float, dict[str, Any], int, int]]:
         """What reports read, in input order: (result, calls, prompt tokens, completion tokens,
         cost, latency ms, dialogue, cache-read tokens, cache-creation tokens); never the raw
-        judge attempts."""
+        judge attempts.
+
+        Read ``page`` rows per query (by ``seq``, on the ``rows_by_seq`` index), so memory
+        holds one page whatever the task's size: a PostgreSQL cursor keeps its whole result
+        client-side, and a streamed report (issue 18) must not hold every row."""
         self._send()  # rows this store holds back (PostgreSQL) first
-        for found in self._backend.execute(
-            "SELECT result, calls, prompt_tokens, completion_tokens, cost_usd, latency_ms, "
-            "dialogue, cache_read_tokens, cache_creation_tokens FROM rows WHERE task_id=? "
-            "ORDER BY seq",
-            (task_id,),
-        ):
-            dialogue = decode_column(found[6], f"task {task_id} row dialogue")
-            yield (_row_result(found[0], task_id), *found[1:6], dialogue, *found[7:9])
+        columns = "seq, row_id, result, calls, prompt_tokens, completion_tokens, cost_usd, "
+        columns += "latency_ms, dialogue, cache_read_tokens, cache_creation_tokens"
+        after: tuple[Any, ...] = ()  # (seq, row_id) of the last row read
+        while True:
+            where = "task_id=? AND (seq>? OR (seq=? AND row_id>?))" if after else "task_id=?"
+            params = (task_id, after[0], after[0], after[1], page) if after else (task_id, page)
+            found = self._backend.execute(
+                f"SELECT {columns} FROM rows WHERE {where} ORDER BY seq, row_id LIMIT ?", params
+            ).fetchall()
+            for row in found:
+                dialogue = decode_column(row[8], f"task {task_id} row dialogue")
+                yield (_row_result(row[2], task_id), *row[3:8], dialogue, *row[9:11])
+            if len(found) < page:
+                return
+            after = (found[-1][0], found[-1][1])
 
     def dialogues(self, task_id: str, row_ids: Collection[str]) -> dict[str, dict[str, Any]]:
         """The stored dialogues of some rows, by rowId."""

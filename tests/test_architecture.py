@@ -34,6 +34,7 @@ CORE = (
     "rubric_engine.row_result",
     "rubric_engine.results",
     "rubric_engine.report.aggregate",
+    "rubric_engine.report.accumulate",
     "rubric_engine.report.slices",
     "rubric_engine.report.clusters",
     "rubric_engine.report.outcome",

@@ -147,6 +147,7 @@ def test_gate_and_diff_are_library_calls(demo: ScoreResult, tmp_path: Path) -> N
 PURE = (
     "rubric_engine.report.model",
     "rubric_engine.report.aggregate",
+    "rubric_engine.report.accumulate",
     "rubric_engine.report.slices",
     "rubric_engine.report.clusters",
     "rubric_engine.report.outcome",

@@ -51,8 +51,7 @@ def report(
         from rubric_engine.report.render import render_json, render_markdown
         from rubric_engine.report.stored import (
             html_report,
-            load_task,
-            report_from_task,
+            stream_report,
             with_calibration,
             write_reports,
         )
@@ -63,8 +62,9 @@ def report(
             from rubric_engine.task_ref import resolve_in_store
 
             resolved = resolve_in_store(opened, task_id)
-            task = load_task(opened, resolved)
-            built = report_from_task(task, pass_score=pass_score, by=tuple(by or ()))
+            # one pass over the rows, a row at a time (issue 18)
+            task = stream_report(opened, resolved, pass_score=pass_score, by=tuple(by or ()))
+            built = task.report
             # report.json never holds it; report.md and report.html show it once there is one
             built = with_calibration(opened, task, built)
             if out is not None:

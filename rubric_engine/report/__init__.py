@@ -1,7 +1,7 @@
 """Reports: a typed report built from a task's rows, its renderers, the metric table, gate and
 diff (SPEC §9).
 
-The modules are pure (:mod:`~rubric_engine.report.model`, ``aggregate``, ``slices``,
+The modules are pure (:mod:`~rubric_engine.report.model`, ``aggregate``, ``accumulate``, ``slices``,
 ``clusters``, ``outcome``, ``metrics``, ``gate``, ``diff`` and the renderers) except
 :mod:`~rubric_engine.report.stored`, the one edge that reads the store and writes report files.
 Its names are re-exported here for existing callers, imported on first use so that importing a
@@ -18,12 +18,14 @@ if TYPE_CHECKING:
         ReportFiles,
         ReportRow,
         StoredTask,
+        StreamedTask,
         diff_side,
         html_report,
         load_task,
         report_for_task,
         report_from_task,
         report_row,
+        stream_report,
         task_section,
         write_reports,
     )
@@ -32,12 +34,14 @@ __all__ = [
     "ReportFiles",
     "ReportRow",
     "StoredTask",
+    "StreamedTask",
     "diff_side",
     "html_report",
     "load_task",
     "report_for_task",
     "report_from_task",
     "report_row",
+    "stream_report",
     "task_section",
     "write_reports",
 ]

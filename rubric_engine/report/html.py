@@ -11,10 +11,12 @@ and the task's stored rows, so it is rebuilt from the store like every other rep
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
+from rubric_engine.report.accumulate import DRILLDOWN_ROWS, WorstRows
 from rubric_engine.report.calibration import shown_calibration
 from rubric_engine.report.glossary import GLOSSARY
 from rubric_engine.report.model import Diff, Report
@@ -144,26 +146,16 @@ def compliance_band(compliance: float) -> str:
     return "good" if compliance >= 0.9 else "mid" if compliance >= 0.7 else "bad"
 
 
-#: the drill-down holds at most this many rows: a 10,000-row task would otherwise make a 100 MB
-#: page; every row is in rows.jsonl and report.json's aggregates cover all of them
-DRILLDOWN_ROWS = 500
-
-
 def drilldown_rows(results: list[RowResult], pass_score: int) -> list[RowResult]:
-    """Every row when they fit; else the worst first (red flag, JUDGE_ERROR, failing, lowest
-    score), kept in input order."""
+    """Every row when they fit (:data:`DRILLDOWN_ROWS`); else the worst first (red flag,
+    JUDGE_ERROR, failing, lowest score), kept in input order (the ordering of
+    :class:`~rubric_engine.report.accumulate.WorstRows`, which a streamed report keeps)."""
     if len(results) <= DRILLDOWN_ROWS:
         return results
-    rank = {"RED_FLAG": 0, "JUDGE_ERROR": 1, "FAIL": 2}
-    order = sorted(
-        range(len(results)),
-        key=lambda i: (
-            rank.get(row_outcome(results[i], pass_score), 3),
-            results[i].final_score if results[i].final_score is not None else 0,
-            i,
-        ),
-    )
-    return [results[i] for i in sorted(order[:DRILLDOWN_ROWS])]
+    worst = WorstRows(pass_score)
+    for seq, row in enumerate(results):
+        worst.add(seq, row)
+    return worst.rows()
 
 
 def row_details(
@@ -271,6 +263,17 @@ def render_html(
     their dialogues (see :func:`drilldown_rows`), ``total_rows`` how many the task has. The
     judge-calibration section shows ``report.calibration`` unless it is missing (a rubric never
     calibrated keeps its report as it was)."""
+    return "".join(html_chunks(report, rubric, rows, total_rows))
+
+
+def html_chunks(
+    report: Report,
+    rubric: EvalRubric,
+    rows: list[tuple[RowResult, dict[str, Any]]],
+    total_rows: int | None = None,
+) -> Iterator[str]:
+    """:func:`render_html`'s text in the template's own chunks, for writing to a file without
+    holding the page: a cluster lists every one of its rowIds, so the page grows with rows."""
     details = row_details(rubric, rows, report.totals.pass_score)
     by_id = {d["rowId"]: d for d in details}
     flags = [
@@ -285,7 +288,7 @@ def render_html(
         if f.count
     ]
     template = _environment().get_template("report.html.j2")
-    return template.render(
+    return template.generate(
         report=report,
         task=report.task,
         totals=report.totals,

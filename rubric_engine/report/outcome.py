@@ -69,6 +69,11 @@ class Figures:
         """The mean, rounded; ``None`` when empty."""
         return self._rounded(sum(values) / len(values)) if values else None
 
+    def mean_of(self, total: int, count: int) -> float | None:
+        """The mean of ``count`` integers adding up to ``total``, rounded (the same float as
+        :meth:`mean` of the list: an integer sum is exact); ``None`` when ``count`` is 0."""
+        return self._rounded(total / count) if count else None
+
     def ratio(self, num: int, den: int) -> float | None:
         """``num / den``, rounded; ``None`` when ``den`` is 0."""
         return self._rounded(num / den) if den else None

@@ -6,6 +6,8 @@ edge attached a current or stale one (:func:`rubric_engine.report.stored.with_ca
 from __future__ import annotations
 
 import html
+import json
+from collections.abc import Iterator
 from typing import Any
 
 from rubric_engine.report.calibration import shown_calibration
@@ -26,6 +28,13 @@ EXAMPLE_ROWS = 5
 def render_json(report: Report | Diff) -> str:
     """Indented UTF-8 JSON with a final newline; keys in the model's field order."""
     return report.to_json()
+
+
+def json_chunks(report: Report) -> Iterator[str]:
+    """:func:`render_json`'s text in the encoder's chunks, for writing a large report (its
+    clusters list every low row's id) without building the whole string and its chunk list."""
+    yield from json.JSONEncoder(ensure_ascii=False, indent=2).iterencode(report.to_json_dict())
+    yield "\n"
 
 
 def _fmt(value: Any, digits: int = 2) -> str:

@@ -24,18 +24,31 @@ def _shown(value: float, fig: Figures) -> float:
     return value if fig.places is None else round(value, fig.places)
 
 
+def route_pair(metadata: dict[str, Any]) -> tuple[str, str] | None:
+    """A row's ``(expected, predicted)`` labels, or ``None`` when the row is not labelled."""
+    if metadata.get(EXPECTED_FIELD) in (None, ""):
+        return None
+    return str(metadata[EXPECTED_FIELD]), str(metadata.get(PREDICTED_FIELD) or NO_ROUTE)
+
+
 def router_section(metadata: Sequence[dict[str, Any]], fig: Figures) -> RouterSection | None:
     """The section for rows' metadata in input order, or ``None`` when no row is labelled."""
-    pairs = [
-        (str(m[EXPECTED_FIELD]), str(m.get(PREDICTED_FIELD) or NO_ROUTE))
-        for m in metadata
-        if m.get(EXPECTED_FIELD) not in (None, "")
-    ]
+    return router_from_pairs(Counter(p for p in map(route_pair, metadata) if p is not None), fig)
+
+
+def router_from_pairs(pairs: Counter[tuple[str, str]], fig: Figures) -> RouterSection | None:
+    """The section from the rows' :func:`route_pair` counts (``None`` when there are none); a
+    report built as a stream keeps this counter, not the rows."""
     if not pairs:
         return None
-    expected = Counter(t for t, _ in pairs)
-    predicted = Counter(p for _, p in pairs)
-    hits = Counter(t for t, p in pairs if t == p)
+    expected: Counter[str] = Counter()
+    predicted: Counter[str] = Counter()
+    hits: Counter[str] = Counter()
+    for (t, p), n in pairs.items():
+        expected[t] += n
+        predicted[p] += n
+        if t == p:
+            hits[t] += n
     classes = []
     for label in sorted(expected):
         precision = fig.ratio(hits[label], predicted[label])
@@ -47,10 +60,10 @@ def router_section(metadata: Sequence[dict[str, Any]], fig: Figures) -> RouterSe
                         recall=recall, f1=f1)
         )  # fmt: skip
     f1s = [2 * hits[c] / (expected[c] + predicted[c]) for c in sorted(expected)]
-    wrong = Counter((t, p) for t, p in pairs if t != p)
+    wrong = {(t, p): n for (t, p), n in pairs.items() if t != p}
     return RouterSection(
-        rows=len(pairs),
-        accuracy=fig.ratio(sum(hits.values()), len(pairs)),
+        rows=sum(pairs.values()),
+        accuracy=fig.ratio(sum(hits.values()), sum(pairs.values())),
         macro_f1=_shown(sum(f1s) / len(f1s), fig),
         classes=tuple(classes),
         confusions=tuple(

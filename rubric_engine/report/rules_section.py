@@ -9,10 +9,10 @@ whose trace records a duration (``None`` if none). Each result is the row's
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from rubric_engine.report.model import RulesSection
-from rubric_engine.results import RowResult
+from rubric_engine.results import RowResult, RuleSummary
 
 NO_VERDICT = "NONE"
 
@@ -23,7 +23,12 @@ def _mean(values: list[float]) -> float | None:
 
 def rules_section(results: Iterable[RowResult]) -> RulesSection | None:
     """Aggregate the rows' rule summaries; ``None`` when no row has rule checks."""
-    summaries = [r.rules for r in results if r.rules is not None]
+    return rules_section_of([r.rules for r in results if r.rules is not None])
+
+
+def rules_section_of(summaries: Sequence[RuleSummary]) -> RulesSection | None:
+    """The section of the rows' rule summaries in input order (every one is in the section's
+    ``results``); ``None`` when there are none."""
     if not summaries:
         return None
     passed = sum(1 for s in summaries if s.passed)

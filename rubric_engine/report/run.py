@@ -32,6 +32,7 @@ from rubric_engine.report.stored import (
     diff_side,
     load_task,
     report_from_task,
+    stream_report,
     with_calibration,
 )
 from rubric_engine.store import TaskStore
@@ -88,7 +89,9 @@ def read_report(
         TaskNotFoundError: no such task (the known ones are listed).
         ConfigurationError: a bad ``pass_score`` or ``by`` name (valid choices listed).
     """
-    return report_from_task(_load(store, task_id), pass_score=pass_score, by=tuple(by))
+    require_store(store)
+    with TaskStore(store) as opened:  # a row at a time: the rows are not kept
+        return stream_report(opened, task_id, pass_score=pass_score, by=tuple(by)).report
 
 
 def run_diff(

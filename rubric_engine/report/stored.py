@@ -2,25 +2,28 @@
 (SPEC §3, §9).
 
 :func:`report_for_task` reads the task's own rubric snapshot and rows from the store and
-aggregates them; :func:`write_reports` writes ``report.json``, ``report.md``, ``report.html``
-and ``rows.jsonl``; :func:`with_calibration` attaches the calibration pinned to the task (for
-the gate and the md/html section; a rubric never calibrated changes no byte). The same task
-always gives the same bytes. This is the only module of :mod:`rubric_engine.report` that reads
-the store or writes files; the rest is pure.
+aggregates them a row at a time (:func:`stream_report`; :func:`load_task` keeps every row, for
+the readers that need them: diffs, review, calibration, export); :func:`write_reports` writes
+``report.json``, ``report.md``, ``report.html`` and ``rows.jsonl``; :func:`with_calibration`
+attaches the calibration pinned to the task (for the gate and the md/html section; a rubric
+never calibrated changes no byte). The same task always gives the same bytes. This is the only
+module of :mod:`rubric_engine.report` that reads the store or writes files; the rest is pure.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rubric_engine.errors import StoreError
 from rubric_engine.registry import verified_snapshot
+from rubric_engine.report.accumulate import ReportAccumulator, WorstRows
 from rubric_engine.report.aggregate import build_report
 from rubric_engine.report.model import CalibrationSection, Report, TaskSection
-from rubric_engine.report.render import render_json, render_markdown
+from rubric_engine.report.render import json_chunks, render_markdown
 from rubric_engine.report.rows import RowFacts, RowUsage, row_facts
 from rubric_engine.results import RowResult
 from rubric_engine.rubric.model import EvalRubric
@@ -111,33 +114,83 @@ def load_task(store: TaskStore, task_id: str) -> StoredTask:
     task_id = resolve_in_store(store, task_id)
     record = store.task(task_id)
     rubric = verified_snapshot(record.rubric_snapshot, record.rubric_hash, f"task {task_id}")
-    rows = [
-        ReportRow(
-            result,
-            RowUsage(calls, prompt, completion, cost, latency, cache_read, cache_creation),
-            row_facts(dialogue),
-        )
-        for (
-            result,
-            calls,
-            prompt,
-            completion,
-            cost,
-            latency,
-            dialogue,
-            cache_read,
-            cache_creation,
-        ) in store.report_rows(task_id)
-    ]
-    if len(rows) > record.row_count or (
-        record.state == "COMPLETED" and len(rows) != record.row_count
-    ):
+    rows = list(stored_report_rows(store, task_id))
+    check_row_count(record, len(rows))
+    return StoredTask(record, rubric, rows)
+
+
+def check_row_count(record: TaskRecord, stored: int) -> None:
+    """Raises: StoreError: more rows than planned, or a COMPLETED task without exactly its
+    planned rows (rows were deleted or added after the run)."""
+    if stored > record.row_count or (record.state == "COMPLETED" and stored != record.row_count):
         raise StoreError(
-            f"task {task_id} is {record.state} with {record.row_count} planned row(s) but the "
-            f"store holds {len(rows)}: rows were deleted or added after the run. The report is "
+            f"task {record.id} is {record.state} with {record.row_count} planned row(s) but the "
+            f"store holds {stored}: rows were deleted or added after the run. The report is "
             "not rebuilt from a damaged task; restore the store from a backup or score again."
         )
-    return StoredTask(record, rubric, rows)
+
+
+@dataclass(frozen=True)
+class StreamedTask:
+    """A task whose report was built in one pass over its rows, one row at a time (issue 18):
+    what the report files need besides the report, and no row list.
+
+    Attributes:
+        drilldown: the rows the HTML drill-down shows (at most
+            :data:`~rubric_engine.report.accumulate.DRILLDOWN_ROWS`, input order), picked at
+            the report's pass score.
+        stored_rows: how many rows the task holds.
+    """
+
+    record: TaskRecord
+    rubric: EvalRubric
+    report: Report
+    drilldown: list[RowResult]
+    stored_rows: int
+
+
+def stream_report(
+    store: TaskStore,
+    task_id: str,
+    *,
+    pass_score: int | None = None,
+    by: tuple[str, ...] = (),
+    exact: bool = False,
+) -> StreamedTask:
+    """Rebuild a task's report from the store, reading its rows one at a time: memory holds
+    the report's counters and bounded heaps, not the rows (see :func:`load_task` for
+    ``task_id``, the snapshot check and the errors; :func:`build_report` for the options)."""
+    task_id = resolve_in_store(store, task_id)
+    record = store.task(task_id)
+    rubric = verified_snapshot(record.rubric_snapshot, record.rubric_hash, f"task {task_id}")
+    built = ReportAccumulator(rubric, pass_score=pass_score, by=by, exact=exact)
+    for seq, row in enumerate(stored_report_rows(store, task_id)):
+        built.add(seq, row.result, row.usage, row.facts)
+    check_row_count(record, built.rows)
+    return streamed_task(record, rubric, built)
+
+
+def stored_report_rows(store: TaskStore, task_id: str) -> Iterator[ReportRow]:
+    """The task's rows as reports read them, in input order, one at a time."""
+    for (
+        result,
+        calls,
+        prompt,
+        completion,
+        cost,
+        latency,
+        dialogue,
+        cache_read,
+        cache_creation,
+    ) in store.report_rows(task_id):
+        usage = RowUsage(calls, prompt, completion, cost, latency, cache_read, cache_creation)
+        yield ReportRow(result, usage, row_facts(dialogue))
+
+
+def streamed_task(record: TaskRecord, rubric: EvalRubric, built: ReportAccumulator) -> StreamedTask:
+    """The report of the rows ``built`` was fed (a fresh run feeds each row as it is stored)."""
+    report = with_unrowed_calls(built.finish(task_section(record)), record)
+    return StreamedTask(record, rubric, report, built.worst.rows(), built.rows)
 
 
 def report_from_task(
@@ -152,9 +205,13 @@ def report_from_task(
     report = build_report(
         task_section(task.record), task.rubric, rows, pass_score=pass_score, by=by, exact=exact
     )
-    # requests sent for rows that were cut off (Ctrl-C, a stop) and so are in no row: every
-    # request the provider received is a call (issue 14)
-    unrowed = int(task.record.extra.get("callsNotInRows") or 0)
+    return with_unrowed_calls(report, task.record)
+
+
+def with_unrowed_calls(report: Report, record: TaskRecord) -> Report:
+    """Requests sent for rows that were cut off (Ctrl-C, a stop) and so are in no row, added to
+    ``usage.calls``: every request the provider received is a call (issue 14)."""
+    unrowed = int(record.extra.get("callsNotInRows") or 0)
     if unrowed:
         usage = report.usage.model_copy(update={"calls": report.usage.calls + unrowed})
         report = report.model_copy(update={"usage": usage})
@@ -175,7 +232,7 @@ def report_for_task(
         StoreError: the stored snapshot no longer validates or no longer matches its hash.
         ConfigurationError: a bad ``pass_score`` or ``by`` name (valid choices listed).
     """
-    return report_from_task(load_task(store, task_id), pass_score=pass_score, by=by)
+    return stream_report(store, task_id, pass_score=pass_score, by=by).report
 
 
 @dataclass(frozen=True)
@@ -191,7 +248,7 @@ def write_reports(
     task_id: str,
     report: Report,
     out: Path,
-    task: StoredTask | None = None,
+    task: StoredTask | StreamedTask | None = None,
 ) -> ReportFiles:
     """Write ``report.json``, ``report.md``, ``report.html`` (self-contained) and ``rows.jsonl``
     (one row object per line), each atomically (a temporary file renamed over it).
@@ -202,11 +259,15 @@ def write_reports(
         OSError: writing failed all the same (a full disk).
 
     Args:
-        task: the task as :func:`load_task` already read it, so it is not read twice.
+        task: the task as :func:`load_task` or :func:`stream_report` already read it, so
+            the report is not built twice; rows.jsonl of a streamed task is read from the
+            store a row at a time.
     """
     from rubric_engine.report.output import check_report_folder, write_atomic
 
-    task = task if task is not None else load_task(store, task_id)
+    if task is None:
+        task = stream_report(store, task_id, pass_score=report.totals.pass_score)
+    rows = task.rows if isinstance(task, StoredTask) else stored_report_rows(store, task.record.id)
     report = with_calibration(store, task, report)
     check_report_folder(out)
     files = ReportFiles(
@@ -217,12 +278,13 @@ def write_reports(
         files.rows,
         (
             json.dumps(rows_line(r, report.totals.pass_score), ensure_ascii=False) + "\n"
-            for r in task.rows
+            for r in rows
         ),
     )
     write_atomic(files.markdown, render_markdown(report))
-    write_atomic(files.html, html_report(store, task, report))
-    write_atomic(files.json, render_json(report))
+    # in chunks: both list every low row's id, so neither page is held whole
+    write_atomic(files.html, html_report_chunks(store, task, report))
+    write_atomic(files.json, json_chunks(report))
     return files
 
 
@@ -248,16 +310,34 @@ def diff_side(task: StoredTask, *, pass_score: int | None = None, exact: bool = 
     return DiffSide(report, task.rubric, [(r.result, r.facts) for r in task.rows])
 
 
-def html_report(store: TaskStore, task: StoredTask, report: Report) -> str:
+def html_report(store: TaskStore, task: StoredTask | StreamedTask, report: Report) -> str:
     """The self-contained HTML report; its drill-down holds at most
-    :data:`~rubric_engine.report.html.DRILLDOWN_ROWS` rows (worst first), fetched from the store."""
-    from rubric_engine.report.html import drilldown_rows, render_html
+    :data:`~rubric_engine.report.accumulate.DRILLDOWN_ROWS` rows (worst first), their dialogues
+    fetched from the store (only theirs)."""
+    return "".join(html_report_chunks(store, task, report))
+
+
+def html_report_chunks(
+    store: TaskStore, task: StoredTask | StreamedTask, report: Report
+) -> Iterator[str]:
+    """:func:`html_report`'s text in chunks, to write without holding the page."""
+    from rubric_engine.report.html import drilldown_rows, html_chunks
 
     report = with_calibration(store, task, report)
-    picked = drilldown_rows([r.result for r in task.rows], report.totals.pass_score)
+    pass_score = report.totals.pass_score
+    if isinstance(task, StoredTask):
+        picked = drilldown_rows([r.result for r in task.rows], pass_score)
+        total = len(task.rows)
+    elif task.report.totals.pass_score == pass_score:
+        picked, total = task.drilldown, task.stored_rows
+    else:  # a report at another pass score than the streamed one: pick again, a row at a time
+        worst = WorstRows(pass_score)
+        for seq, row in enumerate(stored_report_rows(store, task.record.id)):
+            worst.add(seq, row.result)
+        picked, total = worst.rows(), task.stored_rows
     dialogues = store.dialogues(task.record.id, [r.row_id for r in picked])
     pairs = [(r, dialogues.get(r.row_id, {})) for r in picked]
-    return render_html(report, task.rubric, pairs, total_rows=len(task.rows))
+    return html_chunks(report, task.rubric, pairs, total_rows=total)
 
 
 def task_calibration(store: TaskStore, task: TaskRecord) -> CalibrationSection:
@@ -270,7 +350,7 @@ def task_calibration(store: TaskStore, task: TaskRecord) -> CalibrationSection:
     return calibration_section(found.state, found.reason, found.metrics, found.record_id)
 
 
-def with_calibration(store: TaskStore, task: StoredTask, report: Report) -> Report:
+def with_calibration(store: TaskStore, task: StoredTask | StreamedTask, report: Report) -> Report:
     """The report with the task's calibration attached (unchanged when one already is)."""
     if report.calibration is not None:
         return report

@@ -28,16 +28,10 @@ from rubric_engine.pipeline import (
     NoJudge,
     run_batch,
 )
-from rubric_engine.report import (
-    ReportFiles,
-    ReportRow,
-    StoredTask,
-    load_task,
-    report_from_task,
-    report_row,
-    write_reports,
-)
+from rubric_engine.report import ReportFiles, report_row, write_reports
+from rubric_engine.report.accumulate import ReportAccumulator
 from rubric_engine.report.model import Report
+from rubric_engine.report.stored import StreamedTask, stream_report, streamed_task
 from rubric_engine.results import JudgeErrorKind, RowResult
 from rubric_engine.scoring.judge_when import judge_if_for
 from rubric_engine.scoring.options import ScoreOptions, check_options, effective_model
@@ -219,15 +213,19 @@ async def _resume(
         try:
             plan, done = resumed_plan(options, store, task_id)
         except AlreadyComplete as complete:
-            task = load_task(store, task_id)
-            report = report_from_task(task)
-            files = _write_files(store, task_id, report, complete.out, task, options.store)
-            return ScoreResult(task_id, report, files, already_complete=True)
+            task = stream_report(store, task_id)
+            files = _write_files(store, task_id, task.report, complete.out, task, options.store)
+            return ScoreResult(task_id, task.report, files, already_complete=True)
         return await _run(plan, store, task_id, done, on_start, on_row, on_event)
 
 
 def _write_files(
-    store: TaskStore, task_id: str, report: Report, out: Path, task: StoredTask, at: StoreLocation
+    store: TaskStore,
+    task_id: str,
+    report: Report,
+    out: Path,
+    task: StreamedTask,
+    at: StoreLocation,
 ) -> ReportFiles:
     """:func:`write_reports`, and when that fails after the rows were judged, an error that
     keeps the task id and says how to rebuild the files."""
@@ -268,16 +266,18 @@ async def _run(
         if on_row is not None:
             on_row(result)
 
-    # a fresh run keeps what it stores for its report instead of reading every row back;
-    # a resumed one has older rows in the store only, so it reads them all
-    kept: list[tuple[int, ReportRow]] | None = None if done else []
+    # a fresh run adds each row it stores to its report (a stream: counters and bounded
+    # heaps, no row list) instead of reading every row back; a resumed one has older rows in
+    # the store only, so it streams them all from the store at the end
+    kept = None if done else ReportAccumulator(plan.rubric)
 
     stored_calls = [0]  # calls of the rows this run stored
 
     def keep(stored: StoredRow) -> None:
         stored_calls[0] += stored.calls
         if kept is not None:
-            kept.append((stored.seq, report_row(stored)))
+            row = report_row(stored)
+            kept.add(stored.seq, row.result, row.usage, row.facts)
 
     def cut_off() -> dict[str, Any]:
         """``callsNotInRows``: requests sent for rows that were never stored, added up."""
@@ -376,16 +376,15 @@ def _report(
     plan: Plan,
     store: TaskStore,
     task_id: str,
-    kept: list[tuple[int, ReportRow]] | None,
+    kept: ReportAccumulator | None,
     misses: list[RowResult],
     stopped: str | None,
 ) -> ScoreResult:
     if kept is None:
-        task = load_task(store, task_id)  # read once for the report and its files
+        task = stream_report(store, task_id)  # one pass over the stored rows
     else:
-        kept.sort(key=lambda pair: pair[0])
-        task = StoredTask(store.task(task_id), plan.rubric, [row for _, row in kept])
-    report = report_from_task(task)
+        task = streamed_task(store.task(task_id), plan.rubric, kept)
+    report = task.report
     files = _write_files(store, task_id, report, plan.out, task, plan.options.store)
     dropped = dict(plan.backend.dropped) if isinstance(plan.backend, LiveBackend) else {}
     return ScoreResult(task_id, report, files, misses, stopped, dropped_params=dropped)

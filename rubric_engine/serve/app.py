@@ -23,7 +23,7 @@ from starlette.routing import Route
 
 from rubric_engine.errors import RubricEvalError, TaskNotFoundError
 from rubric_engine.report.run import require_store
-from rubric_engine.report.stored import StoredTask, html_report, load_task, report_from_task
+from rubric_engine.report.stored import StoredTask, html_report, load_task, stream_report
 from rubric_engine.review.claims import DEFAULT_CLAIM_TTL_S
 from rubric_engine.review.queue import QueuePolicy
 from rubric_engine.store import TaskStore
@@ -100,7 +100,7 @@ class Pages:
             for record in reversed(store.tasks()):
                 key = (record.id, record.state, done.get(record.id, 0))
                 if key not in self.config.summaries:
-                    report = report_from_task(load_task(store, record.id))
+                    report = stream_report(store, record.id).report  # a row at a time
                     self.config.summaries[key] = {
                         "passRate": report.totals.pass_rate,
                         "redFlagRows": report.totals.rows_with_red_flags,
@@ -120,8 +120,8 @@ class Pages:
     async def report(self, request: Request) -> Response:
         """The task's report.html, byte for byte what ``report --format html`` writes."""
         with self.store() as store:
-            task = self.load(store, request.path_params["task"])
-            return HTMLResponse(html_report(store, task, report_from_task(task)))
+            task = stream_report(store, resolve_in_store(store, request.path_params["task"]))
+            return HTMLResponse(html_report(store, task, task.report))
 
     async def compare(self, request: Request) -> Response:
         from rubric_engine.report.run import run_diff

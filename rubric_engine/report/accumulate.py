@@ -1,0 +1,480 @@
+"""The report built as a stream: rows added one at a time, in any order (issue 18).
+
+:class:`ReportAccumulator` gives the same :class:`~rubric_engine.report.model.Report` as
+aggregating the task's rows in input order (SPEC §9; the rules are in
+:mod:`rubric_engine.report.aggregate`), while holding only what the report needs:
+
+- counters and integer sums (totals, intents, requirements, slices, warnings, router pairs);
+- bounded heaps: the :data:`LOWEST_ROWS` lowest-scoring rows and the
+  :data:`DRILLDOWN_ROWS` worst rows the HTML drill-down shows;
+- per row only what a section lists or cannot add up out of order: each latency (8 bytes, for
+  the exact p95, plus 8 of seq), each cost and agent duration that exists (float sums are
+  added in input order, as a list would be, so the bytes match), and the rowIds the report
+  prints (low rows for the issue clusters, red-flagged rows, judge errors, rule summaries).
+
+Rows arrive out of order in a fresh run (concurrency); every order-dependent figure is keyed by
+the row's ``seq`` (its input position), never by arrival. Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import heapq
+from array import array
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from rubric_engine.report.clusters import LowRows, issue_clusters
+from rubric_engine.report.model import (
+    AgentSummary,
+    IntentSummary,
+    JudgeErrorEntry,
+    LowRow,
+    RedFlagCount,
+    Report,
+    RequirementSummary,
+    TaskSection,
+    Totals,
+    UsageSummary,
+)
+from rubric_engine.report.outcome import (
+    EXACT,
+    OUTCOMES,
+    ROUNDED,
+    STATUS_FIELD,
+    Figures,
+    default_pass_score,
+    row_outcome,
+)
+from rubric_engine.report.router import route_pair, router_from_pairs
+from rubric_engine.report.rows import RowFacts, RowUsage
+from rubric_engine.report.rules_section import rules_section_of
+from rubric_engine.report.slices import SliceAccumulator, status_counts
+from rubric_engine.results import RequirementStatus, RowResult, RowStatus, RuleSummary
+from rubric_engine.rubric.model import EvalRubric
+
+#: rows in the report's ``lowestRows``
+LOWEST_ROWS = 10
+#: the HTML drill-down holds at most this many rows: a 10,000-row task would otherwise make a
+#: 100 MB page; every row is in rows.jsonl and report.json's aggregates cover all of them
+DRILLDOWN_ROWS = 500
+_DRILL_RANK = {"RED_FLAG": 0, "JUDGE_ERROR": 1, "FAIL": 2}
+#: set in a CHECKED row's listing key: checked rows are listed after every scored row
+_CHECKED = 1 << 62
+
+
+class SeqFloats:
+    """Floats of some rows with the row's ``seq``, read back in input order (a float sum
+    depends on its order; today's report adds in input order). 16 bytes per value."""
+
+    __slots__ = ("_seqs", "_sorted", "_values")
+
+    def __init__(self) -> None:
+        self._seqs = array("q")
+        self._values = array("d")
+        self._sorted = True
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def add(self, seq: int, value: float) -> None:
+        if self._seqs and seq < self._seqs[-1]:
+            self._sorted = False
+        self._seqs.append(seq)
+        self._values.append(value)
+
+    def in_order(self) -> Iterator[float]:
+        if self._sorted:
+            return iter(self._values)
+        return (self._values[i] for i in sorted(range(len(self._seqs)), key=self._seqs.__getitem__))
+
+    def at_rank(self, index: int) -> float:
+        """The value at ``index`` of the ascending order (``0 <= index < len``), selected with
+        a heap of the ``len - index`` largest rather than a sorted copy."""
+        return heapq.nlargest(len(self._values) - index, self._values)[-1]
+
+
+class UsageTotals:
+    """The report's ``usage`` section, a row at a time: the one place judge usage is added up.
+
+    calls and tokens are integer sums (the prompt-cache counts, part of the prompt tokens, appear
+    only when a row has any); ``costUsd`` the sum of the rows that have a cost (``None``
+    when none has), to 6 places; latency mean and p95 (the value at ``int(0.95 · n)`` of the
+    sorted latencies) to 0.1 ms.
+    """
+
+    def __init__(self) -> None:
+        self.calls = self.prompt_tokens = self.completion_tokens = 0
+        self.cache_read_tokens = self.cache_creation_tokens = 0
+        self.costs = SeqFloats()
+        self.latencies = SeqFloats()
+
+    def add(self, seq: int, usage: RowUsage) -> None:
+        self.calls += usage.calls
+        self.prompt_tokens += usage.prompt_tokens
+        self.completion_tokens += usage.completion_tokens
+        self.cache_read_tokens += usage.cache_read_tokens
+        self.cache_creation_tokens += usage.cache_creation_tokens
+        if usage.cost_usd is not None:
+            self.costs.add(seq, usage.cost_usd)
+        self.latencies.add(seq, usage.latency_ms)
+
+    def summary(self) -> UsageSummary:
+        n = len(self.latencies)
+        cached = bool(self.cache_read_tokens or self.cache_creation_tokens)  # else keys stay out
+        return UsageSummary(
+            calls=self.calls,
+            prompt_tokens=self.prompt_tokens,
+            cache_read_tokens=self.cache_read_tokens if cached else None,
+            cache_creation_tokens=self.cache_creation_tokens if cached else None,
+            completion_tokens=self.completion_tokens,
+            cost_usd=round(sum(self.costs.in_order(), 0.0), 6) if len(self.costs) else None,
+            latency_ms_mean=round(sum(self.latencies.in_order()) / n, 1) if n else None,
+            latency_ms_p95=round(self.latencies.at_rank(min(n - 1, int(0.95 * n))), 1)
+            if n
+            else None,
+        )
+
+
+class _Keyed:
+    """Strings with an order key (``(checked, seq)`` packed in one int), listed by key."""
+
+    __slots__ = ("keys", "values")
+
+    def __init__(self) -> None:
+        self.keys = array("q")
+        self.values: list[str] = []
+
+    def add(self, key: int, value: str) -> None:
+        self.keys.append(key)
+        self.values.append(value)
+
+    def in_order(self) -> tuple[str, ...]:
+        order = sorted(range(len(self.keys)), key=self.keys.__getitem__)
+        return tuple(self.values[i] for i in order)
+
+
+class WorstRows:
+    """The drill-down's rows: every row when at most ``limit``, else the worst ``limit`` (red
+    flag, JUDGE_ERROR, failing, lowest score, then input order), listed in input order. A heap
+    of ``limit`` rows; rows may be added in any order."""
+
+    def __init__(self, pass_score: int, limit: int = DRILLDOWN_ROWS) -> None:
+        self.pass_score, self.limit = pass_score, limit
+        self._heap: list[tuple[tuple[int, int, int], RowResult]] = []  # the worst kept is largest
+
+    def add(self, seq: int, row: RowResult) -> None:
+        rank = _DRILL_RANK.get(row_outcome(row, self.pass_score), 3)
+        key = (-rank, -(row.final_score if row.final_score is not None else 0), -seq)
+        if len(self._heap) < self.limit:
+            heapq.heappush(self._heap, (key, row))
+        elif key > self._heap[0][0]:
+            heapq.heapreplace(self._heap, (key, row))
+
+    def rows(self) -> list[RowResult]:
+        return [row for _, row in sorted(self._heap, key=lambda kr: -kr[0][2])]
+
+
+class ReportAccumulator:
+    """A task's report, fed one stored row at a time (:meth:`add`), built by :meth:`finish`.
+
+    Args:
+        rubric: the task's own snapshot, never the current file.
+        pass_score: the lowest passing final score; default
+            :func:`~rubric_engine.report.outcome.default_pass_score`.
+        by: slice names (``intent``, ``category`` or a metadata field); checked by
+            :meth:`finish`, once every row's metadata has been seen.
+        exact: unrounded means and ratios, for a gate or a diff.
+
+    Raises:
+        ConfigurationError: ``pass_score`` outside the scale.
+    """
+
+    def __init__(
+        self,
+        rubric: EvalRubric,
+        *,
+        pass_score: int | None = None,
+        by: tuple[str, ...] = (),
+        exact: bool = False,
+    ) -> None:
+        threshold = default_pass_score(rubric) if pass_score is None else pass_score
+        scale = rubric.score_scale
+        if not scale.min <= threshold <= scale.max:
+            from rubric_engine.errors import ConfigurationError
+
+            raise ConfigurationError(
+                f"pass score {threshold} is outside the pack's scale {scale.min}..{scale.max}; "
+                f"choose a value in that range"
+            )
+        self.rubric, self.pass_score = rubric, threshold
+        self._fig = EXACT if exact else ROUNDED
+        self.rows = 0
+        self._status: Counter[RowStatus] = Counter()
+        self._finals: Counter[int] = Counter()
+        self._judge_total = self._judge_count = self._capped = self._flagged = 0
+        self._outcomes: Counter[str] = Counter()
+        self._error_kinds: Counter[str] = Counter()
+        self._errors: list[tuple[int, JudgeErrorEntry]] = []
+        self._warnings: Counter[str] = Counter()
+        self._flag_rows: dict[str, _Keyed] = {t: _Keyed() for t in rubric.red_flag_types}
+        self._flag_first: dict[str, tuple[int, int]] = {}  # (listing key, position in row)
+        self._intents = {i.key: [0, 0, 0, 0, 0, 0] for i in rubric.intents}
+        self._req_counts: dict[str, Counter[str]] = {}
+        self._req_first: dict[str, tuple[int, int]] = {}
+        self._case_texts: dict[str, tuple[int, str]] = {}
+        self._slices = [SliceAccumulator(n, rubric, threshold, self._fig) for n in by]
+        self._metadata_keys: set[str] = set()
+        self._low = LowRows()
+        self._lowest: list[tuple[tuple[int, int], RowResult]] = []  # max-heap by (score, seq)
+        self._tool_calls = 0
+        self._durations = SeqFloats()
+        self.usage = UsageTotals()
+        self._rules: list[tuple[int, RuleSummary]] = []
+        self._routes: Counter[tuple[str, str]] = Counter()
+        self.worst = WorstRows(threshold)
+
+    def add(self, seq: int, result: RowResult, usage: RowUsage, facts: RowFacts) -> None:
+        """Count one stored row; ``seq`` is its input position (unique in the task)."""
+        self.rows += 1
+        status = result.status
+        self._status[status] += 1
+        outcome = row_outcome(result, self.pass_score)
+        self._outcomes[outcome] += 1
+        self._warnings.update(str(w.code) for w in result.warnings)
+        if status is RowStatus.SCORED:
+            self._scored(seq, result, outcome)
+        elif status is RowStatus.JUDGE_ERROR:
+            kind = str(result.error.kind) if result.error else None
+            if result.error:
+                self._error_kinds[str(result.error.kind)] += 1
+            message = result.error.message if result.error else None
+            entry = JudgeErrorEntry(row_id=result.row_id, kind=kind, message=message)
+            self._errors.append((seq, entry))
+        if status is RowStatus.SCORED or status is RowStatus.CHECKED:
+            self._judged(seq, result, checked=status is RowStatus.CHECKED)
+        for rid, text in facts.case_texts.items():
+            if rid not in self._case_texts or self._case_texts[rid][0] < seq:
+                self._case_texts[rid] = (seq, text)
+        for group in self._slices:
+            group.add(seq, result, facts.metadata)
+        if self._slices:
+            self._metadata_keys.update(facts.metadata)
+        self._tool_calls += facts.tool_calls
+        if facts.duration_ms is not None:
+            self._durations.add(seq, facts.duration_ms)
+        self.usage.add(seq, usage)
+        if result.rules is not None:
+            self._rules.append((seq, result.rules))
+        pair = route_pair(facts.metadata)
+        if pair is not None:
+            self._routes[pair] += 1
+        self.worst.add(seq, result)
+
+    def _scored(self, seq: int, r: RowResult, outcome: str) -> None:
+        if r.final_score is not None:
+            self._finals[r.final_score] += 1
+        if r.judge_score is not None:
+            self._judge_total += r.judge_score
+            self._judge_count += 1
+        self._capped += bool(r.capped_by)
+        self._flagged += bool(r.red_flag_types)
+        counts = self._intents.get(r.intent_key) if r.intent_key is not None else None
+        if counts is not None:
+            counts[0] += 1
+            if r.final_score is not None:
+                counts[1] += r.final_score
+                counts[2] += 1
+            counts[3] += outcome == "PASS"
+            counts[4] += len(r.red_flag_types)
+            counts[5] += bool(r.red_flag_types)
+        if outcome != "PASS":
+            self._low.add(seq, r)
+        key = (-(r.final_score or 0), -seq)
+        if len(self._lowest) < LOWEST_ROWS:
+            heapq.heappush(self._lowest, (key, r))
+        elif key > self._lowest[0][0]:
+            heapq.heapreplace(self._lowest, (key, r))
+
+    def _judged(self, seq: int, r: RowResult, *, checked: bool) -> None:
+        """SCORED and CHECKED rows: red flags and requirement counts, listed scored rows first
+        (in input order), then checked ones, as the report has always listed them."""
+        listed = seq | _CHECKED if checked else seq
+        for position, flag in enumerate(r.red_flag_types):
+            self._flag_rows.setdefault(flag, _Keyed()).add(listed, r.row_id)
+            _first_seen(self._flag_first, flag, (listed, position))
+        for position, entry in enumerate(r.reference_basis):
+            rid = entry.requirement_id
+            self._req_counts.setdefault(rid, Counter())[STATUS_FIELD[entry.status]] += 1
+            _first_seen(self._req_first, rid, (listed, position))
+
+    def finish(self, task: TaskSection) -> Report:
+        """The report of the rows added so far (see
+        :func:`~rubric_engine.report.aggregate.build_report` for its sections).
+
+        Raises:
+            ConfigurationError: a ``by`` name that is neither ``intent``, ``category`` nor a
+                metadata field of any row (the valid names are listed).
+        """
+        fig, scale = self._fig, self.rubric.score_scale
+        scored = self._status[RowStatus.SCORED]
+        checked = self._status[RowStatus.CHECKED]
+        finals_total = sum(s * n for s, n in self._finals.items())
+        totals = Totals(
+            rows=self.rows,
+            scored=scored,
+            judge_errors=self._status[RowStatus.JUDGE_ERROR],
+            mean_score=fig.mean_of(finals_total, sum(self._finals.values())),
+            mean_judge_score=fig.mean_of(self._judge_total, self._judge_count),
+            capped_rows=self._capped,
+            rows_with_red_flags=self._flagged,
+            pass_score=self.pass_score,
+            passed_rows=self._outcomes["PASS"],
+            pass_rate=fig.ratio(self._outcomes["PASS"], scored + checked),
+            score_distribution={str(s): self._finals[s] for s in range(scale.min, scale.max + 1)},
+            outcome_distribution={o: self._outcomes[o] for o in OUTCOMES},
+            judge_errors_by_kind=dict(sorted(self._error_kinds.items())),
+            checked=checked if checked else None,
+        )
+        slices = (
+            tuple(s.finish(self._metadata_keys) for s in self._slices) if self._slices else None
+        )
+        return Report(
+            task=task,
+            totals=totals,
+            red_flags=self._red_flags(),
+            intents=self._intent_summaries(),
+            requirements=self._requirements(),
+            slices=slices,
+            issue_clusters=issue_clusters(self.rubric, self._low, fig),
+            lowest_rows=self._lowest_rows(),
+            judge_errors=tuple(e for _, e in sorted(self._errors, key=lambda se: se[0])),
+            warnings=dict(sorted(self._warnings.items())),
+            agent=self._agent(),
+            usage=self.usage.summary(),
+            rules=rules_section_of([s for _, s in sorted(self._rules, key=lambda ss: ss[0])]),
+            router=router_from_pairs(self._routes, fig),
+        )
+
+    def _red_flags(self) -> tuple[RedFlagCount, ...]:
+        """Every declared type (zero counts too) plus orphans as first seen; most frequent
+        first."""
+        texts = {f.type: f.text for f in self.rubric.red_flags}
+        order = {t: i for i, t in enumerate(self.rubric.red_flag_types)}
+        declared = list(self.rubric.red_flag_types)
+        orphans = sorted(
+            (t for t in self._flag_rows if t not in order), key=self._flag_first.__getitem__
+        )
+        hits = {t: self._flag_rows[t].in_order() for t in [*declared, *orphans]}
+        return tuple(
+            RedFlagCount(type=t, text=texts.get(t), count=len(ids), row_ids=ids)
+            for t, ids in sorted(hits.items(), key=lambda kv: (-len(kv[1]), order.get(kv[0], 1e9)))
+        )
+
+    def _intent_summaries(self) -> tuple[IntentSummary, ...]:
+        fig = self._fig
+        return tuple(
+            IntentSummary(
+                intent_key=intent.key,
+                name=intent.name,
+                rows=(c := self._intents[intent.key])[0],
+                mean_score=fig.mean_of(c[1], c[2]),
+                pass_rate=fig.ratio(c[3], c[0]),
+                red_flag_count=c[4],
+                rows_with_red_flags=c[5],
+            )
+            for intent in self.rubric.intents
+        )
+
+    def _requirements(self) -> tuple[RequirementSummary, ...]:
+        """Pack requirements in pack order (zeros included), then case-level ones as first seen
+        (their texts from the last row that carries them)."""
+        rubric, fig = self.rubric, self._fig
+        owners: list[tuple[str | None, Any]] = [(None, req) for req in rubric.common_requirements]
+        for intent in rubric.intents:
+            owners.extend((intent.key, req) for req in intent.requirements)
+        rows: list[RequirementSummary] = []
+        known = set()
+        for intent_key, req in owners:
+            known.add(req.id)
+            counter = self._req_counts.get(req.id, Counter())
+            rows.append(
+                _requirement(req.id, intent_key, req.category, req.critical, req.text, counter, fig)
+            )
+        others = sorted(
+            (rid for rid in self._req_counts if rid not in known), key=self._req_first.__getitem__
+        )
+        for rid in others:
+            text = self._case_texts[rid][1] if rid in self._case_texts else None
+            rows.append(_requirement(rid, None, "CASE", False, text, self._req_counts[rid], fig))
+        return tuple(rows)
+
+    def _lowest_rows(self) -> tuple[LowRow, ...]:
+        ranked = sorted(self._lowest, key=lambda kr: kr[0], reverse=True)
+        return tuple(_low_row(r) for _, r in ranked)
+
+    def _agent(self) -> AgentSummary:
+        n, durations = self.rows, self._durations
+        return AgentSummary(
+            tool_calls_total=self._tool_calls,
+            tool_calls_mean=round(self._tool_calls / n, 4) if n else None,
+            rows_with_duration=len(durations),
+            duration_ms_mean=round(sum(durations.in_order()) / len(durations), 1)
+            if len(durations)
+            else None,
+        )
+
+
+def _first_seen(firsts: dict[str, tuple[int, int]], key: str, at: tuple[int, int]) -> None:
+    if key not in firsts or at < firsts[key]:
+        firsts[key] = at
+
+
+def accumulate(
+    accumulator: ReportAccumulator, rows: Iterable[tuple[RowResult, RowUsage, RowFacts]]
+) -> ReportAccumulator:
+    """Add rows given in input order (their seq is their position)."""
+    for seq, (result, usage, facts) in enumerate(rows):
+        accumulator.add(seq, result, usage, facts)
+    return accumulator
+
+
+def _requirement(
+    rid: str,
+    intent_key: str | None,
+    category: str,
+    critical: bool,
+    text: str | None,
+    counter: Counter[str],
+    fig: Figures,
+) -> RequirementSummary:
+    return RequirementSummary(
+        id=rid,
+        intent_key=intent_key,
+        category=category,
+        critical=critical,
+        **status_counts(counter, fig),
+        text=text,
+    )
+
+
+def _low_row(r: RowResult) -> LowRow:
+    return LowRow(
+        row_id=r.row_id,
+        final_score=r.final_score,
+        judge_score=r.judge_score,
+        intent_key=r.intent_key,
+        violated_requirement_ids=tuple(
+            e.requirement_id for e in r.reference_basis if e.status is RequirementStatus.VIOLATED
+        ),
+        partial_requirement_ids=tuple(
+            e.requirement_id for e in r.reference_basis if e.status is RequirementStatus.PARTIAL
+        ),
+        red_flag_types=tuple(r.red_flag_types),
+        capped_by=tuple(r.capped_by),
+        score_explanation=r.score_explanation,
+        evidence_turns={
+            e.requirement_id: e.evidence_turns for e in r.reference_basis if e.evidence_turns
+        }
+        or None,
+    )
