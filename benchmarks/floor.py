@@ -45,6 +45,8 @@ def main() -> None:
     rubric = load_rubric(args.rubric)
     model = verdict_model(rubric)
     args.work.mkdir(parents=True, exist_ok=True)
+    for old in args.work.glob("floor.sqlite*"):  # each run starts from an empty store
+        old.unlink()
     db = sqlite3.connect(args.work / "floor.sqlite")
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("PRAGMA synchronous=NORMAL")

@@ -1,7 +1,8 @@
 """The benchmark scripts run and print their tables (figures are in benchmarks/RESULTS.md, never
 asserted here: no timing).
 
-A 20-row replay through ``benchmarks/run.py`` beside the floor pipeline: the replica rows and
+A 20-row replay through ``benchmarks/run.py`` beside the floor pipeline (and the 1-row
+start-up runs): the replica rows and
 their cassette are built by the engine, every row replays (a cassette keyed differently from a
 real run would make them JUDGE_ERROR rows), and the replay does not import litellm. One cell of
 the live matrix (20 rows, L = 10 ms) for each client against the loopback stub. And one worker
@@ -45,7 +46,7 @@ def tables(out: str) -> list[list[dict[str, str]]]:
 
 
 def test_replay_benchmark_runs_the_engine_and_the_floor_on_20_rows() -> None:
-    speed, memory = tables(bench("replay", "--rows", "20", "--repeat", "1"))
+    speed, memory, startup = tables(bench("replay", "--rows", "20", "--startup-repeat", "1"))
     assert [(r["pipeline"], r["rows"], r["scored"]) for r in speed] == [
         ("floor", "20", "20"),
         ("engine", "20", "20"),
@@ -54,6 +55,11 @@ def test_replay_benchmark_runs_the_engine_and_the_floor_on_20_rows() -> None:
     assert float(speed[1]["CPU ratio to floor"]) > 0
     (row,) = memory
     assert row["rows"] == "20" and "litellm" not in row["imported"]
+    assert [r["whole process"] for r in startup] == [
+        "rubric-eval --help",
+        "rubric-eval score, 1-row replay",
+        "floor, 1 row",
+    ]
 
 
 def test_live_matrix_runs_one_cell_per_client_on_20_rows() -> None:
