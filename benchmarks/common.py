@@ -119,6 +119,12 @@ def run_py(*args: str) -> list[str]:
     return [sys.executable, str(HERE / "run.py"), *args]
 
 
+def flags(named: dict[str, Any]) -> list[str]:
+    """``{"--rows": 5, "--fast": None}`` → ``["--rows", "5"]``: options with a value, in order."""
+    return [text for name, value in named.items() if value is not None
+            for text in (name, str(value))]  # fmt: skip
+
+
 @dataclass
 class Stub:
     """A running loopback stub: its base URL; after it stopped, its own figures."""

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import measured, run_py, stub, table, workdir
+from common import flags, measured, run_py, stub, table, workdir
 
 CLIENTS = ("engine", "litellm", "bare")
 
@@ -105,12 +105,12 @@ def client_cmd(
     """The child command line of one client against the stub at ``base``."""
     from replicate import RUBRIC
 
-    common = ["--rows", str(rows), "--rubric", str(RUBRIC), "--model", ns.model]
-    common += ["--concurrency", str(concurrency), "--api-base", base]
+    named = {"--rows": rows, "--rubric": RUBRIC, "--model": ns.model}
+    named |= {"--concurrency": concurrency, "--api-base": base}
     if client == "engine":
-        extra = ["--transport", ns.transport] if ns.transport else []
-        return run_py("_child", "--work", str(work), "--mode", "live", *common, *extra)
-    return run_py("_client", "--client", client, *common)
+        named |= {"--work": work, "--mode": "live", "--transport": ns.transport}
+        return run_py("_child", *flags(named))
+    return run_py("_client", "--client", client, *flags(named))
 
 
 def cmd_live(ns: argparse.Namespace) -> None:

@@ -41,7 +41,7 @@ from loopback import guard  # noqa: E402
 guard()
 
 import live  # noqa: E402
-from common import PEER_PYTHON, measured, run_py, stub, table, workdir  # noqa: E402
+from common import PEER_PYTHON, flags, measured, run_py, stub, table, workdir  # noqa: E402
 
 PACKS = {
     "health_cs": (ROOT / "rubrics" / "health_cs.yaml", ROOT / "cases" / "health_consult_zh.jsonl"),
@@ -98,9 +98,7 @@ def run_child(ns: argparse.Namespace) -> None:
         store=work / "store.sqlite",
         out=work / "out",
     )
-    transport = _with_transport(options, ns.transport)
-    if isinstance(transport, ScoreOptions):
-        options, transport = transport, ns.transport
+    options, transport = _with_transport(options, ns.transport)
     wall0, cpu0 = time.perf_counter(), time.process_time()
     result = score(options, on_start=on_start, on_row=on_row)
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
@@ -124,14 +122,13 @@ def run_child(ns: argparse.Namespace) -> None:
     )
 
 
-def _with_transport(options: Any, transport: str | None) -> Any:
-    """The options with ``transport`` set where the engine has that option; else what ran."""
-    names = {f.name for f in dataclasses.fields(options)}
-    if "transport" not in names:
-        return f"{transport} (no such option: default)" if transport else "default"
-    if not transport:
-        return str(options.transport)
-    return dataclasses.replace(options, transport=transport)
+def _with_transport(options: Any, transport: str | None) -> tuple[Any, str]:
+    """The options with ``transport`` set where the engine has that option, and what ran."""
+    if "transport" not in {f.name for f in dataclasses.fields(options)}:
+        return options, f"{transport}? no such option: default" if transport else "default"
+    if transport:
+        options = dataclasses.replace(options, transport=transport)
+    return options, str(options.transport)
 
 
 # -- replay: the engine against the floor ----------------------------------------------------
@@ -160,41 +157,17 @@ def replica_for(folder: Path, count: int) -> Any:
 def engine_cmd(replica: Any, run_dir: Path, concurrency: int = 8) -> list[str]:
     from replicate import MODEL, RUBRIC
 
-    return run_py(
-        "_child",
-        "--work",
-        str(run_dir),
-        "--rows",
-        str(replica.rows),
-        "--rubric",
-        str(RUBRIC),
-        "--mode",
-        "replay",
-        "--model",
-        MODEL,
-        "--concurrency",
-        str(concurrency),
-        "--cassettes",
-        str(replica.cassettes),
-    )
+    named = {"--work": run_dir, "--rows": replica.rows, "--rubric": RUBRIC, "--mode": "replay"}
+    named |= {"--model": MODEL, "--concurrency": concurrency, "--cassettes": replica.cassettes}
+    return run_py("_child", *flags(named))
 
 
 def floor_cmd(replica: Any, run_dir: Path) -> list[str]:
     from replicate import RUBRIC
 
     (cassette,) = replica.cassettes.rglob("*.jsonl")
-    return [
-        sys.executable,
-        str(HERE / "floor.py"),
-        "--rows",
-        str(replica.rows),
-        "--cassette",
-        str(cassette),
-        "--rubric",
-        str(RUBRIC),
-        "--work",
-        str(run_dir),
-    ]
+    named = {"--rows": replica.rows, "--cassette": cassette, "--rubric": RUBRIC, "--work": run_dir}
+    return [sys.executable, str(HERE / "floor.py"), *flags(named)]
 
 
 def cmd_replay(ns: argparse.Namespace) -> None:
@@ -314,15 +287,20 @@ def startup_rows(work: Path, repeat: int) -> list[list[Any]]:
 
     exe = ROOT / ".venv" / "bin" / "rubric-eval"
     replica = replica_for(work / "data-1", 1)
+    cli = {"-r": RUBRIC, "--cassettes": replica.cassettes, "--store": work / "s1.sqlite"}
+    cli |= {"--out": work / "out-1"}
     commands = {
         "rubric-eval --help": [str(exe), "--help"],
         "rubric-eval score, 1-row replay": [
-            str(exe), "score", str(replica.rows), "-r", str(RUBRIC), "--draft",
-            "--cassettes", str(replica.cassettes), "--store", str(work / "s1.sqlite"),
-            "--out", str(work / "out-1"), "-q",
+            str(exe),
+            "score",
+            str(replica.rows),
+            "--draft",
+            "-q",
+            *flags(cli),
         ],
         "floor, 1 row": floor_cmd(replica, work / "floor-1"),
-    }  # fmt: skip
+    }
     rows = []
     for what, cmd in commands.items():
         runs = [measured(cmd, json_line=False) for _ in range(repeat)]
@@ -440,21 +418,10 @@ def cmd_peer(ns: argparse.Namespace) -> None:
                     # Inspect sends no telemetry unless a hook is configured; none is here
                     env = {k: v for k, v in os.environ.items() if not k.startswith("INSPECT_")}
                     env["DO_NOT_TRACK"] = "1"
-                    got = measured(
-                        [
-                            str(PEER_PYTHON),
-                            str(HERE / "peer_inspect.py"),
-                            "--rows",
-                            str(replica.rows),
-                            "--criterion",
-                            str(criterion),
-                            "--base-url",
-                            running.base_url,
-                            "--concurrency",
-                            str(ns.concurrency),
-                        ],
-                        env=env,
-                    )
+                    named = {"--rows": replica.rows, "--criterion": criterion}
+                    named |= {"--base-url": running.base_url, "--concurrency": ns.concurrency}
+                    peer = [str(PEER_PYTHON), str(HERE / "peer_inspect.py"), *flags(named)]
+                    got = measured(peer, env=env)
             seen = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
             results[tool] = {
                 "measured": got,
