@@ -520,6 +520,13 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     p = sub.add_parser("throughput", help="live rows/s of the engine (the live matrix, 1 client)")
     live.add_arguments(p)
+    p.add_argument(
+        "--litellm-alone",
+        dest="clients",
+        action="store_const",
+        const=["litellm", "engine"],
+        help="also litellm alone (the earlier sections' command)",
+    )
     p.set_defaults(clients=["engine"])
 
     p = sub.add_parser("tokens", help="judge tokens per row for the shipped packs")
