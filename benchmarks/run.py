@@ -1,32 +1,32 @@
 """rubric-eval benchmarks: print figures, not pass/fail (see benchmarks/RESULTS.md).
 
-    .venv/bin/python benchmarks/run.py throughput --rows 1000 --concurrency 32 --latency-ms 200
-    .venv/bin/python benchmarks/run.py replay --rows 1000 10000 --repeat 3
-    .venv/bin/python benchmarks/run.py startup --repeat 10
+    .venv/bin/python benchmarks/run.py replay --rows 10000 100000
+    .venv/bin/python benchmarks/run.py startup --repeat 5
+    .venv/bin/python benchmarks/run.py live --concurrency 8 32 128 --latency-ms 200 1000
+    .venv/bin/python benchmarks/run.py peer --rows 1000 --concurrency 32 --latency-ms 200
     .venv/bin/python benchmarks/run.py tokens
-    .venv/bin/python benchmarks/run.py peer --rows 200 --concurrency 16 --latency-ms 200
+    .venv/bin/python benchmarks/run.py data --rows 100000 --out DIR   (for an outside timer)
 
 Every subcommand works in a throwaway folder (rows, cassettes, stores, reports) and prints a
-table. Each measured run is its own process, so imports, peak memory (ru_maxrss) and
-``sys.modules`` belong to that run alone. Every process here refuses non-loopback connections
-(``benchmarks/loopback.py``). The peer runs from its own venv (``benchmarks/.venv-peer``,
-``benchmarks/requirements-peer.txt``), never the project's.
+table with the load average before and after each measurement. Each measured run is its own
+process, reaped with ``wait4``, so its CPU time, peak memory and ``sys.modules`` belong to that
+run alone. Every process here refuses non-loopback connections (``benchmarks/loopback.py``).
+The peer runs from its own venv (``benchmarks/.venv-peer``, ``requirements-peer.txt``).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import math
 import os
-import resource
 import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,86 +39,53 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 from loopback import guard  # noqa: E402
 
 guard()
-PEER_PYTHON = HERE / ".venv-peer" / "bin" / "python"
+
+import live  # noqa: E402
+from common import PEER_PYTHON, flags, measured, run_py, stub, table, workdir  # noqa: E402
+
 PACKS = {
     "health_cs": (ROOT / "rubrics" / "health_cs.yaml", ROOT / "cases" / "health_consult_zh.jsonl"),
     "airline_cs": (ROOT / "rubrics" / "airline_cs.yaml", ROOT / "cases" / "airline_tau2_dev.json"),
 }
+WATCHED_MODULES = ("litellm", "openai", "instructor")
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """A plain Markdown table (pastes into RESULTS.md as it is)."""
-    cells = [[str(h) for h in headers]] + [[_fmt(c) for c in row] for row in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = [
-        "| " + " | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) + " |" for r in cells
-    ]
-    lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
-    return "\n".join(lines)
+# -- the measured engine run, in a fresh process -------------------------------------------
 
 
-def _fmt(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:,.3f}" if abs(value) < 10 else f"{value:,.1f}"
-    return str(value)
-
-
-@contextmanager
-def workdir(keep: bool = False) -> Iterator[Path]:
-    folder = Path(tempfile.mkdtemp(prefix="rubric-eval-bench-"))
-    try:
-        yield folder
-    finally:
-        if not keep:
-            shutil.rmtree(folder, ignore_errors=True)
-
-
-@contextmanager
-def stub(verdicts: Path, latency_ms: float, log: Path | None = None) -> Iterator[str]:
-    """The loopback stub in its own process; yields its base URL."""
-    cmd = [sys.executable, str(HERE / "stub_server.py"), "--verdicts", str(verdicts)]
-    cmd += ["--latency-ms", str(latency_ms)] + (["--log", str(log)] if log else [])
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        port = proc.stdout.readline().split()[1]
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-
-
-def child(args: list[str]) -> dict[str, Any]:
-    """Run ``run.py _child …`` in a fresh interpreter; return its JSON line."""
-    out = subprocess.run(
-        [sys.executable, str(Path(__file__).resolve()), "_child", *args],
-        capture_output=True,
-        text=True,
-    )
-    if out.returncode != 0:
-        sys.exit(f"a measured run failed (exit {out.returncode}):\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-# -- the measured run, in a fresh process --------------------------------------------------
+def memory_mb() -> dict[str, float]:
+    """This process's resident set now (``VmRSS``) and its peak so far (``VmHWM``), MB."""
+    found = {}
+    for line in Path("/proc/self/status").read_text().splitlines():
+        name, _, value = line.partition(":")
+        if name in ("VmRSS", "VmHWM"):
+            found[name] = int(value.split()[0]) / 1024
+    return found
 
 
 def run_child(ns: argparse.Namespace) -> None:
-    """One ``score()`` call; prints wall/CPU time of the call and of the batch, peak RSS."""
-    started_process = time.perf_counter()
+    """One ``score()`` call; prints its wall/CPU time, the batch's, and memory at 10 %, 50 %
+    and 100 % of the rows and after the report, as one JSON line."""
     from rubric_engine.scoring import ScoreOptions, score
 
-    marks: dict[str, float] = {}
+    marks: dict[str, Any] = {"rows": 0, "memory": {}}
 
     def on_start(task_id: str, total: int) -> None:
-        marks["batch"] = time.perf_counter()
-        marks["batch_cpu"] = time.process_time()
+        marks["batch"], marks["batch_cpu"] = time.perf_counter(), time.process_time()
+        marks["at"] = {}
+        for share in (0.1, 0.5, 1.0):
+            marks["at"].setdefault(max(1, math.ceil(total * share)), []).append(f"{share:.0%}")
 
     def on_row(result: Any) -> None:
-        marks["last_row"] = time.perf_counter()
-        marks["batch_rss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        marks["rows"] += 1
+        marks.setdefault("at", {})
+        marks["last_row"], marks["last_cpu"] = time.perf_counter(), time.process_time()
+        for share in marks["at"].get(marks["rows"], ()):
+            marks["memory"][share] = memory_mb()
 
     work = Path(ns.work)
+    for old in work.glob("store.sqlite*"):  # each run starts from an empty store
+        shutil.rmtree(old) if old.is_dir() else old.unlink()
     options = ScoreOptions(
         inputs=[Path(ns.rows)],
         rubric=Path(ns.rubric),
@@ -131,9 +98,11 @@ def run_child(ns: argparse.Namespace) -> None:
         store=work / "store.sqlite",
         out=work / "out",
     )
+    options, transport = _with_transport(options, ns.transport)
     wall0, cpu0 = time.perf_counter(), time.process_time()
     result = score(options, on_start=on_start, on_row=on_row)
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    marks["memory"]["after report"] = memory_mb()
     totals = result.report["totals"]
     print(
         json.dumps(
@@ -142,245 +111,224 @@ def run_child(ns: argparse.Namespace) -> None:
                 "scored": totals["scored"],
                 "score_wall_s": wall,
                 "score_cpu_s": cpu,
-                "batch_wall_s": marks["last_row"] - marks["batch"],
-                "batch_cpu_s": time.process_time() - marks["batch_cpu"],
-                "process_wall_s": time.perf_counter() - started_process,
-                "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                "batch_maxrss_mb": marks["batch_rss"] / 1024,
-                "report_s": wall - (marks["last_row"] - marks["batch"]),
-                "litellm_imported": "litellm" in sys.modules,
-                "usage": result.report["usage"],
+                # an engine that calls neither callback: the batch is the whole score() call
+                "batch_wall_s": marks.get("last_row", wall0 + wall) - marks.get("batch", wall0),
+                "batch_cpu_s": marks.get("last_cpu", cpu0 + cpu) - marks.get("batch_cpu", cpu0),
+                "memory": marks["memory"],
+                "imported": {m: m in sys.modules for m in WATCHED_MODULES},
+                "transport": transport,
             }
         )
     )
 
 
-def run_litellm_child(ns: argparse.Namespace) -> None:
-    """litellm alone, no engine: the same judge requests with ``C`` in flight (the bound any
-    engine built on litellm meets on this machine)."""
-    import asyncio
-
-    from rubric_engine.dialogue.readers import DialogueSource
-    from rubric_engine.judge.backends import import_litellm
-    from rubric_engine.judge.instructor_judge import InstructorJudge
-    from rubric_engine.pipeline import RequestBuilder
-    from rubric_engine.prompt import load_prompt
-    from rubric_engine.rubric.loader import load_rubric
-
-    litellm = import_litellm()
-    rubric = load_rubric(Path(ns.rubric))
-    builder = RequestBuilder(rubric, load_prompt())
-    judge: Any = InstructorJudge(None, rubric, ns.model)  # type: ignore[arg-type]
-    source = DialogueSource(Path(ns.rows))
-    source.validate()
-    requests = [judge.request_kwargs(builder.prepare(i, r).request) for i, r in enumerate(source)]
-
-    async def run() -> None:
-        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-        for kwargs in requests:
-            queue.put_nowait(kwargs)
-
-        async def worker() -> None:
-            while not queue.empty():
-                kwargs = queue.get_nowait()
-                await litellm.acompletion(
-                    **kwargs, api_base=ns.api_base, api_key="no-key", num_retries=0, timeout=120
-                )
-
-        await asyncio.gather(*(worker() for _ in range(ns.concurrency)))
-
-    wall0, cpu0 = time.perf_counter(), time.process_time()
-    asyncio.run(run())
-    wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
-    print(json.dumps({"rows": len(requests), "batch_wall_s": wall, "batch_cpu_s": cpu}))
+def _with_transport(options: Any, transport: str | None) -> tuple[Any, str]:
+    """The options with ``transport`` set where the engine has that option, and what ran."""
+    if "transport" not in {f.name for f in dataclasses.fields(options)}:
+        return options, f"{transport}? no such option: default" if transport else "default"
+    if transport:
+        options = dataclasses.replace(options, transport=transport)
+    return options, str(options.transport)
 
 
-# -- throughput against the provider limit ---------------------------------------------------
+# -- replay: the engine against the floor ----------------------------------------------------
 
 
-def cmd_throughput(ns: argparse.Namespace) -> None:
-    from replicate import RUBRIC, write_rows
+def replica_for(folder: Path, count: int) -> Any:
+    """The replica rows and cassette of ``count`` rows in ``folder``, made once and reused."""
+    from replicate import Replica, make_replica
 
-    rows = []
-    for concurrency in ns.concurrency:
-        for latency_ms in ns.latency_ms:
-            for _ in range(ns.repeat):
-                with workdir() as work:
-                    replica = write_rows(work, ns.rows)
-                    args = _child_args(
-                        work, replica.rows, RUBRIC, "live", None, ns.model, concurrency
-                    )
-                    with stub(replica.verdicts, latency_ms) as base_url:
-                        got = child([*args, "--api-base", base_url])
-                    if ns.litellm_alone:
-                        with stub(replica.verdicts, latency_ms) as base_url:
-                            alone = child([*args, "--api-base", base_url, "--litellm-alone"])
-                ideal = concurrency / (latency_ms / 1000)
-                rate = got["rows"] / got["batch_wall_s"]
-                if ns.litellm_alone:
-                    bare = alone["rows"] / alone["batch_wall_s"]
-                    rows.append(
-                        [
-                            "litellm alone",
-                            alone["rows"],
-                            concurrency,
-                            latency_ms,
-                            alone["batch_wall_s"],
-                            bare,
-                            ideal,
-                            bare / ideal,
-                            1000 * alone["batch_cpu_s"] / alone["rows"],
-                            "",
-                            "",
-                        ]
-                    )
-                rows.append(
-                    [
-                        "rubric-eval",
-                        got["rows"],
-                        concurrency,
-                        latency_ms,
-                        got["batch_wall_s"],
-                        rate,
-                        ideal,
-                        rate / ideal,
-                        1000 * got["batch_cpu_s"] / got["rows"],
-                        got["score_wall_s"],
-                        got["scored"],
-                    ]
-                )
-    print(
-        table(
-            [
-                "what",
-                "rows",
-                "C",
-                "L ms",
-                "batch s",
-                "rows/s",
-                "ideal C/L",
-                "ratio",
-                "client CPU ms/row",
-                "whole score() s",
-                "scored",
-            ],
-            rows,
+    done = folder / "complete"
+    if done.exists():
+        return Replica(
+            folder,
+            *(folder / n for n in ("rows.jsonl", "verdicts.jsonl")),
+            folder / "cassettes",
+            count,
         )
-    )
+    started = time.perf_counter()
+    replica: Replica = make_replica(folder, count)
+    done.write_text("made by benchmarks/run.py\n", encoding="utf-8")
+    took = time.perf_counter() - started
+    print(f"  made {count} replica rows and their cassette in {took:.1f} s", flush=True)
+    return replica
 
 
-def _child_args(
-    work: Path,
-    rows: Path,
-    rubric: Path,
-    mode: str,
-    api_base: str | None,
-    model: str,
-    concurrency: int,
-    cassettes: Path | None = None,
-) -> list[str]:
-    out = ["--work", str(work), "--rows", str(rows), "--rubric", str(rubric), "--mode", mode]
-    out += ["--model", model, "--concurrency", str(concurrency)]
-    if api_base:
-        out += ["--api-base", api_base]
-    if cassettes:
-        out += ["--cassettes", str(cassettes)]
-    return out
+def engine_cmd(replica: Any, run_dir: Path, concurrency: int = 8) -> list[str]:
+    from replicate import MODEL, RUBRIC
+
+    named = {"--work": run_dir, "--rows": replica.rows, "--rubric": RUBRIC, "--mode": "replay"}
+    named |= {"--model": MODEL, "--concurrency": concurrency, "--cassettes": replica.cassettes}
+    return run_py("_child", *flags(named))
 
 
-# -- replay engine overhead ----------------------------------------------------------------
+def floor_cmd(replica: Any, run_dir: Path) -> list[str]:
+    from replicate import RUBRIC
+
+    (cassette,) = replica.cassettes.rglob("*.jsonl")
+    named = {"--rows": replica.rows, "--cassette": cassette, "--rubric": RUBRIC, "--work": run_dir}
+    return [sys.executable, str(HERE / "floor.py"), *flags(named)]
 
 
 def cmd_replay(ns: argparse.Namespace) -> None:
-    from replicate import MODEL, RUBRIC, make_replica
-
-    rows = []
-    with workdir() as work:
+    speed, memory = [], []
+    with workdir(ns.data) as work:
+        startup = startup_rows(work, ns.startup_repeat) if ns.startup_repeat else []
+        base_peak = None
         for count in ns.rows:
-            replica = make_replica(work / f"data-{count}", count)
-            runs = []
-            for i in range(ns.repeat):
-                run_dir = work / f"run-{count}-{i}"
-                run_dir.mkdir()
-                started = time.perf_counter()
-                got = child(
-                    _child_args(
-                        run_dir,
-                        replica.rows,
-                        RUBRIC,
-                        "replay",
-                        None,
-                        MODEL,
-                        ns.concurrency,
-                        replica.cassettes,
+            replica = replica_for(work / f"data-{count}", count)
+            floors, engines = [], []
+            for i in range(ns.repeat):  # alternated, so a drift of the machine hits both
+                for name, runs in (("floor", floors), ("engine", engines)):
+                    run_dir = work / f"run-{count}-{name}-{i}"
+                    cmd = (
+                        floor_cmd(replica, run_dir)
+                        if name == "floor"
+                        else engine_cmd(replica, run_dir, ns.concurrency)
                     )
+                    runs.append(measured(cmd))
+                    subprocess.run(["rm", "-rf", str(run_dir)], check=False)
+            ratios = [e.cpu_s / f.cpu_s for e, f in zip(engines, floors, strict=True)]
+            for name, runs in (("floor", floors), ("engine", engines)):
+                inner = [r.out.get("loop_cpu_s", r.out.get("batch_cpu_s")) for r in runs]
+                speed.append(
+                    [
+                        name,
+                        count,
+                        len(runs),
+                        statistics.median(1000 * r.cpu_s / count for r in runs),
+                        statistics.median(1000 * c / count for c in inner),
+                        statistics.median(ratios) if name == "engine" else 1.0,
+                        statistics.median(count / r.wall_s for r in runs),
+                        max(
+                            r.out.get("peak_mb") or r.out["memory"]["after report"]["VmHWM"]
+                            for r in runs
+                        ),
+                        runs[-1].out.get("scored", count),
+                        runs[0].load_before,
+                        runs[-1].load_after,
+                    ]
                 )
-                got["subprocess_wall_s"] = time.perf_counter() - started
-                runs.append(got)
-            best = min(runs, key=lambda r: r["score_wall_s"])
-            rows.append(
+            got = engines[-1].out
+            mem = got["memory"]
+            peak = mem["after report"]["VmHWM"]
+            base_peak = base_peak or peak
+            memory.append(
                 [
                     count,
-                    len(runs),
-                    best["score_wall_s"],
-                    count / best["score_wall_s"],
-                    statistics.median(count / r["score_wall_s"] for r in runs),
-                    count / min(r["score_cpu_s"] for r in runs),
-                    max(count / r["batch_wall_s"] for r in runs),
-                    min(r["report_s"] for r in runs),
-                    min(r["subprocess_wall_s"] for r in runs),
-                    max(r["batch_maxrss_mb"] for r in runs),
-                    max(r["maxrss_mb"] for r in runs),
-                    any(r["litellm_imported"] for r in runs),
-                    best["scored"],
+                    *(
+                        f"{mem[k]['VmRSS']:.0f} / {mem[k]['VmHWM']:.0f}"
+                        for k in ("10%", "50%", "100%")
+                    ),
+                    peak,
+                    peak / base_peak,
+                    ", ".join(m for m, on in got["imported"].items() if on),
+                    engines[-1].load_before,
+                    engines[-1].load_after,
                 ]
             )
     print(
         table(
             [
+                "pipeline",
                 "rows",
                 "runs",
-                "best score() s",
-                "rows/s (best)",
-                "rows/s (median)",
-                "rows/CPU-s (best)",
-                "batch rows/s (best)",
-                "start + report s",
-                "whole process s",
-                "peak RSS MB at last row",
-                "peak RSS MB",
-                "litellm imported",
+                "CPU ms/row (process)",
+                "CPU ms/row (batch)",
+                "CPU ratio to floor",
+                "rows/s (process wall)",
+                "peak MB",
                 "scored",
+                "load before",
+                "load after",
             ],
-            rows,
+            speed,
         )
     )
+    print(
+        "\nmedians of the runs (floor and engine alternated); 'process' is the kernel's user+sys "
+        "time of the whole process over rows; target: engine ≤ 1.5× floor (CPU per row), or "
+        "≥ 5,000 rows/s on a quiet core.\n"
+    )
+    print(
+        table(
+            [
+                "rows",
+                "RSS / peak MB at 10 %",
+                "at 50 %",
+                "at 100 %",
+                "peak MB after report",
+                f"peak vs {ns.rows[0]} rows",
+                "imported",
+                "load before",
+                "load after",
+            ],
+            memory,
+        )
+    )
+    print(
+        "\nengine run (the last of each size): VmRSS / VmHWM from /proc/self/status when that "
+        f"share of rows was stored; target: peak at the largest size within 20 % of the peak at "
+        f"{ns.rows[0]} rows (ratio ≤ 1.2); 'imported' lists litellm/openai/instructor if a "
+        "replay imported them."
+    )
+    if startup:
+        print("\n" + table(STARTUP_HEADERS, startup))
+        print(f"\n{STARTUP_NOTE}")
 
 
 # -- start-up -------------------------------------------------------------------------------
 
 
-def cmd_startup(ns: argparse.Namespace) -> None:
-    exe = ROOT / ".venv" / "bin" / "rubric-eval"
-    times = []
-    for _ in range(ns.repeat):
-        started = time.perf_counter()
-        subprocess.run([str(exe), "--help"], check=True, capture_output=True)
-        times.append(time.perf_counter() - started)
-    rows = [["rubric-eval --help (s)", min(times), statistics.median(times), max(times)]]
-    print(table(["what", "min", "median", "max"], rows))
-    from replicate import MODEL, RUBRIC, make_replica
+def startup_rows(work: Path, repeat: int) -> list[list[Any]]:
+    """Table rows: CPU of whole processes that do next to nothing but start — `--help`, a
+    1-row replay through the CLI, and the floor on 1 row."""
+    from replicate import RUBRIC
 
+    exe = ROOT / ".venv" / "bin" / "rubric-eval"
+    replica = replica_for(work / "data-1", 1)
+    cli = {"-r": RUBRIC, "--cassettes": replica.cassettes, "--store": work / "s1.sqlite"}
+    cli |= {"--out": work / "out-1"}
+    commands = {
+        "rubric-eval --help": [str(exe), "--help"],
+        "rubric-eval score, 1-row replay": [
+            str(exe),
+            "score",
+            str(replica.rows),
+            "--draft",
+            "-q",
+            *flags(cli),
+        ],
+        "floor, 1 row": floor_cmd(replica, work / "floor-1"),
+    }
+    rows = []
+    for what, cmd in commands.items():
+        runs = [measured(cmd, json_line=False) for _ in range(repeat)]
+        cpu = [r.cpu_s for r in runs]
+        rows.append(
+            [what, len(runs), min(cpu), statistics.median(cpu), max(cpu),
+             statistics.median(r.wall_s for r in runs), runs[0].load_before, runs[-1].load_after]
+        )  # fmt: skip
+    return rows
+
+
+STARTUP_HEADERS = [
+    "whole process", "runs", "CPU s min", "CPU s median", "CPU s max", "wall s median",
+    "load before", "load after",
+]  # fmt: skip
+STARTUP_NOTE = "target: a 1-row replay's start-up ≤ 0.5 CPU-s; `--help` ≤ 0.3 s."
+
+
+def cmd_startup(ns: argparse.Namespace) -> None:
     with workdir() as work:
-        replica = make_replica(work / "data", 20)
-        got = child(
-            _child_args(work, replica.rows, RUBRIC, "replay", None, MODEL, 8, replica.cassettes)
-        )
-    print()
+        rows = startup_rows(work, ns.repeat)
+        got = measured(engine_cmd(replica_for(work / "data-20", 20), work / "run-20")).out
+    print(table(STARTUP_HEADERS, rows))
+    print(f"\n{STARTUP_NOTE}\n")
     print(
         table(
-            ["replay run of 20 rows", "litellm in sys.modules", "scored"],
-            [["score()", got["litellm_imported"], got["scored"]]],
+            ["replay run of 20 rows", *[f"{m} imported" for m in WATCHED_MODULES], "scored"],
+            [["score()", *got["imported"].values(), got["scored"]]],
         )
     )
 
@@ -448,76 +396,62 @@ def cmd_peer(ns: argparse.Namespace) -> None:
         )
     results: dict[str, dict[str, Any]] = {}
     with workdir() as work:
-        replica = write_rows(work, ns.rows)
+        replica = write_rows(work / "data", ns.rows)
         criterion = work / "criterion.txt"
         criterion.write_text(rubric_prose(RUBRIC), encoding="utf-8")
         for tool in ("rubric-eval", "inspect-ai"):
             log = work / f"{tool}.requests.jsonl"
-            with stub(replica.verdicts, ns.latency_ms, log) as base_url:
-                started = time.perf_counter()
+            with stub(replica.verdicts, ns.latency_ms, log, kind=ns.stub) as running:
                 if tool == "rubric-eval":
-                    run_dir = work / "ours"
-                    run_dir.mkdir()
-                    got = child(
-                        _child_args(
-                            run_dir,
+                    (work / "ours").mkdir()
+                    got = measured(
+                        live.client_cmd(
+                            "engine",
+                            work / "ours",
                             replica.rows,
-                            RUBRIC,
-                            "live",
-                            base_url,
-                            ns.model,
+                            ns,
                             ns.concurrency,
+                            running.base_url,
                         )
                     )
                 else:
                     # Inspect sends no telemetry unless a hook is configured; none is here
                     env = {k: v for k, v in os.environ.items() if not k.startswith("INSPECT_")}
                     env["DO_NOT_TRACK"] = "1"
-                    out = subprocess.run(
-                        [
-                            str(PEER_PYTHON),
-                            str(HERE / "peer_inspect.py"),
-                            "--rows",
-                            str(replica.rows),
-                            "--criterion",
-                            str(criterion),
-                            "--base-url",
-                            base_url,
-                            "--concurrency",
-                            str(ns.concurrency),
-                        ],
-                        capture_output=True,
-                        text=True,
-                        env=env,
-                    )
-                    if out.returncode != 0:
-                        sys.exit(f"the peer failed (exit {out.returncode}):\n{out.stderr[-3000:]}")
-                    got = json.loads(out.stdout.strip().splitlines()[-1])
-                wall = time.perf_counter() - started
+                    named = {"--rows": replica.rows, "--criterion": criterion}
+                    named |= {"--base-url": running.base_url, "--concurrency": ns.concurrency}
+                    peer = [str(PEER_PYTHON), str(HERE / "peer_inspect.py"), *flags(named)]
+                    got = measured(peer, env=env)
             seen = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
             results[tool] = {
-                "wall_s": wall,
+                "measured": got,
                 "calls": len(seen),
                 "prompt": sum(count_messages(s["body"]["messages"]) for s in seen),
                 "output": sum(count_text(s["reply"] or "") for s in seen),
-                "rows": ns.rows,
-                "scored": got.get("scored"),
+                "scored": got.out.get("scored"),
+                "stub_cpu_s": running.stats.get("cpu_s", 0.0),
             }
     ours = results["rubric-eval"]
     rows = []
     for tool, r in results.items():
+        m = r["measured"]
         rows.append(
             [
                 tool,
-                r["rows"],
+                ns.rows,
                 r["scored"],
-                r["wall_s"],
-                r["wall_s"] / ours["wall_s"],
-                r["calls"] / r["rows"],
-                r["prompt"] / r["rows"],
-                (r["prompt"] / r["rows"]) / (ours["prompt"] / ours["rows"]),
-                r["output"] / r["rows"],
-                (r["output"] / r["rows"]) / (ours["output"] / ours["rows"]),
+                m.wall_s,
+                m.wall_s / ours["measured"].wall_s,
+                m.out.get("batch_wall_s", m.out.get("wall_s")),
+                m.cpu_s,
+                1000 * m.cpu_s / ns.rows,
+                m.cpu_s / ours["measured"].cpu_s,
+                r["calls"] / ns.rows,
+                r["prompt"] / ns.rows,
+                r["output"] / ns.rows,
+                1000 * r["stub_cpu_s"] / r["calls"],
+                m.load_before,
+                m.load_after,
             ]
         )
     print(
@@ -526,17 +460,40 @@ def cmd_peer(ns: argparse.Namespace) -> None:
                 "tool",
                 "rows",
                 "scored",
-                "wall s (whole process)",
+                "wall s (process)",
                 "wall ratio",
+                "wall s (judging)",
+                "CPU s (process)",
+                "CPU ms/row",
+                "CPU ratio",
                 "calls/row",
                 "prompt tok/row",
-                "prompt ratio",
                 "output tok/row",
-                "output ratio",
+                "stub CPU ms/call",
+                "load before",
+                "load after",
             ],
             rows,
         )
     )
+    print(
+        f"\nC = {ns.concurrency}, L = {ns.latency_ms:g} ms, stub: {ns.stub}; whole processes "
+        "(start-up, and for rubric-eval the report, included); 'judging': rubric-eval's batch "
+        "(first to last stored row), Inspect's eval() call."
+    )
+
+
+# -- data for an outside timer ----------------------------------------------------------------
+
+
+def cmd_data(ns: argparse.Namespace) -> None:
+    replica = replica_for(ns.out / f"data-{ns.rows}", ns.rows)
+    floor = floor_cmd(replica, ns.out / "floor-run")
+    engine = engine_cmd(replica, ns.out / "engine-run")
+    print("floor, one whole process (each run starts from an empty store):")
+    print("  " + " ".join(floor))
+    print("engine (score() of the same rows), one whole process:")
+    print("  " + " ".join(engine))
 
 
 # -- the CLI ---------------------------------------------------------------------------------
@@ -546,38 +503,48 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="benchmarks/run.py", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("throughput", help="live rows/s against the stub vs the ideal C/L")
-    p.add_argument("--rows", type=int, default=1000)
-    p.add_argument("--concurrency", type=int, nargs="+", default=[32])
-    p.add_argument("--latency-ms", type=float, nargs="+", default=[200.0])
-    p.add_argument("--model", default="openai/gpt-4o-mini", help="model name sent to the stub")
-    p.add_argument("--repeat", type=int, default=1)
-    p.add_argument(
-        "--litellm-alone",
-        action="store_true",
-        help="also time bare litellm.acompletion calls of the same requests (no engine)",
-    )
-    p.set_defaults(func=cmd_throughput)
-
-    p = sub.add_parser("replay", help="engine overhead: replay rows/s and peak memory")
-    p.add_argument("--rows", type=int, nargs="+", default=[1000, 10000])
-    p.add_argument("--repeat", type=int, default=3)
+    p = sub.add_parser("replay", help="engine vs floor: CPU per row, rows/s, memory at 10/50/100 %")
+    p.add_argument("--rows", type=int, nargs="+", default=[10000, 100000])
+    p.add_argument("--repeat", type=int, default=1, help="floor/engine pairs per size")
     p.add_argument("--concurrency", type=int, default=8)
+    p.add_argument("--data", type=Path, help="keep (and reuse) the replica data in this folder")
+    p.add_argument("--startup-repeat", type=int, default=3, help="1-row start-up runs (0: none)")
     p.set_defaults(func=cmd_replay)
 
-    p = sub.add_parser("startup", help="`rubric-eval --help` time; litellm imported by replay?")
-    p.add_argument("--repeat", type=int, default=10)
+    p = sub.add_parser("startup", help="CPU of `--help` and of a 1-row replay, whole process")
+    p.add_argument("--repeat", type=int, default=5)
     p.set_defaults(func=cmd_startup)
+
+    p = sub.add_parser("live", help="the live matrix: engine, litellm alone, bare aiohttp")
+    live.add_arguments(p)
+
+    p = sub.add_parser("throughput", help="live rows/s of the engine (the live matrix, 1 client)")
+    live.add_arguments(p)
+    p.add_argument(
+        "--litellm-alone",
+        dest="clients",
+        action="store_const",
+        const=["litellm", "engine"],
+        help="also litellm alone (the earlier sections' command)",
+    )
+    p.set_defaults(clients=["engine"])
 
     p = sub.add_parser("tokens", help="judge tokens per row for the shipped packs")
     p.set_defaults(func=cmd_tokens)
 
     p = sub.add_parser("peer", help="the same rows through Inspect AI, same stub")
-    p.add_argument("--rows", type=int, default=200)
-    p.add_argument("--concurrency", type=int, default=16)
+    p.add_argument("--rows", type=int, default=1000)
+    p.add_argument("--concurrency", type=int, default=32)
     p.add_argument("--latency-ms", type=float, default=200.0)
     p.add_argument("--model", default="openai/gpt-4o-mini")
+    p.add_argument("--stub", choices=("async", "thread"), default="async")
+    p.add_argument("--transport", help="the engine's --transport, where it has one")
     p.set_defaults(func=cmd_peer)
+
+    p = sub.add_parser("data", help="make replica data and print one-shot floor/engine commands")
+    p.add_argument("--rows", type=int, default=100000)
+    p.add_argument("--out", type=Path, required=True)
+    p.set_defaults(func=cmd_data)
 
     p = sub.add_parser("_child", help=argparse.SUPPRESS)
     for name in ("--work", "--rows", "--rubric", "--mode", "--model"):
@@ -585,8 +552,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--api-base")
     p.add_argument("--cassettes")
     p.add_argument("--concurrency", type=int, default=8)
-    p.add_argument("--litellm-alone", action="store_true")
-    p.set_defaults(func=lambda ns: (run_litellm_child if ns.litellm_alone else run_child)(ns))
+    p.add_argument("--transport")
+    p.set_defaults(func=run_child)
+
+    p = sub.add_parser("_client", help=argparse.SUPPRESS)
+    p.add_argument("--client", choices=("litellm", "bare"), required=True)
+    for name in ("--rows", "--rubric", "--model", "--api-base"):
+        p.add_argument(name, required=True)
+    p.add_argument("--concurrency", type=int, default=8)
+    p.set_defaults(func=live.run_client_child)
 
     ns = parser.parse_args(argv)
     ns.func(ns)

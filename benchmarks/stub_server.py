@@ -2,8 +2,10 @@
 answering both rubric-eval's judge and the peer's grader from the same authored verdicts.
 
 Run as its own process (so the server's threads do not share the measured client's GIL); it
-prints ``PORT <n>`` when ready and, on SIGTERM, writes every request it saw (path, body,
-arrival time) and its answer to ``--log`` as JSONL, for counting calls and tokens per row.
+prints ``PORT <n>`` when ready and, on SIGTERM, ``STATS {"requests": N, "cpu_s": S}`` (its
+own CPU from ready to stop) and writes every request it saw (path, body, arrival time) and its
+answer to ``--log`` as JSONL, for counting calls and tokens per row. ``stub_async.py`` serves
+the same answers from one asyncio loop (for hundreds of calls a second).
 
 * A request with ``response_format`` JSON (rubric-eval's judge) gets the row's verdict JSON.
 * Any other request (the peer's grader, which asks for ``GRADE: C`` / ``GRADE: I``) gets the
@@ -40,7 +42,11 @@ def grade_text(verdict: dict[str, Any]) -> str:
     return f"{verdict.get('scoreExplanation', '')}\n\nGRADE: {grade}"
 
 
-def make_responder(verdicts: dict[str, dict[str, Any]], log: list[dict[str, Any]]) -> Any:
+def make_responder(
+    verdicts: dict[str, dict[str, Any]], log: list[dict[str, Any]] | None = None
+) -> Any:
+    """The answer to one request body (a :class:`StubReply`); with ``log``, each request and
+    answer is appended to it (a live matrix cell runs without, so the stub stays small)."""
     lock = threading.Lock()
 
     def respond(body: dict[str, Any]) -> StubReply:
@@ -56,8 +62,11 @@ def make_responder(verdicts: dict[str, dict[str, Any]], log: list[dict[str, Any]
             reply = StubReply(content=json.dumps(verdict, ensure_ascii=False))
         else:
             reply = StubReply(content=grade_text(verdict))
-        with lock:
-            log.append({"at": time.time(), "rowId": row_id, "body": body, "reply": reply.content})
+        if log is not None:
+            with lock:
+                log.append(
+                    {"at": time.time(), "rowId": row_id, "body": body, "reply": reply.content}
+                )
         return reply
 
     return respond
@@ -69,7 +78,7 @@ def main() -> None:
     parser.add_argument("--latency-ms", type=float, default=200.0)
     parser.add_argument("--log", type=Path, help="write every request and answer here on exit")
     args = parser.parse_args()
-    log: list[dict[str, Any]] = []
+    log: list[dict[str, Any]] | None = [] if args.log else None
     server = StubServer(
         make_responder(load_verdicts(args.verdicts), log), latency_s=args.latency_ms / 1000
     )
@@ -77,9 +86,12 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     server.start()
     print(f"PORT {server.base_url.rsplit(':', 1)[1].split('/')[0]}", flush=True)
+    cpu0 = time.process_time()
     stop.wait()
     server.stop()
-    if args.log:
+    stats = {"requests": len(server.requests), "cpu_s": time.process_time() - cpu0}
+    print("STATS " + json.dumps(stats), flush=True)
+    if args.log and log is not None:
         with args.log.open("w", encoding="utf-8") as handle:
             for item in log:
                 handle.write(json.dumps(item, ensure_ascii=False) + "\n")

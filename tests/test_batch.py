@@ -269,22 +269,33 @@ def test_killed_three_times_resume_never_submits_twice_nor_loses_a_row(tmp_path:
             "--store", str(store), "--out", str(tmp_path / "out"), "-q",
         ]  # fmt: skip
         args, kills, finished = first, 0, False
-        while kills < 3 and not finished:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "rubric_engine.cli", *args],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                env=env,
+        # each start is killed, finishes, or fails the test: at most 3 kills + 1 starts
+        for start in range(4):
+            if kills == 3 or finished:
+                break
+            stderr_path = tmp_path / f"start-{start}.stderr"
+            with stderr_path.open("w", encoding="utf-8") as stderr:
+                process = subprocess.Popen(
+                    [sys.executable, "-m", "rubric_engine.cli", *args],
+                    stdout=subprocess.DEVNULL,
+                    stderr=stderr,
+                    env=env,
+                )
+                target = len(stub.requests) + rng.randint(1, 5)
+                deadline = time.monotonic() + 60
+                while len(stub.requests) < target and process.poll() is None:
+                    assert time.monotonic() < deadline, "no batch request for 60 s"
+                    time.sleep(0.005)
+                killed = process.poll() is None
+                if killed:
+                    process.send_signal(signal.SIGKILL)
+                    kills += 1
+                code = process.wait(30)
+            finished = code == 0
+            assert killed or finished, (
+                f"start {start} ({' '.join(args[:2])}) exited {code} without being killed:\n"
+                + stderr_path.read_text(encoding="utf-8")[-3000:]
             )
-            target = len(stub.requests) + rng.randint(1, 5)
-            deadline = time.monotonic() + 60
-            while len(stub.requests) < target and process.poll() is None:
-                assert time.monotonic() < deadline
-                time.sleep(0.005)
-            if process.poll() is None:
-                process.send_signal(signal.SIGKILL)
-                kills += 1
-            finished = process.wait(30) == 0
             with TaskStore(store) as opened:
                 (task,) = opened.tasks()
             args = ["score", "--resume", task.id, "--store", str(store), "-q"]

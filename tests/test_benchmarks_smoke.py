@@ -1,9 +1,12 @@
-"""The benchmark script runs (its figures are in benchmarks/RESULTS.md, not asserted here).
+"""The benchmark scripts run and print their tables (figures are in benchmarks/RESULTS.md, never
+asserted here: no timing).
 
-A 20-row replay through ``benchmarks/run.py``: the replica rows and their cassette are built
-by the engine, every row replays (a cassette keyed differently from a real run would make
-them JUDGE_ERROR rows), and the replay run does not import litellm. And one worker of
-``benchmarks/workers.py`` on 30 rows (the script itself checks one result per row).
+A 20-row replay through ``benchmarks/run.py`` beside the floor pipeline (and the 1-row
+start-up runs): the replica rows and
+their cassette are built by the engine, every row replays (a cassette keyed differently from a
+real run would make them JUDGE_ERROR rows), and the replay does not import litellm. One cell of
+the live matrix (20 rows, L = 10 ms) for each client against the loopback stub. And one worker
+of ``benchmarks/workers.py`` on 30 rows (the script itself checks one result per row).
 """
 
 from __future__ import annotations
@@ -14,34 +17,58 @@ import sys
 from tests.conftest import ROOT
 
 
-def test_replay_benchmark_runs_on_20_rows() -> None:
+def bench(*args: str) -> str:
     done = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "run.py"),
-            "replay",
-            "--rows",
-            "20",
-            "--repeat",
-            "1",
-        ],
+        [sys.executable, str(ROOT / "benchmarks" / "run.py"), *args],
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    header, _, row = done.stdout.strip().splitlines()[-3:]
-    cells = dict(
-        zip(
-            [c.strip() for c in header.strip("|").split("|")],
-            [c.strip() for c in row.strip("|").split("|")],
-            strict=True,
-        )
-    )
-    assert cells["rows"] == "20"
-    assert cells["scored"] == "20"
-    assert cells["litellm imported"] == "False"
+    return done.stdout
+
+
+def tables(out: str) -> list[list[dict[str, str]]]:
+    """Every Markdown table printed, as rows of header → cell."""
+    found, lines = [], out.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("|") and (i == 0 or not lines[i - 1].startswith("|")):
+            header = [c.strip() for c in line.strip("|").split("|")]
+            body = []
+            for row in lines[i + 2 :]:
+                if not row.startswith("|"):
+                    break
+                body.append(dict(zip(header, [c.strip() for c in row.strip("|").split("|")],
+                                     strict=True)))  # fmt: skip
+            found.append(body)
+    return found
+
+
+def test_replay_benchmark_runs_the_engine_and_the_floor_on_20_rows() -> None:
+    speed, memory, startup = tables(bench("replay", "--rows", "20", "--startup-repeat", "1"))
+    assert [(r["pipeline"], r["rows"], r["scored"]) for r in speed] == [
+        ("floor", "20", "20"),
+        ("engine", "20", "20"),
+    ]
+    assert all(r["load before"] and r["load after"] for r in speed)
+    assert float(speed[1]["CPU ratio to floor"]) > 0
+    (row,) = memory
+    assert row["rows"] == "20" and "litellm" not in row["imported"]
+    assert [r["whole process"] for r in startup] == [
+        "rubric-eval --help",
+        "rubric-eval score, 1-row replay",
+        "floor, 1 row",
+    ]
+
+
+def test_live_matrix_runs_one_cell_per_client_on_20_rows() -> None:
+    out = bench("live", "--concurrency", "4", "--latency-ms", "10", "--rows", "20")
+    (cells,) = tables(out)
+    assert [c["client"] for c in cells] == ["engine", "litellm", "bare"]
+    assert all(c["rows"] == "20" and c["C"] == "4" for c in cells)
+    assert cells[0]["scored"] == "20"
+    assert all(float(c["stub CPU ms/call"]) > 0 and c["load after"] for c in cells)
 
 
 def test_workers_benchmark_runs_one_worker_on_30_rows(pg_cluster: object) -> None:

@@ -251,25 +251,57 @@ def test_a_cost_budget_needs_a_known_price_and_stops_on_it(tmp_path: Path) -> No
     assert 0 < spent <= 0.003 * 1.2 and 2 < len(opened_rows(store)) < 10
 
 
-def test_concurrency_shrinks_on_429_and_grows_back(tmp_path: Path) -> None:
-    """A server that serves 2 requests at a time for its first 30 answers, then 16."""
+def test_concurrency_shrinks_on_429_and_grows_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server that serves 2 requests at a time for its first 30 answers, then 16.
+
+    The server reads the run's limiter (how many calls the client has out), so the overlaps the
+    assertions need happen however slowly a loaded machine sends the calls: an answer waits
+    (at most 10 s) for the call the client has out beyond the server's capacity, and late, once
+    the limiter lets 4 calls out, for all 4 to arrive; a fixed 50 ms alone missed them under load.
+    """
+    from rubric_engine.judge.limiter import AdaptiveLimit
+
+    limiters: list[AdaptiveLimit] = []
+    make_limit = AdaptiveLimit.__init__
+
+    def recorded(self: AdaptiveLimit, maximum: int) -> None:
+        make_limit(self, maximum)
+        limiters.append(self)
+
+    monkeypatch.setattr(AdaptiveLimit, "__init__", recorded)
     copies = {f"{k}#{c}": v | {"rowId": f"{k}#{c}"} for k, v in VERDICTS.items() for c in range(3)}
     answer = verdicts_responder(copies)
     lock = threading.Lock()
     state = {"active": 0, "answered": 0, "rejected": 0, "peak_late": 0}
 
+    def calls_out() -> int:
+        return limiters[-1].in_flight if limiters else 0
+
+    def hold(until: Any) -> None:
+        deadline = time.monotonic() + 10
+        while not until() and time.monotonic() < deadline:
+            time.sleep(0.002)
+
     def respond(body: dict[str, Any]) -> StubReply:
         with lock:
-            capacity = 2 if state["answered"] < 30 else 16
+            late = state["answered"] >= 30
+            capacity = 16 if late else 2
             if state["active"] >= capacity:
                 state["rejected"] += 1
                 return StubReply(
                     status=429, content="rate limited", headers={"Retry-After": "0.05"}
                 )
             state["active"] += 1
-            if state["answered"] >= 30:
+            rejected_before = state["rejected"]
+            if late:
                 state["peak_late"] = max(state["peak_late"], state["active"])
         time.sleep(0.05)
+        if late:
+            hold(lambda: state["peak_late"] >= 4 or calls_out() < 4)
+        else:
+            hold(lambda: state["rejected"] > rejected_before or calls_out() <= capacity)
         with lock:
             state["active"] -= 1
             state["answered"] += 1
@@ -304,6 +336,7 @@ def test_concurrency_shrinks_on_429_and_grows_back(tmp_path: Path) -> None:
     assert limits["rateLimited"] == state["rejected"] > 0
     assert state["rejected"] < 40  # without shrinking, 6 of 8 callers would hit 429 each round
     assert state["peak_late"] >= 4  # and grew back once the server had room
+    assert limits["final"] == 8  # all the way: 48 late successes, no late 429
 
 
 def test_a_half_written_cassette_line_is_skipped_and_cut_before_the_next_write(
