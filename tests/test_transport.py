@@ -9,6 +9,7 @@ answer (the recorded response, token counts, price, the error kind and status).
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 from pathlib import Path
 from typing import Any
@@ -287,11 +288,22 @@ def test_the_transport_choice(monkeypatch: pytest.MonkeyPatch) -> None:
         transport_choice("httpx")
 
 
-def test_the_body_is_built_in_the_given_order() -> None:
-    route = route_for("openai/m", "http://127.0.0.1:1/v1", "k", {})
+@pytest.mark.parametrize("model", ["openai/m", "hosted_vllm/m"])
+def test_the_body_is_json_dumps_of_the_request_in_the_given_order(model: str) -> None:
+    """Built from pieces (a long message is encoded once and reused), the body is the bytes
+    ``json.dumps`` gives for the whole request."""
+    route = route_for(model, "http://127.0.0.1:1/v1", "k", {})
     assert route is not None
-    kwargs = {"messages": [{"role": "user", "content": "é"}], "model": "openai/m", "seed": 1,
-              "temperature": 0.0}  # fmt: skip
-    body = request_body(route, kwargs, ("temperature", "seed"))
-    assert body == '{"model":"m","messages":[{"role":"user","content":"é"}],"temperature":0.0,"seed":1}'.encode()
+    system = {"role": "system", "content": "règle — " * 500}
+    for n in range(2):
+        messages = [system, {"role": "user", "content": f"é {n}"}]
+        kwargs = {"messages": messages, "model": model, "seed": 1, "temperature": 0.0,
+                  "response_format": {"type": "json_object"}}  # fmt: skip
+        whole = {"model": "m", "messages": messages, "temperature": 0.0, "seed": 1,
+                 "response_format": {"type": "json_object"}}  # fmt: skip
+        body = request_body(route, kwargs, ("temperature", "seed", "response_format"))
+        if route.compact:
+            assert body == json.dumps(whole, ensure_ascii=False, separators=(",", ":")).encode()
+        else:
+            assert body == json.dumps(whole).encode()
 

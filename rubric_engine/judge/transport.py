@@ -239,16 +239,49 @@ def _sdk_order() -> tuple[str, ...]:
 
 
 def request_body(route: Route, kwargs: dict[str, Any], order: tuple[str, ...]) -> bytes:
-    """The JSON body litellm sends for ``kwargs`` on ``route`` (see module docstring)."""
+    """The JSON body litellm sends for ``kwargs`` on ``route`` (see module docstring): the
+    bytes ``json.dumps`` gives for the whole body, built from pieces so that a long message
+    seen before (every row's system message: the rubric) is not encoded again."""
     if route.provider == "azure":
-        body = {"messages": kwargs["messages"], "model": route.wire_model}
-        body.update((k, kwargs[k]) for k in order if k not in body)
+        keys = ("messages", "model", *(k for k in order if k not in ("messages", "model")))
     else:
-        body = {"model": route.wire_model, "messages": kwargs["messages"]}
-        body.update((k, kwargs[k]) for k in order)
-    if route.compact:
-        return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
-    return json.dumps(body).encode()
+        keys = ("model", "messages", *order)
+    dumps = _COMPACT if route.compact else _DEFAULT
+    item, colon = (",", ":") if route.compact else (", ", ": ")
+    parts = []
+    for key in keys:
+        if key == "messages":
+            value = "[" + item.join(_message(m, dumps) for m in kwargs["messages"]) + "]"
+        elif key == "model":
+            value = dumps(route.wire_model)
+        else:
+            value = dumps(kwargs[key])
+        parts.append(f'"{key}"{colon}{value}')
+    return ("{" + item.join(parts) + "}").encode()
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+_COMPACT = _compact
+_DEFAULT = json.dumps
+#: encoded long messages (the system message), by style and content; a few at most
+_ENCODED: dict[tuple[Any, ...], str] = {}
+_LONG = 2000
+
+
+def _message(message: dict[str, Any], dumps: Any) -> str:
+    content = message.get("content")
+    if not isinstance(content, str) or len(content) < _LONG:
+        return str(dumps(message))
+    key = (dumps is _COMPACT, *message.items())
+    encoded = _ENCODED.get(key)
+    if encoded is None:
+        if len(_ENCODED) >= 8:
+            _ENCODED.clear()
+        encoded = _ENCODED[key] = str(dumps(message))
+    return encoded
 
 
 class TransportError(Exception):
