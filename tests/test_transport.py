@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -184,8 +183,11 @@ def test_answers_are_recorded_counted_and_priced_as_litellm_does(
 FAILURES = {
     "401": (StubReply(status=401, content="Invalid API key: key revoked"), 401, "TRANSPORT"),
     "403": (StubReply(status=403, content="forbidden"), 403, "TRANSPORT"),
-    "429": (StubReply(status=429, content="slow down", headers={"Retry-After": "7"}), 429,
-            "TRANSPORT"),  # fmt: skip
+    "429": (
+        StubReply(status=429, content="slow down", headers={"Retry-After": "7"}),
+        429,
+        "TRANSPORT",
+    ),
     "500": (StubReply(status=500, content="boom"), 500, "TRANSPORT"),
     "400 param": (
         StubReply(status=400, content="Unsupported parameter: 'seed' is not supported"),
@@ -306,4 +308,3 @@ def test_the_body_is_json_dumps_of_the_request_in_the_given_order(model: str) ->
             assert body == json.dumps(whole, ensure_ascii=False, separators=(",", ":")).encode()
         else:
             assert body == json.dumps(whole).encode()
-

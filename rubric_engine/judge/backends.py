@@ -430,7 +430,9 @@ class LiveBackend:
             if not connection_refused(exc):
                 raise
             url = route.url.split("?", 1)[0] if route else transport.get("api_base")
-            raise APIConnectionError(refused_message(str(url or "the provider's endpoint")))
+            raise APIConnectionError(
+                refused_message(str(url or "the provider's endpoint"))
+            ) from exc
 
     def _cost(self, response: Any) -> float | None:
         """The call's cost in USD as litellm priced it, or ``None`` for an unpriced model.
@@ -612,9 +614,11 @@ def connection_refused(exc: BaseException) -> bool:
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        if isinstance(current, ConnectionRefusedError) or "connection refused" in str(
-            current
-        ).lower() or "connect call failed" in str(current).lower():
+        if (
+            isinstance(current, ConnectionRefusedError)
+            or "connection refused" in str(current).lower()
+            or "connect call failed" in str(current).lower()
+        ):
             return True
         current = current.__cause__ or current.__context__
     return False

@@ -39,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import weakref
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -146,7 +147,7 @@ def route_for(
         headers.update(custom or {})
         return Route(provider, name, f"{base}/chat/completions", headers, provider == "openai")
     if provider == "azure":
-        base = api_base or os.environ.get("AZURE_API_BASE")
+        base = api_base or os.environ.get("AZURE_API_BASE") or ""
         api_key = (
             api_key or os.environ.get("AZURE_OPENAI_API_KEY") or os.environ.get("AZURE_API_KEY")
         )
@@ -287,9 +288,7 @@ def _message(message: dict[str, Any], dumps: Any) -> str:
 class TransportError(Exception):
     """A failed direct call: ``status_code`` (``None`` client side), response ``headers``."""
 
-    def __init__(
-        self, message: str, status_code: int | None = None, headers: Any = None
-    ) -> None:
+    def __init__(self, message: str, status_code: int | None = None, headers: Any = None) -> None:
         super().__init__(message)
         self.message = message
         self.status_code = status_code
@@ -392,14 +391,17 @@ class DirectTransport:
 
     def __init__(self, limit: int = 64) -> None:
         self.limit = max(1, limit)
-        self._sessions: dict[int, Any] = {}
-        self._keepers: dict[int, AsyncIterator[None]] = {}
+        #: per event loop: its session, and the async generator that closes it with the loop
+        self._sessions: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+        self._keepers: weakref.WeakKeyDictionary[Any, AsyncIterator[None]] = (
+            weakref.WeakKeyDictionary()
+        )
         self.shapes = RequestShapes()
         self._finish: Any = None
 
     async def _session(self) -> Any:
         loop = asyncio.get_running_loop()
-        session = self._sessions.get(id(loop))
+        session = self._sessions.get(loop)
         if session is None or session.closed:
             import aiohttp
 
@@ -408,21 +410,22 @@ class DirectTransport:
                 skip_auto_headers=("User-Agent",),
                 headers={"User-Agent": "rubric-eval"},
             )
-            self._sessions[id(loop)] = session
-            keeper = self._lifetime(id(loop), session)
+            self._sessions[loop] = session
+            keeper = self._lifetime(loop, session)
             await keeper.__anext__()  # registered with the loop's async-generator hooks
-            self._keepers[id(loop)] = keeper
+            self._keepers[loop] = keeper
         return session
 
-    async def _lifetime(self, key: int, session: Any) -> AsyncIterator[None]:
+    async def _lifetime(self, key: Any, session: Any) -> AsyncIterator[None]:
         try:
             yield
         finally:
             self._sessions.pop(key, None)
             await session.close()
 
-    async def post(self, route: Route, body: bytes, timeout_s: float) -> dict[str, Any]:
-        """POST ``body`` to ``route``; the parsed chat-completion object.
+    async def post(self, route: Route, body: bytes, timeout_s: float) -> Any:
+        """POST ``body`` to ``route``; the parsed answer (a chat-completion object, or the text
+        of an answer that is not JSON, for :func:`~rubric_engine.cassette.response_problem`).
 
         ``timeout_s`` bounds connecting and each wait for response bytes (the openai SDK's
         ``timeout=`` meaning).
@@ -457,10 +460,8 @@ class DirectTransport:
             raise APIConnectionError(f"the connection to {_where(route)} failed: {reason}") from exc
         try:
             parsed = json.loads(raw)
-        except ValueError as exc:
-            raise APIError(
-                f"the answer from {_where(route)} is not JSON: {raw[:200]!r}", 200
-            ) from exc
+        except ValueError:  # the caller names what it is (an event stream, text)
+            return raw.decode("utf-8", "replace")
         return self.normalize(parsed)
 
     def normalize(self, parsed: Any) -> Any:
