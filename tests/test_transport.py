@@ -121,7 +121,30 @@ def test_a_shape_litellm_rewrites_goes_through_litellm(monkeypatch: pytest.Monke
     assert "response_format" not in sent[0]["body"]  # litellm's own rule, kept
     _, sent, _ = send("direct", [OK], "hosted_vllm/qwen", "tools")
     assert sent[0]["headers"]["user-agent"] != "rubric-eval"
+
+
+def test_which_calls_are_sent_directly(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("OPENAI_ORG_ID", "OPENAI_BASE_URL", "AZURE_API_KEY", "AZURE_OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    local = "http://127.0.0.1:8000/v1"
+    openai = route_for("openai/gpt-4o-mini", None, "sk-x", {})
+    assert openai is not None and openai.url == "https://api.openai.com/v1/chat/completions"
+    assert openai.headers["Authorization"] == "Bearer sk-x"
+    azure = route_for("azure/dep", "https://r.openai.azure.com", "k", {"api_version": "2024-10-21"})
+    assert azure is not None and azure.headers["api-key"] == "k"
+    assert azure.url == (
+        "https://r.openai.azure.com/openai/deployments/dep/chat/completions?api-version=2024-10-21"
+    )
+    # litellm's: other providers, options this module does not imitate, URLs with credentials
     assert route_for("anthropic/claude-3-5-haiku", None, "k", {}) is None
+    assert route_for("gpt-4o-mini", None, "k", {}) is None
+    assert route_for("hosted_vllm/qwen", None, "k", {}) is None  # no --api-base
+    assert route_for("openai/m", local, "k", {"organization": "o"}) is None
+    assert route_for("openai/m", "http://u:p@127.0.0.1:8000/v1", "k", {}) is None
+    assert route_for("openai/m", local + "?key=abc", "k", {}) is None
+    assert route_for("azure/dep", "https://r.openai.azure.com", None, {}) is None  # no key
+    monkeypatch.setenv("OPENAI_ORG_ID", "org-1")  # the SDK would add its header
+    assert route_for("openai/gpt-4o-mini", None, "sk-x", {}) is None
 
 
 REPLIES = {

@@ -127,6 +127,10 @@ def route_for(
     provider, _, name = model.partition("/")
     if not name or set(extra) - {"api_version", "extra_headers"}:
         return None
+    if api_base:
+        parts = urlsplit(api_base)
+        if parts.username or parts.password or parts.query or parts.fragment:
+            return None  # credentials or a query in the base URL: litellm's handling
     headers = {"Content-Type": "application/json"}
     custom = extra.get("extra_headers")
     if custom is not None and not isinstance(custom, dict):
