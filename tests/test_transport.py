@@ -19,7 +19,12 @@ from rubric_engine.dialogue.readers import DialogueSource
 from rubric_engine.judge.backends import Answer, CallKey, LiveBackend, LiveSettings
 from rubric_engine.judge.instructor_judge import InstructorJudge
 from rubric_engine.judge.retry import RetryPolicy
-from rubric_engine.judge.transport import request_body, route_for, transport_choice
+from rubric_engine.judge.transport import (
+    plain_messages,
+    request_body,
+    route_for,
+    transport_choice,
+)
 from rubric_engine.pipeline import RequestBuilder
 from rubric_engine.prompt import load_prompt
 from rubric_engine.rubric.loader import load_rubric
@@ -33,13 +38,28 @@ HEADERS = ("content-type", "api-key", "x-team")
 ONE_TRY = RetryPolicy(max_attempts=1)
 
 
-def judge_request(model: str, mode: str, params: dict[str, Any]) -> tuple[dict[str, Any], Any]:
-    rubric = load_rubric(RUBRICS / "health_cs.yaml")  # Chinese rows: non-ASCII on the wire
+def judge_request(
+    model: str, mode: str, params: dict[str, Any], reask: bool = False
+) -> tuple[dict[str, Any], Any]:
+    """The first request of a health row (Chinese: non-ASCII on the wire), or with ``reask``
+    its re-ask after an answer without a verdict (in ``tools`` mode: a tool call answered)."""
+    rubric = load_rubric(RUBRICS / "health_cs.yaml")
     source = DialogueSource(CASES / "health_consult_zh.jsonl")
     source.validate()
     prepared = RequestBuilder(rubric, load_prompt()).prepare(0, next(iter(source)))
     judge = InstructorJudge(None, rubric, model, output_mode=mode, params=params)  # type: ignore[arg-type]
-    return judge.request_kwargs(prepared.request), prepared.request
+    kwargs = judge.request_kwargs(prepared.request)
+    if reask:
+        call = {"id": "call_1", "type": "function",
+                "function": {"name": "JudgeVerdict", "arguments": '{"score": 9}'}}  # fmt: skip
+        message = {"role": "assistant", "content": '{"score": 9}'}
+        if mode == "tools":
+            message = {"role": "assistant", "content": None, "tool_calls": [call]}
+        choice = {"index": 0, "finish_reason": "stop", "message": message}
+        response = {"id": "x", "object": "chat.completion", "created": 1, "model": "m",
+                    "choices": [choice]}  # fmt: skip
+        kwargs = judge.adapter.reask(kwargs, response, "score: 9 is not one of 1, 2, 3, 4, 5")
+    return kwargs, prepared.request
 
 
 def send(
@@ -51,9 +71,10 @@ def send(
     azure: bool = False,
     extra: dict[str, Any] | None = None,
     retry: RetryPolicy = ONE_TRY,
+    reask: bool = False,
 ) -> tuple[Answer, list[dict[str, Any]], LiveBackend]:
     """One judge request through ``transport``; the answer and the requests the stub saw."""
-    kwargs, request = judge_request(model, mode, params or {})
+    kwargs, request = judge_request(model, mode, params or {}, reask)
     queue = list(replies)
 
     def respond(body: dict[str, Any]) -> StubReply:
@@ -103,12 +124,25 @@ def test_the_direct_request_is_litellms_byte_for_byte(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("AZURE_API_KEY", "azure-test-key-123")
-    _, via_litellm, _ = send("litellm", [OK], model, mode, params, azure, extra)
-    _, direct, _ = send("direct", [OK], model, mode, params, azure, extra)
-    assert len(via_litellm) == len(direct) == 1
-    assert wire(direct[0]) == wire(via_litellm[0])
-    assert direct[0]["headers"]["user-agent"] == "rubric-eval"  # it did go the direct way
-    assert via_litellm[0]["headers"]["user-agent"] != "rubric-eval"
+    for reask in (False, True):
+        _, via_litellm, _ = send("litellm", [OK], model, mode, params, azure, extra, reask=reask)
+        _, direct, _ = send("direct", [OK], model, mode, params, azure, extra, reask=reask)
+        assert len(via_litellm) == len(direct) == 1
+        assert wire(direct[0]) == wire(via_litellm[0])
+        assert direct[0]["headers"]["user-agent"] == "rubric-eval"  # it did go the direct way
+        assert via_litellm[0]["headers"]["user-agent"] != "rubric-eval"
+        assert len(direct[0]["body"]["messages"]) == (4 if reask else 2)
+
+
+def test_messages_litellm_rewrites_go_through_litellm() -> None:
+    """Content parts (``cache_control`` markers, images) are litellm's to translate."""
+    parts = [{"role": "system", "content": [{"type": "text", "text": "rubric",
+                                             "cache_control": {"type": "ephemeral"}}]}]  # fmt: skip
+    assert not plain_messages(parts)
+    assert not plain_messages([{"role": "user", "content": "hi", "cache_control": {}}])
+    assert plain_messages(
+        [{"role": "system", "content": "rubric"}, {"role": "user", "content": "x"}]
+    )
 
 
 def test_a_shape_litellm_rewrites_goes_through_litellm(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -42,6 +42,7 @@ from rubric_engine.judge.transport import (
     APIConnectionError,
     DirectTransport,
     Route,
+    plain_messages,
     refused_message,
     request_body,
     route_for,
@@ -330,7 +331,7 @@ class LiveBackend:
         if route is None or self._direct is None:
             return None
         params = {k: v for k, v in kwargs.items() if k != "model" and k != "messages"}
-        if not params.keys() <= DIRECT_PARAMS:
+        if not params.keys() <= DIRECT_PARAMS or not plain_messages(kwargs["messages"]):
             return None
         order = self._direct.shapes.order(route, params)
         return None if order is None else request_body(route, kwargs, order)

@@ -189,6 +189,23 @@ def _shape(params: dict[str, Any]) -> tuple[Any, ...]:
     return tuple(out)
 
 
+#: message keys litellm passes through unchanged for these providers (text messages, a
+#: re-ask's tool call and tool answer)
+_MESSAGE_KEYS = frozenset({"role", "content", "name", "tool_calls", "tool_call_id"})
+
+
+def plain_messages(messages: Any) -> bool:
+    """Whether every message is text litellm sends as it is: string (or no) content and only
+    :data:`_MESSAGE_KEYS`. Content parts, images or ``cache_control`` markers (which litellm
+    rewrites per provider) send the call through litellm."""
+    return isinstance(messages, list) and all(
+        isinstance(m, dict)
+        and m.keys() <= _MESSAGE_KEYS
+        and (m.get("content") is None or isinstance(m.get("content"), str))
+        for m in messages
+    )
+
+
 class RequestShapes:
     """litellm's parameter order per request shape, asked once (see module docstring)."""
 
