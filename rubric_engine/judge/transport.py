@@ -396,7 +396,7 @@ def status_error(status: int, body: bytes, headers: Any) -> TransportError:
 
         if ExceptionCheckers.is_error_str_context_window_exceeded(text):
             kind = ContextWindowExceededError
-    return kind(f"HTTP {status} from the provider: {message}", status, headers)
+    return kind(message, status, headers)
 
 
 class DirectTransport:
