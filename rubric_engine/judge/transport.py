@@ -23,8 +23,13 @@ parameters and their order, asked once per parameter shape; a shape litellm woul
 (a reasoning model's ``temperature`` or ``max_tokens``, an Azure API version without
 ``response_format``) is sent through litellm instead, so its errors and renames stay its own.
 The body is serialized as each litellm path does (the openai SDK's compact JSON for
-``openai/`` and ``azure/``, ``json.dumps`` defaults for ``hosted_vllm/``). Only the
-``User-Agent`` and the SDK's ``X-Stainless-*`` telemetry headers differ.
+``openai/`` and ``azure/``, ``json.dumps`` defaults for ``hosted_vllm/``). Only
+``User-Agent`` (``rubric-eval``), ``Accept`` (``*/*`` for the SDK's ``application/json``) and
+the SDK's ``X-Stainless-*`` telemetry headers differ. Also left to litellm: messages that are
+not plain text (content parts, ``cache_control`` markers), parameters outside
+:data:`DIRECT_PARAMS`, transport options other than ``api_version`` and ``extra_headers``, a
+base URL with credentials or a query, and the environment variables the openai SDK reads for
+an organization, a project or another base URL.
 
 ``--transport litellm`` (or ``RUBRIC_EVAL_TRANSPORT=litellm``) sends every call through
 litellm, for comparison or as an escape hatch.
