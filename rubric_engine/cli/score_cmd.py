@@ -112,6 +112,14 @@ def score(
     timeout: Annotated[
         float, typer.Option(help="Per-request timeout, seconds (at least 0.1).")
     ] = D.timeout_s,
+    transport: Annotated[
+        str | None,
+        typer.Option(
+            help="How live calls reach openai/, azure/ and hosted_vllm/ judges: direct (one "
+            "HTTP session, the requests litellm would send, far less CPU per call) or litellm "
+            "(every call through litellm). Default: $RUBRIC_EVAL_TRANSPORT, else direct."
+        ),
+    ] = D.transport,
     draft: Annotated[
         bool,
         typer.Option(
@@ -274,6 +282,7 @@ def score(
         max_tokens=max_tokens,
         seed=seed,
         timeout_s=timeout,
+        transport=transport,
         draft=draft,
         resume=resume,
         max_calls=max_calls,

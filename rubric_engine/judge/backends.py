@@ -8,12 +8,16 @@ returns exactly the raw response a live call returned when it was recorded, so r
 differ only in where bytes come from, and both go through the same
 :func:`~rubric_engine.judge.parse.parse_reply`.
 
-litellm is imported only by the live backends, and only when first used.
+litellm is imported only by the live backends, and only when first used. OpenAI-protocol
+providers are called directly (:mod:`rubric_engine.judge.transport`, one aiohttp session per
+run) with the requests litellm would send; every other call goes through litellm.
 """
 
 from __future__ import annotations
 
+import gc
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -34,6 +38,17 @@ from rubric_engine.judge.limiter import AdaptiveLimit
 from rubric_engine.judge.protocol import Attempt, JudgeOutcome, JudgeRequest
 from rubric_engine.judge.retry import RetryPolicy, status_of
 from rubric_engine.judge.secrets import redact, url_secrets
+from rubric_engine.judge.transport import (
+    DIRECT_PARAMS,
+    APIConnectionError,
+    DirectTransport,
+    Route,
+    plain_messages,
+    refused_message,
+    request_body,
+    route_for,
+    transport_choice,
+)
 from rubric_engine.judge.usage import usage_of
 from rubric_engine.results import JudgeErrorKind
 
@@ -186,6 +201,10 @@ class LiveSettings:
     #: mark the static rubric prefix cacheable for providers that need explicit markers
     #: (:mod:`rubric_engine.judge.cache_markers`; ``--no-prompt-cache`` turns it off)
     prompt_cache: bool = True
+    #: ``direct`` (OpenAI-protocol providers without litellm, see
+    #: :mod:`rubric_engine.judge.transport`) or ``litellm`` (every call through litellm);
+    #: ``None``: ``$RUBRIC_EVAL_TRANSPORT``, else ``direct``
+    transport: str | None = None
 
     def transport_kwargs(self, model: str = "") -> dict[str, Any]:
         """litellm's transport arguments for a call to ``model``.
@@ -212,19 +231,32 @@ class LiveSettings:
 
 
 def import_litellm() -> Any:
-    """Import litellm on first need, with its offline price map (no download at import)."""
+    """Import litellm on first need, with its offline price map (no download at import).
+
+    The first import also freezes the garbage collector's view of every object alive then
+    (:func:`gc.freeze`): litellm's import leaves ~350,000 objects that live as long as the
+    process, and each full collection walked them all (about 0.3 CPU-s on the shared 2-core
+    machine, several times per 1,000 live calls). Frozen objects are never freed (the few
+    cycles of import-time garbage among them included; collecting them first would cost the
+    0.3 s once more).
+    """
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    first = "litellm" not in sys.modules
     import litellm
 
     litellm.suppress_debug_info = True
+    if first:
+        gc.freeze()
     return litellm
 
 
 class LiveBackend:
-    """Calls the provider through litellm, retrying transport errors by :class:`RetryPolicy`.
+    """Calls the provider, retrying transport errors by :class:`RetryPolicy`.
 
-    Each attempt holds a slot of ``limiter`` (adaptive concurrency) only while it is on the
-    wire; a 429 shrinks the limit, a success grows it back.
+    OpenAI-protocol providers are sent the request directly (:mod:`~rubric_engine.judge.
+    transport`), anything else through litellm; both take the same retry, limiter, redaction
+    and recording path here. Each attempt holds a slot of ``limiter`` (adaptive concurrency)
+    only while it is on the wire; a 429 shrinks the limit, a success grows it back.
     """
 
     def __init__(self, settings: LiveSettings, limiter: AdaptiveLimit | None = None) -> None:
@@ -237,6 +269,15 @@ class LiveBackend:
         #: requests put on the wire, every attempt (those of rows cut off midway included)
         self.sent = 0
         self._warmup = PrefixWarmup()
+        self._direct = (
+            DirectTransport(self.limiter.maximum)
+            if transport_choice(settings.transport) == "direct"
+            else None
+        )
+        #: per model: litellm's per-token prices when linear (see :meth:`_rates`)
+        self._linear: dict[str, tuple[float, float] | None] = {}
+        #: per model: litellm's transport arguments, the secrets an error may echo, the route
+        self._calls: dict[str, tuple[dict[str, Any], tuple[str | None, ...], Route | None]] = {}
 
     async def complete(
         self,
@@ -260,13 +301,41 @@ class LiveBackend:
             answer = Answer(answer.attempts + again.attempts, again.failure, again.status)
         return answer
 
+    def _call_settings(
+        self, model: str
+    ) -> tuple[dict[str, Any], tuple[str | None, ...], Route | None]:
+        """What every call to ``model`` shares, worked out on its first call."""
+        known = self._calls.get(model)
+        if known is None:
+            transport = self.settings.transport_kwargs(model)
+            # what a provider's error may echo: the key it was sent, the secrets of the base URL
+            secrets = (transport.get("api_key"), *url_secrets(self.settings.api_base))
+            route = None
+            if self._direct is not None:
+                route = route_for(
+                    model, self.settings.api_base, transport.get("api_key"), self.settings.extra
+                )
+            known = self._calls[model] = (transport, secrets, route)
+        return known
+
+    def _direct_body(self, route: Route | None, kwargs: dict[str, Any]) -> bytes | None:
+        """The direct request's body, or ``None`` when this request goes through litellm."""
+        if route is None or self._direct is None:
+            return None
+        params = {k: v for k, v in kwargs.items() if k != "model" and k != "messages"}
+        if not params.keys() <= DIRECT_PARAMS or not plain_messages(kwargs["messages"]):
+            return None
+        order = self._direct.shapes.order(route, params)
+        return None if order is None else request_body(route, kwargs, order)
+
     async def _send(self, kwargs: dict[str, Any], final_status: frozenset[int]) -> Answer:
         if self._litellm is None:
             self._litellm = import_litellm()
-        kwargs = {k: v for k, v in kwargs.items() if k not in self.dropped}
-        transport = self.settings.transport_kwargs(str(kwargs.get("model") or ""))
-        # what a provider's error may echo: the key it was sent, the secrets of the base URL
-        secrets = (transport.get("api_key"), *url_secrets(self.settings.api_base))
+        if self.dropped:
+            kwargs = {k: v for k, v in kwargs.items() if k not in self.dropped}
+        model = str(kwargs.get("model") or "")
+        transport, secrets, route = self._call_settings(model)
+        body = self._direct_body(route, kwargs)
         tries: list[Attempt] = []
         last: list[BaseException] = []
         try:
@@ -276,7 +345,14 @@ class LiveBackend:
                     async with self.limiter.slot() as ticket:
                         try:
                             self.sent += 1
-                            response = await self._litellm.acompletion(**kwargs, **transport)
+                            if body is not None:
+                                assert self._direct is not None and route is not None
+                                dumped = await self._direct.post(
+                                    route, body, self.settings.timeout_s
+                                )
+                                response = None
+                            else:
+                                response = await self._litellm_call(kwargs, transport, route)
                         except Exception as exc:  # every transport failure is logged, then judged
                             last[:] = [exc]
                             if status_of(exc) == 429:
@@ -294,7 +370,8 @@ class LiveBackend:
                             raise
                     await self.limiter.on_success()
                     latency = (time.perf_counter() - started) * 1e3
-                    dumped = response.model_dump(mode="json")
+                    if response is not None:
+                        dumped = response.model_dump(mode="json")
                     problem = response_problem(dumped)
                     if problem is not None:  # refused here, so it is never recorded
                         tries.append(Attempt(response=None, error=problem, latency_ms=latency))
@@ -313,7 +390,9 @@ class LiveBackend:
                             latency_ms=latency,
                             prompt_tokens=usage.prompt_tokens,
                             completion_tokens=usage.completion_tokens,
-                            cost_usd=self._cost(response),
+                            cost_usd=self._cost(response)
+                            if response is not None
+                            else self._price(model, raw),
                             cache_read_tokens=usage.cache_read_tokens,
                             cache_creation_tokens=usage.cache_creation_tokens,
                         )
@@ -336,6 +415,20 @@ class LiveBackend:
             )
         raise AssertionError("unreachable: tenacity re-raises the last error")
 
+    async def _litellm_call(
+        self, kwargs: dict[str, Any], transport: dict[str, Any], route: Route | None
+    ) -> Any:
+        """``litellm.acompletion``; a refused connection is raised as one, naming the URL."""
+        try:
+            return await self._litellm.acompletion(**kwargs, **transport)
+        except Exception as exc:
+            if not connection_refused(exc):
+                raise
+            url = route.url.split("?", 1)[0] if route else transport.get("api_base")
+            raise APIConnectionError(
+                refused_message(str(url or "the provider's endpoint"))
+            ) from exc
+
     def _cost(self, response: Any) -> float | None:
         """The call's cost in USD as litellm priced it, or ``None`` for an unpriced model.
 
@@ -356,8 +449,66 @@ class LiveBackend:
             self._unpriced.add(model)
             return None
 
+    def _price(self, model: str, raw: dict[str, Any]) -> float | None:
+        """A direct call's cost in USD from litellm's price map, as litellm prices the same
+        response (``response_cost``), or ``None`` for a model it has no price for (tried once
+        per model).
+
+        Plain token counts are priced at the per-token rates litellm gives the model
+        (:meth:`_rates`, asked once); a usage with token breakdowns (cached prompt tokens,
+        reasoning tokens), counts beyond the checked range, or an Azure deployment (priced by
+        the model the server names) go through ``completion_cost`` on the response, which
+        prices them as litellm's own call does.
+        """
+        if model in self._unpriced:
+            return None
+        usage = raw.get("usage") or {}
+        prompt = int(usage.get("prompt_tokens") or 0)
+        completion = int(usage.get("completion_tokens") or 0)
+        try:
+            plain = not model.startswith("azure/") and not any(
+                isinstance(d, dict) and any(d.values())
+                for k, d in usage.items()
+                if k.endswith("_details")
+            )
+            rates = self._rates(model) if plain else None
+            if rates is not None and max(prompt, completion) <= _LINEAR_UP_TO:
+                return float(prompt * rates[0] + completion * rates[1])
+            return float(self._litellm.completion_cost(completion_response=raw, model=model))
+        except Exception:  # litellm raises many kinds for a model without a known price
+            self._unpriced.add(model)
+            return None
+
+    def _rates(self, model: str) -> tuple[float, float] | None:
+        """litellm's USD per prompt and per completion token of ``model``, when it prices
+        plain usage linearly up to :data:`_LINEAR_UP_TO` tokens (checked at both ends);
+        ``None`` for tiered prices. Raises litellm's error for a model without a price."""
+        if model not in self._linear:
+            provider, _, name = model.partition("/")
+
+            def cost(tokens: int) -> tuple[float, float]:
+                prompt, completion = self._litellm.cost_per_token(
+                    model=name,
+                    custom_llm_provider=provider,
+                    prompt_tokens=tokens,
+                    completion_tokens=tokens,
+                )
+                return float(prompt), float(completion)
+
+            one, many = cost(1), cost(_LINEAR_UP_TO)
+            linear = all(
+                abs(m - _LINEAR_UP_TO * o) <= 1e-9 * abs(m) for o, m in zip(one, many, strict=True)
+            )
+            self._linear[model] = one if linear else None
+        return self._linear[model]
+
     def finish(self, request: JudgeRequest, key: CallKey, outcome: JudgeOutcome) -> None:
         return None
+
+
+#: plain usage is priced from per-token rates up to this many tokens a call (checked against
+#: litellm at 1 and at this count: a tiered price changes within it)
+_LINEAR_UP_TO = 1_000_000
 
 
 class RecordBackend(LiveBackend):
@@ -435,7 +586,11 @@ def rejected_param(
 
 def describe_error(exc: BaseException) -> str:
     """One line: the error type, the HTTP status a server sent (not a client-side stand-in
-    for a refused connection or a timeout), and the first line of the message."""
+    for a refused connection or a timeout), and the first line of the message.
+
+    A refused connection reaches here as the transport's ``APIConnectionError``, whose
+    message names the URL (:meth:`LiveBackend._send` turns litellm's into one).
+    """
     name = type(exc).__name__
     status = getattr(exc, "status_code", None)
     if name in _CLIENT_SIDE:
@@ -445,3 +600,20 @@ def describe_error(exc: BaseException) -> str:
 
 
 _CLIENT_SIDE = {"APIConnectionError", "Timeout", "APITimeoutError"}
+
+
+def connection_refused(exc: BaseException) -> bool:
+    """Whether ``exc`` (or an error it was raised from) is a refused TCP connection; litellm
+    reports one as an ``InternalServerError`` with HTTP 500, which no server sent."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if (
+            isinstance(current, ConnectionRefusedError)
+            or "connection refused" in str(current).lower()
+            or "connect call failed" in str(current).lower()
+        ):
+            return True
+        current = current.__cause__ or current.__context__
+    return False

@@ -41,9 +41,16 @@ _CONNECTION_ERRORS = (
 
 
 _TIMEOUTS = ("Timeout", "APITimeoutError", "ReadTimeout")
+_CLIENT_SIDE = frozenset({"APIConnectionError", "Timeout", "APITimeoutError"})
 
 
 def status_of(exc: BaseException) -> int | None:
+    """The HTTP status a server answered ``exc`` with; ``None`` for a client-side failure
+    (litellm gives a refused connection or a timeout a stand-in status 500/408, which no
+    server sent: counted as one, a refused connection read as the server refusing a schema
+    form)."""
+    if type(exc).__name__ in _CLIENT_SIDE:
+        return None
     status = getattr(exc, "status_code", None)
     return status if isinstance(status, int) else None
 

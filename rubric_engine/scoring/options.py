@@ -112,6 +112,10 @@ class ScoreOptions:
     max_context: int | None = None
     #: ``--mode batch``: batch sizes, polling, live fallback, recording (issue 15)
     batch: BatchSettings = field(default_factory=BatchSettings)
+    #: how live calls reach an OpenAI-protocol provider: ``direct`` (one HTTP session, the
+    #: requests litellm would send) or ``litellm``; ``None``: ``$RUBRIC_EVAL_TRANSPORT``, else
+    #: ``direct`` (:mod:`rubric_engine.judge.transport`); never stored, results are the same
+    transport: str | None = None
 
 
 #: the defaults, for the CLI's option declarations
@@ -306,6 +310,12 @@ def _check_choices(options: ScoreOptions) -> None:
             f"--input-format {options.input_format!r} is not valid; use "
             f"one of {', '.join(INPUT_FORMATS)}"
         )
+    from rubric_engine.judge.transport import transport_choice
+
+    try:
+        transport_choice(options.transport)
+    except ValueError as exc:
+        raise ConfigurationError(str(exc)) from None
 
 
 def _check_batch(options: ScoreOptions) -> None:

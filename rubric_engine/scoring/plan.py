@@ -406,6 +406,7 @@ def make_backend(options: ScoreOptions, rubric: EvalRubric) -> ReplayBackend | L
         extra={k: v for k, v in options.judge_params.items() if k in TRANSPORT_PARAMS},
         retry=retry,
         prompt_cache=options.prompt_cache,
+        transport=options.transport,
     )
     if options.mode == "record" or (options.mode == "batch" and options.batch.record):
         stems = [Path(p).stem for p in options.inputs] + (["rows"] if options.rows else [])

@@ -19,8 +19,9 @@ leaves them out), OpenAI's ``json_schema`` response format answered with HTTP 50
 sends (``This model's maximum context length is N tokens …``).
 
 Every request is kept in ``StubServer.requests`` (headers without ``Authorization``; only
-the SHA-256 of its value, as ``authSha256``), so tests can count the attempts the server saw
-and check which key was sent without holding the key.
+the SHA-256 of its value, as ``authSha256``; the body parsed and as the bytes received, ``raw``),
+so tests can count the attempts the server saw, check which key was sent without holding the
+key, and compare two clients' requests byte for byte.
 
 ``prompt_cache=True`` behaves like OpenAI's automatic prompt caching: a request whose system
 message the server has seen before reports that message's tokens as
@@ -236,6 +237,7 @@ class StubServer:
                         {
                             "path": self.path,
                             "body": body,
+                            "raw": raw,
                             "headers": headers,
                             "authSha256": hashlib.sha256(auth.encode()).hexdigest()
                             if auth
