@@ -93,7 +93,7 @@ class InstructorAdapter:
 
         # instructor logs at ERROR what it considers failures; a failed row is a value here
         logging.getLogger("instructor").setLevel(logging.CRITICAL)
-        return instructor.response_schema(self.verdict_model)  # type: ignore[no-any-return]
+        return instructor.response_schema(self.verdict_model)
 
     @cached_property
     def _handlers(self) -> Any:
