@@ -353,7 +353,7 @@ async def _in_batches(
     options = plan.options
     assert isinstance(plan.backend, LiveBackend)
     outcome = await run_in_batches(
-        lambda: enumerate(plan.inputs.rows),
+        lambda: enumerate(plan.inputs.stream()),
         plan.builder,
         plan.backend,
         effective_model(options),
