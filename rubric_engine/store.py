@@ -39,6 +39,7 @@ __all__ = [
     "TaskRecord",
     "TaskStore",
     "new_task_id",
+    "result_json",
     "row_values",
 ]
 
@@ -84,7 +85,12 @@ def decode_column(text: str, what: str) -> Any:
         ) from exc
 
 
-def _row_result(text: str, task_id: str) -> RowResult:
+def parse_result(text: str, task_id: str) -> RowResult:
+    """A stored result column as a :class:`RowResult`.
+
+    Raises:
+        StoreError: it is not a valid result (the store was edited by hand).
+    """
     try:
         return RowResult.model_validate_json(text)
     except ValidationError as exc:
@@ -139,8 +145,24 @@ class StoredRow:
     cassette_key: str | None
 
 
+def result_json(result: RowResult) -> str:
+    """A row result as the store keeps it and ``rows.jsonl`` shows it: ``json.dumps`` of
+    :meth:`~rubric_engine.results.RowResult.to_json_dict` (field order, ``", "`` and ``": "``,
+    UTF-8 kept). Made once per row; ``rows.jsonl`` copies these bytes from the store
+    (:func:`rubric_engine.report.stored.rows_jsonl_line`). Stores written before issue 18
+    hold the canonical form (:func:`~rubric_engine.canonical.canonical_json`); both read back
+    as the same result."""
+    return json.dumps(result.to_json_dict(), ensure_ascii=False)
+
+
+#: how every result made by :func:`result_json` starts (``rowId`` is the first field); a result
+#: in the older canonical form starts with its alphabetically first key, ``cappedBy``
+RESULT_JSON_START = '{"rowId": '
+
+
 def row_values(task_id: str, row: StoredRow) -> tuple[Any, ...]:
-    """The ``rows`` columns of one finished row, in table order (JSON as canonical text)."""
+    """The ``rows`` columns of one finished row, in table order (the result as
+    :func:`result_json`, the other JSON columns as canonical text)."""
     r = row.result
     return (
         task_id,
@@ -148,7 +170,7 @@ def row_values(task_id: str, row: StoredRow) -> tuple[Any, ...]:
         r.row_id,
         str(r.status),
         r.final_score,
-        _dumps(r.to_json_dict()),
+        result_json(r),
         _dumps(row.dialogue),
         _dumps(row.raw_attempts),
         row.calls,
@@ -334,7 +356,7 @@ class TaskStore:
         ):
             yield StoredRow(
                 seq=found[0],
-                result=_row_result(found[1], task_id),
+                result=parse_result(found[1], task_id),
                 dialogue=decode_column(found[2], f"task {task_id} row dialogue"),
                 raw_attempts=decode_column(found[3], f"task {task_id} row raw_attempts"),
                 calls=found[4],
@@ -344,6 +366,14 @@ class TaskStore:
                 latency_ms=found[8],
                 cassette_key=found[9],
             )
+
+    def result_texts(self, task_id: str) -> Iterator[tuple[str, str]]:
+        """``(result, dialogue)`` of each stored row as stored (JSON text, not decoded), in
+        input order: one cursor over the rows, for writers that copy them (``rows.jsonl``)."""
+        self._send()  # rows this store holds back (PostgreSQL) first
+        yield from self._backend.execute(
+            "SELECT result, dialogue FROM rows WHERE task_id=? ORDER BY seq", (task_id,)
+        )
 
     def cassette_keys(self, task_id: str) -> Iterator[str | None]:
         """The cassette key of each stored row of a task, in input order."""
@@ -365,7 +395,7 @@ class TaskStore:
             (task_id,),
         ):
             dialogue = decode_column(found[6], f"task {task_id} row dialogue")
-            yield (_row_result(found[0], task_id), *found[1:6], dialogue)
+            yield (parse_result(found[0], task_id), *found[1:6], dialogue)
 
     def dialogues(self, task_id: str, row_ids: Collection[str]) -> dict[str, dict[str, Any]]:
         """The stored dialogues of some rows, by rowId."""
