@@ -429,10 +429,9 @@ def answer_sources(backend: ReplayBackend, keys: Iterable[str | None]) -> list[d
     """
     seen: Counter[tuple[tuple[str, str], ...]] = Counter()
     for key in keys:
-        entry = backend.index.get(key) if key else None
-        if entry is None:
+        prov = backend.index.provenance(key)
+        if prov is None:
             continue
-        prov = entry.provenance
         if prov.get("kind") == "recorded":
             source = {
                 "kind": "recorded",
