@@ -45,6 +45,11 @@ __all__ = [
 
 #: a finished row is committed at most this many seconds after it was stored
 COMMIT_INTERVAL_S = 0.5
+#: ... or once this many rows wait, whichever comes first. The clock bounds what a kill can
+#: lose; the count only saves commits: on PostgreSQL (durable) a commit every 25 rows cost
+#: ~200 µs of wall time per row, every 250 about nothing; SQLite (WAL, NORMAL) does not notice
+#: (issue 18, measured with 5,000 rows on each)
+COMMIT_EVERY_ROWS = 250
 #: one row write per backend: a resumed row replaces the one stored before
 UPSERT_ROW = {
     "sqlite": "INSERT OR REPLACE INTO rows VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -266,7 +271,7 @@ class TaskStore:
         )
         self._backend.commit()
 
-    def add_row(self, task_id: str, row: StoredRow, commit_every: int = 25) -> None:
+    def add_row(self, task_id: str, row: StoredRow, commit_every: int = COMMIT_EVERY_ROWS) -> None:
         """Insert (or, on resume, replace) one finished row.
 
         Commits every ``commit_every`` rows or every ``COMMIT_INTERVAL_S`` seconds, whichever
