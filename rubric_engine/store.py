@@ -157,9 +157,11 @@ def result_json(result: RowResult) -> str:
     (:func:`rubric_engine.report.stored.rows_jsonl_line`). Stores written before issue 18
     hold the canonical form (:func:`~rubric_engine.canonical.canonical_json`); both read back
     as the same result."""
-    return json.dumps(result.to_json_dict(), ensure_ascii=False)
+    return _RESULT_ENCODER.encode(result.to_json_dict())
 
 
+#: ``json.dumps(…, ensure_ascii=False)``'s encoder, built once
+_RESULT_ENCODER = json.JSONEncoder(ensure_ascii=False)
 #: how every result made by :func:`result_json` starts (``rowId`` is the first field); a result
 #: in the older canonical form starts with its alphabetically first key, ``cappedBy``
 RESULT_JSON_START = '{"rowId": '

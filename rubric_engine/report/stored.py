@@ -23,7 +23,7 @@ from rubric_engine.report.aggregate import build_report
 from rubric_engine.report.model import CalibrationSection, Report, TaskSection
 from rubric_engine.report.render import render_json, render_markdown
 from rubric_engine.report.rows import RowFacts, RowUsage, row_facts
-from rubric_engine.results import RowResult, RowStatus, RuleSummary
+from rubric_engine.results import RowResult, RowStatus
 from rubric_engine.rubric.model import EvalRubric
 from rubric_engine.store import (
     RESULT_JSON_START,
@@ -243,25 +243,23 @@ def rows_jsonl_line(result: str, dialogue: str, pass_score: int, task_id: str = 
     Raises:
         StoreError: a column is not valid JSON or not a valid result (edited by hand).
     """
-    from rubric_engine.report.outcome import row_outcome
+    from rubric_engine.report.outcome import outcome_of
 
     if not result.startswith(RESULT_JSON_START):  # a store written before issue 18
         result = result_json(parse_result(result, task_id))
     data = decode_column(result, f"task {task_id} row result")
     rules = data.get("rules")
     # the fields the pass rule reads (report/outcome.py), without validating the whole result
-    seen = RowResult.model_construct(
-        row_id=data["rowId"],
-        status=RowStatus(data["status"]),
-        final_score=data.get("finalScore"),
-        red_flag_types=tuple(data.get("redFlagTypes") or ()),
-        rules=RuleSummary.model_construct(case_id=rules.get("caseId"), passed=rules["passed"])
-        if rules
-        else None,
+    outcome = outcome_of(
+        RowStatus(data["status"]),
+        data.get("finalScore"),
+        bool(data.get("redFlagTypes")),
+        rules["passed"] if rules else None,
+        pass_score,
     )
     metadata = decode_column(dialogue, f"task {task_id} row dialogue").get("metadata") or {}
     return (
-        f'{result[:-1]}, "outcome": {json.dumps(row_outcome(seen, pass_score))}, '
+        f'{result[:-1]}, "outcome": {json.dumps(outcome)}, '
         f'"metadata": {json.dumps(metadata, sort_keys=True, ensure_ascii=False)}}}\n'
     )
 
