@@ -17,6 +17,22 @@ For each shipped pack and its demo rows:
   requirement from the row's normalized ``referenceBasis`` — once with the status only (the
   floor of any such protocol) and once with a short ``reason``: the requirement's own text cut
   to its first 12 tokens, a stand-in of realistic length in the pack's language.
+
+**Prompt caching** (:func:`caching_figures`, issue 18's target: billed prompt tokens per row,
+priced at cached rates, ≤ 30% of today's on a provider with explicit caching): each row's
+request as the engine sends it to an Anthropic model (the static system message marked by
+``rubric_engine.judge.cache_markers``), priced with the engine's own
+``rubric_engine.judge.usage.price`` (litellm's ``input_cost_per_token``,
+``cache_creation_input_token_cost``, ``cache_read_input_token_cost``). Without markers every
+prompt token is billed at the input rate; with them, the first request writes the prefix
+(the engine sends it alone: ``PrefixWarmup``) and every later one reads it. For comparison,
+``writes=8``: what 8 requests in flight at the start would cost without the warm-up (each
+writes), and the steady state of a long run (every row reads). Anthropic's cache lives 5
+minutes from its last use, so a run whose rows follow each other keeps it warm. Tokens are
+o200k counts (Claude's tokenizer is not public); the ratio depends on the prefix's share, not
+on the tokenizer's absolute counts.
+
+    .venv/bin/python benchmarks/tokens.py caching
 """
 
 from __future__ import annotations
@@ -167,3 +183,106 @@ def _common_prefix(lists: list[list[int]]) -> int:
                 length = i
                 break
     return length
+
+
+#: Anthropic models priced for the caching figure (litellm's map; the judge sizes people use)
+CACHING_MODELS = ("anthropic/claude-haiku-4-5", "anthropic/claude-sonnet-4-5")
+
+
+def caching_figures(rubric_path: Path, cases: Path, model: str, writes: int = 1) -> dict[str, Any]:
+    """Prompt cost per row of one pack's demo rows at ``model``'s litellm rates, without and
+    with the cache markers, the first ``writes`` requests writing the prefix and the rest
+    reading it (see module docstring).
+
+    Returns:
+        rows, prompt tokens per row, the marked prefix's tokens, the prompt cost per row (USD)
+        without and with caching, and their ratio.
+
+    Raises:
+        SystemExit: ``model`` gets no marker, or the marked prefix differs between rows (it
+            would not be one cache entry).
+    """
+    from rubric_engine.dialogue.readers import DialogueSource
+    from rubric_engine.judge.cache_markers import mark_static_prefix, needs_markers
+    from rubric_engine.judge.instructor_judge import InstructorJudge
+    from rubric_engine.judge.usage import TokenUsage, price
+    from rubric_engine.pipeline import RequestBuilder
+    from rubric_engine.prompt import load_prompt
+    from rubric_engine.rubric.loader import load_rubric
+
+    if not needs_markers(model):
+        raise SystemExit(f"{model} gets no cache marker; pick a provider with explicit caching")
+    rubric = load_rubric(rubric_path)
+    builder = RequestBuilder(rubric, load_prompt())
+    judge: Any = InstructorJudge(None, rubric, model)  # type: ignore[arg-type]
+    source = DialogueSource(cases)
+    source.validate()
+    prompts: list[int] = []
+    prefixes: set[str] = set()
+    for seq, row in enumerate(source):
+        sent = mark_static_prefix(judge.request_kwargs(builder.prepare(seq, row).request))
+        marked = [b for b in sent["messages"][0]["content"] if b.get("cache_control")]
+        prefixes.add(marked[-1]["text"])
+        prompts.append(count_messages(sent["messages"]))
+    if len(prefixes) != 1:
+        raise SystemExit(f"the marked prefix differs between rows ({len(prefixes)} versions)")
+    prefix = 3 + count_text("system") + count_text(prefixes.pop())  # the system message
+    plain, cached = [], []
+    for i, tokens in enumerate(prompts):
+        plain.append(price(model, TokenUsage(tokens, 0)))
+        first = i < writes
+        usage = TokenUsage(tokens, 0, 0 if first else prefix, prefix if first else 0)
+        cached.append(price(model, usage))
+    if None in plain or None in cached:
+        raise SystemExit(f"litellm has no price for {model}")
+    n = len(prompts)
+    without = sum(p or 0.0 for p in plain) / n
+    with_cache = sum(p or 0.0 for p in cached) / n
+    return {
+        "rows": n,
+        "prompt_mean": sum(prompts) / n,
+        "prefix_tokens": prefix,
+        "usd_per_row_without": without,
+        "usd_per_row_with": with_cache,
+        "ratio": with_cache / without,
+    }
+
+
+def main() -> None:
+    import argparse
+    import sys
+
+    here = Path(__file__).resolve().parent
+    sys.path.insert(0, str(here))
+    sys.path.insert(0, str(here.parent))
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    from loopback import guard
+
+    guard()
+    parser = argparse.ArgumentParser(description="judge tokens per row: prompt caching")
+    parser.add_argument("what", choices=["caching"])
+    parser.add_argument("--writes", type=int, nargs="+", default=[1, 8])
+    args = parser.parse_args()
+    root = here.parent
+    rubric, cases = root / "rubrics" / "health_cs.yaml", root / "cases" / "health_consult_zh.jsonl"
+    head = ["model", "writes", "rows", "prompt tok/row", "marked prefix tok",
+            "prompt $/row, no cache", "prompt $/row, cached", "cached / today",
+            "long run (all read) / today"]  # fmt: skip
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    for model in CACHING_MODELS:
+        steady = caching_figures(rubric, cases, model, 0)["ratio"]
+        for writes in args.writes:
+            f = caching_figures(rubric, cases, model, writes)
+            cells = [model, writes, f["rows"], f"{f['prompt_mean']:.0f}", f["prefix_tokens"],
+                     f"{f['usd_per_row_without']:.6f}", f"{f['usd_per_row_with']:.6f}",
+                     f"{f['ratio']:.1%}", f"{steady:.1%}"]  # fmt: skip
+            lines.append("| " + " | ".join(map(str, cells)) + " |")
+    print("health_cs pack, demo rows. writes: requests that write the prefix (1: the engine,")
+    print("which sends the first request alone; 8: 8 in flight at the start, no warm-up); the")
+    print("rest read it. Prices: litellm's map via rubric_engine.judge.usage.price; tokens: o200k")
+    print()
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -138,6 +138,8 @@ def stored_row(prepared: PreparedRow, outcome: JudgeOutcome, result: RowResult) 
         # recorded attempts gives the row the same latency to the 0.1 ms
         latency_ms=round(sum(round(a.latency_ms, 1) for a in outcome.attempts), 1),
         cassette_key=outcome.cassette_key,
+        cache_read_tokens=outcome.cache_read_tokens,
+        cache_creation_tokens=outcome.cache_creation_tokens,
     )
 
 

@@ -162,6 +162,8 @@ def renormalize(
                     completion_tokens=0,
                     cost_usd=0.0,
                     latency_ms=0.0,
+                    cache_read_tokens=0,
+                    cache_creation_tokens=0,
                 ),
             )
         store.finish_task(

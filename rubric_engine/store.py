@@ -52,8 +52,8 @@ COMMIT_INTERVAL_S = 0.5
 COMMIT_EVERY_ROWS = 250
 #: one row write per backend: a resumed row replaces the one stored before
 UPSERT_ROW = {
-    "sqlite": "INSERT OR REPLACE INTO rows VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-    "postgres": "INSERT INTO rows VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
+    "sqlite": "INSERT OR REPLACE INTO rows VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+    "postgres": "INSERT INTO rows VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
     "ON CONFLICT (task_id, row_id) DO UPDATE SET "
     + ", ".join(
         f"{c}=EXCLUDED.{c}"
@@ -70,6 +70,8 @@ UPSERT_ROW = {
             "cost_usd",
             "latency_ms",
             "cassette_key",
+            "cache_read_tokens",
+            "cache_creation_tokens",
         )
     ),
 }
@@ -148,6 +150,9 @@ class StoredRow:
     cost_usd: float | None
     latency_ms: float
     cassette_key: str | None
+    #: of ``prompt_tokens``, read from / written to the provider's prompt cache
+    cache_read_tokens: int = 0
+    cache_creation_tokens: int = 0
 
 
 def result_json(result: RowResult) -> str:
@@ -186,6 +191,8 @@ def row_values(task_id: str, row: StoredRow) -> tuple[Any, ...]:
         row.cost_usd,
         row.latency_ms,
         row.cassette_key,
+        row.cache_read_tokens,
+        row.cache_creation_tokens,
     )
 
 
@@ -358,7 +365,8 @@ class TaskStore:
         self._send()  # rows this store holds back (PostgreSQL) first
         for found in self._backend.execute(
             "SELECT seq, result, dialogue, raw_attempts, calls, prompt_tokens, completion_tokens,"
-            " cost_usd, latency_ms, cassette_key FROM rows WHERE task_id=? ORDER BY seq",
+            " cost_usd, latency_ms, cassette_key, cache_read_tokens, cache_creation_tokens"
+            " FROM rows WHERE task_id=? ORDER BY seq",
             (task_id,),
         ):
             yield StoredRow(
@@ -372,6 +380,8 @@ class TaskStore:
                 cost_usd=found[7],
                 latency_ms=found[8],
                 cassette_key=found[9],
+                cache_read_tokens=found[10],
+                cache_creation_tokens=found[11],
             )
 
     def result_texts(self, task_id: str) -> Iterator[tuple[str, str]]:
@@ -392,17 +402,19 @@ class TaskStore:
 
     def report_rows(
         self, task_id: str
-    ) -> Iterator[tuple[RowResult, int, int, int, float | None, float, dict[str, Any]]]:
+    ) -> Iterator[tuple[RowResult, int, int, int, float | None, float, dict[str, Any], int, int]]:
         """What reports read, in input order: (result, calls, prompt tokens, completion tokens,
-        cost, latency ms, dialogue); never the raw judge attempts."""
+        cost, latency ms, dialogue, cache-read tokens, cache-creation tokens); never the raw
+        judge attempts."""
         self._send()  # rows this store holds back (PostgreSQL) first
         for found in self._backend.execute(
             "SELECT result, calls, prompt_tokens, completion_tokens, cost_usd, latency_ms, "
-            "dialogue FROM rows WHERE task_id=? ORDER BY seq",
+            "dialogue, cache_read_tokens, cache_creation_tokens FROM rows WHERE task_id=? "
+            "ORDER BY seq",
             (task_id,),
         ):
             dialogue = decode_column(found[6], f"task {task_id} row dialogue")
-            yield (parse_result(found[0], task_id), *found[1:6], dialogue)
+            yield (parse_result(found[0], task_id), *found[1:6], dialogue, *found[7:9])
 
     def dialogues(self, task_id: str, row_ids: Collection[str]) -> dict[str, dict[str, Any]]:
         """The stored dialogues of some rows, by rowId."""

@@ -298,6 +298,7 @@ def _judge_for(
         api_base=settings.api_base or run.get("apiBase"),
         api_key_env=settings.api_key_env or run.get("apiKeyEnv"),
         timeout_s=float(settings.timeout_s or run.get("timeoutS") or DEFAULTS.timeout_s),
+        prompt_cache=run.get("promptCache", True) is not False,
         max_reasks=int(task.judge_params["maxReasks"]),
         output_mode=output_mode_of(task.judge_params),
         system_as_user=bool(task.judge_params.get("systemAsUser")),

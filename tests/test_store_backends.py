@@ -237,3 +237,22 @@ def test_store_migrate_also_copies_postgres_back_into_a_sqlite_file(
     code, out = run("report", task, "--store", back, "--out", tmp_path / "sqlite")
     assert code == 0, out
     assert read_files(tmp_path / "sqlite") == read_files(tmp_path / "pg")
+
+
+@pytest.mark.parametrize("command", ["score", "report", "publish"])
+def test_a_folder_given_as_store_is_named_as_a_folder_with_a_file_to_use(
+    tmp_path: Path, command: str
+) -> None:
+    """``--store FOLDER`` says it is a folder and names a store file inside it, whichever
+    command reads the store first (score used to say "no store here, publish first")."""
+    args = {
+        "score": ("score", CASES / "health_consult_zh.jsonl", "--rubric", "health_cs",
+                  "--out", tmp_path / "out"),
+        "report": ("report", "t-unknown"),
+        "publish": ("rubric", "publish", RUBRICS / "health_cs.yaml"),
+    }[command]  # fmt: skip
+    code, out = run(*args, "--store", tmp_path)
+    assert code != 0
+    assert f"{tmp_path} is a folder; --store takes the path of a store file" in out, out
+    assert "publish first" not in out
+    assert list(tmp_path.iterdir()) == []  # nothing written into the folder

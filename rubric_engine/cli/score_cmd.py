@@ -169,6 +169,16 @@ def score(
             "template drops system messages (a different prompt, so other cassettes).",
         ),
     ] = D.system_as_user,
+    prompt_cache: Annotated[
+        bool,
+        typer.Option(
+            "--prompt-cache/--no-prompt-cache",
+            help="Mark the static rubric prefix cacheable for providers whose prompt caching "
+            "needs explicit markers (anthropic/, Claude on bedrock/ and vertex_ai/); OpenAI-"
+            "protocol providers cache on their own and are never changed. A transport "
+            "setting: cassette keys do not depend on it.",
+        ),
+    ] = D.prompt_cache,
     max_context: Annotated[
         int | None,
         typer.Option(
@@ -275,6 +285,7 @@ def score(
         judge_when=judge_when,
         output_mode=output_mode,
         system_as_user=system_as_user,
+        prompt_cache=prompt_cache,
         max_context=max_context,
         batch=BatchSettings(
             max_requests=batch_max_requests,

@@ -28,11 +28,13 @@ from rubric_engine.cassette import (
     response_problem,
     sanitize_response,
 )
+from rubric_engine.judge.cache_markers import PrefixWarmup, mark_static_prefix, needs_markers
 from rubric_engine.judge.endpoints import endpoint_kind, is_context_exceeded, sends_provider_key
 from rubric_engine.judge.limiter import AdaptiveLimit
 from rubric_engine.judge.protocol import Attempt, JudgeOutcome, JudgeRequest
 from rubric_engine.judge.retry import RetryPolicy, status_of
 from rubric_engine.judge.secrets import redact, url_secrets
+from rubric_engine.judge.usage import usage_of
 from rubric_engine.results import JudgeErrorKind
 
 
@@ -73,24 +75,6 @@ class Answer:
     def response(self) -> dict[str, Any] | None:
         """The raw wire response (sanitized), or ``None`` when there is a failure."""
         return None if self.failure or not self.attempts else self.attempts[-1].response
-
-
-def _usage(response: dict[str, Any]) -> tuple[int, int]:
-    """(prompt tokens, completion tokens) of a response, reasoning tokens included.
-
-    OpenAI counts ``completion_tokens_details.reasoning_tokens`` inside ``completion_tokens``;
-    a provider whose ``total_tokens`` shows they were counted outside it (total = prompt +
-    completion + reasoning) has them added, so usage and budgets count every token billed.
-    """
-    usage = response.get("usage") or {}
-    prompt = int(usage.get("prompt_tokens") or 0)
-    completion = int(usage.get("completion_tokens") or 0)
-    details = usage.get("completion_tokens_details")
-    reasoning = details.get("reasoning_tokens") if isinstance(details, dict) else None
-    total = usage.get("total_tokens")
-    if isinstance(reasoning, int) and reasoning > 0 and total == prompt + completion + reasoning:
-        completion += reasoning
-    return prompt, completion
 
 
 def chat_completion(raw: dict[str, Any]) -> Any:
@@ -166,12 +150,14 @@ class ReplayBackend:
                 )
             )
         recorded = entry.attempts[served].get("latencyMs")
-        prompt, completion = _usage(raw)
+        usage = usage_of(raw)
         attempt = Attempt(
             response=raw,
             latency_ms=float(recorded) if isinstance(recorded, int | float) else 0.0,
-            prompt_tokens=prompt,
-            completion_tokens=completion,
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            cache_read_tokens=usage.cache_read_tokens,
+            cache_creation_tokens=usage.cache_creation_tokens,
         )
         return Answer(attempts=(attempt,))
 
@@ -197,6 +183,9 @@ class LiveSettings:
     #: provider-specific transport options (``api_version``, ``extra_headers`` …) from
     #: ``--judge-param``; passed to litellm, never stored or keyed
     extra: dict[str, Any] = field(default_factory=dict)
+    #: mark the static rubric prefix cacheable for providers that need explicit markers
+    #: (:mod:`rubric_engine.judge.cache_markers`; ``--no-prompt-cache`` turns it off)
+    prompt_cache: bool = True
 
     def transport_kwargs(self, model: str = "") -> dict[str, Any]:
         """litellm's transport arguments for a call to ``model``.
@@ -247,6 +236,7 @@ class LiveBackend:
         self.dropped: dict[str, str] = {}
         #: requests put on the wire, every attempt (those of rows cut off midway included)
         self.sent = 0
+        self._warmup = PrefixWarmup()
 
     async def complete(
         self,
@@ -257,8 +247,12 @@ class LiveBackend:
         final_status: frozenset[int] = frozenset(),
     ) -> Answer:
         """One request; a parameter the provider rejects is learned and the request is sent
-        again without it (:func:`rejected_param`), for this and every later row."""
-        answer = await self._send(kwargs, final_status)
+        again without it (:func:`rejected_param`), for this and every later row. With cache
+        markers, the first request of a prefix goes alone (:class:`PrefixWarmup`)."""
+        if self.settings.prompt_cache and needs_markers(str(kwargs.get("model") or "")):
+            kwargs = mark_static_prefix(kwargs)  # on the wire only: the key is the judge's
+        async with self._warmup.turn(kwargs):
+            answer = await self._send(kwargs, final_status)
         while (learned := rejected_param(answer, kwargs, self.dropped)) is not None:
             name, message = learned
             self.dropped[name] = message
@@ -312,14 +306,16 @@ class LiveBackend:
                             ),
                         )
                     raw = sanitize_response(dumped)
-                    prompt, completion = _usage(raw)
+                    usage = usage_of(raw)
                     tries.append(
                         Attempt(
                             response=raw,
                             latency_ms=latency,
-                            prompt_tokens=prompt,
-                            completion_tokens=completion,
+                            prompt_tokens=usage.prompt_tokens,
+                            completion_tokens=usage.completion_tokens,
                             cost_usd=self._cost(response),
+                            cache_read_tokens=usage.cache_read_tokens,
+                            cache_creation_tokens=usage.cache_creation_tokens,
                         )
                     )
                     return Answer(attempts=tuple(tries))

@@ -46,6 +46,8 @@ class Attempt:
         error: transport error text when there is no response.
         latency_ms: wall time of the call in milliseconds.
         prompt_tokens / completion_tokens: from the response's ``usage``; 0 when absent.
+        cache_read_tokens / cache_creation_tokens: of ``prompt_tokens``, those the provider
+            read from / wrote to its prompt cache (:mod:`rubric_engine.judge.usage`).
         cost_usd: provider cost when the model's price is known, else ``None``.
         status: the HTTP status a server sent with a failed attempt, else ``None`` (a
             refused connection, a timeout, or an answer).
@@ -58,6 +60,8 @@ class Attempt:
     completion_tokens: int = 0
     cost_usd: float | None = None
     status: int | None = None
+    cache_read_tokens: int = 0
+    cache_creation_tokens: int = 0
 
 
 @dataclass
@@ -87,6 +91,14 @@ class JudgeOutcome:
     @property
     def completion_tokens(self) -> int:
         return sum(a.completion_tokens for a in self.attempts)
+
+    @property
+    def cache_read_tokens(self) -> int:
+        return sum(a.cache_read_tokens for a in self.attempts)
+
+    @property
+    def cache_creation_tokens(self) -> int:
+        return sum(a.cache_creation_tokens for a in self.attempts)
 
     @property
     def latency_ms(self) -> float:

@@ -183,9 +183,14 @@ def _agent(facts: list[RowFacts]) -> AgentSummary:
 def _usage(usages: list[RowUsage]) -> UsageSummary:
     costs = [u.cost_usd for u in usages if u.cost_usd is not None]
     latencies = [u.latency_ms for u in usages]
+    cache_read = sum(u.cache_read_tokens for u in usages)
+    cache_creation = sum(u.cache_creation_tokens for u in usages)
+    cached = bool(cache_read or cache_creation)  # else the keys stay out (UsageSummary)
     return UsageSummary(
         calls=sum(u.calls for u in usages),
         prompt_tokens=sum(u.prompt_tokens for u in usages),
+        cache_read_tokens=cache_read if cached else None,
+        cache_creation_tokens=cache_creation if cached else None,
         completion_tokens=sum(u.completion_tokens for u in usages),
         cost_usd=round(sum(costs, 0.0), 6) if costs else None,
         latency_ms_mean=round(sum(latencies) / len(latencies), 1) if latencies else None,

@@ -55,6 +55,10 @@ def print_summary(report: Report, console: Console) -> None:
             f"pass rate {totals.pass_rate * 100:.2f}% ({totals.passed_rows} of "
             f"{totals.scored} scored rows: no red flag and score ≥ {totals.pass_score})"
         )
+    if report.usage.cache_line:
+        usage = report.usage
+        cost = "" if usage.cost_usd is None else f" · cost ${usage.cost_usd:.4f}"
+        console.print(f"judge prompt tokens {usage.prompt_tokens}: {usage.cache_line}{cost}")
     if report.judge_errors:
         kinds = Counter(e.kind for e in report.judge_errors)
         first = report.judge_errors[0]

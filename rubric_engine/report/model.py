@@ -254,12 +254,36 @@ class AgentSummary(_Section):
 
 
 class UsageSummary(_Section):
+    """The judge calls of a task and what they used.
+
+    ``cache_read_tokens`` / ``cache_creation_tokens``: of ``prompt_tokens``, those the
+    provider read from / wrote to its prompt cache (issue 18, :mod:`rubric_engine.judge.usage`);
+    both are left out of the JSON when no call of the task reported either, so a task without
+    prompt caching keeps the report it had before they existed.
+    """
+
+    _omit_when_none = frozenset({"cache_read_tokens", "cache_creation_tokens"})
+
     calls: int
     prompt_tokens: int
+    cache_read_tokens: int | None = None
+    cache_creation_tokens: int | None = None
     completion_tokens: int
     cost_usd: float | None
     latency_ms_mean: float | None
     latency_ms_p95: float | None
+
+    @property
+    def cache_line(self) -> str | None:
+        """``R read from the prompt cache, W written to it, U not cached`` (tokens), the words
+        every renderer shows; ``None`` when the task reported no cached tokens."""
+        if self.cache_read_tokens is None or self.cache_creation_tokens is None:
+            return None
+        uncached = self.prompt_tokens - self.cache_read_tokens - self.cache_creation_tokens
+        return (
+            f"{self.cache_read_tokens} read from the prompt cache, "
+            f"{self.cache_creation_tokens} written to it, {max(0, uncached)} not cached"
+        )
 
 
 class RulesSection(_Section):

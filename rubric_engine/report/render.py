@@ -212,6 +212,7 @@ def render_markdown(report: Report) -> str:
         "",
         f"- Judge calls: {usage.calls} (re-asks and failed attempts included)",
         f"- Tokens: {usage.prompt_tokens} prompt, {usage.completion_tokens} completion",
+        *([f"- Prompt tokens: {usage.cache_line}"] if usage.cache_line else []),
         f"- Cost: {_cost(usage.cost_usd)}",
         f"- Latency per row: mean {_fmt(usage.latency_ms_mean, 1)} ms, "
         f"p95 {_fmt(usage.latency_ms_p95, 1)} ms"

@@ -14,13 +14,17 @@ from rubric_engine.rules.evidence import as_number
 
 @dataclass(frozen=True)
 class RowUsage:
-    """Per-row judge usage as stored."""
+    """Per-row judge usage as stored. ``cache_read_tokens`` / ``cache_creation_tokens`` are
+    the part of ``prompt_tokens`` the provider read from / wrote to its prompt cache
+    (:mod:`rubric_engine.judge.usage`)."""
 
     calls: int
     prompt_tokens: int
     completion_tokens: int
     cost_usd: float | None
     latency_ms: float
+    cache_read_tokens: int = 0
+    cache_creation_tokens: int = 0
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from rubric_engine.report.stored import (
     with_calibration,
 )
 from rubric_engine.store import TaskStore
-from rubric_engine.stores.location import StoreLocation, store_exists
+from rubric_engine.stores.location import StoreLocation, folder_given, store_exists
 
 
 def require_store(store: StoreLocation) -> None:
@@ -53,7 +53,7 @@ def require_store(store: StoreLocation) -> None:
             )
         return
     if store.is_dir():
-        raise StoreError(f"{store} is a folder; --store takes the path of a store file")
+        raise folder_given(store)
     if not store.is_file():
         raise StoreError(
             f"{store}: no task store here; pass --store PATH, or start one: "

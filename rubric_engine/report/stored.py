@@ -97,6 +97,8 @@ def report_row(stored: StoredRow) -> ReportRow:
         stored.completion_tokens,
         stored.cost_usd,
         stored.latency_ms,
+        stored.cache_read_tokens,
+        stored.cache_creation_tokens,
     )
     return ReportRow(stored.result, usage, row_facts(stored.dialogue))
 
@@ -119,8 +121,22 @@ def load_task(store: TaskStore, task_id: str) -> StoredTask:
     record = store.task(task_id)
     rubric = verified_snapshot(record.rubric_snapshot, record.rubric_hash, f"task {task_id}")
     rows = [
-        ReportRow(result, RowUsage(calls, prompt, completion, cost, latency), row_facts(dialogue))
-        for result, calls, prompt, completion, cost, latency, dialogue in store.report_rows(task_id)
+        ReportRow(
+            result,
+            RowUsage(calls, prompt, completion, cost, latency, cache_read, cache_creation),
+            row_facts(dialogue),
+        )
+        for (
+            result,
+            calls,
+            prompt,
+            completion,
+            cost,
+            latency,
+            dialogue,
+            cache_read,
+            cache_creation,
+        ) in store.report_rows(task_id)
     ]
     if len(rows) > record.row_count or (
         record.state == "COMPLETED" and len(rows) != record.row_count

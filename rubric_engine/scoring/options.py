@@ -104,6 +104,9 @@ class ScoreOptions:
     output_mode: str | None = None
     #: send the rubric inside the first user message (servers whose template drops ``system``)
     system_as_user: bool = False
+    #: mark the static rubric prefix cacheable where the provider needs explicit markers
+    #: (:mod:`rubric_engine.judge.cache_markers`); a transport setting, not in cassette keys
+    prompt_cache: bool = True
     #: the judge model's context length in tokens, for the pre-run size warning and the
     #: CONTEXT_EXCEEDED message; ``None``: litellm's model info, when it has one
     max_context: int | None = None

@@ -300,6 +300,7 @@ def resumed_plan(
         api_base=options.api_base or settings.get("apiBase"),
         api_key_env=options.api_key_env or settings.get("apiKeyEnv"),
         timeout_s=float(settings.get("timeoutS") or options.timeout_s),
+        prompt_cache=options.prompt_cache and settings.get("promptCache", True) is not False,
         max_reasks=int(task.judge_params["maxReasks"]),
         judge_when=settings.get("judgeWhen"),
         output_mode=output_mode_of(task.judge_params),
@@ -404,6 +405,7 @@ def make_backend(options: ScoreOptions, rubric: EvalRubric) -> ReplayBackend | L
         timeout_s=options.timeout_s,
         extra={k: v for k, v in options.judge_params.items() if k in TRANSPORT_PARAMS},
         retry=retry,
+        prompt_cache=options.prompt_cache,
     )
     if options.mode == "record" or (options.mode == "batch" and options.batch.record):
         stems = [Path(p).stem for p in options.inputs] + (["rows"] if options.rows else [])

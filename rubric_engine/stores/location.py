@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from rubric_engine.errors import ConfigurationError
+from rubric_engine.errors import ConfigurationError, StoreError
 
 #: URL schemes libpq accepts for a connection string
 SCHEMES = ("postgresql://", "postgres://")
@@ -73,10 +73,20 @@ def store_exists(location: StoreLocation) -> bool:
     """A SQLite file that exists, or a PostgreSQL database that holds a store's tables.
 
     Raises:
-        StoreError: the PostgreSQL server cannot be reached (the message says how to fix it).
+        StoreError: the path is a folder (a store is a file); the PostgreSQL server cannot be
+            reached (the message says how to fix it).
     """
     if isinstance(location, Path):
+        if location.is_dir():
+            raise folder_given(location)
         return location.is_file()
     from rubric_engine.stores.postgres import has_store
 
     return has_store(location)
+
+
+def folder_given(path: Path) -> StoreError:
+    """The error for ``--store FOLDER``: a SQLite store is one file, so name one inside it."""
+    return StoreError(
+        f"{path} is a folder; --store takes the path of a store file, e.g. {path / 'store.sqlite'}"
+    )

@@ -270,6 +270,17 @@ def m007_batch_ledger(db: Backend) -> None:
     )
 
 
+def m008_cached_tokens(db: Backend) -> None:
+    """Each row's prompt tokens read from and written to the provider's prompt cache (issue
+    18; :mod:`rubric_engine.judge.usage`); rows stored before count 0 of each. Like every
+    migration it adds only what is missing (a store without a ``migrations`` record runs them
+    all again)."""
+    have = {column[0] for column in db.execute("SELECT * FROM rows WHERE 1=0").description}
+    for column in ("cache_read_tokens", "cache_creation_tokens"):
+        if column not in have:
+            _ddl(db, f"ALTER TABLE rows ADD COLUMN {column} INTEGER NOT NULL DEFAULT 0")
+
+
 #: every migration, in the order applied; append only
 MIGRATIONS: tuple[Migration, ...] = (
     m001_tasks_and_rows,
@@ -279,6 +290,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     m005_calibrations,
     m006_review_claims,
     m007_batch_ledger,
+    m008_cached_tokens,
 )
 #: what ``meta.schema`` says once every migration is applied
 SCHEMA_VERSION = len(MIGRATIONS)

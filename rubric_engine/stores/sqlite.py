@@ -10,6 +10,7 @@ from typing import Any
 
 from rubric_engine.errors import StoreError
 from rubric_engine.stores.backend import Cursor, Dialect, task_busy_message
+from rubric_engine.stores.location import folder_given
 
 
 class SqliteBackend:
@@ -21,10 +22,7 @@ class SqliteBackend:
         self.path = path
         self.label = str(path)
         if path.is_dir():
-            raise StoreError(
-                f"{path} is a folder; --store takes the path of a store file, e.g. "
-                f"{path / 'store.sqlite'}"
-            )
+            raise folder_given(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(path, timeout=30)
         self._db.execute("PRAGMA journal_mode=WAL")

@@ -21,6 +21,13 @@ sends (``This model's maximum context length is N tokens …``).
 Every request is kept in ``StubServer.requests`` (headers without ``Authorization``; only
 the SHA-256 of its value, as ``authSha256``), so tests can count the attempts the server saw
 and check which key was sent without holding the key.
+
+``prompt_cache=True`` behaves like OpenAI's automatic prompt caching: a request whose system
+message the server has seen before reports that message's tokens as
+``usage.prompt_tokens_details.cached_tokens``. :class:`StubServer` is also the HTTP plumbing
+of :mod:`rubric_engine.testing.anthropic_stub` (the same server speaking Anthropic Messages):
+the protocol lives in :meth:`StubServer.serves`, :meth:`~StubServer.openai_view`,
+:meth:`~StubServer.answer` and :meth:`~StubServer.error_payload`.
 """
 
 from __future__ import annotations
@@ -178,7 +185,12 @@ class StubServer:
         latency_s: seconds every answer waits, on top of a reply's own ``delay_s`` (a
             provider's latency for throughput runs; each connection has its own thread, so
             concurrent requests wait in parallel).
+        prompt_cache: report a system message seen before as cached tokens (OpenAI's
+            automatic prompt caching; see the module docstring).
     """
+
+    #: the request header that carries the key: never kept, only its SHA-256
+    key_header = "authorization"
 
     def __init__(
         self,
@@ -186,12 +198,15 @@ class StubServer:
         port: int = 0,
         latency_s: float = 0.0,
         quirks: ServerQuirks | None = None,
+        prompt_cache: bool = False,
     ) -> None:
         self.responder = responder
         self.latency_s = latency_s
         self.quirks = quirks or ServerQuirks()
+        self.prompt_cache = prompt_cache
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
+        self._cached: dict[str, float] = {}  # prefix -> when its first answer left
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -212,9 +227,10 @@ class StubServer:
                     self._send(400, {"error": {"message": "body is not JSON"}}, {})
                     return
                 headers = {
-                    k.lower(): v for k, v in self.headers.items() if k.lower() != "authorization"
+                    k.lower(): v for k, v in self.headers.items() if k.lower() != stub.key_header
                 }
-                auth = self.headers.get("Authorization")
+                auth = self.headers.get(stub.key_header)
+                arrived = time.monotonic()
                 with stub._lock:
                     stub.requests.append(
                         {
@@ -224,13 +240,14 @@ class StubServer:
                             "authSha256": hashlib.sha256(auth.encode()).hexdigest()
                             if auth
                             else None,
-                            "at": time.monotonic(),
+                            "at": arrived,
                         }
                     )
-                if not self.path.split("?", 1)[0].rstrip("/").endswith("/chat/completions"):
-                    self._send(404, {"error": {"message": f"unknown path {self.path}"}}, {})
+                if not stub.serves(self.path.split("?", 1)[0].rstrip("/")):
+                    self._send(404, stub.error_payload(f"unknown path {self.path}", None), {})
                     return
-                reply = stub.quirks.refusal(body) or stub.responder(body)
+                view = stub.openai_view(body)
+                reply = stub.quirks.refusal(view) or stub.responder(view)
                 if reply.delay_s or stub.latency_s:
                     time.sleep(reply.delay_s + stub.latency_s)
                 if reply.drop:
@@ -242,18 +259,10 @@ class StubServer:
                     if reply.echo_request:
                         message += f" (request to {self.path}; Authorization: {auth})"
                     self._send(
-                        reply.status,
-                        {
-                            "error": {
-                                "message": message,
-                                "type": "stub_error",
-                                "code": reply.error_code,
-                            }
-                        },
-                        reply.headers,
+                        reply.status, stub.error_payload(message, reply.error_code), reply.headers
                     )
                     return
-                self._send(200, completion(body, reply, stub.quirks), reply.headers)
+                self._send(200, stub.answer(body, view, reply, arrived), reply.headers)
 
             def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str]) -> None:
                 data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
@@ -279,6 +288,43 @@ class StubServer:
     def base_url(self) -> str:
         host, port = self._server.server_address[:2]
         return f"http://{host!s}:{port}/v1"
+
+    def serves(self, path: str) -> bool:
+        """Whether ``path`` (query and trailing ``/`` removed) is this server's endpoint."""
+        return path.endswith("/chat/completions")
+
+    def openai_view(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The request as the responder and the quirks read it: OpenAI chat-completion JSON."""
+        return body
+
+    def answer(
+        self, body: dict[str, Any], view: dict[str, Any], reply: StubReply, arrived: float
+    ) -> dict[str, Any]:
+        """The 200 body for ``reply``: a ``chat.completion``, with cached tokens when
+        ``prompt_cache`` is on and the system message was seen before."""
+        out = completion(body, reply, self.quirks)
+        if self.prompt_cache and reply.usage is None:
+            system = "".join(
+                str(m.get("content") or "")
+                for m in body.get("messages") or []
+                if m.get("role") == "system"
+            )
+            cached = len(system) // 4 if system and self.in_cache(system, arrived) else 0
+            out["usage"]["prompt_tokens_details"] = {"cached_tokens": cached}
+        return out
+
+    def error_payload(self, message: str, code: str | None) -> dict[str, Any]:
+        """The body of a non-200 answer (OpenAI's error shape)."""
+        return {"error": {"message": message, "type": "stub_error", "code": code}}
+
+    def in_cache(self, prefix: str, arrived: float) -> bool:
+        """Whether ``prefix`` was in the prompt cache when a request that ``arrived`` then
+        (``time.monotonic()``) came: an answer with it had left before. Otherwise this answer
+        writes it (the first one to leave counts), as providers cache a prefix once a request
+        with it has been answered."""
+        with self._lock:
+            written = self._cached.setdefault(prefix, time.monotonic())
+            return written <= arrived
 
     def start(self) -> StubServer:
         self._thread.start()
