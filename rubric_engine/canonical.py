@@ -22,6 +22,9 @@ from typing import Any
 COMPACT = (",", ":")
 #: the spacing ``CASE_RULE_…`` IDs were derived with (see the module docstring); no new use
 SPACED = (", ", ": ")
+#: the encoder ``json.dumps`` builds for :func:`canonical_json`'s arguments, built once (it
+#: holds no state between calls; the several canonical texts of every row skip its set-up)
+_COMPACT_ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=COMPACT)
 
 
 def canonical_json(value: Any, separators: tuple[str, str] = COMPACT) -> str:
@@ -30,6 +33,8 @@ def canonical_json(value: Any, separators: tuple[str, str] = COMPACT) -> str:
     Raises:
         TypeError / ValueError: as :func:`json.dumps` for a value JSON cannot hold.
     """
+    if separators == COMPACT:
+        return _COMPACT_ENCODER.encode(value)
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=separators)
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sys
+from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -274,23 +274,46 @@ def read_entries(
         yield entry
 
 
+#: cassette files an index keeps open at once (one handle each)
+MAX_OPEN_FILES = 32
+
+
+def _compact_key(key: str) -> bytes | str:
+    """A key as the index holds it: the 32 digest bytes of a ``sha256:<64 hex>`` key (a
+    third of the string's size), any other key as it is."""
+    if len(key) == 71 and key.startswith("sha256:"):
+        try:
+            return bytes.fromhex(key[7:])
+        except ValueError:
+            pass
+    return key
+
+
 @dataclass
 class CassetteIndex:
     """Every entry under a folder, by key (a later duplicate replaces an earlier one).
 
-    Only where each entry starts is kept (file and byte offset, plus its rowId and provenance
-    kind); :meth:`get` reads the entry back when a request asks for it. So a cassette of any
-    size costs a few hundred bytes per entry in memory, not its responses.
+    Only where each entry starts is kept — per entry its key (as 32 digest bytes), and in
+    flat arrays its file, byte offset, length, line and provenance (a number into the table of
+    distinct provenances) — about 150 bytes per entry, not its responses; :meth:`get` reads
+    the entry back through one open handle per file (at most :data:`MAX_OPEN_FILES`) when a
+    request asks for it. The rowId → keys table that explains a miss is built on the first
+    miss.
     """
 
     root: Path
     files: list[Path] = field(default_factory=list)
     replaced: int = 0  # entries superseded by a later one with the same key
     torn: list[str] = field(default_factory=list)  # half-written last lines, skipped
-    # key -> (file number, byte offset, byte length, line number)
-    _where: dict[str, tuple[int, int, int, int]] = field(default_factory=dict)
-    _kinds: dict[str, str] = field(default_factory=dict)  # key -> provenance kind
-    _rows: dict[str, list[str]] = field(default_factory=dict)  # rowId -> keys, file order
+    _numbers: dict[bytes | str, int] = field(default_factory=dict)  # key -> entry number
+    _file: array[int] = field(default_factory=lambda: array("L"))
+    _offset: array[int] = field(default_factory=lambda: array("Q"))
+    _length: array[int] = field(default_factory=lambda: array("L"))
+    _line: array[int] = field(default_factory=lambda: array("L"))
+    _provenance: array[int] = field(default_factory=lambda: array("L"))
+    _provenances: list[dict[str, Any]] = field(default_factory=list)  # distinct, first seen
+    _rows: dict[str, list[str]] | None = None  # rowId -> keys in file order, on the first miss
+    _handles: dict[int, int] = field(default_factory=dict)  # file number -> open descriptor
 
     @classmethod
     def load(cls, root: Path, problems: list[str] | None = None) -> CassetteIndex:
@@ -300,50 +323,81 @@ class CassetteIndex:
             CassetteError: a line is not JSON, not an entry, or lacks provenance.
         """
         index = cls(root=root)
+        provenances: dict[str, int] = {}  # canonical JSON of a provenance -> its number
         for path in sorted(root.rglob("*.jsonl")):
             index.files.append(path)
             for (offset, length, line), entry in _entries_at(path, problems, index.torn):
-                if entry.key in index._where:
+                key = _compact_key(entry.key)
+                if key in index._numbers:
                     index.replaced += 1
-                index._where[entry.key] = (len(index.files) - 1, offset, length, line)
-                index._kinds[entry.key] = sys.intern(str(entry.provenance["kind"]))
-                index._rows.setdefault(entry.row_id, []).append(entry.key)
+                index._numbers[key] = len(index._offset)
+                index._file.append(len(index.files) - 1)
+                index._offset.append(offset)
+                index._length.append(length)
+                index._line.append(line)
+                found = provenances.setdefault(_dumps(entry.provenance), len(provenances))
+                if found == len(index._provenances):
+                    index._provenances.append(entry.provenance)
+                index._provenance.append(found)
         return index
 
     def __len__(self) -> int:
-        return len(self._where)
+        return len(self._numbers)
 
     def __contains__(self, key: object) -> bool:
-        return key in self._where
+        return isinstance(key, str) and _compact_key(key) in self._numbers
+
+    def __del__(self) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the open cassette files (reopened if the index is read again)."""
+        handles, self._handles = self._handles, {}
+        for fd in handles.values():
+            os.close(fd)
 
     def get(self, key: str) -> CassetteEntry | None:
         """The entry stored under ``key``, read from its file, or ``None``."""
-        found = self._where.get(key)
-        if found is None:
-            return None
-        number, offset, length, line = found
-        path = self.files[number]
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            raw = os.pread(fd, length, offset)
-        finally:
-            os.close(fd)
-        return _entry_from(json.loads(raw.decode("utf-8-sig")), f"{path}:{line}")
+        number = self._numbers.get(_compact_key(key))
+        return None if number is None else self._read(number)
+
+    def _read(self, number: int) -> CassetteEntry:
+        file = self._file[number]
+        fd = self._handles.get(file)
+        if fd is None:
+            if len(self._handles) >= MAX_OPEN_FILES:  # a folder of many small cassettes
+                self.close()
+            fd = self._handles[file] = os.open(self.files[file], os.O_RDONLY)
+        raw = os.pread(fd, self._length[number], self._offset[number])
+        return _entry_from(
+            json.loads(raw.decode("utf-8-sig")), f"{self.files[file]}:{self._line[number]}"
+        )
 
     def entries(self) -> Iterator[CassetteEntry]:
         """Every entry in force (later duplicates replace earlier ones), read one at a time."""
-        for key in list(self._where):
-            entry = self.get(key)
-            if entry is not None:
-                yield entry
+        for number in list(self._numbers.values()):
+            yield self._read(number)
+
+    def provenance(self, key: str | None) -> dict[str, Any] | None:
+        """The provenance of the entry under ``key`` (without reading the entry), or ``None``."""
+        number = self._numbers.get(_compact_key(key)) if key is not None else None
+        return None if number is None else self._provenances[self._provenance[number]]
 
     def kind(self, key: str | None) -> str | None:
         """The provenance kind (``recorded`` / ``authored``) of the entry under ``key``."""
-        return self._kinds.get(key) if key is not None else None
+        found = self.provenance(key)
+        return None if found is None else str(found["kind"])
+
+    def _keys_of(self, row_id: str) -> list[str]:
+        if self._rows is None:
+            self._rows = {}
+            for entry in self.entries():
+                self._rows.setdefault(entry.row_id, []).append(entry.key)
+        return self._rows.get(row_id, [])
 
     def explain_miss(self, row_id: str, parts: dict[str, str]) -> str:
         """Say which key part differs from the nearest entry recorded for the same row."""
-        candidates = [e for e in map(self.get, self._rows.get(row_id, [])) if e is not None]
+        candidates = [e for e in map(self.get, self._keys_of(row_id)) if e is not None]
         if not candidates:
             return f"no entry for row {row_id!r} under {self.root}"
         best = min(candidates, key=lambda e: sum(e.key_parts.get(k) != v for k, v in parts.items()))
@@ -363,7 +417,8 @@ class CassetteIndex:
 
     def provenance_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
-        for kind in self._kinds.values():
+        for number in self._numbers.values():
+            kind = str(self._provenances[self._provenance[number]]["kind"])
             counts[kind] = counts.get(kind, 0) + 1
         return counts
 

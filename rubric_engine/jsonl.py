@@ -15,6 +15,9 @@ class DuplicateKeyError(ValueError):
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    unique = dict(pairs)
+    if len(unique) == len(pairs):  # the common case, without a Python loop over the keys
+        return unique
     seen: dict[str, Any] = {}
     for key, value in pairs:
         if key in seen:

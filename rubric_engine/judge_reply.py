@@ -91,11 +91,13 @@ def _load(text: str) -> tuple[Any, tuple[str, ...]]:
     duplicates: list[str] = []
 
     def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for key, value in items:
-            if key in out:
-                duplicates.append(key)
-            out[key] = value
+        out = dict(items)  # the last value of a repeated key, as json does
+        if len(out) != len(items):  # only then look for which keys repeat
+            seen: set[str] = set()
+            for key, _ in items:
+                if key in seen:
+                    duplicates.append(key)
+                seen.add(key)
         return out
 
     return json.loads(text, object_pairs_hook=pairs), tuple(dict.fromkeys(duplicates))

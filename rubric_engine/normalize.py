@@ -195,7 +195,9 @@ def normalize_applicable(
         reference_basis=tuple(
             _basis_entry(r.id, *status[r.id], _evidence(turns, r.id, *status[r.id]))
             for r in applicable_list
-        ),
+        )
+        if turns
+        else tuple(_basis_entry(r.id, *status[r.id]) for r in applicable_list),
         warnings=tuple(warnings),
         score_explanation=verdict.score_explanation,
         questions_check=str(verdict.questions_check),

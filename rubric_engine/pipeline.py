@@ -240,8 +240,8 @@ async def run_batch(
 ) -> None:
     """Judge every row with at most ``concurrency`` calls in flight; store each as it ends.
 
-    A stored row is committed within ``COMMIT_INTERVAL_S`` (or every 25 rows), whatever
-    the calls still in flight do (:func:`rubric_engine.commit_timer.committing`).
+    A stored row is committed within ``COMMIT_INTERVAL_S`` (or every ``COMMIT_EVERY_ROWS``
+    rows), whatever the calls still in flight do (:func:`rubric_engine.commit_timer.committing`).
 
     Args:
         rows: validated rows in input order.

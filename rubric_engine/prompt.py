@@ -92,6 +92,120 @@ class PromptTemplate:
     def user(self) -> jinja2.Template:
         return self._env.from_string(self.user_source)
 
+    @cached_property
+    def user_fill(self) -> UserFill | None:
+        """The user template as fixed text around the row's values (see :class:`UserFill`),
+        or ``None`` when the template does more with a row value than print or test it."""
+        return UserFill.of(self._env, self.user_source)
+
+
+#: the row values the user template is rendered with; ``case_requirements`` is a list
+_USER_VALUES = (
+    "row_id",
+    "tag",
+    "transcript",
+    "cards",
+    "card_enabled",
+    "reference",
+    "language",
+    "reasoning_removed",
+    "user_actions",
+    "first_turn",
+    "last_turn",
+)
+
+
+class UserFill:
+    """A user template rendered without Jinja for the part that is the same on many rows.
+
+    Jinja renders the template once per *layout* — which values are empty (and so which
+    ``{% if %}`` branches are taken) and the row's case-level requirements — with a marker in
+    place of each non-empty value; the result is cut at the markers, and each row's message
+    is the fixed pieces joined with its own values: the very text ``template.render`` gives
+    (``tests/test_prompt.py`` renders both ways). This holds only when the template prints a
+    row value as it is (``{{ transcript }}``, ``{{ cards if cards else "…" }}``) or tests it
+    (``{% if reference %}``); :meth:`of` reads the template's syntax tree and returns ``None``
+    for any other use (a filter, an attribute, a comparison), and the row is then rendered by
+    Jinja. ``case_requirements`` is part of the layout, so it may be used freely.
+    """
+
+    #: layouts kept (rows whose case-level requirements all differ would otherwise add one
+    #: each); a layout past it is rendered by Jinja
+    MAX_LAYOUTS = 256
+
+    def __init__(self, template: jinja2.Template) -> None:
+        self._template = template
+        self._layouts: dict[tuple[Any, ...], tuple[list[str], list[int]] | None] = {}
+
+    @classmethod
+    def of(cls, env: jinja2.Environment, source: str) -> UserFill | None:
+        from jinja2 import nodes
+
+        def plain(node: nodes.Node, parent: nodes.Node | None, grand: nodes.Node | None) -> bool:
+            if isinstance(parent, nodes.Output):
+                return True
+            if isinstance(parent, nodes.If | nodes.CondExpr) and node is parent.test:
+                return True
+            return (
+                isinstance(parent, nodes.CondExpr)
+                and isinstance(grand, nodes.Output)
+                and (node is parent.expr1 or node is parent.expr2)
+            )
+
+        def walk(node: nodes.Node, parent: nodes.Node | None, grand: nodes.Node | None) -> bool:
+            if (
+                isinstance(node, nodes.Name)
+                and node.name in _USER_VALUES
+                and (node.ctx != "load" or not plain(node, parent, grand))
+            ):
+                return False
+            return all(walk(child, node, parent) for child in node.iter_child_nodes())
+
+        if "\0" in source or not walk(env.parse(source), None, None):
+            return None
+        return cls(env.from_string(source))
+
+    def render(self, case_requirements: list[dict[str, Any]], **values: Any) -> str:
+        """``template.render(case_requirements=…, **values)``, from the layout's pieces."""
+        layout = (
+            tuple(tuple(r.items()) for r in case_requirements),
+            *(
+                True if values[name] else (type(values[name]), values[name])
+                for name in _USER_VALUES
+            ),
+        )
+        if layout in self._layouts:
+            found = self._layouts[layout]
+        else:
+            found = self._pieces(case_requirements, values)
+            if len(self._layouts) < self.MAX_LAYOUTS:
+                self._layouts[layout] = found
+        if found is None:
+            return self._template.render(case_requirements=case_requirements, **values)
+        fixed, slots = found
+        parts = [fixed[0]]
+        for slot, after in zip(slots, fixed[1:], strict=True):
+            parts.append(str(values[_USER_VALUES[slot]]))
+            parts.append(after)
+        return "".join(parts)
+
+    def _pieces(
+        self, case_requirements: list[dict[str, Any]], values: dict[str, Any]
+    ) -> tuple[list[str], list[int]] | None:
+        """The layout's fixed text pieces and, between them, which value is printed; ``None``
+        when a NUL in the fixed text (a case requirement's) would make the markers unclear."""
+        if any("\0" in str(v) for r in case_requirements for v in r.values()):
+            return None
+        markers = {
+            name: f"\0{i}\0" if values[name] else values[name]
+            for i, name in enumerate(_USER_VALUES)
+        }
+        pieces = self._template.render(case_requirements=case_requirements, **markers).split("\0")
+        slots = pieces[1::2]  # between two NULs: a marker's number
+        if len(pieces) % 2 == 0 or not all(n.isdigit() for n in slots):
+            return None
+        return pieces[0::2], [int(n) for n in slots]
+
 
 def load_prompt(version: str = DEFAULT_PROMPT, root: Path | None = None) -> PromptTemplate:
     """Load ``prompts/<version>/{system,user}.j2``.
@@ -234,7 +348,8 @@ def render_user(
     card_text = "\n\n".join(f"(turn {turn})\n{card}" for turn, card in dialogue.cards)
     reference = _reference_text(row.reference_output)
     tag = block_tag(dialogue.transcript, card_text, reference)
-    return template.user.render(
+    fill = template.user_fill
+    return (fill.render if fill is not None else template.user.render)(
         row_id=row.row_id,
         tag=tag,
         transcript=dialogue.transcript,

@@ -9,13 +9,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    SerializerFunctionWrapHandler,
-    model_serializer,
-)
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 
@@ -237,16 +231,10 @@ class RowResult(_Wire):
     questions_check: str | None = None
     questions_issues: tuple[str, ...] = ()
     error: JudgeError | None = None
-    rules: RuleSummary | None = None
+    #: left out of the JSON when absent: rows without rule checks keep the exact shape they
+    #: had before checks existed
+    rules: RuleSummary | None = Field(default=None, exclude_if=lambda rules: rules is None)
 
     def with_warnings(self, first: tuple[ProtocolWarning, ...]) -> RowResult:
         """This result with ``first`` (warnings found before judging) ahead of its own."""
         return self.model_copy(update={"warnings": (*first, *self.warnings)}) if first else self
-
-    @model_serializer(mode="wrap")
-    def _omit_absent_rules(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # rows without rule checks keep the exact shape they had before checks existed
-        data: dict[str, Any] = handler(self)
-        if self.rules is None:
-            data.pop("rules", None)
-        return data

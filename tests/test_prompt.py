@@ -168,3 +168,55 @@ def test_tool_calls_and_results_are_rendered() -> None:
     user = RequestBuilder(pack, load_prompt()).prepare(0, r).request.messages[1]["content"]
     assert '[2] ASSISTANT TOOL CALL get_flight_status {"flight_number":"HAT1"}' in user
     assert "[3] TOOL RESULT (get_flight_status):\ndelayed" in user
+
+
+def _variants(rows: list[DialogueRow]) -> list[DialogueRow]:
+    """Each row as given, and with a reference, case-level requirements and no questions."""
+    out = list(rows)
+    for r in rows[:3]:
+        out.append(r.model_copy(update={"reference_output": {"price": "12 €", "note": "多"}}))
+        out.append(
+            r.model_copy(update={"expected_behavior": ("Says the fee", "Asks for the booking")})
+        )
+        out.append(
+            r.model_copy(update={"reference_output": "plain text", "messages": r.messages[:2]})
+        )
+    return out
+
+
+def test_user_message_without_jinja_is_jinjas_text() -> None:
+    """The user message built from fixed pieces (``UserFill``) is the text Jinja renders, for
+    every prompt version, both demo packs and their rows (with and without references,
+    case-level requirements, cards), so the cassette keys do not change."""
+    from rubric_engine.dialogue.readers import DialogueSource
+    from tests.conftest import CASES
+
+    demo = {
+        "airline_cs": DialogueSource(CASES / "airline_tau2_dev.json").read(),
+        "health_cs": DialogueSource(CASES / "health_consult_zh.jsonl").read(),
+    }
+    for version in ("judge_v1", "judge_v2", "judge_v3"):
+        for pack, rows in demo.items():
+            rubric = load_rubric(RUBRICS / f"{pack}.yaml")
+            fast, slow = load_prompt(version), load_prompt(version)
+            assert fast.user_fill is not None
+            slow.__dict__["user_fill"] = None  # this one renders every row with Jinja
+            fast_builder, slow_builder = RequestBuilder(rubric, fast), RequestBuilder(rubric, slow)
+            for i, r in enumerate(_variants(rows)):
+                got = fast_builder.prepare(i, r).request.messages[1]["content"]
+                assert got == slow_builder.prepare(i, r).request.messages[1]["content"], (
+                    version,
+                    pack,
+                    r.row_id,
+                )
+
+
+def test_a_template_that_transforms_a_row_value_is_rendered_by_jinja() -> None:
+    """A filter or attribute on a row value could not be filled in from pieces."""
+    from rubric_engine.prompt import PromptTemplate
+
+    for user in ("{{ transcript | upper }}", "{{ row_id[:3] }}", "{% if tag == 'x' %}{% endif %}"):
+        assert PromptTemplate("custom", "s", user).user_fill is None
+    assert PromptTemplate(
+        "custom", "s", "{{ row_id }}{% if cards %}{{ cards }}{% endif %}"
+    ).user_fill

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -150,7 +150,9 @@ class DialogueSource:
     path: Path
     input_format: InputFormat = "auto"
 
-    def _resolved_format(self) -> str:
+    def resolved_format(self) -> str:
+        """The format read: :attr:`input_format`, or for ``auto`` the one the suffix (then the
+        first bytes) tells."""
         if self.input_format != "auto":
             return self.input_format
         suffix = self.path.suffix.lower()
@@ -164,7 +166,7 @@ class DialogueSource:
 
     def _objects(self) -> Iterator[tuple[str, Any, str]]:
         """Yield ``(where, raw object or error, default id)`` in file order."""
-        fmt, stem = self._resolved_format(), self.path.stem
+        fmt, stem = self.resolved_format(), self.path.stem
         if fmt == "jsonl":
             with self.path.open(encoding="utf-8-sig") as handle:
                 for n, line in enumerate(handle, start=1):
@@ -249,11 +251,11 @@ class DialogueSource:
             )
 
     def _parse(self) -> Iterator[Parsed]:
-        return _parse_objects(self._objects(), self.path, self._resolved_format())
+        return _parse_objects(self._objects(), self.path, self.resolved_format())
 
     def validate(self, seen: dict[str, str] | None = None) -> int:
         """Check every row; return the row count (:meth:`read` without keeping the rows)."""
-        return len(self.read(seen))
+        return self.check(lambda row: None, seen)
 
     def read(self, seen: dict[str, str] | None = None) -> list[DialogueRow]:
         """Parse and check every row once; return them in file order.
@@ -265,6 +267,18 @@ class DialogueSource:
             DatasetError: the file is missing or unreadable, or rows are malformed or share a
                 rowId; lists up to :data:`MAX_PROBLEMS` problems with their lines.
         """
+        rows: list[DialogueRow] = []
+        self.check(rows.append, seen)
+        return rows
+
+    def check(self, keep: Callable[[DialogueRow], None], seen: dict[str, str] | None = None) -> int:
+        """Parse and check every row once, handing each valid row to ``keep`` in file order
+        (as it is parsed: rows are not held here); return the row count. When a problem is
+        found, ``keep`` may have had the valid rows before it (the caller drops them).
+
+        Raises:
+            DatasetError: as :meth:`read`.
+        """
         if not self.path.is_file():
             what = "is a folder, not a file" if self.path.is_dir() else "not found"
             raise DatasetError(
@@ -272,7 +286,7 @@ class DialogueSource:
                 "or case files"
             )
         try:
-            rows = _checked_rows(self._parse(), seen, str(self.path))
+            count = _checked_rows(self._parse(), seen, str(self.path), keep)
         except UnicodeDecodeError as exc:
             raise DatasetError(
                 f"{self.path}: not UTF-8 text ({exc.reason} at byte "
@@ -282,11 +296,11 @@ class DialogueSource:
             raise DatasetError(
                 f"{self.path}: not valid CSV ({exc}); quote fields that hold commas or line breaks"
             ) from exc
-        if not rows:
+        if not count:
             raise DatasetError(
-                f"{self.path}: no rows found; expected {_EXPECTED[self._resolved_format()]}"
+                f"{self.path}: no rows found; expected {_EXPECTED[self.resolved_format()]}"
             )
-        return rows
+        return count
 
     def __iter__(self) -> Iterator[DialogueRow]:
         """Stream rows in file order. Call :meth:`validate` first; a broken row here raises."""
@@ -351,16 +365,20 @@ def _parse_objects(
 
 
 def _checked_rows(
-    parsed: Iterable[Parsed], seen: dict[str, str] | None, name: str
-) -> list[DialogueRow]:
-    """The rows, once every one parsed and no rowId repeats (here or in ``seen``).
+    parsed: Iterable[Parsed],
+    seen: dict[str, str] | None,
+    name: str,
+    keep: Callable[[DialogueRow], None],
+) -> int:
+    """Hand each valid row to ``keep``; return how many there were, once every row parsed
+    and no rowId repeats (here or in ``seen``).
 
     Raises:
         DatasetError: up to :data:`MAX_PROBLEMS` problems, each with its place.
     """
     problems: list[Problem] = []
     seen = {} if seen is None else seen
-    rows: list[DialogueRow] = []
+    count = 0
     for where, found in parsed:
         if isinstance(found, list):
             problems.extend(found)
@@ -375,7 +393,8 @@ def _checked_rows(
                 )
             )
         else:
-            rows.append(found)
+            keep(found)
+            count += 1
             seen[found.row_id] = where
     if problems:
         shown = problems[:MAX_PROBLEMS]
@@ -385,7 +404,7 @@ def _checked_rows(
             "them and run again" + (f" ({more} more not shown)" if more else ""),
             shown,
         )
-    return rows
+    return count
 
 
 #: what an in-memory row may be: a validated row, or an object in any accepted row shape
@@ -421,8 +440,9 @@ class MemorySource:
             )
             for i, obj in enumerate(self.rows)
         )
-        rows = _checked_rows(
-            _parse_objects(objects, Path.cwd() / self.name, "json"), seen, self.name
+        rows: list[DialogueRow] = []
+        _checked_rows(
+            _parse_objects(objects, Path.cwd() / self.name, "json"), seen, self.name, rows.append
         )
         if not rows:
             raise DatasetError(f"{self.name}: no rows given; pass at least one dialogue row")

@@ -35,6 +35,8 @@ def storable_problem(value: Any) -> tuple[str, str] | None:
         ``None`` when everything is storable. Dates, and keys that are numbers or dates (YAML),
         pass: the store writes them as text.
     """
+    if _storable(value, 0):  # the common case, without building a field path per value
+        return None
     stack: list[tuple[Any, tuple[str | int, ...]]] = [(value, ())]
     while stack:
         item, path = stack.pop()
@@ -66,6 +68,28 @@ def storable_problem(value: Any) -> tuple[str, str] | None:
                 "encoding of the source",
             )
     return None
+
+
+def _storable(item: Any, depth: int) -> bool:
+    """Whether :func:`storable_problem` finds nothing, answered without field paths (the
+    recursion stops one level past :data:`MAX_ROW_DEPTH`, far inside Python's limit)."""
+    if depth > MAX_ROW_DEPTH:
+        return False
+    if isinstance(item, str):
+        return item.isascii() or _is_text(item)
+    if isinstance(item, dict):
+        return all(
+            (not isinstance(key, str) or key.isascii() or _is_text(key))
+            and _storable(child, depth + 1)
+            for key, child in item.items()
+        )
+    if isinstance(item, list | tuple):
+        return all(_storable(child, depth + 1) for child in item)
+    if isinstance(item, float):
+        return math.isfinite(item)
+    if isinstance(item, bytes):
+        return _is_utf8(item)
+    return True
 
 
 def _is_text(text: str) -> bool:

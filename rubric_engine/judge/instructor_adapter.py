@@ -13,6 +13,13 @@ instructor (SPEC §4, "enforced through instructor") supplies, through its publi
   (instructor's parser would call back into the model and cannot tell an ambiguous reply from
   a clear one); the bounded re-ask loop is the judge's; transport retries are the backend's.
 
+instructor (and the openai SDK under it, ~1 CPU-s of imports) is imported only when a request
+needs it (issue 18: a replay imports neither). The engine's own requests — a system message
+and a user message, both text — are prepared by :meth:`InstructorAdapter.prepare_pair`, which
+words them as instructor's handlers do (``tests/test_instructor_wording.py`` compares both,
+byte for byte, in every output mode); any other message list, and every re-ask, goes through
+instructor itself.
+
 Output modes (:mod:`rubric_engine.judge.output_modes`): ``json`` is instructor's JSON mode
 unchanged; ``schema`` and ``tools`` are prepared by instructor's ``JSON_SCHEMA`` / ``TOOLS``
 handlers, and then :meth:`InstructorAdapter.constrain` puts the row's constrained schema (with
@@ -27,8 +34,11 @@ still carry.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
+from functools import cached_property
+from textwrap import dedent
 from typing import Any
 
 from rubric_engine.judge.output_modes import OutputMode, constrained_schema, response_format
@@ -37,6 +47,22 @@ from rubric_engine.verdict import VerdictBase
 #: our output mode name -> instructor.Mode member name
 OUTPUT_MODES: dict[str, str] = {"json": "JSON", "schema": "JSON_SCHEMA", "tools": "TOOLS"}
 _URL = re.compile(r"\s*\(?(?:For further information visit )?https?://\S+\)?")
+
+
+def json_mode_instructions(schema: dict[str, Any]) -> str:
+    """What instructor's JSON mode appends to the system message (after a blank line) for a
+    verdict model's JSON Schema: its wording, in its layout (``textwrap.dedent`` of the same
+    f-string as ``OpenAIJSONHandler.prepare_request``, instructor 1.17)."""
+    return dedent(
+        f"""
+            As a genius expert, your task is to understand the content and provide
+            the parsed objects in json that match the following json_schema:\n
+
+            {json.dumps(schema, indent=2, ensure_ascii=False)}
+
+            Make sure to return an instance of the JSON, not the schema itself
+            """
+    )
 
 
 class InstructorAdapter:
@@ -51,25 +77,46 @@ class InstructorAdapter:
     """
 
     def __init__(self, verdict_model: type[VerdictBase], mode: OutputMode = "json") -> None:
+        if mode not in OUTPUT_MODES:
+            raise ValueError(f"output mode {mode!r} is not supported; use one of {OUTPUT_MODES}")
+        self.verdict_model = verdict_model
+        self.mode = mode
+        # instructor's wrapper (response_schema) of a verdict model has the model's own schema
+        self._base_schema = verdict_model.model_json_schema()
+        self._instructions = json_mode_instructions(self._base_schema) if mode == "json" else ""
+
+    @cached_property
+    def response_model(self) -> type[VerdictBase]:
+        """instructor's wrapper of the verdict model (the model whose schema the judge is
+        shown); imports instructor."""
+        import instructor
+
+        # instructor logs at ERROR what it considers failures; a failed row is a value here
+        logging.getLogger("instructor").setLevel(logging.CRITICAL)
+        return instructor.response_schema(self.verdict_model)
+
+    @cached_property
+    def _handlers(self) -> Any:
         import instructor
         import instructor.v2
 
-        if mode not in OUTPUT_MODES:
-            raise ValueError(f"output mode {mode!r} is not supported; use one of {OUTPUT_MODES}")
-        # instructor logs at ERROR what it considers failures; a failed row is a value here
-        logging.getLogger("instructor").setLevel(logging.CRITICAL)
-        #: the model whose schema the judge is shown (instructor's wrapper of the verdict model)
-        self.response_model = instructor.response_schema(verdict_model)
-        self.mode = mode
-        self._base_schema = self.response_model.model_json_schema()
-        self._handlers = instructor.v2.mode_registry.get_handlers(
-            instructor.v2.Provider.OPENAI, getattr(instructor.Mode, OUTPUT_MODES[mode])
+        return instructor.v2.mode_registry.get_handlers(
+            instructor.v2.Provider.OPENAI, getattr(instructor.Mode, OUTPUT_MODES[self.mode])
         )
 
     def prepare(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         """The request instructor's ``create`` would send for ``kwargs`` (messages, model,
         sampling parameters): schema instructions added, messages converted. ``kwargs`` is
-        not changed."""
+        not changed. A system and a user message of text are prepared by
+        :meth:`prepare_pair`; anything else by instructor."""
+        pair = self.prepare_pair(kwargs)
+        if pair is not None:
+            return pair
+        return self.instructor_prepare(kwargs)
+
+    def instructor_prepare(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """:meth:`prepare` by instructor's own handlers, whatever the messages (imports
+        instructor)."""
         _, prepared = self._handlers.request_handler(
             response_model=self.response_model,
             kwargs={**kwargs, "messages": [dict(m) for m in kwargs["messages"]]},
@@ -80,6 +127,65 @@ class InstructorAdapter:
                 prepared["messages"], autodetect_images=False
             )
         return {**prepared, "messages": list(prepared["messages"])}
+
+    def prepare_pair(self, kwargs: dict[str, Any]) -> dict[str, Any] | None:
+        """:meth:`prepare` without instructor, for the engine's own requests: exactly a
+        ``system`` and a ``user`` message, each ``{role, content}`` with non-empty text, and no
+        ``strict`` parameter. ``None`` for any other request (instructor then prepares it).
+
+        The result is what instructor's handler gives, key order included: ``json`` appends
+        :func:`json_mode_instructions` to the system text and adds ``response_format:
+        json_object``; ``schema`` adds instructor's ``json_schema`` ``response_format``
+        (replaced by :meth:`constrain`); ``tools`` adds one function tool named by the
+        schema's title with instructor's default description (its parameters are replaced by
+        :meth:`constrain`) and forces it with ``tool_choice``.
+        """
+        messages = kwargs.get("messages")
+        if (
+            not isinstance(messages, list | tuple)
+            or len(messages) != 2
+            or "strict" in kwargs
+            or self.verdict_model.__doc__
+        ):
+            return None
+        system, user = messages
+        for message, role in ((system, "system"), (user, "user")):
+            if not (
+                isinstance(message, dict)
+                and list(message) == ["role", "content"]
+                and message["role"] == role
+                and isinstance(message["content"], str)
+                and message["content"]  # instructor turns empty content into a list
+            ):
+                return None
+        prepared = dict(kwargs)
+        name = str(self._base_schema.get("title") or self.verdict_model.__name__)
+        if self.mode == "json":
+            prepared["response_format"] = {"type": "json_object"}
+            content = f"{system['content']}\n\n{self._instructions}"
+            system = {"role": "system", "content": content}
+        elif self.mode == "schema":
+            prepared["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": self.verdict_model.__name__, "schema": self._base_schema},
+            }
+        else:
+            parameters = {
+                k: v for k, v in self._base_schema.items() if k not in ("title", "description")
+            }
+            parameters["required"] = sorted(self._base_schema.get("required", []))
+            description = self._base_schema.get("description") or (
+                f"Correctly extracted `{self.verdict_model.__name__}` with all "
+                "the required parameters with correct types"
+            )
+            function = {"name": name, "description": description, "parameters": parameters}
+            prepared["tools"] = [{"type": "function", "function": function}]
+            prepared["tool_choice"] = {"type": "function", "function": {"name": name}}
+        prepared["messages"] = [
+            {"role": "system", "content": system["content"]},
+            {"role": "user", "content": user["content"]},
+        ]
+        return prepared
 
     def constrain(
         self, prepared: dict[str, Any], requirement_ids: list[str], form: str | None
@@ -104,7 +210,8 @@ class InstructorAdapter:
     def reask(
         self, kwargs: dict[str, Any], response: dict[str, Any], reason: str
     ) -> dict[str, Any]:
-        """``kwargs`` followed by the judge's reply and a request to correct it for ``reason``.
+        """``kwargs`` followed by the judge's reply and a request to correct it for ``reason``
+        (instructor's re-ask handler of the mode; imports instructor and the openai SDK).
 
         Args:
             kwargs: the request that got ``response``; not changed.

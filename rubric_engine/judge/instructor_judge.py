@@ -109,12 +109,24 @@ class InstructorJudge:
         self._settle_lock = asyncio.Lock()
         #: what the task records of the output mode: the form used, and forms refused
         self.form_record: dict[str, Any] = {"mode": output_mode, "form": self._forms[0]}
-        #: the model whose JSON Schema the judge is shown (instructor's wrapper)
-        self.verdict_model = self.adapter.response_model
         self._prepared: dict[str, dict[str, Any] | None] = {}  # system text -> prepared kwargs
 
+    @property
+    def verdict_model(self) -> type[VerdictBase]:
+        """The model whose JSON Schema the judge is shown (instructor's wrapper; imports
+        instructor)."""
+        return self.adapter.response_model
+
     def instructor_kwargs(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
-        """The request exactly as instructor's ``create`` (JSON mode) hands it to the backend."""
+        """The request exactly as instructor's ``create`` (JSON mode) hands it to the backend,
+        prepared by instructor itself (imports it)."""
+        return self.adapter.instructor_prepare(
+            {"messages": messages, "model": self.model, **self.params}
+        )
+
+    def prepared_kwargs(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        """:meth:`instructor_kwargs`, without importing instructor for the engine's own
+        system + user requests (:meth:`InstructorAdapter.prepare`)."""
         return self.adapter.prepare({"messages": messages, "model": self.model, **self.params})
 
     def request_kwargs(self, request: JudgeRequest) -> dict[str, Any]:
@@ -131,23 +143,23 @@ class InstructorJudge:
         return kwargs
 
     def instructor_request(self, request: JudgeRequest) -> dict[str, Any]:
-        """:meth:`instructor_kwargs` of the row's messages, with the system part prepared once.
+        """:meth:`prepared_kwargs` of the row's messages, with the system part prepared once.
 
-        A task's system message is the same for every row, so instructor prepares it once, on
-        a probe user message; each row then gets a copy with its own user message. If the probe
-        shows that instructor touched the user message, every row takes the full path.
+        A task's system message is the same for every row, so it is prepared once, on a probe
+        user message; each row then gets a copy with its own user message. If the probe shows
+        that the preparation touched the user message, every row takes the full path.
         """
         messages = [dict(m) for m in request.messages]
         if len(messages) != 2 or [m.get("role") for m in messages] != ["system", "user"]:
-            return self.instructor_kwargs(messages)
+            return self.prepared_kwargs(messages)
         system = messages[0]["content"]
         if system not in self._prepared:
-            probe = self.instructor_kwargs([dict(messages[0]), {"role": "user", "content": _PROBE}])
+            probe = self.prepared_kwargs([dict(messages[0]), {"role": "user", "content": _PROBE}])
             plain = probe["messages"][1:] == [{"role": "user", "content": _PROBE}]
             self._prepared[system] = probe if plain else None
         template = self._prepared[system]
         if template is None:
-            return self.instructor_kwargs(messages)
+            return self.prepared_kwargs(messages)
         return {**template, "messages": [dict(template["messages"][0]), messages[1]]}
 
     async def judge(self, request: JudgeRequest) -> JudgeOutcome:

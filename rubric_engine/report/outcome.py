@@ -43,15 +43,31 @@ def row_outcome(result: RowResult, pass_score: int) -> RowOutcome:
     A CHECKED row (``--judge none``) has no score: it passes when its rule checks do
     (``rules.passed``, seed 001 §3) and it has no red flag.
     """
-    if result.status is RowStatus.CHECKED:
-        if result.red_flag_types:
+    rules_passed = result.rules.passed if result.rules is not None else None
+    return outcome_of(
+        result.status, result.final_score, bool(result.red_flag_types), rules_passed, pass_score
+    )
+
+
+def outcome_of(
+    status: RowStatus,
+    final_score: int | None,
+    red_flagged: bool,
+    rules_passed: bool | None,
+    pass_score: int,
+) -> RowOutcome:
+    """:func:`row_outcome` from the fields it reads (``rules_passed``: ``None`` without rule
+    checks), for a reader that has them without the whole result (``rows.jsonl`` copied
+    from the store)."""
+    if status is RowStatus.CHECKED:
+        if red_flagged:
             return "RED_FLAG"
-        return "PASS" if result.rules is not None and result.rules.passed else "FAIL"
-    if result.status is RowStatus.JUDGE_ERROR or result.final_score is None:
+        return "PASS" if rules_passed else "FAIL"
+    if status is RowStatus.JUDGE_ERROR or final_score is None:
         return "JUDGE_ERROR"
-    if result.red_flag_types:
+    if red_flagged:
         return "RED_FLAG"
-    return "PASS" if result.final_score >= pass_score else "FAIL"
+    return "PASS" if final_score >= pass_score else "FAIL"
 
 
 @dataclass(frozen=True)

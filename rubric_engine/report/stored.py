@@ -25,9 +25,17 @@ from rubric_engine.report.aggregate import build_report
 from rubric_engine.report.model import CalibrationSection, Report, TaskSection
 from rubric_engine.report.render import json_chunks, render_markdown
 from rubric_engine.report.rows import RowFacts, RowUsage, row_facts
-from rubric_engine.results import RowResult
+from rubric_engine.results import RowResult, RowStatus
 from rubric_engine.rubric.model import EvalRubric
-from rubric_engine.store import StoredRow, TaskRecord, TaskStore
+from rubric_engine.store import (
+    RESULT_JSON_START,
+    StoredRow,
+    TaskRecord,
+    TaskStore,
+    decode_column,
+    parse_result,
+    result_json,
+)
 from rubric_engine.task_ref import resolve_in_store
 
 if TYPE_CHECKING:
@@ -267,20 +275,13 @@ def write_reports(
 
     if task is None:
         task = stream_report(store, task_id, pass_score=report.totals.pass_score)
-    rows = task.rows if isinstance(task, StoredTask) else stored_report_rows(store, task.record.id)
     report = with_calibration(store, task, report)
     check_report_folder(out)
     files = ReportFiles(
         out / "report.json", out / "report.md", out / "rows.jsonl", out / "report.html"
     )
     # rows.jsonl first and report.json last: a report.json present means the set is whole
-    write_atomic(
-        files.rows,
-        (
-            json.dumps(rows_line(r, report.totals.pass_score), ensure_ascii=False) + "\n"
-            for r in rows
-        ),
-    )
+    write_atomic(files.rows, rows_jsonl(store, task.record.id, report.totals.pass_score))
     write_atomic(files.markdown, render_markdown(report))
     # in chunks: both list every low row's id, so neither page is held whole
     write_atomic(files.html, html_report_chunks(store, task, report))
@@ -299,6 +300,44 @@ def rows_line(row: ReportRow, pass_score: int) -> dict[str, Any]:
     # keys sorted at every depth: a fresh run's rows and the store's copy give the same bytes
     line["metadata"] = json.loads(json.dumps(row.facts.metadata, sort_keys=True))
     return line
+
+
+def rows_jsonl(store: TaskStore, task_id: str, pass_score: int) -> Iterator[str]:
+    """``rows.jsonl``'s lines (each ending in a newline), read from the store one row at a time
+    in input order: memory does not grow with the rows."""
+    for result, dialogue in store.result_texts(task_id):
+        yield rows_jsonl_line(result, dialogue, pass_score, task_id)
+
+
+def rows_jsonl_line(result: str, dialogue: str, pass_score: int, task_id: str = "") -> str:
+    """The :func:`rows_line` of a stored row, as text, from its stored ``result`` and
+    ``dialogue`` columns: the result's own stored bytes
+    (:func:`~rubric_engine.store.result_json`) with ``outcome`` and the sorted ``metadata``
+    added, so the line is byte for byte ``json.dumps(rows_line(...), ensure_ascii=False)``
+    without building the result again.
+
+    Raises:
+        StoreError: a column is not valid JSON or not a valid result (edited by hand).
+    """
+    from rubric_engine.report.outcome import outcome_of
+
+    if not result.startswith(RESULT_JSON_START):  # a store written before issue 18
+        result = result_json(parse_result(result, task_id))
+    data = decode_column(result, f"task {task_id} row result")
+    rules = data.get("rules")
+    # the fields the pass rule reads (report/outcome.py), without validating the whole result
+    outcome = outcome_of(
+        RowStatus(data["status"]),
+        data.get("finalScore"),
+        bool(data.get("redFlagTypes")),
+        rules["passed"] if rules else None,
+        pass_score,
+    )
+    metadata = decode_column(dialogue, f"task {task_id} row dialogue").get("metadata") or {}
+    return (
+        f'{result[:-1]}, "outcome": {json.dumps(outcome)}, '
+        f'"metadata": {json.dumps(metadata, sort_keys=True, ensure_ascii=False)}}}\n'
+    )
 
 
 def diff_side(task: StoredTask, *, pass_score: int | None = None, exact: bool = True) -> DiffSide:

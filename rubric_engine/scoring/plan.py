@@ -156,7 +156,7 @@ def warn_oversized(plan: Plan, skip: frozenset[str] = frozenset()) -> None:
         return
     prompts = [
         (row.row_id, [dict(m) for m in plan.builder.prepare(seq, row).request.messages])
-        for seq, row in enumerate(plan.inputs.rows)
+        for seq, row in enumerate(plan.inputs.stream())
         if row.row_id not in skip
     ]
     over = oversized_rows(prompts, limit, litellm_estimate(effective_model(plan.options)))
@@ -206,7 +206,7 @@ def fresh_plan(options: ScoreOptions, out_for: str, judged_here: bool = True) ->
     inputs = read_inputs(options)
     backend = None
     if rules_only:
-        check_something_to_check(rubric, inputs.rows)
+        check_something_to_check(rubric, inputs.stream())
     elif judged_here:
         backend = judge_backend(options, rubric)
     else:  # workers judge it with their own credentials; the cassette folder is checked

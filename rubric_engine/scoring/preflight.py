@@ -1,19 +1,22 @@
 """Checks made before the first judge call, so a mistake costs nothing.
 
-Each reads what it checks once: the input rows are parsed here and handed on to the run (the
-file is not read again), the cassette folder and the report folder are probed, and the
-provider's credentials and price are looked up in litellm (imported only for live and record).
+Each reads what it checks once: the input rows are parsed here, once, and handed on to the
+run through a spool (the input file is not read again; :class:`Inputs`), the cassette folder
+and the report folder are probed, and the provider's credentials and price are looked up in
+litellm (imported only for live and record).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.dialogue.readers import DialogueSource, MemorySource
+from rubric_engine.dialogue.spool import RowSpool
 from rubric_engine.errors import ConfigurationError
 from rubric_engine.rubric.model import EvalRubric
 from rubric_engine.scoring.options import ScoreOptions, effective_model
@@ -21,34 +24,56 @@ from rubric_engine.scoring.options import ScoreOptions, effective_model
 
 @dataclass
 class Inputs:
-    """A run's rows, parsed and checked once.
+    """A run's rows, each parsed and checked once, before the first judge call.
+
+    The rows of the input files are not held in memory: they wait in a
+    :class:`~rubric_engine.dialogue.spool.RowSpool` (a temporary file) and are read back one
+    at a time as the run takes them (:meth:`stream`), so memory does not grow with the input.
+    Rows given in memory stay in their list.
 
     Attributes:
         files: the input files, in the order given.
-        rows: every row, files first (in file order), then the rows given in memory; emptied
-            by :meth:`drain` as the run takes them.
-        from_memory: how many of the rows were given in memory (0 for a CLI run).
-        total: how many rows there are (also after :meth:`drain`).
+        spool: the checked rows of the files, in file order.
+        memory: the rows given in memory (``ScoreOptions.rows``), checked.
+        total: how many rows there are, files and memory.
     """
 
     files: tuple[Path, ...]
-    rows: list[DialogueRow]
-    from_memory: int = 0
+    spool: RowSpool
+    memory: list[DialogueRow] = field(default_factory=list)
     total: int = field(init=False)
 
     def __post_init__(self) -> None:
-        self.total = len(self.rows)
+        self.total = self.spool.count + len(self.memory)
+
+    @property
+    def from_memory(self) -> int:
+        """How many of the rows were given in memory (0 for a CLI run)."""
+        return len(self.memory)
+
+    def stream(self) -> Iterator[DialogueRow]:
+        """Every row in order, files first (in file order), then the rows given in memory;
+        each call starts again from the first row."""
+        yield from self.spool
+        yield from self.memory
 
     def drain(self) -> Iterator[DialogueRow]:
-        """Yield the rows in order, letting go of each as it is taken.
+        """The rows in order, for the run (:meth:`stream`; the name is the earlier API's)."""
+        return self.stream()
 
-        The run stores every row as it finishes, so holding all the parsed rows to the end
-        would add their size to the peak memory of a large batch (they are parsed once, up
-        front, so that nothing is scored from a file that is broken further down).
-        """
-        self.rows.reverse()
-        while self.rows:
-            yield self.rows.pop()
+    @property
+    def rows(self) -> list[DialogueRow]:
+        """Every row as a list: memory grows with the input, so the run never uses it
+        (:meth:`stream` reads them one at a time)."""
+        return list(self.stream())
+
+    def close(self) -> None:
+        """Drop the spooled rows (also done when the object is collected)."""
+        self.spool.close()
+
+
+#: input formats whose rows hold only JSON values (the spool keeps them as JSON, exactly)
+_JSON_FORMATS = frozenset({"jsonl", "json", "csv"})
 
 
 def read_inputs(options: ScoreOptions) -> Inputs:
@@ -59,13 +84,19 @@ def read_inputs(options: ScoreOptions) -> Inputs:
             rowId (across files and memory too); every problem of a file at once.
     """
     seen: dict[str, str] = {}
-    rows: list[DialogueRow] = []
-    for path in options.inputs:
-        rows += DialogueSource(Path(path), options.input_format).read(seen)
-    memory: list[DialogueRow] = []
-    if options.rows:
-        memory = MemorySource(options.rows).read(seen)
-    return Inputs(tuple(Path(p) for p in options.inputs), [*rows, *memory], len(memory))
+    spool = RowSpool()
+    try:
+        for path in options.inputs:
+            source = DialogueSource(Path(path), options.input_format)
+            exact = source.path.is_file() and source.resolved_format() in _JSON_FORMATS
+            source.check(partial(spool.add, exact_json=exact), seen)
+        memory: list[DialogueRow] = []
+        if options.rows:
+            memory = MemorySource(options.rows).read(seen)
+    except BaseException:
+        spool.close()
+        raise
+    return Inputs(tuple(Path(p) for p in options.inputs), spool, memory)
 
 
 def check_credentials(options: ScoreOptions) -> None:
@@ -172,7 +203,7 @@ def check_cassette_folder(options: ScoreOptions) -> None:
         )
 
 
-def check_something_to_check(rubric: EvalRubric, rows: Sequence[DialogueRow]) -> None:
+def check_something_to_check(rubric: EvalRubric, rows: Iterable[DialogueRow]) -> None:
     """``--judge none`` decides rows by rule checks alone: refuse a run where there are none.
 
     Raises:

@@ -353,7 +353,7 @@ async def _in_batches(
     options = plan.options
     assert isinstance(plan.backend, LiveBackend)
     outcome = await run_in_batches(
-        lambda: enumerate(plan.inputs.rows),
+        lambda: enumerate(plan.inputs.stream()),
         plan.builder,
         plan.backend,
         effective_model(options),
@@ -428,10 +428,9 @@ def answer_sources(backend: ReplayBackend, keys: Iterable[str | None]) -> list[d
     """
     seen: Counter[tuple[tuple[str, str], ...]] = Counter()
     for key in keys:
-        entry = backend.index.get(key) if key else None
-        if entry is None:
+        prov = backend.index.provenance(key)
+        if prov is None:
             continue
-        prov = entry.provenance
         if prov.get("kind") == "recorded":
             source = {
                 "kind": "recorded",

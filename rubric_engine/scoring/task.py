@@ -78,8 +78,7 @@ def file_sha256(path: Path) -> str:
 
 def _memory_sha256(inputs: Inputs) -> str:
     """``sha256:<hex>`` of the rows given in memory, as validated (canonical JSON)."""
-    rows = inputs.rows[inputs.total - inputs.from_memory :]
-    return canonical_hash([r.model_dump(mode="json", by_alias=True) for r in rows])
+    return canonical_hash([r.model_dump(mode="json", by_alias=True) for r in inputs.memory])
 
 
 def input_records(inputs: Inputs) -> list[dict[str, JsonValue]]:

@@ -1,0 +1,61 @@
+"""``rows.jsonl`` is copied from the store row by row, and each result is serialized once
+(issue 18): the stored result column holds the very bytes ``rows.jsonl`` shows, the line is
+that text with ``outcome`` and ``metadata`` added, and a store written before (results in the
+canonical sorted form) still gives the same lines.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rubric_engine.canonical import canonical_json
+from rubric_engine.report.stored import load_task, rows_jsonl_line, rows_line
+from rubric_engine.scoring import ScoreOptions, score
+from rubric_engine.store import TaskStore, result_json
+from tests.conftest import CASES, CASSETTES, RUBRICS
+
+
+@pytest.mark.parametrize(
+    ("cases", "pack"),
+    [
+        ("airline_tau2_dev.json", "airline_cs.yaml"),
+        ("health_consult_zh.jsonl", "health_cs.yaml"),
+        ("diagnosis/cases/diagnosis-cases.json", None),  # rule checks only: CHECKED rows
+    ],
+)
+def test_rows_jsonl_is_the_stored_result_bytes_plus_outcome_and_metadata(
+    tmp_path: Path, cases: str, pack: str | None
+) -> None:
+    store_path = tmp_path / "store.sqlite"
+    result = score(
+        ScoreOptions(
+            inputs=[CASES / cases],
+            rubric=RUBRICS / pack if pack else None,
+            judge="llm" if pack else "none",
+            draft=True,
+            store=store_path,
+            out=tmp_path / "out",
+            cassettes=CASSETTES,
+        )
+    )
+    written = result.files.rows.read_text(encoding="utf-8").splitlines(keepends=True)
+    pass_score = result.report["totals"]["passScore"]
+    with TaskStore(store_path) as store:
+        task = load_task(store, result.task_id)
+        texts = list(store.result_texts(result.task_id))
+        # the line as the writer before this change made it, from the validated row
+        before = [
+            json.dumps(rows_line(r, pass_score), ensure_ascii=False) + "\n" for r in task.rows
+        ]
+        assert written == before
+        for (stored_result, dialogue), row, line in zip(texts, task.rows, written, strict=True):
+            assert stored_result == result_json(row.result)
+            assert line.startswith(stored_result[:-1] + ", ")
+            assert rows_jsonl_line(stored_result, dialogue, pass_score) == line
+            # a store from before this change keeps results in the canonical form
+            old = canonical_json(row.result.to_json_dict())
+            assert old != stored_result
+            assert rows_jsonl_line(old, dialogue, pass_score) == line
