@@ -501,9 +501,12 @@ def cmd_data(ns: argparse.Namespace) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="benchmarks/run.py", description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+    shown = "{replay,startup,live,throughput,tokens,peer,data}"  # _child, _client: internal
+    sub = parser.add_subparsers(dest="command", required=True, metavar=shown)
 
-    p = sub.add_parser("replay", help="engine vs floor: CPU per row, rows/s, memory at 10/50/100 %")
+    p = sub.add_parser(
+        "replay", help="engine vs floor: CPU per row, rows/s, memory at 10/50/100 %%"
+    )
     p.add_argument("--rows", type=int, nargs="+", default=[10000, 100000])
     p.add_argument("--repeat", type=int, default=1, help="floor/engine pairs per size")
     p.add_argument("--concurrency", type=int, default=8)
@@ -546,7 +549,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--out", type=Path, required=True)
     p.set_defaults(func=cmd_data)
 
-    p = sub.add_parser("_child", help=argparse.SUPPRESS)
+    p = sub.add_parser("_child")
     for name in ("--work", "--rows", "--rubric", "--mode", "--model"):
         p.add_argument(name, required=True)
     p.add_argument("--api-base")
@@ -555,7 +558,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--transport")
     p.set_defaults(func=run_child)
 
-    p = sub.add_parser("_client", help=argparse.SUPPRESS)
+    p = sub.add_parser("_client")
     p.add_argument("--client", choices=("litellm", "bare"), required=True)
     for name in ("--rows", "--rubric", "--model", "--api-base"):
         p.add_argument(name, required=True)

@@ -93,3 +93,13 @@ def test_workers_benchmark_runs_one_worker_on_30_rows(pg_cluster: object) -> Non
         )
     )
     assert cells["workers"] == "1" and cells["rows"] == "30" and int(cells["claims"]) >= 8
+
+
+def test_every_benchmark_command_prints_its_help() -> None:
+    """`run.py --help` and each subcommand's help run as RESULTS.md tells users to (a bare
+    ``%`` in a help string once made argparse crash)."""
+    top = bench("--help")
+    commands = ("replay", "startup", "live", "throughput", "tokens", "peer", "data")
+    assert all(name in top for name in commands) and "SUPPRESS" not in top
+    for name in commands:
+        assert "usage:" in bench(name, "--help")
