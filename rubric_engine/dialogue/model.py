@@ -9,9 +9,10 @@ turn OpenAI chat messages, tau2-bench simulations and ShareGPT conversations int
 from __future__ import annotations
 
 import json
+import unicodedata
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
 from rubric_engine.rules.model import Check
@@ -76,3 +77,46 @@ class DialogueRow(_RowModel):
     negative_behavior: tuple[str, ...] = ()
     expected: tuple[Check, ...] = ()
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("row_id")
+    @classmethod
+    def _row_id_is_one_plain_line(cls, value: str) -> str:
+        return check_row_id(value)
+
+
+#: the longest rowId accepted (characters)
+MAX_ROW_ID_CHARS = 256
+
+
+def check_row_id(value: str) -> str:
+    """A rowId as the judge's prompt may show it: one line of printable text.
+
+    The rowId is written into the user message outside the dialogue's data block (``rowId:
+    …`` and the closing request), so it must not be able to start a line of its own or
+    imitate a block marker: control characters (line breaks, tabs, NUL), format characters
+    (bidi overrides, zero-width), line/paragraph separators and the block markers ``<<<`` /
+    ``>>>`` are refused, and so is a rowId longer than :data:`MAX_ROW_ID_CHARS`.
+
+    Raises:
+        ValueError: naming the first offending character (as ``U+XXXX``) and the fix.
+    """
+    for char in value:
+        if unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp"):
+            name = unicodedata.name(char, "a control character")
+            raise ValueError(
+                f"rowId {value[:40]!r} holds U+{ord(char):04X} ({name.lower()}); a rowId is "
+                "shown to the judge outside the dialogue's data block, so line breaks, control "
+                "and invisible format characters are refused: remove it from the rowId"
+            )
+    for marker in ("<<<", ">>>"):
+        if marker in value:
+            raise ValueError(
+                f"rowId {value[:40]!r} holds {marker!r}, the judge prompt's data-block marker: "
+                "choose a rowId without it"
+            )
+    if len(value) > MAX_ROW_ID_CHARS:
+        raise ValueError(
+            f"rowId is {len(value):,} characters long (limit {MAX_ROW_ID_CHARS}): use a "
+            "shorter id and keep the long text in metadata"
+        )
+    return value
