@@ -51,6 +51,31 @@ def test_a_report_file_is_replaced_whole_or_not_at_all(tmp_path: Path) -> None:
     assert target.read_text("utf-8") == "a\nb\n"
 
 
+def test_a_temp_file_left_by_a_killed_writer_is_removed_and_files_are_not_private(
+    tmp_path: Path,
+) -> None:
+    """kill -9 while a report file is written leaves its ``.NAME.PID.XXXX.tmp``; the next
+    write of that file removes it (the writer is gone), never a live writer's. The written
+    file has the usual permissions (0666 less the umask), not the temp file's 0600."""
+    import os
+    import subprocess
+    import sys
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    orphan = tmp_path / f".rows.jsonl.{gone.stdout.strip()}.abc123.tmp"
+    orphan.write_text("half a file", "utf-8")
+    live = tmp_path / f".rows.jsonl.{os.getppid()}.def456.tmp"  # a running process's
+    live.write_text("being written", "utf-8")
+    other = tmp_path / f".report.md.{gone.stdout.strip()}.ghi789.tmp"  # another file's
+    other.write_text("x", "utf-8")
+    write_atomic(tmp_path / "rows.jsonl", "a\n")
+    assert not orphan.exists() and live.exists() and other.exists()
+    mask = os.umask(0)
+    os.umask(mask)
+    assert (tmp_path / "rows.jsonl").stat().st_mode & 0o777 == 0o666 & ~mask
+
+
 @pytest.mark.parametrize("where", ["file", "devnull", "folder-in-place"])
 def test_report_out_paths_that_cannot_hold_the_files_are_clear_errors(
     tmp_path: Path, where: str

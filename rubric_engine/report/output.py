@@ -72,6 +72,11 @@ def write_atomic(path: Path, text: str | Iterable[str]) -> None:
     """Write ``text`` (UTF-8; a string, or chunks written one by one so a long file is never
     held whole) to ``path`` through a temporary file renamed over it.
 
+    The temporary file is ``.NAME.PID.XXXX.tmp`` beside ``path``; one left by a process that no
+    longer runs (killed while writing) is removed on the next write of that file. The file gets
+    the permissions a plain ``open`` would give it (``0666`` less the umask), not the
+    temporary file's ``0600``.
+
     A character device (``/dev/null``, ``/dev/stdout``) is written directly: it cannot be
     renamed over and holds no half-written state.
 
@@ -83,12 +88,37 @@ def write_atomic(path: Path, text: str | Iterable[str]) -> None:
         with path.open("w", encoding="utf-8") as device:
             device.writelines(chunks)
         return
-    handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    _remove_orphans(path)
+    handle, temp = tempfile.mkstemp(
+        dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp"
+    )
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
             out.writelines(chunks)
+        os.chmod(temp, 0o666 & ~_umask())
         os.replace(temp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temp)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _remove_orphans(path: Path) -> None:
+    """Delete the temporary files of ``path`` left by writers that are no longer running."""
+    for temp in path.parent.glob(f".{path.name}.*.tmp"):
+        pid = temp.name[len(path.name) + 2 :].split(".", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            with contextlib.suppress(OSError):
+                temp.unlink()
+        except PermissionError:
+            continue  # a live process of another user
