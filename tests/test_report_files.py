@@ -176,3 +176,25 @@ def test_a_replayed_report_says_where_its_answers_came_from(tmp_path: Path) -> N
     assert code == 0, out
     assert "DELIBERATELY WORSE" in (worse / "report.md").read_text("utf-8")
     assert "written to be worse" in out
+
+
+def test_ctrl_c_while_the_report_files_are_written_says_the_task_is_complete(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every row is stored and the task COMPLETED before the files are written; Ctrl-C there
+    used to say "interrupted … --resume finishes the task". It now says the task is complete
+    and how to write its files (exit 130 still: the command did not finish)."""
+    from rubric_engine.scoring import run as scoring_run
+
+    def interrupted(*_: object, **__: object) -> object:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(scoring_run, "_write_files", interrupted)
+    store = tmp_path / "s.sqlite"
+    code, out = score_demo(tmp_path, store)
+    assert code == 130, out
+    with TaskStore(store) as opened:
+        (task,) = opened.tasks()
+        assert task.state == "COMPLETED"
+    assert "interrupted while the report files were written" in out and "COMPLETED" in out
+    assert f"rubric-eval report {task.id}" in out and "--resume" not in out, out

@@ -417,7 +417,14 @@ def _run_score(options: ScoreOptions, display: str | None) -> ScoreResult:
             warnings.showwarning = show
             return score(options, on_start=start, on_row=advance, on_event=event)
     except KeyboardInterrupt:
-        if state.task is not None:
+        if state.task is not None and _stored_state(options, state.task) == "COMPLETED":
+            typer.echo(
+                f"\ninterrupted while the report files were written: task {state.task} is "
+                f"COMPLETED (all {state.total} row(s) stored); "
+                f"`{report_command(state.task, options.store)} --out DIR` writes its files",
+                err=True,
+            )
+        elif state.task is not None:
             typer.echo(
                 f"\ninterrupted: task {state.task} keeps {state.done} of "
                 f"{state.total} finished row(s); "
@@ -428,6 +435,17 @@ def _run_score(options: ScoreOptions, display: str | None) -> ScoreResult:
         raise typer.Exit(ExitCode.INTERRUPTED) from None
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _stored_state(options: ScoreOptions, task_id: str) -> str | None:
+    """The task's state as stored, or ``None`` when the store cannot be read just now."""
+    from rubric_engine.store import TaskStore
+
+    try:
+        with TaskStore(options.store) as store:
+            return str(store.task(task_id).state)
+    except Exception:  # only chooses which advice to print; the store's own error is not ours
+        return None
 
 
 def _as_ctrl_c(signum: int, frame: FrameType | None) -> None:
