@@ -364,3 +364,6 @@ def test_openai_requests_are_unmarked_and_cached_tokens_are_read(
         + usage["completionTokens"] * r["output_cost_per_token"]
     )
     assert usage["costUsd"] == pytest.approx(expected, abs=1e-6)
+    summary = result.report.usage
+    uncached = usage["promptTokens"] - 3 * prefix
+    assert summary.cache_line == f"{3 * prefix} read from the prompt cache, {uncached} not cached"

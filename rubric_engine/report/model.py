@@ -276,13 +276,17 @@ class UsageSummary(_Section):
     @property
     def cache_line(self) -> str | None:
         """``R read from the prompt cache, W written to it, U not cached`` (tokens), the words
-        every renderer shows; ``None`` when the task reported no cached tokens."""
+        every renderer shows (``W written to it`` only when the provider reported cache writes:
+        OpenAI-style automatic caching has none); ``None`` when the task reported no cached
+        tokens."""
         if self.cache_read_tokens is None or self.cache_creation_tokens is None:
             return None
         uncached = self.prompt_tokens - self.cache_read_tokens - self.cache_creation_tokens
+        writes = self.cache_creation_tokens
+        written = f"{writes} written to it, " if writes else ""
         return (
             f"{self.cache_read_tokens} read from the prompt cache, "
-            f"{self.cache_creation_tokens} written to it, {max(0, uncached)} not cached"
+            f"{written}{max(0, uncached)} not cached"
         )
 
 
