@@ -305,7 +305,10 @@ class ReportAccumulator:
             _first_seen(self._flag_first, flag, (listed, position))
         for position, entry in enumerate(r.reference_basis):
             rid = entry.requirement_id
-            self._req_counts.setdefault(rid, Counter())[STATUS_FIELD[entry.status]] += 1
+            counts = self._req_counts.get(rid)
+            if counts is None:  # a new Counter only for a requirement not seen before
+                counts = self._req_counts[rid] = Counter()
+            counts[STATUS_FIELD[entry.status]] += 1
             _first_seen(self._req_first, rid, (listed, position))
 
     def finish(self, task: TaskSection) -> Report:
