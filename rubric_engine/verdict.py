@@ -378,7 +378,8 @@ def _clean_list(
         )
     where = "red_flag_type" if what == "red-flag type" else "requirement_id"
     for item, found in zip(value, out, strict=True):
-        _note(info, field, item, found, **{where: found})
+        if item != found:  # the pack's own spelling has no clean-up to note
+            _note(info, field, item, found, **{where: found})
     return out
 
 
