@@ -30,6 +30,7 @@ import re
 from collections.abc import Collection
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import lru_cache
 from typing import Any
 
 _OPEN = re.compile(r"<(think|thinking|reasoning)>", re.IGNORECASE)
@@ -165,6 +166,14 @@ def _shaped(value: Any, keys: frozenset[str]) -> bool:
     return isinstance(value, dict) and any(str(k).casefold() in keys for k in value)
 
 
+def _fold(keys: Collection[str]) -> frozenset[str]:
+    return frozenset(k.casefold() for k in keys)
+
+
+#: the same verdict keys come with every reply of a task: folded once
+_folded = lru_cache(maxsize=8)(_fold)
+
+
 def scan_reply(text: str, verdict_keys: Collection[str]) -> Scan:
     """Every verdict-shaped JSON object in one reply text (the module's rules).
 
@@ -176,7 +185,7 @@ def scan_reply(text: str, verdict_keys: Collection[str]) -> Scan:
     Returns:
         The candidates in reply order (any number); a problem only when there are none.
     """
-    keys = frozenset(k.casefold() for k in verdict_keys)
+    keys = _folded(verdict_keys) if isinstance(verdict_keys, frozenset) else _fold(verdict_keys)
     if not text.strip():
         return Scan((), ReplyProblem(ProblemKind.EMPTY, f"the reply is empty; {ONE_OBJECT}"))
     lead = len(text) - len(text.lstrip())

@@ -202,6 +202,22 @@ def test_deep_metadata_is_refused_before_any_call_and_nothing_is_stored(tmp_path
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("levels", [99, 100, 101])
+@pytest.mark.parametrize("leaf", ["text", "é", 1.5, None, [], {}, ["x"], {"k": "x"}])
+def test_the_quick_storable_check_agrees_with_the_walk_at_the_depth_limit(
+    levels: int, leaf: Any
+) -> None:
+    """Guards: the check without field paths (plain loops, string leaves inline, issue 18)
+    must refuse exactly what the walk with paths reports: a string or a non-empty container
+    one level past the limit is too deep, an empty one at the limit is not."""
+    from rubric_engine.dialogue.storable import _first_problem, _storable
+
+    value: Any = leaf
+    for i in range(levels):
+        value = [value] if i % 2 else {"k": value}
+    assert _storable(value, 0) is (_first_problem(value) is None)
+
+
 @pytest.mark.parametrize(
     ("line", "expected"),
     [

@@ -241,7 +241,8 @@ class ReportAccumulator:
         self._status[status] += 1
         outcome = row_outcome(result, self.pass_score)
         self._outcomes[outcome] += 1
-        self._warnings.update(str(w.code) for w in result.warnings)
+        if result.warnings:  # Counter.update costs a few calls even for nothing
+            self._warnings.update(str(w.code) for w in result.warnings)
         if status is RowStatus.SCORED:
             self._scored(seq, result, outcome)
         elif status is RowStatus.JUDGE_ERROR:
@@ -305,8 +306,13 @@ class ReportAccumulator:
             _first_seen(self._flag_first, flag, (listed, position))
         for position, entry in enumerate(r.reference_basis):
             rid = entry.requirement_id
-            self._req_counts.setdefault(rid, Counter())[STATUS_FIELD[entry.status]] += 1
-            _first_seen(self._req_first, rid, (listed, position))
+            counts = self._req_counts.get(rid)
+            if counts is None:  # a new Counter only for a requirement not seen before
+                counts = self._req_counts[rid] = Counter()
+            counts[STATUS_FIELD[entry.status]] += 1
+            first = self._req_first.get(rid)  # _first_seen, inline: once per basis entry
+            if first is None or (listed, position) < first:
+                self._req_first[rid] = (listed, position)
 
     def finish(self, task: TaskSection) -> Report:
         """The report of the rows added so far (see
