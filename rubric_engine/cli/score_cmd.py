@@ -115,9 +115,9 @@ def score(
     transport: Annotated[
         str | None,
         typer.Option(
-            help="How live calls reach openai/, azure/ and hosted_vllm/ judges: direct (one "
-            "HTTP session, the requests litellm would send, far less CPU per call) or litellm "
-            "(every call through litellm). Default: $RUBRIC_EVAL_TRANSPORT, else direct."
+            help="direct (the default, or $RUBRIC_EVAL_TRANSPORT) or litellm: how live calls "
+            "reach openai/, azure/ and hosted_vllm/ judges; direct is one HTTP session sending "
+            "the requests litellm would, with far less CPU per call."
         ),
     ] = D.transport,
     draft: Annotated[

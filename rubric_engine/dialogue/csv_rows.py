@@ -106,8 +106,9 @@ def _csv_object(record: dict[str, str]) -> dict[str, Any]:
             obj.pop(key)
     if "metadata" in obj and not isinstance(obj["metadata"], dict):
         kind = type(obj["metadata"]).__name__
+        hint = _JSON_HINT["metadata"]
         raise RowShapeError(
-            "metadata", f"the metadata column holds JSON {kind}, not an object{_JSON_HINT['metadata']}"
+            "metadata", f"the metadata column holds JSON {kind}, not an object{hint}"
         )
     if obj.get("messages"):
         try:
