@@ -97,3 +97,13 @@ def test_a_csv_metadata_column_holds_a_json_object(tmp_path: Path) -> None:
     assert "m.csv:2: the metadata column is not JSON" in first
     assert "write it as a JSON object such as" in first and "a column of its own" in first
     assert "holds JSON list, not an object" in second
+
+
+def test_rows_in_memory_name_their_made_rowids() -> None:
+    from rubric_engine.dialogue.readers import MemorySource
+
+    with pytest.raises(DatasetError) as info:
+        MemorySource([{"rowId": "row-2", **ROW}, ROW]).read()
+    (problem,) = info.value.problems
+    assert problem.where == "rows[1]" and "`row-<n>` for rows given in memory" in problem.message
+    assert "rows[0] gives; give this row a `rowId`" in problem.message

@@ -364,6 +364,7 @@ def _parse_objects(
 
 #: marks a place in ``seen`` whose row had no rowId and was given ``<file stem>-<line>``
 GENERATED = " (no rowId: named after its file and line)"
+_MADE = "where the row is (`<file name>-<line>`; `row-<n>` for rows given in memory)"
 
 
 def _duplicate(row_id: str, first: str, generated: bool) -> str:
@@ -382,12 +383,12 @@ def _duplicate(row_id: str, first: str, generated: bool) -> str:
         )
     if generated:
         return (
-            f"duplicate rowId {row_id!r}: this row has no rowId, and the id made from the file "
-            f"name and line is the rowId the row at {first} gives; give this row a `rowId`"
+            f"duplicate rowId {row_id!r}: this row has no rowId, and the id made from {_MADE} "
+            f"is the rowId the row at {first} gives; give this row a `rowId`"
         )
     return (
         f"duplicate rowId {row_id!r}: the row at {first} has no rowId and was given this id "
-        "from its file name and line; give that row a `rowId`, or choose another one here"
+        f"from {_MADE}; give that row a `rowId`, or choose another one here"
     )
 
 
