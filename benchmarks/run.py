@@ -128,7 +128,12 @@ def _with_transport(options: Any, transport: str | None) -> tuple[Any, str]:
         return options, f"{transport}? no such option: default" if transport else "default"
     if transport:
         options = dataclasses.replace(options, transport=transport)
-    return options, str(options.transport)
+        return options, transport
+    # not given: the engine picks ($RUBRIC_EVAL_TRANSPORT, else its default); say which ran
+    from rubric_engine.judge.transport import TRANSPORT_ENV, transport_choice
+
+    source = f"${TRANSPORT_ENV}" if os.environ.get(TRANSPORT_ENV) else "default"
+    return options, f"{transport_choice(None)} ({source})"
 
 
 # -- replay: the engine against the floor ----------------------------------------------------

@@ -17,7 +17,7 @@ from enum import IntEnum
 class ExitCode(IntEnum):
     """What every ``rubric-eval`` command returns: the one table of exit codes.
 
-    ``score`` uses 4–6 and 8, ``gate`` 7; the shell's conventions give 130 (Ctrl-C) and 141 (the
+    ``score`` uses 4–6, 8 and 9, ``gate`` 7; the shell's conventions give 130 (Ctrl-C) and 141 (the
     reader of stdout went away, ``| head``).
     """
 
@@ -38,6 +38,10 @@ class ExitCode(IntEnum):
     GATE_FAILED = 7
     #: the provider refused the credentials (HTTP 401/403); ``score`` stopped at once
     CREDENTIALS_REFUSED = 8
+    #: the rows are judged and stored, but the report files could not be written (a full
+    #: disk, a folder in the way): not 2, which says nothing was scored; ``rubric-eval report
+    #: TASK --out DIR`` writes them from the store
+    REPORT_NOT_WRITTEN = 9
     #: interrupted (Ctrl-C); finished rows are kept
     INTERRUPTED = 130
     #: stdout was closed early (SIGPIPE), like other Unix tools

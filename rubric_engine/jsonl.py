@@ -45,6 +45,55 @@ def loads_strict(text: str) -> Any:
 _STRICT = json.JSONDecoder(object_pairs_hook=_unique_keys)
 
 
+def json_problem(exc: json.JSONDecodeError, unit: str = "line") -> str:
+    """``json``'s complaint with its place, in a reader's words.
+
+    Args:
+        exc: the error of decoding one JSONL line, or one whole ``.json`` file.
+        unit: ``"line"`` (the place is a column of that line) or ``"file"`` (line and column).
+
+    Returns:
+        e.g. ``"Expecting value at column 27: the line ends before the JSON is complete"``.
+        Decoding stopped at the end of the text (an unclosed bracket, a cut-off line) is said
+        so, at the column after the last character, not at the newline that ends the line;
+        ``json``'s messages that end in "at" (``Unterminated string starting at``) are not
+        given a second one.
+    """
+    doc, pos = exc.doc, exc.pos
+    end = len(doc.rstrip())
+    ends = pos >= end or exc.msg.startswith("Unterminated string")
+    pos = min(pos, end)
+    line = doc.count("\n", 0, pos) + 1
+    column = pos - doc.rfind("\n", 0, pos)  # rfind is -1 on the first line: 1-based
+    place = f"column {column}" if unit == "line" else f"line {line} column {column}"
+    text = f"{exc.msg.removesuffix(' at')} at {place}"
+    if exc.msg.startswith("Unterminated string"):
+        return f"{text}: the {unit} ends before that string is closed"
+    if ends and exc.msg.startswith("Invalid control character"):  # the newline ending the line
+        return f"the {unit} ends inside a string at {place}; close the string with a quote"
+    return f"{text}: the {unit} ends before the JSON is complete" if ends else text
+
+
+def first_non_utf8(path: Path) -> tuple[int, int, str] | None:
+    """Where ``path`` first stops being UTF-8 text, read line by line in binary.
+
+    Returns:
+        ``(line number, byte offset in the file, reason)`` (1-based line, 0-based offset; a
+        BOM on line 1 is allowed), or ``None`` when the whole file decodes. A UTF-8 sequence
+        never holds a newline byte, so decoding each line alone finds what decoding the file
+        would.
+    """
+    offset = 0
+    with path.open("rb") as handle:
+        for n, raw in enumerate(handle, start=1):
+            try:
+                raw.decode("utf-8-sig" if n == 1 else "utf-8")
+            except UnicodeDecodeError as exc:
+                return n, offset + exc.start, exc.reason
+            offset += len(raw)
+    return None
+
+
 def read_jsonl(
     path: Path,
     error: type[RubricEvalError],
@@ -61,12 +110,17 @@ def read_jsonl(
     Raises:
         error: a line is not JSON, as ``error("<path>:<line>: not valid JSON (…)")``.
     """
+    offset = 0  # of the line in the file
     with path.open("rb") as handle:
         for n, raw in enumerate(handle, start=1):
+            offset += len(raw)
             try:
                 line = raw.decode("utf-8-sig" if n == 1 else "utf-8")
             except UnicodeDecodeError as exc:
-                message = f"{path}:{n}: not UTF-8 text (byte {exc.start}); save the file as UTF-8"
+                message = (
+                    f"{path}:{n}: not UTF-8 text at byte {exc.start} of the line (byte "
+                    f"{offset - len(raw) + exc.start} of the file); save the file as UTF-8"
+                )
                 if problems is None:
                     raise error(message) from exc
                 problems.append(message)
@@ -79,6 +133,7 @@ def read_jsonl(
                 if torn is not None and not line.endswith("\n"):
                     torn.append(f"{path}:{n}")
                     continue
+                message = f"{path}:{n}: not valid JSON ({json_problem(exc)})"
                 if problems is None:
-                    raise error(f"{path}:{n}: not valid JSON ({exc.msg})") from exc
-                problems.append(f"{path}:{n}: not valid JSON ({exc.msg})")
+                    raise error(message) from exc
+                problems.append(message)

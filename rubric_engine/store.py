@@ -261,6 +261,10 @@ class TaskStore:
         """Held while a process runs the task; see :meth:`Backend.task_lock`."""
         return self._backend.task_lock(task_id)
 
+    def task_held(self, task_id: str) -> bool:
+        """Whether a process holds :meth:`task_lock` now; see :meth:`Backend.task_held`."""
+        return self._backend.task_held(task_id)
+
     # -- writing -----------------------------------------------------------------------------
 
     def create_task(self, task: TaskRecord) -> None:

@@ -68,6 +68,7 @@ def test_live_matrix_runs_one_cell_per_client_on_20_rows() -> None:
     assert [c["client"] for c in cells] == ["engine", "litellm", "bare"]
     assert all(c["rows"] == "20" and c["C"] == "4" for c in cells)
     assert cells[0]["scored"] == "20"
+    assert cells[0]["transport"] == "direct (default)"  # what ran, not "None"
     assert all(float(c["stub CPU ms/call"]) > 0 and c["load after"] for c in cells)
 
 

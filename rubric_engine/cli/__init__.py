@@ -4,8 +4,9 @@ Exit codes: 0 done; 2 bad input or options (nothing scored); 3 store problem; 4 
 some rows had no cassette entry (they are JUDGE_ERROR rows; the message says how to record
 them; 4 is reported even when every row missed); 5 no row could be scored (every row
 JUDGE_ERROR, or the first rows all failed to reach the judge and the run stopped); 6 a budget
-stopped ``score``; 7 a ``gate`` check failed; 130 interrupted (finished rows are kept); 141 the
-reader of stdout went away (``| head``), like other Unix tools; 1 anything unexpected.
+stopped ``score``; 7 a ``gate`` check failed; 8 the provider refused the credentials; 9 the rows
+are stored but the report files could not be written; 130 interrupted (finished rows are kept);
+141 the reader of stdout went away (``| head``), like other Unix tools; 1 anything unexpected.
 Heavy modules are imported inside commands so ``--help`` is fast.
 """
 

@@ -14,10 +14,17 @@ from rubric_engine.stores.location import StoreLocation, parse_location
 
 T = TypeVar("T")
 
+#: help as click lays it out, not rich's panels: click wraps each option's help beside its
+#: full name in any terminal width (rich's table cut names to ``--batch-max-reque…`` and the
+#: help to a few words at 80 columns) and leaves ``[parquet]`` in help text alone (rich took
+#: it for markup and printed nothing)
+HELP_MARKUP = None
+
 app = typer.Typer(
     name="rubric-eval",
     help="Score batches of real dialogues with versioned rubric packs and an LLM judge.",
     no_args_is_help=True,
+    rich_markup_mode=HELP_MARKUP,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
@@ -46,13 +53,19 @@ def _root(
 rubric_app = typer.Typer(
     help="Rubric packs and their lifecycle: validate, publish, retire, list, show, diff.",
     no_args_is_help=True,
+    rich_markup_mode=HELP_MARKUP,
 )
-cassette_app = typer.Typer(help="Check and author judge cassettes.", no_args_is_help=True)
-prompt_app = typer.Typer(help="Show what the judge is sent.", no_args_is_help=True)
+cassette_app = typer.Typer(
+    help="Check and author judge cassettes.", no_args_is_help=True, rich_markup_mode=HELP_MARKUP
+)
+prompt_app = typer.Typer(
+    help="Show what the judge is sent.", no_args_is_help=True, rich_markup_mode=HELP_MARKUP
+)
 batch_app = typer.Typer(
     help="Batch files for any runner: export a task's requests (OpenAI batch input format), "
     "import the results (OpenAI batch output format). docs/batch.md.",
     no_args_is_help=True,
+    rich_markup_mode=HELP_MARKUP,
 )
 app.add_typer(rubric_app, name="rubric")
 app.add_typer(cassette_app, name="cassette")

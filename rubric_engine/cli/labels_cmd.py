@@ -9,11 +9,12 @@ from typing import Annotated, Any
 import typer
 
 from rubric_engine import DEFAULT_STORE
-from rubric_engine.cli._app import StoreOpt, _guard, _require_store, app
+from rubric_engine.cli._app import HELP_MARKUP, StoreOpt, _guard, _require_store, app
 
 labels_app = typer.Typer(
     help="Human labels per requirement: import, export, convert published label sets.",
     no_args_is_help=True,
+    rich_markup_mode=HELP_MARKUP,
 )
 app.add_typer(labels_app, name="labels")
 _SOURCES = ("review", "import", "adjudication")

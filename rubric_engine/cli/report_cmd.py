@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from rubric_engine import DEFAULT_STORE
 from rubric_engine.cli._app import StoreOpt, _fail, _guard, _require_store, app, print_columns
+
+if TYPE_CHECKING:
+    from rubric_engine.store import TaskStore
 
 
 @app.command()
@@ -78,6 +81,14 @@ def report(
     _guard(run)
 
 
+def _shown_state(store: TaskStore, task_id: str, state: str) -> str:
+    """The stored state, and for a RUNNING task no process holds (killed before it could say
+    so) that it is stale and how to finish it; the stored state is left as it is."""
+    if state == "RUNNING" and not store.task_held(task_id):
+        return f"RUNNING (stale: no process holds it; score --resume {task_id})"
+    return state
+
+
 @app.command()
 def tasks(store: StoreOpt = DEFAULT_STORE) -> None:
     """List the tasks in the store."""
@@ -94,7 +105,7 @@ def tasks(store: StoreOpt = DEFAULT_STORE) -> None:
                 (
                     t.id,
                     t.created_at,
-                    t.state,
+                    _shown_state(opened, t.id, t.state),
                     f"{t.rubric_key} v{t.rubric_version} ({t.rubric_status})",
                     f"{t.model} ({t.judge_mode})",
                     f"{done.get(t.id, 0)}/{t.row_count}",

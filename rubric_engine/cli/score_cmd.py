@@ -115,9 +115,9 @@ def score(
     transport: Annotated[
         str | None,
         typer.Option(
-            help="How live calls reach openai/, azure/ and hosted_vllm/ judges: direct (one "
-            "HTTP session, the requests litellm would send, far less CPU per call) or litellm "
-            "(every call through litellm). Default: $RUBRIC_EVAL_TRANSPORT, else direct."
+            help="direct (the default, or $RUBRIC_EVAL_TRANSPORT) or litellm: how live calls "
+            "reach openai/, azure/ and hosted_vllm/ judges; direct is one HTTP session sending "
+            "the requests litellm would, with far less CPU per call."
         ),
     ] = D.transport,
     draft: Annotated[
@@ -256,7 +256,8 @@ def score(
 
     Exit codes: 0 done, 2 bad input/options, 3 store problem, 4 cassette misses, 5 nothing
     scored, 6 a budget (--max-calls/--max-cost) stopped the run, 8 the provider refused the
-    credentials (401/403), 130 interrupted (Ctrl-C or SIGTERM).
+    credentials (401/403), 9 rows stored but the report files not written (`rubric-eval
+    report TASK --out DIR` writes them), 130 interrupted (Ctrl-C or SIGTERM).
     """
     from rubric_engine.batch.settings import BatchSettings, Fallback
     from rubric_engine.dialogue.readers import InputFormat

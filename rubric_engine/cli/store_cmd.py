@@ -6,10 +6,12 @@ from typing import Annotated, Any
 
 import typer
 
-from rubric_engine.cli._app import _guard, _require_store, _store_location, app
+from rubric_engine.cli._app import HELP_MARKUP, _guard, _require_store, _store_location, app
 
 store_app = typer.Typer(
-    help="Whole-store operations: copy a store into another.", no_args_is_help=True
+    help="Whole-store operations: copy a store into another.",
+    no_args_is_help=True,
+    rich_markup_mode=HELP_MARKUP,
 )
 app.add_typer(store_app, name="store")
 

@@ -1,8 +1,9 @@
 """CSV dialogue files (SPEC §8: "CSV with quoted multi-line fields accepted").
 
 A header row and one record per dialogue: ``rowId`` (optional), and either ``messages`` (a JSON
-array) or a user and an assistant column (aliases below); ``expected`` and ``trace`` columns are
-JSON; other columns become metadata. Quoting is RFC 4180's, read strictly: an unbalanced quote is
+array) or a user and an assistant column (aliases below); ``expected``, ``trace`` and ``metadata``
+columns are JSON (``metadata`` a JSON object, merged with the metadata the other columns give);
+other columns become metadata. Quoting is RFC 4180's, read strictly: an unbalanced quote is
 an error naming the line where the quoted field opened, never a silent merge of the rest of the
 file into one field. Line breaks inside fields are ``\\n`` whatever the file was saved with.
 """
@@ -16,9 +17,21 @@ from pathlib import Path
 from typing import Any
 
 from rubric_engine.dialogue.shapes import RowShapeError
+from rubric_engine.jsonl import json_problem
 
 _CSV_USER = ("user", "query", "question", "input", "prompt")
 _CSV_ASSISTANT = ("assistant", "answer", "response", "output", "completion")
+#: columns whose cells are JSON text, as in a JSONL row's field of the same name
+_JSON_COLUMNS = ("expected", "trace", "metadata")
+_JSON_HINT = {
+    "expected": "; write the rule checks as a JSON array, quotes doubled inside the quoted cell",
+    "trace": "; write the trace as a JSON object, quotes doubled inside the quoted cell",
+    "metadata": (
+        '; write it as a JSON object such as "{""scenario"": ""triage""}" (quotes doubled '
+        "inside the quoted cell), or give each metadata field a column of its own: columns "
+        "other than rowId, messages, user/assistant, expected and trace become metadata"
+    ),
+}
 
 
 def csv_objects(path: Path, stem: str) -> Iterator[tuple[str, Any, str]]:
@@ -81,14 +94,22 @@ def _csv_object(record: dict[str, str]) -> dict[str, Any]:
             "", "the row has more fields than the header; quote fields that contain commas"
         )
     obj: dict[str, Any] = {k: v for k, v in record.items() if k is not None}
-    for key in ("expected", "trace"):  # JSON columns: rule checks and the run's trace
+    for key in _JSON_COLUMNS:  # JSON columns: rule checks, the run's trace, metadata
         if isinstance(obj.get(key), str) and obj[key].strip():
             try:
                 obj[key] = json.loads(obj[key])
             except json.JSONDecodeError as exc:
-                raise RowShapeError(key, f"the {key} column is not JSON ({exc.msg})") from exc
+                raise RowShapeError(
+                    key, f"the {key} column is not JSON ({json_problem(exc)}){_JSON_HINT[key]}"
+                ) from exc
         elif obj.get(key) == "":
             obj.pop(key)
+    if "metadata" in obj and not isinstance(obj["metadata"], dict):
+        kind = type(obj["metadata"]).__name__
+        hint = _JSON_HINT["metadata"]
+        raise RowShapeError(
+            "metadata", f"the metadata column holds JSON {kind}, not an object{hint}"
+        )
     if obj.get("messages"):
         try:
             obj["messages"] = json.loads(obj["messages"])

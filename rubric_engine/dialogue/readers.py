@@ -11,8 +11,8 @@ Formats (``--input-format``, default ``auto``: by file suffix, then content):
 * ``yaml`` (``.yaml``/``.yml``) — seed-000 cases, one per document or a list per document.
 * ``csv`` — a header row and quoted (possibly multi-line) fields: ``rowId`` (optional), and
   either ``messages`` (a JSON array) or a ``user`` and an ``assistant`` column (aliases
-  ``query``/``question``/``input`` and ``answer``/``response``/``output``); other columns
-  become metadata.
+  ``query``/``question``/``input`` and ``answer``/``response``/``output``); ``expected``,
+  ``trace`` and ``metadata`` (an object) columns are JSON; other columns become metadata.
 
 Rows may also be eval cases in the seeds' shapes (:mod:`rubric_engine.cases`); a seed-001
 case's ``traceFixture`` is read here, relative to the input file.
@@ -53,7 +53,7 @@ from rubric_engine.dialogue.tau import (
     taubench_row,
 )
 from rubric_engine.errors import DatasetError, Problem, format_loc
-from rubric_engine.jsonl import DuplicateKeyError, loads_strict
+from rubric_engine.jsonl import DuplicateKeyError, first_non_utf8, json_problem, loads_strict
 from rubric_engine.rules.model import check_error_message, check_model, strip_tags
 from rubric_engine.safe_yaml import YamlLimitError, load_documents
 
@@ -63,7 +63,8 @@ MAX_PROBLEMS = 50
 #: largest YAML case file read whole (JSONL is streamed and has no such limit)
 MAX_YAML_BYTES = 100_000_000
 
-Parsed = tuple[str, DialogueRow | list[Problem]]
+#: (where, the row or its problems, whether its rowId was made from the file name and place)
+Parsed = tuple[str, DialogueRow | list[Problem], bool]
 _EXPECTED = {
     "jsonl": "one JSON object per line with `messages`",
     "json": "an array of rows, a tau2-bench file whose `simulations` list is not empty, or an "
@@ -261,7 +262,8 @@ class DialogueSource:
         """Parse and check every row once; return them in file order.
 
         Args:
-            seen: rowIds already taken (by earlier files of the same task) → where; updated.
+            seen: rowIds already taken (by earlier files of the same task) → where (ending in
+                :data:`GENERATED` when that row had no rowId); updated.
 
         Raises:
             DatasetError: the file is missing or unreadable, or rows are malformed or share a
@@ -288,9 +290,13 @@ class DialogueSource:
         try:
             count = _checked_rows(self._parse(), seen, str(self.path), keep)
         except UnicodeDecodeError as exc:
+            # the decoder's offset is inside the chunk it was reading: find the place again
+            found = first_non_utf8(self.path)
+            line, offset, reason = found or (None, exc.start, exc.reason)
+            place = f"{self.path}:{line}" if line else str(self.path)
             raise DatasetError(
-                f"{self.path}: not UTF-8 text ({exc.reason} at byte "
-                f"{exc.start}); save the file as UTF-8"
+                f"{place}: not UTF-8 text ({reason} at byte {offset} of the file); save the "
+                "file as UTF-8"
             ) from exc
         except csv.Error as exc:
             raise DatasetError(
@@ -304,7 +310,7 @@ class DialogueSource:
 
     def __iter__(self) -> Iterator[DialogueRow]:
         """Stream rows in file order. Call :meth:`validate` first; a broken row here raises."""
-        for where, parsed in self._parse():
+        for where, parsed, _ in self._parse():
             if isinstance(parsed, list):
                 raise DatasetError(f"{where}: row changed since validation", parsed)
             yield parsed
@@ -322,46 +328,68 @@ def _parse_objects(
     """
     for where, obj, default_id in objects:
         if isinstance(obj, DuplicateKeyError):
-            yield where, [Problem(where, "", f"not a valid row: {obj}")]
+            yield where, [Problem(where, "", f"not a valid row: {obj}")], False
             continue
         if isinstance(obj, json.JSONDecodeError):
-            yield (
-                where,
-                [
-                    Problem(
-                        where,
-                        "",
-                        f"not valid JSON ({obj.msg} at "
-                        + (
-                            f"column {obj.colno}"
-                            if fmt == "jsonl"
-                            else f"line {obj.lineno} column {obj.colno}"
-                        )
-                        + "); "
-                        + (
-                            "each line must be one JSON object"
-                            if fmt == "jsonl"
-                            else "the file must be one JSON array of rows (or a tau2 "
-                            "results file); for one row per line use .jsonl"
-                        ),
-                    )
-                ],
+            unit = "line" if fmt == "jsonl" else "file"
+            hint = (
+                "each line must be one JSON object"
+                if fmt == "jsonl"
+                else "the file must be one JSON array of rows (or a tau2 results file); for one "
+                "row per line use .jsonl"
             )
+            problem = Problem(where, "", f"not valid JSON ({json_problem(obj, unit)}); {hint}")
+            yield where, [problem], False
         elif isinstance(obj, RowShapeError):
-            yield where, [Problem(where, obj.field, str(obj))]
+            yield where, [Problem(where, obj.field, str(obj))], False
         elif isinstance(obj, DialogueRow):
-            yield where, obj
+            yield where, obj, False
         else:
             case = _case_name(obj)
             try:
                 if is_diagnosis_case(obj):
                     obj = diagnosis_row(obj, load_fixture(str(obj["traceFixture"]), case_file))
-                yield where, row_from_object(obj, default_id)
+                named = isinstance(obj, dict) and any(
+                    obj.get(k) is not None and str(obj[k]).strip() for k in ID_KEYS
+                )
+                row = row_from_object(obj, default_id)
+                yield where, row, not named and row.row_id == default_id
             except RowShapeError as exc:
-                yield where, [Problem(where, exc.field, f"{case}{exc}")]
+                yield where, [Problem(where, exc.field, f"{case}{exc}")], False
             except ValidationError as exc:
                 fields = diagnosis_fields() if is_diagnosis_case(obj) else None
-                yield where, [_problem(where, case, err, fields) for err in exc.errors()]
+                problems = [_problem(where, case, err, fields) for err in exc.errors()]
+                yield where, problems, False
+
+
+#: marks a place in ``seen`` whose row had no rowId and was given ``<file stem>-<line>``
+GENERATED = " (no rowId: named after its file and line)"
+_MADE = "where the row is (`<file name>-<line>`; `row-<n>` for rows given in memory)"
+
+
+def _duplicate(row_id: str, first: str, generated: bool) -> str:
+    """Why ``row_id`` is refused the second time, when one or both rows were given their id
+    from the file name and place (``<stem>-<line>``: files of one name in two folders, or an
+    explicit rowId that happens to look like one)."""
+    first_generated = first.endswith(GENERATED)
+    first = first.removesuffix(GENERATED)
+    if not generated and not first_generated:
+        return f"duplicate rowId {row_id!r} (first at {first}); rowIds must be unique within a task"
+    if generated and first_generated:
+        return (
+            f"duplicate rowId {row_id!r}: neither this row nor the one at {first} has a rowId, "
+            "and the ids made from the file name and line are the same (files of the same name "
+            "in different folders); give the rows a `rowId`, or rename one of the files"
+        )
+    if generated:
+        return (
+            f"duplicate rowId {row_id!r}: this row has no rowId, and the id made from {_MADE} "
+            f"is the rowId the row at {first} gives; give this row a `rowId`"
+        )
+    return (
+        f"duplicate rowId {row_id!r}: the row at {first} has no rowId and was given this id "
+        f"from {_MADE}; give that row a `rowId`, or choose another one here"
+    )
 
 
 def _checked_rows(
@@ -379,23 +407,17 @@ def _checked_rows(
     problems: list[Problem] = []
     seen = {} if seen is None else seen
     count = 0
-    for where, found in parsed:
+    for where, found, generated in parsed:
         if isinstance(found, list):
             problems.extend(found)
         elif found.row_id in seen:
             problems.append(
-                Problem(
-                    where,
-                    "rowId",
-                    f"duplicate rowId {found.row_id!r} "
-                    f"(first at {seen[found.row_id]}); rowIds must be "
-                    "unique within a task",
-                )
+                Problem(where, "rowId", _duplicate(found.row_id, seen[found.row_id], generated))
             )
         else:
             keep(found)
             count += 1
-            seen[found.row_id] = where
+            seen[found.row_id] = where + (GENERATED if generated else "")
     if problems:
         shown = problems[:MAX_PROBLEMS]
         more = len(problems) - len(shown)

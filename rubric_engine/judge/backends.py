@@ -32,6 +32,7 @@ from rubric_engine.cassette import (
     response_problem,
     sanitize_response,
 )
+from rubric_engine.errors import ConfigurationError
 from rubric_engine.judge.cache_markers import PrefixWarmup, mark_static_prefix, needs_markers
 from rubric_engine.judge.endpoints import endpoint_kind, is_context_exceeded, sends_provider_key
 from rubric_engine.judge.limiter import AdaptiveLimit
@@ -269,11 +270,11 @@ class LiveBackend:
         #: requests put on the wire, every attempt (those of rows cut off midway included)
         self.sent = 0
         self._warmup = PrefixWarmup()
-        self._direct = (
-            DirectTransport(self.limiter.maximum)
-            if transport_choice(settings.transport) == "direct"
-            else None
-        )
+        try:
+            choice = transport_choice(settings.transport)
+        except ValueError as exc:  # e.g. a resumed live task with a bad $RUBRIC_EVAL_TRANSPORT
+            raise ConfigurationError(str(exc)) from None
+        self._direct = DirectTransport(self.limiter.maximum) if choice == "direct" else None
         #: per model: litellm's per-token prices when linear (see :meth:`_rates`)
         self._linear: dict[str, tuple[float, float] | None] = {}
         #: per model: litellm's transport arguments, the secrets an error may echo, the route

@@ -88,11 +88,13 @@ def transport_choice(option: str | None = None) -> str:
     Raises:
         ValueError: an unknown name (names the valid ones).
     """
-    chosen = (option or os.environ.get(TRANSPORT_ENV) or "direct").strip().lower()
+    given = option or os.environ.get(TRANSPORT_ENV)
+    chosen = (given or "direct").strip().lower()
     if chosen not in TRANSPORTS:
+        where = "--transport" if option else f"${TRANSPORT_ENV}"
+        fix = "" if option else f", or unset {TRANSPORT_ENV} for the default direct"
         raise ValueError(
-            f"transport {chosen!r} is not known; use one of {', '.join(TRANSPORTS)} "
-            f"(--transport or ${TRANSPORT_ENV})"
+            f"{where} {given!r} is not a transport; use one of {', '.join(TRANSPORTS)}{fix}"
         )
     return chosen
 

@@ -312,10 +312,13 @@ def _check_choices(options: ScoreOptions) -> None:
         )
     from rubric_engine.judge.transport import transport_choice
 
-    try:
-        transport_choice(options.transport)
-    except ValueError as exc:
-        raise ConfigurationError(str(exc)) from None
+    # a bad --transport is a bad option in any mode; $RUBRIC_EVAL_TRANSPORT only matters to a
+    # run that calls a judge (a replay never makes a live backend, which checks it again)
+    if options.transport is not None or options.mode != "replay":
+        try:
+            transport_choice(options.transport)
+        except ValueError as exc:
+            raise ConfigurationError(str(exc)) from None
 
 
 def _check_batch(options: ScoreOptions) -> None:

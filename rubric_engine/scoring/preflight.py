@@ -135,6 +135,10 @@ def check_credentials(options: ScoreOptions) -> None:
         api_base=options.api_base,
         api_version=version if isinstance(version, str) else None,
     ).get("missing_keys")
+    # litellm lists a variable that is set as missing when another is not (azure/: the key
+    # counts only with AZURE_API_BASE and AZURE_API_VERSION exported, even when --api-base
+    # and api_version give those): what is set is not missing
+    missing = [name for name in missing or () if not os.environ.get(name)]
     if missing:
         hosted = f" at {options.api_base}" if options.api_base else ""
         raise ConfigurationError(

@@ -74,7 +74,10 @@ class ScoreResult:
 
 
 class ReportFilesError(ConfigurationError):
-    """The rows are judged and stored, but the report files could not be written."""
+    """The rows are judged and stored, but the report files could not be written (exit 9,
+    :attr:`ExitCode.REPORT_NOT_WRITTEN`: nothing to re-judge, only files to rebuild)."""
+
+    exit_code = ExitCode.REPORT_NOT_WRITTEN
 
 
 class JudgeUnavailableError(RubricEvalError):

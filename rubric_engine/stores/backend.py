@@ -68,6 +68,11 @@ class Backend(Protocol):
             StoreError: another process holds it.
         """
 
+    def task_held(self, task_id: str) -> bool:
+        """Whether a process holds :meth:`task_lock` for ``task_id`` now, found without
+        keeping the lock or changing the store: a RUNNING task nobody holds was killed (its
+        state could not be set) and ``score --resume`` finishes it."""
+
     def close(self) -> None: ...
 
 

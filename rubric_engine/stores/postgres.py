@@ -177,6 +177,18 @@ class PostgresBackend:
                 conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (f"task:{task_id}",))
                 conn.autocommit = False
 
+    def task_held(self, task_id: str) -> bool:
+        # read from pg_locks, never taken: a one-bigint advisory lock shows its key as
+        # classid (high 32 bits) and objid (low 32 bits) with objsubid 1
+        (held,) = self._conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' "
+            "AND objsubid = 1 AND granted "
+            "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+            "AND ((classid::bigint << 32) | objid::bigint) = hashtext(%s)::bigint)",
+            (f"task:{task_id}",),
+        ).fetchone() or (False,)
+        return bool(held)
+
     def close(self) -> None:
         import psycopg
 

@@ -68,17 +68,18 @@ class SqliteBackend:
         query = "SELECT name FROM sqlite_master WHERE type='table'"
         return {name for (name,) in self._db.execute(query)}
 
+    def _task_lock_path(self, task_id: str) -> Path:
+        return self.path.with_name(self.path.name + ".locks") / f"{task_id}.lock"  # beside it
+
     @contextmanager
     def task_lock(self, task_id: str) -> Iterator[None]:
         from filelock import FileLock, Timeout
 
-        folder = self.path.with_name(self.path.name + ".locks")  # beside the store
-        folder.mkdir(parents=True, exist_ok=True)
+        path = self._task_lock_path(task_id)
+        path.parent.mkdir(parents=True, exist_ok=True)
         # filelock takes the platform's own lock (POSIX or Windows), so `score` runs on both;
         # not re-entrant within a process: a second run of one task in one process is refused too
-        lock = FileLock(
-            folder / f"{task_id}.lock", timeout=0, is_singleton=False, thread_local=False
-        )
+        lock = FileLock(path, timeout=0, is_singleton=False, thread_local=False)
         try:
             lock.acquire()
         except Timeout:
@@ -87,6 +88,20 @@ class SqliteBackend:
             yield
         finally:
             lock.release()
+
+    def task_held(self, task_id: str) -> bool:
+        from filelock import FileLock, Timeout
+
+        path = self._task_lock_path(task_id)
+        if not path.exists():  # every holder creates it first
+            return False
+        lock = FileLock(path, timeout=0, is_singleton=False, thread_local=False)
+        try:
+            lock.acquire()  # the OS lock dies with its process: free means nobody runs it
+        except Timeout:
+            return True
+        lock.release()
+        return False
 
     def close(self) -> None:
         self._db.commit()
