@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from rubric_engine.report.clusters import LowRows, issue_clusters
+from rubric_engine.report.clusters import CompactStrings, LowRows, issue_clusters
 from rubric_engine.report.model import (
     AgentSummary,
     IntentSummary,
@@ -143,7 +143,7 @@ class _Keyed:
 
     def __init__(self) -> None:
         self.keys = array("q")
-        self.values: list[str] = []
+        self.values = CompactStrings()
 
     def add(self, key: int, value: str) -> None:
         self.keys.append(key)
