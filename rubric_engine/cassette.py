@@ -26,6 +26,7 @@ import hashlib
 import json
 import os
 from array import array
+from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -276,43 +277,52 @@ def read_entries(
 
 #: cassette files an index keeps open at once (one handle each)
 MAX_OPEN_FILES = 32
+#: a file's number sits above the byte offset in one 64-bit location (offsets below 1 TiB)
+_OFFSET_BITS = 40
 
 
-def _compact_key(key: str) -> bytes | str:
-    """A key as the index holds it: the 32 digest bytes of a ``sha256:<64 hex>`` key (a
-    third of the string's size), any other key as it is."""
+def _key_hash(key: str) -> tuple[int, int]:
+    """A key as the index holds it: 128 bits of its digest as two 64-bit halves (the first 32
+    hex digits of a ``sha256:<64 hex>`` key; any other key is hashed first)."""
     if len(key) == 71 and key.startswith("sha256:"):
         try:
-            return bytes.fromhex(key[7:])
+            return int(key[7:23], 16), int(key[23:39], 16)
         except ValueError:
             pass
-    return key
+    digest = hashlib.sha256(key.encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big"), int.from_bytes(digest[8:16], "big")
 
 
 @dataclass
 class CassetteIndex:
     """Every entry under a folder, by key (a later duplicate replaces an earlier one).
 
-    Only where each entry starts is kept — per entry its key (as 32 digest bytes), and in
-    flat arrays its file, byte offset, length, line and provenance (a number into the table of
-    distinct provenances) — about 150 bytes per entry, not its responses; :meth:`get` reads
-    the entry back through one open handle per file (at most :data:`MAX_OPEN_FILES`) when a
-    request asks for it. The rowId → keys table that explains a miss is built on the first
-    miss.
+    Only where each entry starts is kept, in flat arrays sorted by key: 128 bits of its key,
+    its file and byte offset (one 64-bit number), length, line and provenance (a number into
+    the table of distinct provenances) — 36 bytes per entry, not its responses. :meth:`get`
+    finds the key by bisection and reads the entry back through one open handle per file (at
+    most :data:`MAX_OPEN_FILES`), checking the whole key on the line it read (two keys sharing
+    128 bits would just continue the search). :meth:`provenance`, :meth:`kind` and ``in`` read
+    nothing and match the 128 bits. The rowId → entries table that explains a miss is built on
+    the first miss (16 bytes per entry).
     """
 
     root: Path
     files: list[Path] = field(default_factory=list)
     replaced: int = 0  # entries superseded by a later one with the same key
     torn: list[str] = field(default_factory=list)  # half-written last lines, skipped
-    _numbers: dict[bytes | str, int] = field(default_factory=dict)  # key -> entry number
-    _file: array[int] = field(default_factory=lambda: array("L"))
-    _offset: array[int] = field(default_factory=lambda: array("Q"))
-    _length: array[int] = field(default_factory=lambda: array("L"))
-    _line: array[int] = field(default_factory=lambda: array("L"))
-    _provenance: array[int] = field(default_factory=lambda: array("L"))
+    _high: array[int] = field(default_factory=lambda: array("Q"))  # key bits 0-63, sorted
+    _low: array[int] = field(default_factory=lambda: array("Q"))  # key bits 64-127
+    _at: array[int] = field(default_factory=lambda: array("Q"))  # file << 40 | byte offset
+    _length: array[int] = field(default_factory=lambda: array("I"))
+    _line: array[int] = field(default_factory=lambda: array("I"))
+    _provenance: array[int] = field(default_factory=lambda: array("I"))
     _provenances: list[dict[str, Any]] = field(default_factory=list)  # distinct, first seen
-    _rows: dict[str, list[str]] | None = None  # rowId -> keys in file order, on the first miss
+    #: a replaced key's in-force entry -> where its first entry was (:meth:`entries`' order)
+    _first_at: dict[int, int] = field(default_factory=dict)
+    #: on the first miss: rowId hashes, sorted, and their entry numbers
+    _row_hashes: array[int] | None = None
+    _row_numbers: array[int] = field(default_factory=lambda: array("I"))
     _handles: dict[int, int] = field(default_factory=dict)  # file number -> open descriptor
 
     @classmethod
@@ -323,29 +333,64 @@ class CassetteIndex:
             CassetteError: a line is not JSON, not an entry, or lacks provenance.
         """
         index = cls(root=root)
+        high, low, at = array("Q"), array("Q"), array("Q")
+        length, line, prov = array("I"), array("I"), array("I")
         provenances: dict[str, int] = {}  # canonical JSON of a provenance -> its number
         for path in sorted(root.rglob("*.jsonl")):
             index.files.append(path)
-            for (offset, length, line), entry in _entries_at(path, problems, index.torn):
-                key = _compact_key(entry.key)
-                if key in index._numbers:
-                    index.replaced += 1
-                index._numbers[key] = len(index._offset)
-                index._file.append(len(index.files) - 1)
-                index._offset.append(offset)
-                index._length.append(length)
-                index._line.append(line)
+            file = (len(index.files) - 1) << _OFFSET_BITS
+            for (offset, size, n), entry in _entries_at(path, problems, index.torn):
+                h, lo = _key_hash(entry.key)
+                high.append(h)
+                low.append(lo)
+                at.append(file | offset)
+                length.append(size)
+                line.append(n)
                 found = provenances.setdefault(_dumps(entry.provenance), len(provenances))
                 if found == len(index._provenances):
                     index._provenances.append(entry.provenance)
-                index._provenance.append(found)
+                prov.append(found)
+        # sorted by key; entries of one key stay in file order (a stable sort), the last one
+        # in force; two keys sharing the first 64 bits sit in one run, compared in full
+        order = sorted(range(len(high)), key=high.__getitem__)
+        kept: list[int] = []
+        run = 0  # where the run of entries with the current first 64 bits starts in kept
+        for i in order:
+            if not kept or high[kept[-1]] != high[i]:
+                run = len(kept)
+            same = next(
+                (
+                    k
+                    for k in range(run, len(kept))
+                    if low[kept[k]] == low[i]
+                    and index._key_at(at[kept[k]], length[kept[k]])
+                    == index._key_at(at[i], length[i])
+                ),
+                None,
+            )
+            if same is None:
+                kept.append(i)
+                continue
+            index.replaced += 1
+            index._first_at[i] = index._first_at.pop(kept[same], at[kept[same]])
+            kept[same] = i
+        index.close()
+        del order
+        index._high = array("Q", (high[i] for i in kept))
+        index._low = array("Q", (low[i] for i in kept))
+        index._at = array("Q", (at[i] for i in kept))
+        index._length = array("I", (length[i] for i in kept))
+        index._line = array("I", (line[i] for i in kept))
+        index._provenance = array("I", (prov[i] for i in kept))
+        number = {i: n for n, i in enumerate(kept) if i in index._first_at}
+        index._first_at = {number[i]: first for i, first in index._first_at.items()}
         return index
 
     def __len__(self) -> int:
-        return len(self._numbers)
+        return len(self._high)
 
     def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and _compact_key(key) in self._numbers
+        return isinstance(key, str) and self._number(key) is not None
 
     def __del__(self) -> None:
         self.close()
@@ -356,31 +401,59 @@ class CassetteIndex:
         for fd in handles.values():
             os.close(fd)
 
+    def _numbers(self, key: str) -> Iterator[int]:
+        """The entries whose 128 key bits are ``key``'s (one, unless two keys share them)."""
+        high, low = _key_hash(key)
+        number = bisect_left(self._high, high)
+        while number < len(self._high) and self._high[number] == high:
+            if self._low[number] == low:
+                yield number
+            number += 1
+
+    def _number(self, key: str) -> int | None:
+        return next(self._numbers(key), None)
+
     def get(self, key: str) -> CassetteEntry | None:
         """The entry stored under ``key``, read from its file, or ``None``."""
-        number = self._numbers.get(_compact_key(key))
-        return None if number is None else self._read(number)
+        for number in self._numbers(key):
+            entry = self._read(number)
+            if entry.key == key:
+                return entry
+        return None
 
-    def _read(self, number: int) -> CassetteEntry:
-        file = self._file[number]
+    def _raw(self, at: int, length: int) -> tuple[bytes, int]:
+        file = at >> _OFFSET_BITS
         fd = self._handles.get(file)
         if fd is None:
             if len(self._handles) >= MAX_OPEN_FILES:  # a folder of many small cassettes
                 self.close()
             fd = self._handles[file] = os.open(self.files[file], os.O_RDONLY)
-        raw = os.pread(fd, self._length[number], self._offset[number])
+        return os.pread(fd, length, at & ((1 << _OFFSET_BITS) - 1)), file
+
+    def _key_at(self, at: int, length: int) -> Any:
+        raw, _ = self._raw(at, length)
+        return json.loads(raw.decode("utf-8-sig")).get("key")
+
+    def _read(self, number: int) -> CassetteEntry:
+        raw, file = self._raw(self._at[number], self._length[number])
         return _entry_from(
             json.loads(raw.decode("utf-8-sig")), f"{self.files[file]}:{self._line[number]}"
         )
 
+    def _in_file_order(self) -> list[int]:
+        """Entry numbers in force, in the order their keys first appear in the files."""
+        first = self._first_at
+        return sorted(range(len(self._at)), key=lambda n: first.get(n, self._at[n]))
+
     def entries(self) -> Iterator[CassetteEntry]:
-        """Every entry in force (later duplicates replace earlier ones), read one at a time."""
-        for number in list(self._numbers.values()):
+        """Every entry in force (later duplicates replace earlier ones), read one at a time, in
+        the order their keys first appear."""
+        for number in self._in_file_order():
             yield self._read(number)
 
     def provenance(self, key: str | None) -> dict[str, Any] | None:
         """The provenance of the entry under ``key`` (without reading the entry), or ``None``."""
-        number = self._numbers.get(_compact_key(key)) if key is not None else None
+        number = self._number(key) if key is not None else None
         return None if number is None else self._provenances[self._provenance[number]]
 
     def kind(self, key: str | None) -> str | None:
@@ -388,16 +461,29 @@ class CassetteIndex:
         found = self.provenance(key)
         return None if found is None else str(found["kind"])
 
-    def _keys_of(self, row_id: str) -> list[str]:
-        if self._rows is None:
-            self._rows = {}
-            for entry in self.entries():
-                self._rows.setdefault(entry.row_id, []).append(entry.key)
-        return self._rows.get(row_id, [])
+    def _row_entries(self, row_id: str) -> list[CassetteEntry]:
+        """The entries recorded for ``row_id``, in the order their keys first appear."""
+        if self._row_hashes is None:
+            hashes, numbers = array("Q"), array("I")
+            for number in self._in_file_order():
+                hashes.append(_key_hash(self._read(number).row_id)[0])
+                numbers.append(number)
+            order = sorted(range(len(hashes)), key=hashes.__getitem__)  # stable: file order
+            self._row_hashes = array("Q", (hashes[i] for i in order))
+            self._row_numbers = array("I", (numbers[i] for i in order))
+        wanted = _key_hash(row_id)[0]
+        found = []
+        at = bisect_left(self._row_hashes, wanted)
+        while at < len(self._row_hashes) and self._row_hashes[at] == wanted:
+            entry = self._read(self._row_numbers[at])
+            if entry.row_id == row_id:
+                found.append(entry)
+            at += 1
+        return found
 
     def explain_miss(self, row_id: str, parts: dict[str, str]) -> str:
         """Say which key part differs from the nearest entry recorded for the same row."""
-        candidates = [e for e in map(self.get, self._keys_of(row_id)) if e is not None]
+        candidates = self._row_entries(row_id)
         if not candidates:
             return f"no entry for row {row_id!r} under {self.root}"
         best = min(candidates, key=lambda e: sum(e.key_parts.get(k) != v for k, v in parts.items()))
@@ -416,10 +502,11 @@ class CassetteIndex:
         )
 
     def provenance_counts(self) -> dict[str, int]:
+        """Entries in force by provenance kind (``recorded`` / ``authored``)."""
+        kinds = [str(p["kind"]) for p in self._provenances]
         counts: dict[str, int] = {}
-        for number in self._numbers.values():
-            kind = str(self._provenances[self._provenance[number]]["kind"])
-            counts[kind] = counts.get(kind, 0) + 1
+        for number in self._provenance:
+            counts[kinds[number]] = counts.get(kinds[number], 0) + 1
         return counts
 
 

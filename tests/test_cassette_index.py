@@ -27,14 +27,14 @@ def _replicated(folder: Path, copies: int) -> list[str]:
     return keys
 
 
-def test_the_index_keeps_a_few_hundred_bytes_per_entry(tmp_path: Path) -> None:
+def test_the_index_keeps_a_few_dozen_bytes_per_entry(tmp_path: Path) -> None:
     keys = _replicated(tmp_path, 40)  # 1,040 entries of ~2 KB each
     tracemalloc.start()
     index = CassetteIndex.load(tmp_path)
     held, _ = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert len(index) == len(keys)
-    assert held / len(keys) < 300, f"{held / len(keys):.0f} bytes per entry"
+    assert held / len(keys) < 100, f"{held / len(keys):.0f} bytes per entry"
     assert index.get(keys[-1]) is not None and keys[-1] in index
 
 

@@ -8,9 +8,11 @@ aggregating the task's rows in input order (SPEC §9; the rules are in
 - bounded heaps: the :data:`LOWEST_ROWS` lowest-scoring rows and the
   :data:`DRILLDOWN_ROWS` worst rows the HTML drill-down shows;
 - per row only what a section lists or cannot add up out of order: each latency (8 bytes, for
-  the exact p95, plus 8 of seq), each cost and agent duration that exists (float sums are
-  added in input order, as a list would be, so the bytes match), and the rowIds the report
-  prints (low rows for the issue clusters, red-flagged rows, judge errors, rule summaries).
+  the exact p95; :class:`SeqFloats`), each cost and agent duration that exists (float sums
+  are added in input order, as a list would be, so the bytes match), and the rowIds the
+  report prints (low rows for the issue clusters, red-flagged rows: one UTF-8 buffer each;
+  judge errors, rule summaries). :meth:`ReportAccumulator.release` drops them once the
+  report is built.
 
 Rows arrive out of order in a fresh run (concurrency); every order-dependent figure is keyed by
 the row's ``seq`` (its input position), never by arrival. Pure: no I/O, no clock.
@@ -22,9 +24,10 @@ import heapq
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from itertools import chain
 from typing import Any
 
-from rubric_engine.report.clusters import LowRows, issue_clusters
+from rubric_engine.report.clusters import CompactStrings, LowRows, issue_clusters
 from rubric_engine.report.model import (
     AgentSummary,
     IntentSummary,
@@ -65,33 +68,64 @@ _CHECKED = 1 << 62
 
 class SeqFloats:
     """Floats of some rows with the row's ``seq``, read back in input order (a float sum
-    depends on its order; today's report adds in input order). 16 bytes per value."""
+    depends on its order; today's report adds in input order).
 
-    __slots__ = ("_seqs", "_sorted", "_values")
+    Rows arrive nearly in input order (a concurrent run stores them a few seqs apart), so the
+    values of a run of consecutive seqs are kept alone, 8 bytes each, and the few that arrive
+    ahead of a gap wait by seq until it fills. Seqs that never fill their gaps (more than
+    :data:`PENDING_LIMIT` waiting) switch to a seq beside every value (16 bytes each).
+    """
+
+    __slots__ = ("_first", "_next", "_pending", "_seqs", "_values")
+
+    #: values waiting for a gap before they switch the whole set to seq + value pairs
+    PENDING_LIMIT = 4096
 
     def __init__(self) -> None:
-        self._seqs = array("q")
-        self._values = array("d")
-        self._sorted = True
+        self._values = array("d")  # seqs _first .. _next - 1, in order (until _seqs is set)
+        self._first = self._next = -1
+        self._pending: dict[int, float] = {}
+        self._seqs: array[int] | None = None  # seq of each value, once they no longer run
 
     def __len__(self) -> int:
-        return len(self._values)
+        return len(self._values) + len(self._pending)
 
     def add(self, seq: int, value: float) -> None:
-        if self._seqs and seq < self._seqs[-1]:
-            self._sorted = False
-        self._seqs.append(seq)
-        self._values.append(value)
+        if self._seqs is not None:
+            self._seqs.append(seq)
+            self._values.append(value)
+        elif seq == self._next or self._first < 0:
+            if self._first < 0:
+                self._first = seq
+            self._values.append(value)
+            self._next = seq + 1
+            while self._next in self._pending:
+                self._values.append(self._pending.pop(self._next))
+                self._next += 1
+        else:
+            self._pending[seq] = value
+            if len(self._pending) > self.PENDING_LIMIT:
+                self._seqs = array("q", range(self._first, self._next))
+                for waiting, kept in self._pending.items():
+                    self._seqs.append(waiting)
+                    self._values.append(kept)
+                self._pending = {}
 
     def in_order(self) -> Iterator[float]:
-        if self._sorted:
-            return iter(self._values)
-        return (self._values[i] for i in sorted(range(len(self._seqs)), key=self._seqs.__getitem__))
+        if self._seqs is not None:
+            seqs = self._seqs
+            return (self._values[i] for i in sorted(range(len(seqs)), key=seqs.__getitem__))
+        # waiting values sit before the run (seqs below its first) or after it
+        waiting = sorted(self._pending.items())
+        before = [v for s, v in waiting if s < self._first]
+        after = [v for s, v in waiting if s > self._first]
+        return chain(before, self._values, after)
 
     def at_rank(self, index: int) -> float:
         """The value at ``index`` of the ascending order (``0 <= index < len``), selected with
         a heap of the ``len - index`` largest rather than a sorted copy."""
-        return heapq.nlargest(len(self._values) - index, self._values)[-1]
+        values = chain(self._values, self._pending.values())
+        return heapq.nlargest(len(self) - index, values)[-1]
 
 
 class UsageTotals:
@@ -143,7 +177,7 @@ class _Keyed:
 
     def __init__(self) -> None:
         self.keys = array("q")
-        self.values: list[str] = []
+        self.values = CompactStrings()
 
     def add(self, key: int, value: str) -> None:
         self.keys.append(key)
@@ -233,9 +267,12 @@ class ReportAccumulator:
         self._rules: list[tuple[int, RuleSummary]] = []
         self._routes: Counter[tuple[str, str]] = Counter()
         self.worst = WorstRows(threshold)
+        self._released = False
 
     def add(self, seq: int, result: RowResult, usage: RowUsage, facts: RowFacts) -> None:
         """Count one stored row; ``seq`` is its input position (unique in the task)."""
+        if self._released:
+            raise RuntimeError("the accumulator was released after its report was built")
         self.rows += 1
         status = result.status
         self._status[status] += 1
@@ -322,6 +359,8 @@ class ReportAccumulator:
             ConfigurationError: a ``by`` name that is neither ``intent``, ``category`` nor a
                 metadata field of any row (the valid names are listed).
         """
+        if self._released:
+            raise RuntimeError("the accumulator was released after its report was built")
         fig, scale = self._fig, self.rubric.score_scale
         scored = self._status[RowStatus.SCORED]
         checked = self._status[RowStatus.CHECKED]
@@ -361,6 +400,18 @@ class ReportAccumulator:
             rules=rules_section_of([s for _, s in sorted(self._rules, key=lambda ss: ss[0])]),
             router=router_from_pairs(self._routes, fig),
         )
+
+    def release(self) -> None:
+        """Drop what is kept per row (low rows, listed rowIds, floats, rule summaries) once
+        :meth:`finish` has built the report, so the report files are written without it; the
+        accumulator can neither add nor finish afterwards.
+        """
+        self._low = LowRows()
+        self._flag_rows = {}
+        self._errors, self._rules = [], []
+        self._durations = SeqFloats()
+        self.usage = UsageTotals()
+        self._released = True
 
     def _red_flags(self) -> tuple[RedFlagCount, ...]:
         """Every declared type (zero counts too) plus orphans as first seen; most frequent

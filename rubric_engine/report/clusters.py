@@ -29,7 +29,7 @@ from rubric_engine.rubric.model import EvalRubric
 
 EXAMPLE_ROWS = 5
 #: a final score of ``None`` in :attr:`LowRows.finals`
-_NO_SCORE = -(2**63)
+_NO_SCORE = -(2**31)
 
 
 _T = TypeVar("_T", frozenset[str], tuple[str, ...])
@@ -50,19 +50,42 @@ class _Interned(Generic[_T]):
         return found
 
 
+class CompactStrings:
+    """Strings appended one by one and read back by position, held as one UTF-8 buffer and
+    the end offset of each: the string's bytes + 8 bytes each (a ``str`` object is ~50 bytes
+    more), for the rowIds a report lists."""
+
+    __slots__ = ("_data", "_ends")
+
+    def __init__(self) -> None:
+        self._data = bytearray()
+        self._ends = array("Q")
+
+    def __len__(self) -> int:
+        return len(self._ends)
+
+    def append(self, value: str) -> None:
+        self._data += value.encode("utf-8")
+        self._ends.append(len(self._data))
+
+    def __getitem__(self, i: int) -> str:
+        start = self._ends[i - 1] if i > 0 else 0
+        return self._data[start : self._ends[i]].decode("utf-8")
+
+
 class LowRows:
     """A task's low rows as :func:`issue_clusters` reads them, added in any order.
 
-    Per row: 8 bytes of seq, 8 of final score, 4 + 4 of set indexes and the rowId string (the
-    clusters list every low row's id, so it is kept anyway).
+    Per row: 8 bytes of seq, 4 of final score, 4 + 4 of set indexes and the rowId in a
+    :class:`CompactStrings` (its bytes + 8: the clusters list every low row's id).
     """
 
     def __init__(self) -> None:
         self.seqs = array("q")
-        self.ids: list[str] = []
-        self.finals = array("q")
-        self.violated = array("l")  # index into self.sets
-        self.flags = array("l")  # index into self.flag_sets
+        self.ids = CompactStrings()
+        self.finals = array("i")
+        self.violated = array("I")  # index into self.sets
+        self.flags = array("I")  # index into self.flag_sets
         self.sets: _Interned[frozenset[str]] = _Interned()
         self.flag_sets: _Interned[tuple[str, ...]] = _Interned()
 

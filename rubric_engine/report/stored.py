@@ -196,8 +196,10 @@ def stored_report_rows(store: TaskStore, task_id: str) -> Iterator[ReportRow]:
 
 
 def streamed_task(record: TaskRecord, rubric: EvalRubric, built: ReportAccumulator) -> StreamedTask:
-    """The report of the rows ``built`` was fed (a fresh run feeds each row as it is stored)."""
+    """The report of the rows ``built`` was fed (a fresh run feeds each row as it is stored);
+    ``built`` is released (:meth:`~rubric_engine.report.accumulate.ReportAccumulator.release`)."""
     report = with_unrowed_calls(built.finish(task_section(record)), record)
+    built.release()  # the report files are written without the per-row data
     return StreamedTask(record, rubric, report, built.worst.rows(), built.rows)
 
 
