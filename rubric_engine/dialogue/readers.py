@@ -44,6 +44,7 @@ from rubric_engine.cases.seed004 import is_seed004
 from rubric_engine.dialogue.csv_rows import csv_objects
 from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.dialogue.otlp import is_otlp_export, otlp_rows
+from rubric_engine.dialogue.seen_ids import SeenIds
 from rubric_engine.dialogue.shapes import ID_KEYS, RowShapeError, row_from_object
 from rubric_engine.dialogue.storable import MAX_ROW_DEPTH
 from rubric_engine.dialogue.tau import (
@@ -58,6 +59,10 @@ from rubric_engine.rules.model import check_error_message, check_model, strip_ta
 from rubric_engine.safe_yaml import YamlLimitError, load_documents
 
 InputFormat = Literal["auto", "jsonl", "json", "csv", "yaml"]
+#: rowIds already taken → their first place: :class:`SeenIds` (a run's), or a plain
+#: ``dict[str, str]`` of id → place (ending in :data:`GENERATED` for an id made from the file
+#: name), as the readers took before issue 18; either is updated
+Seen = SeenIds | dict[str, str]
 INPUT_FORMATS: tuple[str, ...] = ("auto", "jsonl", "json", "csv", "yaml")
 MAX_PROBLEMS = 50
 #: largest YAML case file read whole (JSONL is streamed and has no such limit)
@@ -254,15 +259,16 @@ class DialogueSource:
     def _parse(self) -> Iterator[Parsed]:
         return _parse_objects(self._objects(), self.path, self.resolved_format())
 
-    def validate(self, seen: dict[str, str] | None = None) -> int:
+    def validate(self, seen: Seen | None = None) -> int:
         """Check every row; return the row count (:meth:`read` without keeping the rows)."""
         return self.check(lambda row: None, seen)
 
-    def read(self, seen: dict[str, str] | None = None) -> list[DialogueRow]:
+    def read(self, seen: Seen | None = None) -> list[DialogueRow]:
         """Parse and check every row once; return them in file order.
 
         Args:
-            seen: rowIds already taken (by earlier files of the same task) → where (ending in
+            seen: rowIds already taken (by earlier files of the same task) → where
+                (:data:`Seen`: a :class:`SeenIds`, or a dict whose places end in
                 :data:`GENERATED` when that row had no rowId); updated.
 
         Raises:
@@ -273,7 +279,7 @@ class DialogueSource:
         self.check(rows.append, seen)
         return rows
 
-    def check(self, keep: Callable[[DialogueRow], None], seen: dict[str, str] | None = None) -> int:
+    def check(self, keep: Callable[[DialogueRow], None], seen: Seen | None = None) -> int:
         """Parse and check every row once, handing each valid row to ``keep`` in file order
         (as it is parsed: rows are not held here); return the row count. When a problem is
         found, ``keep`` may have had the valid rows before it (the caller drops them).
@@ -367,12 +373,30 @@ GENERATED = " (no rowId: named after its file and line)"
 _MADE = "where the row is (`<file name>-<line>`; `row-<n>` for rows given in memory)"
 
 
-def _duplicate(row_id: str, first: str, generated: bool) -> str:
-    """Why ``row_id`` is refused the second time, when one or both rows were given their id
-    from the file name and place (``<stem>-<line>``: files of one name in two folders, or an
-    explicit rowId that happens to look like one)."""
-    first_generated = first.endswith(GENERATED)
-    first = first.removesuffix(GENERATED)
+class _DictSeen:
+    """A plain ``dict[str, str]`` given as ``seen`` (id → place, ending in :data:`GENERATED`
+    for a made id), asked and updated as a :class:`SeenIds` is."""
+
+    def __init__(self, seen: dict[str, str]) -> None:
+        self._seen = seen
+
+    def __contains__(self, row_id: str) -> bool:
+        return row_id in self._seen
+
+    def first(self, row_id: str) -> tuple[str, bool] | None:
+        where = self._seen.get(row_id)
+        if where is None:
+            return None
+        return where.removesuffix(GENERATED), where.endswith(GENERATED)
+
+    def add(self, row_id: str, where: str, generated: bool = False) -> None:
+        self._seen[row_id] = where + (GENERATED if generated else "")
+
+
+def _duplicate(row_id: str, first: str, first_generated: bool, generated: bool) -> str:
+    """Why ``row_id`` is refused the second time (``first``: where it was taken), when one or
+    both rows were given their id from the file name and place (``<stem>-<line>``: files of
+    one name in two folders, or an explicit rowId that happens to look like one)."""
     if not generated and not first_generated:
         return f"duplicate rowId {row_id!r} (first at {first}); rowIds must be unique within a task"
     if generated and first_generated:
@@ -394,7 +418,7 @@ def _duplicate(row_id: str, first: str, generated: bool) -> str:
 
 def _checked_rows(
     parsed: Iterable[Parsed],
-    seen: dict[str, str] | None,
+    seen: Seen | None,
     name: str,
     keep: Callable[[DialogueRow], None],
 ) -> int:
@@ -405,19 +429,20 @@ def _checked_rows(
         DatasetError: up to :data:`MAX_PROBLEMS` problems, each with its place.
     """
     problems: list[Problem] = []
-    seen = {} if seen is None else seen
+    taken = SeenIds() if seen is None else _DictSeen(seen) if isinstance(seen, dict) else seen
     count = 0
     for where, found, generated in parsed:
         if isinstance(found, list):
             problems.extend(found)
-        elif found.row_id in seen:
+        elif found.row_id in taken:
+            first, first_generated = taken.first(found.row_id) or ("", False)
             problems.append(
-                Problem(where, "rowId", _duplicate(found.row_id, seen[found.row_id], generated))
+                Problem(where, "rowId", _duplicate(found.row_id, first, first_generated, generated))
             )
         else:
             keep(found)
             count += 1
-            seen[found.row_id] = where + (GENERATED if generated else "")
+            taken.add(found.row_id, where, generated)
     if problems:
         shown = problems[:MAX_PROBLEMS]
         more = len(problems) - len(shown)
@@ -447,8 +472,8 @@ class MemorySource:
     rows: Sequence[MemoryRow]
     name: str = "rows"
 
-    def read(self, seen: dict[str, str] | None = None) -> list[DialogueRow]:
-        """Check every row once; return them in order.
+    def read(self, seen: Seen | None = None) -> list[DialogueRow]:
+        """Check every row once; return them in order (``seen`` as :meth:`DialogueSource.read`).
 
         Raises:
             DatasetError: no rows, or malformed or duplicated rows (every problem, with its

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.dialogue.readers import DialogueSource, MemorySource
+from rubric_engine.dialogue.seen_ids import SeenIds
 from rubric_engine.dialogue.spool import RowSpool
 from rubric_engine.errors import ConfigurationError
 from rubric_engine.rubric.model import EvalRubric
@@ -83,7 +84,7 @@ def read_inputs(options: ScoreOptions) -> Inputs:
         DatasetError: a file is missing or unreadable, or rows are malformed or repeat a
             rowId (across files and memory too); every problem of a file at once.
     """
-    seen: dict[str, str] = {}
+    seen = SeenIds()  # ~30 B an id plus its bytes, for the whole run (issue 18)
     spool = RowSpool()
     try:
         for path in options.inputs:
