@@ -30,7 +30,7 @@ from typing import Any
 from rubric_engine.cases.seed000 import is_seed000, seed000_row
 from rubric_engine.cases.seed004 import is_seed004, seed004_row
 from rubric_engine.dialogue.errors import RowShapeError
-from rubric_engine.dialogue.model import DialogueRow, check_row_id
+from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.dialogue.otel import otel_attributes, otel_message, otel_row
 from rubric_engine.dialogue.storable import storable_problem
 from rubric_engine.rules.evidence import trace_problems
@@ -272,10 +272,6 @@ def row_from_object(obj: Any, default_id: str) -> DialogueRow:
         row_id = row_id.strip()
     if not isinstance(row_id, str | int):
         raise RowShapeError("rowId", f"must be a string or a number, not {type(row_id).__name__}")
-    try:
-        check_row_id(str(row_id))
-    except ValueError as refused:
-        raise RowShapeError("rowId", str(refused)) from None
     if "metadata" in obj and not isinstance(obj["metadata"], dict | None):
         raise RowShapeError("metadata", "must be a mapping of names to values")
     for key in ("expectedBehavior", "expected_behavior", "negativeBehavior", "negative_behavior"):
@@ -289,7 +285,7 @@ def row_from_object(obj: Any, default_id: str) -> DialogueRow:
         raise RowShapeError(field, message)
     return DialogueRow.model_validate(
         {
-            "row_id": str(row_id),
+            "rowId": str(row_id),  # by alias, so a refused rowId is named `rowId`
             "messages": messages,
             "reference_output": obj.get("referenceOutput", obj.get("reference_output")),
             "trace": obj.get("trace"),
