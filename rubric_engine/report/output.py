@@ -10,6 +10,7 @@ while writing leaves the previous file or the new one, never half of one.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import tempfile
 from collections.abc import Iterable
@@ -103,7 +104,10 @@ def write_atomic(path: Path, text: str | Iterable[str]) -> None:
         raise
 
 
+@functools.cache
 def _umask() -> int:
+    """The process's umask, read once: reading it means setting it, which is not safe to do
+    on every write while other threads may be creating files."""
     mask = os.umask(0)
     os.umask(mask)
     return mask
