@@ -61,6 +61,8 @@ class RequestBuilder:
         self.template = template
         self.system_text = render_system(template, rubric) if template else ""
         self.rubric_hash = rubric.content_hash()
+        #: the prompt asks for evidence turns (``judge_v3``): the judge's verdict model has them
+        self.asks_evidence = bool(template and template.asks_evidence)
 
     def prepare(self, seq: int, row: DialogueRow) -> PreparedRow:
         case = row_case_requirements(row)

@@ -308,18 +308,13 @@ def _judge_for(
     backend = judge_backend(options, rubric)
     limit = None if options.mode == "replay" else context_limit(options)
     assert options.output_mode is not None
+    builder = RequestBuilder(rubric, template)
     judge = build_judge(
-        backend,
-        rubric,
-        options,
-        params,
-        options.output_mode,
-        limit,
-        evidence=bool(template and template.asks_evidence),
+        backend, rubric, options, params, options.output_mode, limit, builder.asks_evidence
     )
     return (
         judge,
-        RequestBuilder(rubric, template),
+        builder,
         (backend if isinstance(backend, ReplayBackend) else None),
     )
 

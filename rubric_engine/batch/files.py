@@ -27,11 +27,11 @@ from typing import Any
 
 from rubric_engine.batch.backend import BatchBackend
 from rubric_engine.batch.lines import parse_custom_id, read_output_line
-from rubric_engine.batch.run import BatchLimits, BatchRun
+from rubric_engine.batch.run import BatchLimits, BatchRun, batch_judge
 from rubric_engine.batch.sinks import FileSink
 from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.errors import ConfigurationError, InputError
-from rubric_engine.judge.instructor_judge import DEFAULT_PARAMS, InstructorJudge
+from rubric_engine.judge.instructor_judge import DEFAULT_PARAMS
 from rubric_engine.judge.retry import RetryPolicy
 from rubric_engine.pipeline import RequestBuilder
 from rubric_engine.prompt import DEFAULT_PROMPT, load_prompt
@@ -147,14 +147,7 @@ def _batch_run(
     return BatchRun(
         rows=lambda: enumerate(rows),
         builder=builder,
-        judge=InstructorJudge(
-            backend,
-            builder.rubric,
-            model,
-            params,
-            max_reasks,
-            evidence=bool(builder.template and builder.template.asks_evidence),
-        ),
+        judge=batch_judge(backend, builder, model, params, max_reasks),
         backend=backend,
         store=store,
         task_id=task_id,

@@ -17,12 +17,11 @@ from rubric_engine.batch.backend import BatchBackend
 from rubric_engine.batch.client import BatchClient
 from rubric_engine.batch.ledger import Ledger
 from rubric_engine.batch.pricing import pricer
-from rubric_engine.batch.run import BatchLimits, BatchRun
+from rubric_engine.batch.run import BatchLimits, BatchRun, batch_judge
 from rubric_engine.batch.settings import BatchSettings
 from rubric_engine.commit_timer import committing
 from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.judge.backends import LiveBackend, RecordBackend
-from rubric_engine.judge.instructor_judge import InstructorJudge
 from rubric_engine.pipeline import RequestBuilder
 from rubric_engine.results import RowResult
 from rubric_engine.store import StoredRow, TaskStore
@@ -71,14 +70,7 @@ async def run_in_batches(
     run = BatchRun(
         rows=rows,
         builder=builder,
-        judge=InstructorJudge(
-            backend,
-            builder.rubric,
-            model,
-            params,
-            max_reasks,
-            evidence=bool(builder.template and builder.template.asks_evidence),
-        ),
+        judge=batch_judge(backend, builder, model, params, max_reasks),
         backend=backend,
         store=store,
         task_id=task_id,

@@ -28,6 +28,7 @@ from rubric_engine.batch.lines import custom_id, read_output_line, request_line
 from rubric_engine.batch.settings import MAX_BYTES, MAX_REQUESTS
 from rubric_engine.batch.sinks import ProviderSink, Sink
 from rubric_engine.dialogue.model import DialogueRow
+from rubric_engine.judge.instructor_judge import InstructorJudge
 from rubric_engine.judge.protocol import Judge
 from rubric_engine.pipeline import (
     CredentialsRefused,
@@ -40,6 +41,20 @@ from rubric_engine.results import RowResult
 from rubric_engine.store import StoredRow, TaskStore
 
 Progress = Callable[[str], None]
+
+
+def batch_judge(
+    backend: BatchBackend,
+    builder: RequestBuilder,
+    model: str,
+    params: dict[str, Any],
+    max_reasks: int,
+) -> InstructorJudge:
+    """The judge of a batch run (``--mode batch``, ``batch export``): JSON mode over
+    ``backend``, with evidence turns when the builder's prompt asks for them."""
+    return InstructorJudge(
+        backend, builder.rubric, model, params, max_reasks, evidence=builder.asks_evidence
+    )
 
 
 @dataclass

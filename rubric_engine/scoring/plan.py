@@ -96,7 +96,7 @@ class Plan:
             self.params,
             self.output_mode,
             self.context_limit,
-            evidence=bool(self.template and self.template.asks_evidence),
+            evidence=self.builder.asks_evidence,
         )
 
 
