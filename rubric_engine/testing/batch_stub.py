@@ -36,17 +36,17 @@ import argparse
 import email.parser
 import email.policy
 import json
-import sys
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import parse_qs, urlsplit
 
+from rubric_engine.testing.loopback_http import LoopbackHTTP
 from rubric_engine.testing.openai_stub import (
     Responder,
     StubReply,
@@ -114,7 +114,7 @@ class _Batch:
     stamps: dict[str, int] = field(default_factory=dict)
 
 
-class BatchStub:
+class BatchStub(LoopbackHTTP):
     """The server. Use as a context manager; ``base_url`` ends in ``/v1``.
 
     Args:
@@ -191,38 +191,7 @@ class BatchStub:
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 
-        class Server(ThreadingHTTPServer):
-            request_queue_size = 256
-            daemon_threads = True
-
-            def handle_error(self, request: Any, client_address: Any) -> None:
-                if isinstance(sys.exc_info()[1], ConnectionError):
-                    return  # a client killed mid-request (the kill -9 tests)
-                super().handle_error(request, client_address)
-
-        self._server = Server(("127.0.0.1", port), Handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    # -- life cycle ----------------------------------------------------------------------------
-
-    @property
-    def base_url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
-
-    def start(self) -> BatchStub:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-    def __enter__(self) -> BatchStub:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        self._listen(Handler, port)
 
     # -- what tests read -----------------------------------------------------------------------
 

@@ -42,9 +42,11 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
+
+from rubric_engine.testing.loopback_http import LoopbackHTTP
 
 _ROW_ID = re.compile(r"^rowId: (.+)$", re.MULTILINE)
 
@@ -177,7 +179,7 @@ def load_verdicts(path: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
-class StubServer:
+class StubServer(LoopbackHTTP):
     """The server. Use as a context manager; ``base_url`` ends in ``/v1``.
 
     Args:
@@ -279,17 +281,7 @@ class StubServer:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (timeout tests)
 
-        class Server(ThreadingHTTPServer):
-            request_queue_size = 256  # listen backlog: many clients connect at once
-            daemon_threads = True
-
-        self._server = Server(("127.0.0.1", port), Handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
+        self._listen(Handler, port)
 
     def serves(self, path: str) -> bool:
         """Whether ``path`` (query and trailing ``/`` removed) is this server's endpoint."""
@@ -327,20 +319,6 @@ class StubServer:
         with self._lock:
             written = self._cached.setdefault(prefix, time.monotonic())
             return written <= arrived
-
-    def start(self) -> StubServer:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-    def __enter__(self) -> StubServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def completion(
