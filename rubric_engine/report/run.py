@@ -36,7 +36,7 @@ from rubric_engine.report.stored import (
     with_calibration,
 )
 from rubric_engine.store import TaskStore
-from rubric_engine.stores.location import StoreLocation, folder_given, store_exists
+from rubric_engine.stores.location import StoreLocation, store_exists
 
 
 def require_store(store: StoreLocation) -> None:
@@ -46,20 +46,17 @@ def require_store(store: StoreLocation) -> None:
         StoreError: a folder, no file there, or a PostgreSQL database without a store's
             tables (the fix is named); the PostgreSQL server cannot be reached.
     """
-    if not isinstance(store, Path):  # a PostgreSQL URL
-        if not store_exists(store):
-            raise StoreError(
-                f"{store}: the database holds no task store yet; start one: `rubric-eval "
-                "rubric publish FILE --store URL` then `rubric-eval score INPUT --rubric KEY`"
-            )
+    if store_exists(store):  # a folder is refused there, naming a file inside it
         return
-    if store.is_dir():
-        raise folder_given(store)
-    if not store.is_file():
+    if isinstance(store, Path):
         raise StoreError(
             f"{store}: no task store here; pass --store PATH, or start one: "
             "`rubric-eval rubric publish FILE` then `rubric-eval score INPUT --rubric KEY`"
         )
+    raise StoreError(
+        f"{store}: the database holds no task store yet; start one: `rubric-eval "
+        "rubric publish FILE --store URL` then `rubric-eval score INPUT --rubric KEY`"
+    )
 
 
 def _load(store: StoreLocation, task_id: str) -> StoredTask:
