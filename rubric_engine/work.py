@@ -129,6 +129,9 @@ class WorkSettings:
     api_key_env: str | None = None
     cassettes: Path | None = None
     timeout_s: float | None = None
+    #: ``direct`` or ``litellm`` (``score --transport``); ``None``: ``$RUBRIC_EVAL_TRANSPORT``,
+    #: else direct. Never stored: either sends the same requests.
+    transport: str | None = None
     #: seconds to wait between looks at rows other workers hold, before their leases end
     poll_s: float = 1.0
 
@@ -304,7 +307,15 @@ def _judge_for(
         system_as_user=bool(task.judge_params.get("systemAsUser")),
         concurrency=settings.concurrency,
         store=location,
+        transport=settings.transport,
     )
+    if settings.transport is not None:  # a bad --transport is refused in a replay task too
+        from rubric_engine.judge.transport import transport_choice
+
+        try:
+            transport_choice(settings.transport)
+        except ValueError as exc:
+            raise ConfigurationError(str(exc)) from None
     backend = judge_backend(options, rubric)
     limit = None if options.mode == "replay" else context_limit(options)
     assert options.output_mode is not None

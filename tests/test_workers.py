@@ -290,3 +290,26 @@ def test_a_worker_judges_in_the_task_s_output_mode_and_prompt_shape(
     assert code == 8 and len(bodies) == 1, out
     assert "tools" in bodies[0]  # the forced tool call of --output-mode tools
     assert [m["role"] for m in bodies[0]["messages"]] == ["user"]  # --system-as-user
+
+
+@pytest.mark.live
+def test_a_worker_takes_the_transport_it_is_given(tmp_path: Path, pg_url: str) -> None:
+    # `work --transport` as `score --transport`: litellm's client, not the direct session
+    from rubric_engine.testing.openai_stub import StubServer
+    from tests.test_resilience import slow
+
+    run("rubric", "publish", RUBRICS / "health_cs.yaml", "--store", pg_url)
+    with StubServer(slow(0)) as server:
+        code, out = run(
+            "score", HEALTH, "-r", "health_cs", "--store", pg_url, "--mode", "live",
+            "--api-base", server.base_url, "--model", "gpt-4o-mini", "--workers-only",
+        )  # fmt: skip
+        assert code == 0, out
+        task = out.rsplit("task id: ", 1)[1].split()[0]
+        code, out = run("work", task, "--store", pg_url, "--transport", "carrier-pigeon")
+        assert code == 2 and "--transport 'carrier-pigeon' is not a transport" in out, out
+        assert "direct, litellm" in out and not server.requests
+        code, out = run("work", task, "--store", pg_url, "--transport", "litellm")
+        assert code == 0 and "COMPLETED" in out, out
+        agents = {r["headers"]["user-agent"] for r in server.requests}
+    assert len(server.requests) == 26 and "rubric-eval" not in agents

@@ -40,6 +40,13 @@ def work(
     timeout: Annotated[
         float | None, typer.Option(min=0.1, help="Per-request timeout, seconds.")
     ] = None,
+    transport: Annotated[
+        str | None,
+        typer.Option(
+            help="direct (the default, or $RUBRIC_EVAL_TRANSPORT) or litellm: how live calls "
+            "reach openai/, azure/ and hosted_vllm/ judges, as for score."
+        ),
+    ] = None,
 ) -> None:
     """Judge rows of a queued task until none is left; the last row completes the task.
 
@@ -58,6 +65,7 @@ def work(
         api_key_env=api_key_env,
         cassettes=cassettes,
         timeout_s=timeout,
+        transport=transport,
     )
 
     def run() -> None:
