@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -232,6 +233,61 @@ def test_batch_mode_equals_a_live_run_over_the_same_answers(tmp_path: Path) -> N
     assert extra["judgeMode"] == "batch"
 
 
+def as_asked(verdicts: dict[str, dict[str, Any]], bodies: list[dict[str, Any]]) -> Responder:
+    """The verdicts, as a tool call when the request offers the verdict tool; every body kept."""
+    answer = verdicts_responder(verdicts)
+
+    def respond(body: dict[str, Any]) -> StubReply:
+        bodies.append(body)
+        reply = answer(body)
+        if not body.get("tools"):
+            return reply
+        name = body["tools"][0]["function"]["name"]
+        call = {"name": name, "arguments": reply.content}
+        return StubReply(
+            content="", tool_calls=[{"id": "c1", "type": "function", "function": call}]
+        )
+
+    return respond
+
+
+@pytest.mark.parametrize("output_mode", ["tools", "schema"])
+def test_batch_lines_ask_in_the_task_s_output_mode_and_prompt_shape(
+    tmp_path: Path, output_mode: str
+) -> None:
+    # before, batch mode and `batch export` always asked in JSON mode with a system message,
+    # while the task recorded --output-mode and --system-as-user
+    replica = write_rows(tmp_path / "data", 30)
+    verdicts = load_verdicts(replica.verdicts)
+    shape = {"output_mode": output_mode, "system_as_user": True}
+    live_bodies: list[dict[str, Any]] = []
+    with StubServer(as_asked(verdicts, live_bodies)) as live:
+        score(
+            ScoreOptions(
+                inputs=[replica.rows], rubric=RUBRICS / "health_cs.yaml", draft=True,
+                mode="live", api_base=live.base_url, model="openai/gpt-4o-mini",
+                store=tmp_path / "live.sqlite", out=tmp_path / "live", **shape,
+            )
+        )  # fmt: skip
+    batch_bodies: list[dict[str, Any]] = []
+    with BatchStub(as_asked(verdicts, batch_bodies)) as stub:
+        options = replace(batch_options(replica.rows, stub, tmp_path, "batch"), **shape)
+        result = score(options)
+    assert rows_of(tmp_path / "batch") == rows_of(tmp_path / "live")
+    strip = ("stream",)  # what the live transport adds that a batch line does not carry
+    for bodies in (live_bodies, batch_bodies):
+        assert len(bodies) == 30
+        assert all(m["role"] != "system" for b in bodies for m in b["messages"])
+    asked = {k for k in batch_bodies[0] if k not in strip}
+    assert asked == {k for k in live_bodies[0] if k not in strip}
+    assert ("tools" in asked) == (output_mode == "tools")
+    assert ("response_format" in asked) == (output_mode == "schema")
+    params = result.report["task"]["judgeParams"]
+    recorded = {"tools": "instructor/TOOLS", "schema": "instructor/JSON_SCHEMA"}[output_mode]
+    assert params["outputMode"] == recorded
+    assert params["systemAsUser"] is True
+
+
 def test_cost_is_priced_at_batch_rates(tmp_path: Path) -> None:
     import litellm
 
@@ -399,17 +455,24 @@ def test_record_mode_in_batch_writes_cassettes_that_replay_to_the_same_rows(
 
 
 @pytest.mark.parametrize(
-    ("rows", "pack"),
-    [(HEALTH, "health_cs"), (CASES / "airline_tau2_dev.json", "airline_cs")],
+    ("rows", "pack", "shape"),
+    [
+        (HEALTH, "health_cs", ()),
+        (CASES / "airline_tau2_dev.json", "airline_cs", ()),
+        # the rubric inside the first user message: every line, follow-ups included, is asked so
+        (HEALTH, "health_cs", ("--system-as-user",)),
+    ],
 )
-def test_export_answer_import_gives_the_replay_rows(tmp_path: Path, rows: Path, pack: str) -> None:
+def test_export_answer_import_gives_the_replay_rows(
+    tmp_path: Path, rows: Path, pack: str, shape: tuple[str, ...]
+) -> None:
     store = tmp_path / "s.sqlite"
     code, out = run("score", rows, "-r", RUBRICS / f"{pack}.yaml", "--draft", "--store", store,
                     "--out", tmp_path / "replay")  # fmt: skip
     assert code in (0, 4), out
     code, out = run("batch", "export", rows, "-r", RUBRICS / f"{pack}.yaml", "--draft",
                     "--store", store, "--out", tmp_path / "x", "--report-out", tmp_path / "imp",
-                    "--batch-max-requests", "7")  # fmt: skip
+                    "--batch-max-requests", "7", *shape)  # fmt: skip
     assert code == 0, out
     manifest = json.loads((tmp_path / "x" / "manifest.json").read_text("utf-8"))
     task_id, round_no = manifest["taskId"], 0
@@ -418,6 +481,9 @@ def test_export_answer_import_gives_the_replay_rows(tmp_path: Path, rows: Path, 
         answered = tmp_path / f"results-{round_no}.jsonl"
         with answered.open("w", encoding="utf-8") as handle:
             for request in sorted((tmp_path / "x").glob("requests-*.jsonl")):
+                roles = {m["role"] for line in request.read_text("utf-8").splitlines()
+                         for m in json.loads(line)["body"]["messages"]}  # fmt: skip
+                assert ("system" in roles) == (not shape), roles
                 done = subprocess.run(
                     [sys.executable, str(ROOT / "scripts" / "answer_batch.py"), str(request),
                      "--cassettes", str(CASSETTES)],

@@ -35,10 +35,11 @@ from rubric_engine.judge.instructor_judge import DEFAULT_PARAMS
 from rubric_engine.judge.retry import RetryPolicy
 from rubric_engine.pipeline import RequestBuilder
 from rubric_engine.prompt import DEFAULT_PROMPT, load_prompt
-from rubric_engine.registry import rubric_for_scoring, verified_snapshot
+from rubric_engine.registry import rubric_for_scoring
 from rubric_engine.report import load_task, report_from_task, write_reports
 from rubric_engine.report.model import Report
-from rubric_engine.scoring.options import ScoreOptions, check_options
+from rubric_engine.scoring.options import ScoreOptions, check_options, effective_output_mode
+from rubric_engine.scoring.plan import output_mode_of, stored_judge
 from rubric_engine.scoring.preflight import read_inputs
 from rubric_engine.scoring.task import check_inputs_unchanged, task_record
 from rubric_engine.store import TaskStore, new_task_id
@@ -106,7 +107,10 @@ def _new_task(options: ScoreOptions, store: TaskStore) -> tuple[str, BatchRun]:
     record = task_record(task_id, options, rubric, template, builder.system_text, params, inputs)
     waiting = {**record.extra, "stopReason": "waiting for `rubric-eval batch import`"}
     store.create_task(replace(record, judge_mode=FILE_MODE, state=TaskState.STOPPED, extra=waiting))
-    return task_id, _batch_run(store, task_id, builder, inputs.rows, options.max_reasks, params)
+    return task_id, _batch_run(
+        store, task_id, builder, inputs.rows, options.max_reasks, params,
+        effective_output_mode(options), options.system_as_user,
+    )  # fmt: skip
 
 
 def _open_task(store: TaskStore, task_id: str) -> BatchRun:
@@ -116,21 +120,19 @@ def _open_task(store: TaskStore, task_id: str) -> BatchRun:
             f"task {task_id} was not made by `rubric-eval batch export` (its judge mode is "
             f"{task.judge_mode}); batch files belong to a task that export created"
         )
-    rubric = verified_snapshot(task.rubric_snapshot, task.rubric_hash, f"task {task_id}")
-    template = load_prompt(task.prompt_version)
-    if template.hash != task.prompt_hash:
-        raise ConfigurationError(
-            f"task {task_id} was made with prompt {task.prompt_version} {task.prompt_hash}; this "
-            f"rubric-eval's template has {template.hash}; use rubric-eval {task.engine_version}"
-        )
+    # the task's rubric, template and sampling parameters, checked as --resume checks them
+    rubric, template, params = stored_judge(task, "use the rubric-eval version that exported it")
     run = task.extra["run"]
     files = [Path(p) for p in run["inputs"]]
     check_inputs_unchanged(task, files)
     rows = read_inputs(ScoreOptions(inputs=files, input_format=run["inputFormat"])).rows
-    params = {k: v for k, v in task.judge_params.items() if k not in ("maxReasks", "outputMode")}
     builder = RequestBuilder(rubric, template)
     maxreasks = int(task.judge_params["maxReasks"])
-    return _batch_run(store, task_id, builder, rows, maxreasks, params, model=task.model)
+    return _batch_run(
+        store, task_id, builder, rows, maxreasks, params,
+        output_mode_of(task.judge_params), bool(task.judge_params.get("systemAsUser")),
+        model=task.model,
+    )  # fmt: skip
 
 
 def _batch_run(
@@ -140,6 +142,8 @@ def _batch_run(
     rows: Sequence[DialogueRow],
     max_reasks: int,
     params: dict[str, Any],
+    output_mode: str,
+    system_as_user: bool,
     model: str | None = None,
 ) -> BatchRun:
     model = model or store.task(task_id).model
@@ -147,7 +151,7 @@ def _batch_run(
     return BatchRun(
         rows=lambda: enumerate(rows),
         builder=builder,
-        judge=batch_judge(backend, builder, model, params, max_reasks),
+        judge=batch_judge(backend, builder, model, params, max_reasks, output_mode, system_as_user),
         backend=backend,
         store=store,
         task_id=task_id,

@@ -51,12 +51,16 @@ async def run_in_batches(
     progress: Callable[[str], None] | None = None,
     on_row: Callable[[RowResult], None] | None = None,
     on_stored: Callable[[StoredRow], None] | None = None,
+    output_mode: str = "json",
+    system_as_user: bool = False,
 ) -> BatchOutcome:
     """Judge the task's unfinished rows through the provider's batch API.
 
     ``live`` is the live backend the run would otherwise use: its settings reach the batch
     endpoints, it answers ``--batch-fallback live`` requests, and, when it is a
-    :class:`RecordBackend`, finished rows are written to its cassette.
+    :class:`RecordBackend`, finished rows are written to its cassette. ``output_mode`` and
+    ``system_as_user`` are the task's (``--output-mode``, ``--system-as-user``): each line
+    asks what a live call of the task would.
     """
     provider = model.split("/", 1)[0] if "/" in model else "openai"
     recorder = live if settings.record and isinstance(live, RecordBackend) else None
@@ -70,7 +74,7 @@ async def run_in_batches(
     run = BatchRun(
         rows=rows,
         builder=builder,
-        judge=batch_judge(backend, builder, model, params, max_reasks),
+        judge=batch_judge(backend, builder, model, params, max_reasks, output_mode, system_as_user),
         backend=backend,
         store=store,
         task_id=task_id,

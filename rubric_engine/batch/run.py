@@ -19,7 +19,7 @@ import asyncio
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 from rubric_engine.batch.backend import BatchBackend
 from rubric_engine.batch.client import BatchClient
@@ -29,6 +29,7 @@ from rubric_engine.batch.settings import MAX_BYTES, MAX_REQUESTS
 from rubric_engine.batch.sinks import ProviderSink, Sink
 from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.judge.instructor_judge import InstructorJudge
+from rubric_engine.judge.output_modes import OutputMode
 from rubric_engine.judge.protocol import Judge
 from rubric_engine.pipeline import (
     CredentialsRefused,
@@ -49,11 +50,21 @@ def batch_judge(
     model: str,
     params: dict[str, Any],
     max_reasks: int,
+    output_mode: str = "json",
+    system_as_user: bool = False,
 ) -> InstructorJudge:
-    """The judge of a batch run (``--mode batch``, ``batch export``): JSON mode over
-    ``backend``, with evidence turns when the builder's prompt asks for them."""
+    """The judge of a batch run (``--mode batch``, ``batch export``) over ``backend``: the
+    task's output mode and prompt shape (``system_as_user``), as a live run of the task
+    would ask, with evidence turns when the builder's prompt asks for them."""
     return InstructorJudge(
-        backend, builder.rubric, model, params, max_reasks, evidence=builder.asks_evidence
+        backend,
+        builder.rubric,
+        model,
+        params,
+        max_reasks,
+        output_mode=cast(OutputMode, output_mode),
+        system_as_user=system_as_user,
+        evidence=builder.asks_evidence,
     )
 
 

@@ -39,6 +39,20 @@ def export(
     report_out: Annotated[
         Path | None, typer.Option(help="Where `batch import` writes the reports at the end.")
     ] = None,
+    output_mode: Annotated[
+        str | None,
+        typer.Option(
+            help="json, schema or tools, as for score (a new task; a TASK keeps its own). "
+            "Default: schema for hosted_vllm/, json otherwise."
+        ),
+    ] = None,
+    system_as_user: Annotated[
+        bool,
+        typer.Option(
+            "--system-as-user",
+            help="Send the rubric inside the first user message, as for score (a new task).",
+        ),
+    ] = False,
     store: StoreOpt = DEFAULT_STORE,
 ) -> None:
     """Write the judge requests of INPUT rows (a new task) or of TASK as batch input files."""
@@ -56,6 +70,8 @@ def export(
         max_reasks=max_reasks,
         temperature=temperature,
         max_tokens=max_tokens,
+        output_mode=output_mode,
+        system_as_user=system_as_user,
         store=store,
         out=report_out,
     )

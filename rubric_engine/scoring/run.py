@@ -34,7 +34,12 @@ from rubric_engine.report.model import Report
 from rubric_engine.report.stored import StreamedTask, stream_report, streamed_task
 from rubric_engine.results import JudgeErrorKind, RowResult
 from rubric_engine.scoring.judge_when import judge_if_for
-from rubric_engine.scoring.options import ScoreOptions, check_options, effective_model
+from rubric_engine.scoring.options import (
+    ScoreOptions,
+    check_options,
+    effective_model,
+    effective_output_mode,
+)
 from rubric_engine.scoring.plan import AlreadyComplete, Plan, fresh_plan, resumed_plan
 from rubric_engine.scoring.task import report_command, resume_command, task_record
 from rubric_engine.store import StoredRow, TaskStore, new_task_id
@@ -381,6 +386,8 @@ async def _in_batches(
         progress=on_event,
         on_row=track,
         on_stored=keep,
+        output_mode=effective_output_mode(options),
+        system_as_user=options.system_as_user,
     )
     return outcome.stop_reason, outcome.summary
 
