@@ -10,9 +10,10 @@ aggregating the task's rows in input order (SPEC §9; the rules are in
 - per row only what a section lists or cannot add up out of order: each latency (8 bytes, for
   the exact p95; :class:`SeqFloats`), each cost and agent duration that exists (float sums
   are added in input order, as a list would be, so the bytes match), and the rowIds the
-  report prints (low rows for the issue clusters, red-flagged rows: one UTF-8 buffer each;
-  judge errors, rule summaries). :meth:`ReportAccumulator.release` drops them once the
-  report is built.
+  report prints (low rows for the issue clusters, red-flagged rows: each once, in one UTF-8
+  buffer, :class:`~rubric_engine.report.clusters.ListedRows`; judge errors, rule summaries).
+  :meth:`ReportAccumulator.release` drops them once the report is built, except the rowIds'
+  buffer, which the report's :class:`~rubric_engine.report.row_ids.RowIds` read.
 
 Rows arrive out of order in a fresh run (concurrency); every order-dependent figure is keyed by
 the row's ``seq`` (its input position), never by arrival. Pure: no I/O, no clock.
@@ -27,7 +28,7 @@ from collections.abc import Iterable, Iterator
 from itertools import chain
 from typing import Any
 
-from rubric_engine.report.clusters import CompactStrings, LowRows, issue_clusters
+from rubric_engine.report.clusters import ListedRows, issue_clusters
 from rubric_engine.report.model import (
     AgentSummary,
     IntentSummary,
@@ -50,6 +51,7 @@ from rubric_engine.report.outcome import (
     row_outcome,
 )
 from rubric_engine.report.router import route_pair, router_from_pairs
+from rubric_engine.report.row_ids import RowIds
 from rubric_engine.report.rows import RowFacts, RowUsage
 from rubric_engine.report.rules_section import rules_section_of
 from rubric_engine.report.slices import SliceAccumulator, status_counts
@@ -170,24 +172,6 @@ class UsageTotals:
         )
 
 
-class _Keyed:
-    """Strings with an order key (``(checked, seq)`` packed in one int), listed by key."""
-
-    __slots__ = ("keys", "values")
-
-    def __init__(self) -> None:
-        self.keys = array("q")
-        self.values = CompactStrings()
-
-    def add(self, key: int, value: str) -> None:
-        self.keys.append(key)
-        self.values.append(value)
-
-    def in_order(self) -> tuple[str, ...]:
-        order = sorted(range(len(self.keys)), key=self.keys.__getitem__)
-        return tuple(self.values[i] for i in order)
-
-
 class WorstRows:
     """The drill-down's rows: every row when at most ``limit``, else the worst ``limit`` (red
     flag, JUDGE_ERROR, failing, lowest score, then input order), listed in input order. A heap
@@ -251,7 +235,6 @@ class ReportAccumulator:
         self._error_kinds: Counter[str] = Counter()
         self._errors: list[tuple[int, JudgeErrorEntry]] = []
         self._warnings: Counter[str] = Counter()
-        self._flag_rows: dict[str, _Keyed] = {t: _Keyed() for t in rubric.red_flag_types}
         self._flag_first: dict[str, tuple[int, int]] = {}  # (listing key, position in row)
         self._intents = {i.key: [0, 0, 0, 0, 0, 0] for i in rubric.intents}
         self._req_counts: dict[str, Counter[str]] = {}
@@ -259,7 +242,7 @@ class ReportAccumulator:
         self._case_texts: dict[str, tuple[int, str]] = {}
         self._slices = [SliceAccumulator(n, rubric, threshold, self._fig) for n in by]
         self._metadata_keys: set[str] = set()
-        self._low = LowRows()
+        self._listed = ListedRows()
         self._lowest: list[tuple[tuple[int, int], RowResult]] = []  # max-heap by (score, seq)
         self._tool_calls = 0
         self._durations = SeqFloats()
@@ -327,7 +310,7 @@ class ReportAccumulator:
             counts[4] += len(r.red_flag_types)
             counts[5] += bool(r.red_flag_types)
         if outcome != "PASS":
-            self._low.add(seq, r)
+            self._listed.add_low(seq, r)
         key = (-(r.final_score or 0), -seq)
         if len(self._lowest) < LOWEST_ROWS:
             heapq.heappush(self._lowest, (key, r))
@@ -338,9 +321,11 @@ class ReportAccumulator:
         """SCORED and CHECKED rows: red flags and requirement counts, listed scored rows first
         (in input order), then checked ones, as the report has always listed them."""
         listed = seq | _CHECKED if checked else seq
-        for position, flag in enumerate(r.red_flag_types):
-            self._flag_rows.setdefault(flag, _Keyed()).add(listed, r.row_id)
-            _first_seen(self._flag_first, flag, (listed, position))
+        if r.red_flag_types:  # a flagged SCORED row is low: listed by _scored already
+            if checked:
+                self._listed.add_flagged(seq, r)
+            for position, flag in enumerate(r.red_flag_types):
+                _first_seen(self._flag_first, flag, (listed, position))
         for position, entry in enumerate(r.reference_basis):
             rid = entry.requirement_id
             counts = self._req_counts.get(rid)
@@ -384,14 +369,15 @@ class ReportAccumulator:
         slices = (
             tuple(s.finish(self._metadata_keys) for s in self._slices) if self._slices else None
         )
+        listing = self._listed.listing()
         return Report(
             task=task,
             totals=totals,
-            red_flags=self._red_flags(),
+            red_flags=self._red_flags(listing),
             intents=self._intent_summaries(),
             requirements=self._requirements(),
             slices=slices,
-            issue_clusters=issue_clusters(self.rubric, self._low, fig),
+            issue_clusters=issue_clusters(self.rubric, self._listed, fig, listing),
             lowest_rows=self._lowest_rows(),
             judge_errors=tuple(e for _, e in sorted(self._errors, key=lambda se: se[0])),
             warnings=dict(sorted(self._warnings.items())),
@@ -402,27 +388,28 @@ class ReportAccumulator:
         )
 
     def release(self) -> None:
-        """Drop what is kept per row (low rows, listed rowIds, floats, rule summaries) once
-        :meth:`finish` has built the report, so the report files are written without it; the
-        accumulator can neither add nor finish afterwards.
+        """Drop what is kept per row (listed rows, floats, rule summaries) once :meth:`finish`
+        has built the report, so the report files are written without it (the listed rowIds'
+        buffer lives on in the report); the accumulator can neither add nor finish afterwards.
         """
-        self._low = LowRows()
-        self._flag_rows = {}
+        self._listed = ListedRows()
         self._errors, self._rules = [], []
         self._durations = SeqFloats()
         self.usage = UsageTotals()
         self._released = True
 
-    def _red_flags(self) -> tuple[RedFlagCount, ...]:
+    def _red_flags(self, listing: array[int]) -> tuple[RedFlagCount, ...]:
         """Every declared type (zero counts too) plus orphans as first seen; most frequent
         first."""
         texts = {f.type: f.text for f in self.rubric.red_flags}
         order = {t: i for i, t in enumerate(self.rubric.red_flag_types)}
         declared = list(self.rubric.red_flag_types)
         orphans = sorted(
-            (t for t in self._flag_rows if t not in order), key=self._flag_first.__getitem__
+            (t for t in self._flag_first if t not in order), key=self._flag_first.__getitem__
         )
-        hits = {t: self._flag_rows[t].in_order() for t in [*declared, *orphans]}
+        flagged = self._listed.flagged(listing)
+        none = RowIds.of(())
+        hits = {t: flagged.get(t, none) for t in [*declared, *orphans]}
         return tuple(
             RedFlagCount(type=t, text=texts.get(t), count=len(ids), row_ids=ids)
             for t, ids in sorted(hits.items(), key=lambda kv: (-len(kv[1]), order.get(kv[0], 1e9)))
