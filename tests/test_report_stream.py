@@ -229,6 +229,23 @@ def test_demo_reports_equal_the_list_build_whatever_the_arrival_order(
             assert render_json(streamed(task, rows, order)) == render_json(expected)
 
 
+@pytest.mark.parametrize("shapes", [0, 3])
+def test_rows_past_the_counted_basis_shapes_are_counted_entry_by_entry(
+    demo_tasks: dict[str, StoredTask], shapes: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A task with more referenceBasis shapes than are counted whole (case-level IDs differ
+    per row) counts the rest entry by entry: the same report, in any order."""
+    import rubric_engine.report.accumulate as accumulate
+
+    monkeypatch.setattr(accumulate, "BASIS_SHAPES", shapes)
+    for task in demo_tasks.values():
+        rows = [(r.result, r.usage, r.facts) for r in task.rows]
+        expected = oracle.list_build_report(task_section(task.record), task.rubric, rows)
+        order = list(range(len(rows)))
+        random.Random(shapes).shuffle(order)
+        assert render_json(streamed(task, rows, order)) == render_json(expected)
+
+
 def _held_bytes(task: StoredTask, count: int, low: bool, flagged: bool = False) -> int:
     """Bytes traced as allocated and still held after ``count`` rows went through an
     accumulator; each row is made, added and dropped, so only what the accumulator keeps

@@ -79,12 +79,22 @@ class ListedRows:
     def __len__(self) -> int:
         return len(self.ids)
 
-    def add_low(self, seq: int, row: RowResult) -> None:
-        """Keep a low row (``seq``: its input position; ``row``: SCORED, outcome not PASS)."""
-        violated = frozenset(
-            e.requirement_id for e in row.reference_basis if e.status is RequirementStatus.VIOLATED
-        )
-        self._add(seq, row, 1 + self.violated_sets.of(violated))
+    def group_of(self, violated: frozenset[str]) -> int:
+        """The group of low rows violating exactly ``violated`` (interned)."""
+        return 1 + self.violated_sets.of(violated)
+
+    def add_low(self, seq: int, row: RowResult, group: int | None = None) -> None:
+        """Keep a low row (``seq``: its input position; ``row``: SCORED, outcome not PASS;
+        ``group``: :meth:`group_of` its VIOLATED IDs, when the caller has it)."""
+        if group is None:
+            group = self.group_of(
+                frozenset(
+                    e.requirement_id
+                    for e in row.reference_basis
+                    if e.status is RequirementStatus.VIOLATED
+                )
+            )
+        self._add(seq, row, group)
         self.low += 1
 
     def add_flagged(self, seq: int, row: RowResult) -> None:
