@@ -10,9 +10,10 @@ aggregating the task's rows in input order (SPEC §9; the rules are in
 - per row only what a section lists or cannot add up out of order: each latency (8 bytes, for
   the exact p95; :class:`SeqFloats`), each cost and agent duration that exists (float sums
   are added in input order, as a list would be, so the bytes match), and the rowIds the
-  report prints (low rows for the issue clusters, red-flagged rows: one UTF-8 buffer each;
-  judge errors, rule summaries). :meth:`ReportAccumulator.release` drops them once the
-  report is built.
+  report prints (low rows for the issue clusters, red-flagged rows: each once, in one UTF-8
+  buffer, :class:`~rubric_engine.report.clusters.ListedRows`; judge errors, rule summaries).
+  :meth:`ReportAccumulator.release` drops them once the report is built, except the rowIds'
+  buffer, which the report's :class:`~rubric_engine.report.row_ids.RowIds` read.
 
 Rows arrive out of order in a fresh run (concurrency); every order-dependent figure is keyed by
 the row's ``seq`` (its input position), never by arrival. Pure: no I/O, no clock.
@@ -25,9 +26,10 @@ from array import array
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from itertools import chain
+from operator import attrgetter
 from typing import Any
 
-from rubric_engine.report.clusters import CompactStrings, LowRows, issue_clusters
+from rubric_engine.report.clusters import ListedRows, issue_clusters
 from rubric_engine.report.model import (
     AgentSummary,
     IntentSummary,
@@ -49,7 +51,8 @@ from rubric_engine.report.outcome import (
     default_pass_score,
     row_outcome,
 )
-from rubric_engine.report.router import route_pair, router_from_pairs
+from rubric_engine.report.router import EXPECTED_FIELD, route_pair, router_from_pairs
+from rubric_engine.report.row_ids import RowIds
 from rubric_engine.report.rows import RowFacts, RowUsage
 from rubric_engine.report.rules_section import rules_section_of
 from rubric_engine.report.slices import SliceAccumulator, status_counts
@@ -64,6 +67,11 @@ DRILLDOWN_ROWS = 500
 _DRILL_RANK = {"RED_FLAG": 0, "JUDGE_ERROR": 1, "FAIL": 2}
 #: set in a CHECKED row's listing key: checked rows are listed after every scored row
 _CHECKED = 1 << 62
+#: distinct referenceBasis shapes (IDs and statuses in order) counted per shape, about 0.5 KB
+#: each at 20 entries; rows of other shapes are counted entry by entry
+BASIS_SHAPES = 1024
+_REQUIREMENT_ID = attrgetter("requirement_id")
+_STATUS = attrgetter("status")
 
 
 class SeqFloats:
@@ -170,22 +178,23 @@ class UsageTotals:
         )
 
 
-class _Keyed:
-    """Strings with an order key (``(checked, seq)`` packed in one int), listed by key."""
+class _Shape:
+    """Rows whose referenceBasis has one shape: ``key`` (requirement IDs, statuses), how
+    many, the smallest listing key among them, and the interned index of its VIOLATED IDs
+    (``group``, -1 until a low row needs it)."""
 
-    __slots__ = ("keys", "values")
+    __slots__ = ("first", "group", "key", "rows")
 
-    def __init__(self) -> None:
-        self.keys = array("q")
-        self.values = CompactStrings()
+    def __init__(
+        self, key: tuple[tuple[str, ...], tuple[RequirementStatus, ...]], first: int
+    ) -> None:
+        self.key, self.first, self.rows, self.group = key, first, 0, -1
 
-    def add(self, key: int, value: str) -> None:
-        self.keys.append(key)
-        self.values.append(value)
-
-    def in_order(self) -> tuple[str, ...]:
-        order = sorted(range(len(self.keys)), key=self.keys.__getitem__)
-        return tuple(self.values[i] for i in order)
+    def violated(self) -> frozenset[str]:
+        ids, statuses = self.key
+        return frozenset(
+            rid for rid, s in zip(ids, statuses, strict=True) if s is RequirementStatus.VIOLATED
+        )
 
 
 class WorstRows:
@@ -197,8 +206,9 @@ class WorstRows:
         self.pass_score, self.limit = pass_score, limit
         self._heap: list[tuple[tuple[int, int, int], RowResult]] = []  # the worst kept is largest
 
-    def add(self, seq: int, row: RowResult) -> None:
-        rank = _DRILL_RANK.get(row_outcome(row, self.pass_score), 3)
+    def add(self, seq: int, row: RowResult, outcome: str | None = None) -> None:
+        """Offer a row (``outcome``: its :func:`row_outcome` at this pass score, when known)."""
+        rank = _DRILL_RANK.get(outcome or row_outcome(row, self.pass_score), 3)
         key = (-rank, -(row.final_score if row.final_score is not None else 0), -seq)
         if len(self._heap) < self.limit:
             heapq.heappush(self._heap, (key, row))
@@ -251,15 +261,15 @@ class ReportAccumulator:
         self._error_kinds: Counter[str] = Counter()
         self._errors: list[tuple[int, JudgeErrorEntry]] = []
         self._warnings: Counter[str] = Counter()
-        self._flag_rows: dict[str, _Keyed] = {t: _Keyed() for t in rubric.red_flag_types}
         self._flag_first: dict[str, tuple[int, int]] = {}  # (listing key, position in row)
         self._intents = {i.key: [0, 0, 0, 0, 0, 0] for i in rubric.intents}
         self._req_counts: dict[str, Counter[str]] = {}
+        self._shapes: dict[tuple[tuple[str, ...], tuple[RequirementStatus, ...]], _Shape] = {}
         self._req_first: dict[str, tuple[int, int]] = {}
         self._case_texts: dict[str, tuple[int, str]] = {}
         self._slices = [SliceAccumulator(n, rubric, threshold, self._fig) for n in by]
         self._metadata_keys: set[str] = set()
-        self._low = LowRows()
+        self._listed = ListedRows()
         self._lowest: list[tuple[tuple[int, int], RowResult]] = []  # max-heap by (score, seq)
         self._tool_calls = 0
         self._durations = SeqFloats()
@@ -280,8 +290,10 @@ class ReportAccumulator:
         self._outcomes[outcome] += 1
         if result.warnings:  # Counter.update costs a few calls even for nothing
             self._warnings.update(str(w.code) for w in result.warnings)
-        if status is RowStatus.SCORED:
-            self._scored(seq, result, outcome)
+        if status is RowStatus.SCORED or status is RowStatus.CHECKED:
+            shape = self._judged(seq, result, checked=status is RowStatus.CHECKED)
+            if status is RowStatus.SCORED:
+                self._scored(seq, result, outcome, shape)
         elif status is RowStatus.JUDGE_ERROR:
             kind = str(result.error.kind) if result.error else None
             if result.error:
@@ -289,8 +301,6 @@ class ReportAccumulator:
             message = result.error.message if result.error else None
             entry = JudgeErrorEntry(row_id=result.row_id, kind=kind, message=message)
             self._errors.append((seq, entry))
-        if status is RowStatus.SCORED or status is RowStatus.CHECKED:
-            self._judged(seq, result, checked=status is RowStatus.CHECKED)
         for rid, text in facts.case_texts.items():
             if rid not in self._case_texts or self._case_texts[rid][0] < seq:
                 self._case_texts[rid] = (seq, text)
@@ -304,12 +314,13 @@ class ReportAccumulator:
         self.usage.add(seq, usage)
         if result.rules is not None:
             self._rules.append((seq, result.rules))
-        pair = route_pair(facts.metadata)
-        if pair is not None:
-            self._routes[pair] += 1
-        self.worst.add(seq, result)
+        if EXPECTED_FIELD in facts.metadata:  # a router-labelled row
+            pair = route_pair(facts.metadata)
+            if pair is not None:
+                self._routes[pair] += 1
+        self.worst.add(seq, result, outcome)
 
-    def _scored(self, seq: int, r: RowResult, outcome: str) -> None:
+    def _scored(self, seq: int, r: RowResult, outcome: str, shape: _Shape | None) -> None:
         if r.final_score is not None:
             self._finals[r.final_score] += 1
         if r.judge_score is not None:
@@ -327,29 +338,67 @@ class ReportAccumulator:
             counts[4] += len(r.red_flag_types)
             counts[5] += bool(r.red_flag_types)
         if outcome != "PASS":
-            self._low.add(seq, r)
+            if shape is None:
+                self._listed.add_low(seq, r)
+            else:
+                if shape.group < 0:  # the shape's violated IDs, interned at its first low row
+                    shape.group = self._listed.group_of(shape.violated())
+                self._listed.add_low(seq, r, shape.group)
         key = (-(r.final_score or 0), -seq)
         if len(self._lowest) < LOWEST_ROWS:
             heapq.heappush(self._lowest, (key, r))
         elif key > self._lowest[0][0]:
             heapq.heapreplace(self._lowest, (key, r))
 
-    def _judged(self, seq: int, r: RowResult, *, checked: bool) -> None:
+    def _judged(self, seq: int, r: RowResult, *, checked: bool) -> _Shape | None:
         """SCORED and CHECKED rows: red flags and requirement counts, listed scored rows first
-        (in input order), then checked ones, as the report has always listed them."""
+        (in input order), then checked ones, as the report has always listed them.
+
+        The referenceBasis is counted by its shape (its IDs and statuses in order, one
+        counter per distinct shape, added up per requirement by :meth:`_requirement_counts`);
+        past :data:`BASIS_SHAPES` shapes (case-level IDs differ from row to row) a row's
+        entries are counted one by one. Returns the row's shape, ``None`` for the latter.
+        """
         listed = seq | _CHECKED if checked else seq
-        for position, flag in enumerate(r.red_flag_types):
-            self._flag_rows.setdefault(flag, _Keyed()).add(listed, r.row_id)
-            _first_seen(self._flag_first, flag, (listed, position))
-        for position, entry in enumerate(r.reference_basis):
-            rid = entry.requirement_id
-            counts = self._req_counts.get(rid)
+        if r.red_flag_types:  # a flagged SCORED row is low: listed by _scored already
+            if checked:
+                self._listed.add_flagged(seq, r)
+            for position, flag in enumerate(r.red_flag_types):
+                _first_seen(self._flag_first, flag, (listed, position))
+        basis = r.reference_basis
+        key = (tuple(map(_REQUIREMENT_ID, basis)), tuple(map(_STATUS, basis)))
+        shape = self._shapes.get(key)
+        if shape is None:
+            if len(self._shapes) >= BASIS_SHAPES:
+                self._count_entries(key, listed, 1)
+                return None
+            shape = self._shapes[key] = _Shape(key, listed)
+        shape.rows += 1
+        if listed < shape.first:
+            shape.first = listed
+        return shape
+
+    def _count_entries(
+        self, key: tuple[tuple[str, ...], tuple[RequirementStatus, ...]], first: int, rows: int
+    ) -> None:
+        """Count ``rows`` rows of one basis shape entry by entry (``first``: the smallest
+        listing key among them)."""
+        req_counts, req_first = self._req_counts, self._req_first
+        for position, (rid, status) in enumerate(zip(*key, strict=True)):
+            counts = req_counts.get(rid)
             if counts is None:  # a new Counter only for a requirement not seen before
-                counts = self._req_counts[rid] = Counter()
-            counts[STATUS_FIELD[entry.status]] += 1
-            first = self._req_first.get(rid)  # _first_seen, inline: once per basis entry
-            if first is None or (listed, position) < first:
-                self._req_first[rid] = (listed, position)
+                counts = req_counts[rid] = Counter()
+            counts[STATUS_FIELD[status]] += rows
+            seen = req_first.get(rid)  # _first_seen, inline: once per basis entry
+            if seen is None or (first, position) < seen:
+                req_first[rid] = (first, position)
+
+    def _requirement_counts(self) -> None:
+        """Fold the counted shapes into the per-requirement counts (once, at :meth:`finish`;
+        the shapes are then empty)."""
+        shapes, self._shapes = self._shapes, {}
+        for shape in shapes.values():
+            self._count_entries(shape.key, shape.first, shape.rows)
 
     def finish(self, task: TaskSection) -> Report:
         """The report of the rows added so far (see
@@ -384,14 +433,15 @@ class ReportAccumulator:
         slices = (
             tuple(s.finish(self._metadata_keys) for s in self._slices) if self._slices else None
         )
+        listing = self._listed.listing()
         return Report(
             task=task,
             totals=totals,
-            red_flags=self._red_flags(),
+            red_flags=self._red_flags(listing),
             intents=self._intent_summaries(),
             requirements=self._requirements(),
             slices=slices,
-            issue_clusters=issue_clusters(self.rubric, self._low, fig),
+            issue_clusters=issue_clusters(self.rubric, self._listed, fig, listing),
             lowest_rows=self._lowest_rows(),
             judge_errors=tuple(e for _, e in sorted(self._errors, key=lambda se: se[0])),
             warnings=dict(sorted(self._warnings.items())),
@@ -402,27 +452,28 @@ class ReportAccumulator:
         )
 
     def release(self) -> None:
-        """Drop what is kept per row (low rows, listed rowIds, floats, rule summaries) once
-        :meth:`finish` has built the report, so the report files are written without it; the
-        accumulator can neither add nor finish afterwards.
+        """Drop what is kept per row (listed rows, floats, rule summaries) once :meth:`finish`
+        has built the report, so the report files are written without it (the listed rowIds'
+        buffer lives on in the report); the accumulator can neither add nor finish afterwards.
         """
-        self._low = LowRows()
-        self._flag_rows = {}
+        self._listed = ListedRows()
         self._errors, self._rules = [], []
         self._durations = SeqFloats()
         self.usage = UsageTotals()
         self._released = True
 
-    def _red_flags(self) -> tuple[RedFlagCount, ...]:
+    def _red_flags(self, listing: array[int]) -> tuple[RedFlagCount, ...]:
         """Every declared type (zero counts too) plus orphans as first seen; most frequent
         first."""
         texts = {f.type: f.text for f in self.rubric.red_flags}
         order = {t: i for i, t in enumerate(self.rubric.red_flag_types)}
         declared = list(self.rubric.red_flag_types)
         orphans = sorted(
-            (t for t in self._flag_rows if t not in order), key=self._flag_first.__getitem__
+            (t for t in self._flag_first if t not in order), key=self._flag_first.__getitem__
         )
-        hits = {t: self._flag_rows[t].in_order() for t in [*declared, *orphans]}
+        flagged = self._listed.flagged(listing)
+        none = RowIds.of(())
+        hits = {t: flagged.get(t, none) for t in [*declared, *orphans]}
         return tuple(
             RedFlagCount(type=t, text=texts.get(t), count=len(ids), row_ids=ids)
             for t, ids in sorted(hits.items(), key=lambda kv: (-len(kv[1]), order.get(kv[0], 1e9)))
@@ -446,6 +497,7 @@ class ReportAccumulator:
     def _requirements(self) -> tuple[RequirementSummary, ...]:
         """Pack requirements in pack order (zeros included), then case-level ones as first seen
         (their texts from the last row that carries them)."""
+        self._requirement_counts()
         rubric, fig = self.rubric, self._fig
         owners: list[tuple[str | None, Any]] = [(None, req) for req in rubric.common_requirements]
         for intent in rubric.intents:

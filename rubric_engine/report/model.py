@@ -23,6 +23,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 from pydantic.alias_generators import to_camel
 
+from rubric_engine.report.row_ids import RowIds
 from rubric_engine.results import RuleSummary, _Wire
 
 #: a row's outcome in a report (see :mod:`rubric_engine.report.outcome`)
@@ -35,6 +36,9 @@ class _Section(_Wire):
     """A report section: frozen, camelCase JSON, optional keys left out when ``None``."""
 
     _omit_when_none: ClassVar[frozenset[str]] = frozenset()
+    #: fields holding :class:`~rubric_engine.report.row_ids.RowIds` or sections that do
+    #: (kept as they are by :meth:`json_tree`)
+    _streamed: ClassVar[tuple[str, ...]] = ()
 
     @model_serializer(mode="wrap")
     def _leave_out_optional(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -44,6 +48,33 @@ class _Section(_Wire):
             if key in data and data[key] is None:
                 del data[key]
         return data
+
+    def json_tree(self) -> dict[str, Any]:
+        """:meth:`to_json_dict` with each :class:`~rubric_engine.report.row_ids.RowIds` left
+        as it is instead of a list of ``str``, for
+        :func:`~rubric_engine.report.row_ids.json_chunks` to write the same text without that
+        list (issue 18: a report lists every low row's id)."""
+        if not self._streamed:
+            return self.to_json_dict()
+        data = self.model_dump(mode="json", by_alias=True, exclude=set(self._streamed))
+        tree: dict[str, Any] = {}
+        for name, info in type(self).model_fields.items():
+            key = info.serialization_alias or info.alias or name
+            if name in self._streamed:
+                value = getattr(self, name)
+                if value is not None or name not in self._omit_when_none:
+                    tree[key] = _tree_of(value)
+            elif key in data:
+                tree[key] = data[key]
+        return tree
+
+
+def _tree_of(value: Any) -> Any:
+    if isinstance(value, _Section):
+        return value.json_tree()
+    if isinstance(value, tuple | list):
+        return [_tree_of(item) for item in value]
+    return value
 
 
 class _Document(_Section):
@@ -55,8 +86,16 @@ class _Document(_Section):
 
     def __getitem__(self, key: str) -> Any:
         """The JSON value under camelCase ``key`` (a plain dict/list copy), for scripts written
-        against the dict report; the library itself reads attributes."""
-        return self.to_json_dict()[key]
+        against the dict report; the library itself reads attributes. Only that section is
+        dumped.
+
+        Raises:
+            KeyError: no such key in the JSON (or an optional section left out).
+        """
+        for name, info in type(self).model_fields.items():
+            if not info.exclude and (info.serialization_alias or info.alias or name) == key:
+                return self.model_dump(mode="json", by_alias=True, include={name})[key]
+        raise KeyError(key)
 
 
 class TaskSection(_Section):
@@ -131,10 +170,13 @@ class Totals(_Section):
 
 
 class RedFlagCount(_Section):
+    _streamed = ("row_ids",)
+
     type: str
     text: str | None
     count: int
-    row_ids: tuple[str, ...]
+    #: the flagged rows: SCORED ones in input order, then CHECKED ones
+    row_ids: RowIds
 
 
 class IntentSummary(_Section):
@@ -207,13 +249,16 @@ class CoViolated(_Section):
 
 
 class IssueCluster(_Section):
+    _streamed = ("row_ids",)
+
     rank: int
     lead_requirement_id: str | None
     text: str | None
     critical: bool
     category: str | None
     size: int
-    row_ids: tuple[str, ...]
+    #: every row of the cluster, in input order
+    row_ids: RowIds
     example_row_ids: tuple[str, ...]
     mean_score: float | None
     red_flag_share: float
@@ -359,9 +404,16 @@ class RouterSection(_Section):
 
 
 class Report(_Document):
-    """A task's report (README "Reports"); :meth:`to_json` is ``report.json``."""
+    """A task's report (README "Reports"); :meth:`to_json` is ``report.json``.
+
+    The rowIds of ``red_flags`` and ``issue_clusters`` are
+    :class:`~rubric_engine.report.row_ids.RowIds` (read like tuples, held without a ``str``
+    per id); :func:`rubric_engine.report.render.json_chunks` writes the file from
+    :meth:`json_tree` without making them lists.
+    """
 
     _omit_when_none = frozenset({"slices", "rules", "router"})
+    _streamed = ("red_flags", "issue_clusters")
 
     task: TaskSection
     totals: Totals

@@ -6,10 +6,10 @@ edge attached a current or stale one (:func:`rubric_engine.report.stored.with_ca
 from __future__ import annotations
 
 import html
-import json
 from collections.abc import Iterator
 from typing import Any
 
+from rubric_engine.report import row_ids
 from rubric_engine.report.calibration import shown_calibration
 from rubric_engine.report.glossary import GLOSSARY
 from rubric_engine.report.model import (
@@ -31,9 +31,10 @@ def render_json(report: Report | Diff) -> str:
 
 
 def json_chunks(report: Report) -> Iterator[str]:
-    """:func:`render_json`'s text in the encoder's chunks, for writing a large report (its
-    clusters list every low row's id) without building the whole string and its chunk list."""
-    yield from json.JSONEncoder(ensure_ascii=False, indent=2).iterencode(report.to_json_dict())
+    """:func:`render_json`'s text in chunks, for writing a large report (its clusters list
+    every low row's id) without building the whole string, its chunk list or a ``str`` per
+    listed rowId (:meth:`~rubric_engine.report.model.Report.json_tree`)."""
+    yield from row_ids.json_chunks(report.json_tree())
     yield "\n"
 
 

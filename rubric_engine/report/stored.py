@@ -93,7 +93,12 @@ class ReportRow:
 
 def report_row(stored: StoredRow) -> ReportRow:
     """What reports keep of a stored row."""
-    usage = RowUsage(
+    return ReportRow(stored.result, row_usage(stored), row_facts(stored.dialogue))
+
+
+def row_usage(stored: StoredRow) -> RowUsage:
+    """A stored row's judge usage, as reports read it."""
+    return RowUsage(
         stored.calls,
         stored.prompt_tokens,
         stored.completion_tokens,
@@ -102,7 +107,12 @@ def report_row(stored: StoredRow) -> ReportRow:
         stored.cache_read_tokens,
         stored.cache_creation_tokens,
     )
-    return ReportRow(stored.result, usage, row_facts(stored.dialogue))
+
+
+def add_stored(accumulator: ReportAccumulator, stored: StoredRow) -> None:
+    """Add a row just stored (a fresh run's rows, as they finish) to ``accumulator``: what
+    :func:`report_row` reads of it, without that object."""
+    accumulator.add(stored.seq, stored.result, row_usage(stored), row_facts(stored.dialogue))
 
 
 def load_task(store: TaskStore, task_id: str) -> StoredTask:

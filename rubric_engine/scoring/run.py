@@ -28,10 +28,10 @@ from rubric_engine.pipeline import (
     NoJudge,
     run_batch,
 )
-from rubric_engine.report import ReportFiles, report_row, write_reports
+from rubric_engine.report import ReportFiles, write_reports
 from rubric_engine.report.accumulate import ReportAccumulator
 from rubric_engine.report.model import Report
-from rubric_engine.report.stored import StreamedTask, stream_report, streamed_task
+from rubric_engine.report.stored import StreamedTask, add_stored, stream_report, streamed_task
 from rubric_engine.results import JudgeErrorKind, RowResult
 from rubric_engine.scoring.judge_when import judge_if_for
 from rubric_engine.scoring.options import (
@@ -294,8 +294,7 @@ async def _run(
     def keep(stored: StoredRow) -> None:
         stored_calls[0] += stored.calls
         if kept is not None:
-            row = report_row(stored)
-            kept.add(stored.seq, row.result, row.usage, row.facts)
+            add_stored(kept, stored)
 
     def cut_off() -> dict[str, Any]:
         """``callsNotInRows``: requests sent for rows that were never stored, added up."""
