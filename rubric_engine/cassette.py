@@ -30,6 +30,7 @@ from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
+from json.encoder import encode_basestring as _quote
 from pathlib import Path
 from typing import Any, Literal
 
@@ -67,6 +68,18 @@ def _dumps(value: Any) -> str:
     return canonical_json(value)
 
 
+def _message_json(message: Any) -> str:
+    """``_dumps(message)``, written directly for a plain ``{role, content}`` message of text
+    (keys sorted: ``content`` first; each string as the JSON encoder writes it,
+    :func:`json.encoder.encode_basestring`, UTF-8 kept). Any other value goes through
+    ``_dumps``. ``tests/test_cassette_key_bytes.py`` compares the two."""
+    if type(message) is dict and len(message) == 2:
+        role, content = message.get("role"), message.get("content")
+        if type(role) is str and type(content) is str:
+            return '{"content":' + _quote(content) + ',"role":' + _quote(role) + "}"
+    return _dumps(message)
+
+
 @lru_cache(maxsize=64)
 def _small_digest(text: str) -> str:
     """The digest of a short JSON text that repeats on every row (parameters, schema)."""
@@ -96,18 +109,36 @@ def messages_digest(messages: Any) -> str:
     ):
         return _digest(messages)
     digest = _after_first(first["role"], first["content"]).copy()
-    digest.update((",".join(_dumps(m) for m in messages[1:]) + "]").encode("utf-8"))
+    digest.update((",".join(map(_message_json, messages[1:])) + "]").encode("utf-8"))
     return "sha256:" + digest.hexdigest()
 
 
-def key_parts(request: dict[str, Any], rubric_hash: str, prompt_hash: str) -> dict[str, str]:
-    """The named parts of a request's canonical key (see module docstring)."""
+def static_key_parts(request: dict[str, Any]) -> dict[str, str]:
+    """The parts of :func:`key_parts` that do not depend on the messages: ``model``,
+    ``paramsHash`` and ``schemaHash`` (in that order)."""
     params = {k: request[k] for k in KEY_PARAMS if request.get(k) is not None}
     schema = {k: params.pop(k) for k in ("response_format", "tools", "tool_choice") if k in params}
     return {
         "model": str(request.get("model")),
         "paramsHash": _small_digest(_dumps(params)),
         "schemaHash": _small_digest(_dumps(schema)),
+    }
+
+
+def key_parts(
+    request: dict[str, Any],
+    rubric_hash: str,
+    prompt_hash: str,
+    static: dict[str, str] | None = None,
+) -> dict[str, str]:
+    """The named parts of a request's canonical key (see module docstring).
+
+    Args:
+        static: :func:`static_key_parts` of ``request``, when the caller already has them
+            (a judge's requests differ only in their messages); worked out here otherwise.
+    """
+    return {
+        **(static if static is not None else static_key_parts(request)),
         "messagesHash": messages_digest(request.get("messages")),
         "rubricHash": rubric_hash,
         "promptHash": prompt_hash,
@@ -411,14 +442,26 @@ class CassetteIndex:
             number += 1
 
     def _number(self, key: str) -> int | None:
-        return next(self._numbers(key), None)
+        high, low = _key_hash(key)
+        keys = self._high
+        number, end = bisect_left(keys, high), len(keys)
+        while number < end and keys[number] == high:  # :meth:`_numbers`' first, inline
+            if self._low[number] == low:
+                return number
+            number += 1
+        return None
 
     def get(self, key: str) -> CassetteEntry | None:
         """The entry stored under ``key``, read from its file, or ``None``."""
-        for number in self._numbers(key):
-            entry = self._read(number)
-            if entry.key == key:
-                return entry
+        high, low = _key_hash(key)
+        keys = self._high
+        number, end = bisect_left(keys, high), len(keys)
+        while number < end and keys[number] == high:  # :meth:`_numbers`, inline: once a row
+            if self._low[number] == low:
+                entry = self._read(number)
+                if entry.key == key:
+                    return entry
+            number += 1
         return None
 
     def _raw(self, at: int, length: int) -> tuple[bytes, int]:
