@@ -104,8 +104,13 @@ class CaseRequirements:
         return self.behaviours + self.rules
 
 
+_NO_CASE = CaseRequirements()
+
+
 def row_case_requirements(row: DialogueRow) -> CaseRequirements:
     """Every case-level requirement of ``row``."""
+    if not (row.expected_behavior or row.negative_behavior or row.expected):
+        return _NO_CASE  # most rows: nothing case-level
     return CaseRequirements(
         behaviours=case_requirements(row.expected_behavior, row.negative_behavior),
         rules=case_rule_requirements(row.expected),
