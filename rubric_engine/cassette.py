@@ -22,6 +22,7 @@ prompt hash. Transport settings (API base, key, timeout) are not part of it.
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
 import os
@@ -312,6 +313,14 @@ MAX_OPEN_FILES = 32
 _OFFSET_BITS = 40
 
 
+def _provenance_key(provenance: dict[str, Any]) -> Any:
+    """What tells provenances apart: their sorted items when every key and value is text
+    (then equal exactly when their canonical JSON is), else the canonical JSON itself."""
+    if all(type(k) is str and type(v) is str for k, v in provenance.items()):
+        return tuple(sorted(provenance.items()))
+    return _dumps(provenance)
+
+
 def _key_hash(key: str) -> tuple[int, int]:
     """A key as the index holds it: 128 bits of its digest as two 64-bit halves (the first 32
     hex digits of a ``sha256:<64 hex>`` key; any other key is hashed first)."""
@@ -366,7 +375,7 @@ class CassetteIndex:
         index = cls(root=root)
         high, low, at = array("Q"), array("Q"), array("Q")
         length, line, prov = array("I"), array("I"), array("I")
-        provenances: dict[str, int] = {}  # canonical JSON of a provenance -> its number
+        provenances: dict[Any, int] = {}  # a provenance's :func:`_provenance_key` -> its number
         for path in sorted(root.rglob("*.jsonl")):
             index.files.append(path)
             file = (len(index.files) - 1) << _OFFSET_BITS
@@ -377,7 +386,7 @@ class CassetteIndex:
                 at.append(file | offset)
                 length.append(size)
                 line.append(n)
-                found = provenances.setdefault(_dumps(entry.provenance), len(provenances))
+                found = provenances.setdefault(_provenance_key(entry.provenance), len(provenances))
                 if found == len(index._provenances):
                     index._provenances.append(entry.provenance)
                 prov.append(found)
@@ -475,13 +484,11 @@ class CassetteIndex:
 
     def _key_at(self, at: int, length: int) -> Any:
         raw, _ = self._raw(at, length)
-        return json.loads(raw.decode("utf-8-sig")).get("key")
+        return json.loads(_text(raw)).get("key")
 
     def _read(self, number: int) -> CassetteEntry:
         raw, file = self._raw(self._at[number], self._length[number])
-        return _entry_from(
-            json.loads(raw.decode("utf-8-sig")), f"{self.files[file]}:{self._line[number]}"
-        )
+        return _entry_from(json.loads(_text(raw)), f"{self.files[file]}:{self._line[number]}")
 
     def _in_file_order(self) -> list[int]:
         """Entry numbers in force, in the order their keys first appear in the files."""
@@ -551,6 +558,12 @@ class CassetteIndex:
         for number in self._provenance:
             counts[kinds[number]] = counts.get(kinds[number], 0) + 1
         return counts
+
+
+def _text(raw: bytes) -> str:
+    """``raw.decode("utf-8-sig")``: the C decoder for a line without a byte-order mark (every
+    line but perhaps a file's first; the ``utf-8-sig`` codec is Python code)."""
+    return raw.decode("utf-8-sig" if raw.startswith(codecs.BOM_UTF8) else "utf-8")
 
 
 def _entries_at(

@@ -259,8 +259,8 @@ class VerdictBase(BaseModel):
     @classmethod
     def _check_score(cls, value: Any, info: ValidationInfo) -> int:
         score = coerce_score(value, *cls._scale)
-        sink = (info.context or {}).get("cleanups")
-        if isinstance(value, str) and sink is not None:
+        sink = (info.context or {}).get("cleanups") if isinstance(value, str) else None
+        if sink is not None:
             sink.append(
                 ProtocolWarning(
                     code=WarningCode.SCORE_TEXT_CONVERTED,
