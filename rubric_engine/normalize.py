@@ -171,7 +171,9 @@ class _Table:
             reqs=tuple(reqs),
             positions=positions,
             unobservable=frozenset(rid for rid, seen in observable.items() if not seen),
-            unobservable_at=tuple((n, r.id) for n, r in enumerate(reqs) if not r.observable_in_data),
+            unobservable_at=tuple(
+                (n, r.id) for n, r in enumerate(reqs) if not r.observable_in_data
+            ),
             basis=tuple(
                 _basis_entry(r.id, _FOLLOWED if observable[r.id] else _NOT_APPLICABLE, _DEFAULT)
                 for r in reqs

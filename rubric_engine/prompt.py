@@ -173,8 +173,9 @@ class UserFill:
             tuple(tuple(r.items()) for r in case_requirements) if case_requirements else (),
             *[True if value else (type(value), value) for value in shown],
         )
-        found = self._layouts.get(layout, False)
-        if found is False:
+        try:
+            found = self._layouts[layout]
+        except KeyError:
             found = self._pieces(case_requirements, values)
             if len(self._layouts) < self.MAX_LAYOUTS:
                 self._layouts[layout] = found

@@ -75,7 +75,9 @@ def read_usage(usage: Mapping[str, Any] | None) -> TokenUsage:
     if not usage:
         return TokenUsage()
     if usage.keys() <= _PLAIN_COUNTS:  # the usual usage: no cache, no reasoning breakdown
-        return TokenUsage(_count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens")))
+        return TokenUsage(
+            _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
+        )
     details = usage.get("prompt_tokens_details")
     details = details if isinstance(details, Mapping) else {}
     read = _count(details.get("cached_tokens")) or _count(
