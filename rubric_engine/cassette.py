@@ -398,6 +398,8 @@ class CassetteIndex:
         for i in order:
             if not kept or high[kept[-1]] != high[i]:
                 run = len(kept)
+                kept.append(i)  # the first of its 64 bits: nothing to compare it with
+                continue
             same = next(
                 (
                     k
@@ -506,6 +508,18 @@ class CassetteIndex:
         number = self._number(key) if key is not None else None
         return None if number is None else self._provenances[self._provenance[number]]
 
+    def provenance_rows(self, keys: Iterable[str | None]) -> list[tuple[dict[str, Any], int]]:
+        """How many of ``keys`` each provenance answered: ``(provenance, keys)`` in the order
+        the provenances first answer one (as :meth:`provenance` of each key, counted in one
+        pass; a key without an entry, or ``None``, counts for none)."""
+        counts: dict[int, int] = {}
+        for key in keys:
+            number = self._number(key) if key is not None else None
+            if number is not None:
+                found = self._provenance[number]
+                counts[found] = counts.get(found, 0) + 1
+        return [(self._provenances[found], n) for found, n in counts.items()]
+
     def kind(self, key: str | None) -> str | None:
         """The provenance kind (``recorded`` / ``authored``) of the entry under ``key``."""
         found = self.provenance(key)
@@ -576,12 +590,13 @@ def _entries_at(
     (a killed writer's half record) is named there and skipped.
     """
     offset = 0
+    name = str(path)
     with path.open("rb") as handle:
         for n, raw in enumerate(handle, start=1):
             start, offset = offset, offset + len(raw)
             if not raw.strip():
                 continue
-            where = f"{path}:{n}"
+            where = f"{name}:{n}"
             try:
                 try:
                     obj = json.loads(raw.decode("utf-8-sig" if n == 1 else "utf-8"))

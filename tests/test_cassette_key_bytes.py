@@ -186,3 +186,75 @@ def test_a_line_is_decoded_as_utf_8_sig_decodes_it(raw: bytes, bom: bool) -> Non
     except UnicodeDecodeError as exc:
         got = (exc.start, exc.reason)
     assert got == expected
+
+
+def _reference_answer_sources(index: Any, keys: list[str | None]) -> Any:
+    """scoring/run.py's answer sources and kinds as they were: a provenance lookup per key."""
+    from collections import Counter
+
+    seen: Counter[tuple[tuple[str, str], ...]] = Counter()
+    for key in keys:
+        prov = index.provenance(key)
+        if prov is None:
+            continue
+        if prov.get("kind") == "recorded":
+            source = {
+                "kind": "recorded",
+                "by": f"{prov.get('provider')}/{prov.get('model')}",
+                "at": str(prov.get("recordedAt") or ""),
+            }
+        else:
+            source = {
+                "kind": str(prov.get("kind")),
+                "by": str(prov.get("author") or ""),
+                "method": str(prov.get("method") or ""),
+            }
+        seen[tuple(source.items())] += 1
+    kinds = Counter(k for k in map(index.kind, keys) if k)
+    return [{**dict(items), "rows": n} for items, n in seen.most_common()], dict(
+        sorted(kinds.items())
+    )
+
+
+PROVENANCES = [
+    {"kind": "authored", "author": "a", "authoredAt": "t", "method": "m1"},
+    {"kind": "authored", "author": "a", "authoredAt": "t2", "method": "m1"},  # same source
+    {"kind": "recorded", "provider": "p", "model": "m", "recordedAt": "r1"},
+    {"kind": "recorded", "model": "m", "provider": "p", "recordedAt": "r1"},  # same, reordered
+    {"kind": "authored", "author": "b", "authoredAt": "t", "method": "m2"},
+]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(0, 6), max_size=30))
+def test_answer_sources_in_one_pass_are_the_per_key_ones(tmp_path_factory: Any, picks: Any) -> None:
+    from rubric_engine.cassette import CassetteIndex
+    from rubric_engine.scoring.run import answer_sources, replay_extra
+
+    folder = tmp_path_factory.mktemp("cassettes")
+    lines = []
+    for n, prov in enumerate(PROVENANCES):
+        entry = {
+            "format": "rubric-eval-cassette/1",
+            "key": f"sha256:{n:064x}",
+            "rowId": f"r{n}",
+            "keyParts": {"model": "m"},
+            "provenance": prov,
+            "attempts": [{"response": {"choices": []}}],
+        }
+        lines.append(json.dumps(entry))
+    (folder / "c.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    index = CassetteIndex.load(folder)
+    keys: list[str | None] = [
+        f"sha256:{p:064x}" if p < len(PROVENANCES) else (None if p == 5 else "sha256:" + "f" * 64)
+        for p in picks
+    ]
+    sources, kinds = _reference_answer_sources(index, keys)
+    replay = type("Replay", (), {"index": index})()
+    store = type("Store", (), {"cassette_keys": lambda self, task_id: iter(keys)})()
+    assert answer_sources(replay, keys) == sources
+    assert replay_extra(replay, store, "task") == {
+        "cassettes": kinds,
+        "answerSources": sources,
+        "latency": "recorded",
+    }
