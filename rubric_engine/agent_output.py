@@ -59,10 +59,12 @@ def _strip_thinking(text: str, start: str, end: str, opens_in_prompt: bool) -> _
     With ``opens_in_prompt``, a first ``end`` that comes before any ``start`` closes a section
     opened in the prompt: everything before it is removed too.
     """
+    first_end, first_start = text.find(end), text.find(start)
+    if first_end < 0 and first_start < 0:
+        return _Stripped(text, 0, 0, unclosed=False)  # no marker at all: the usual reply
     kept: list[str] = []
     removed = stray = 0
     position = 0
-    first_end, first_start = text.find(end), text.find(start)
     if opens_in_prompt and first_end >= 0 and (first_start < 0 or first_end < first_start):
         position, removed = first_end + len(end), 1
     while True:
@@ -83,10 +85,12 @@ def _strip_thinking(text: str, start: str, end: str, opens_in_prompt: bool) -> _
 def _cut_cards(text: str, start: str, end: str) -> tuple[str, list[str]]:
     """Remove every ``start…end`` card; an unclosed start cuts to the end, and an end with
     no start before it cuts from the beginning (a card cut off by the UI's layout)."""
+    first_end, first_start = text.find(end), text.find(start)
+    if first_end < 0 and first_start < 0:
+        return text, []  # no card
     kept: list[str] = []
     cut: list[str] = []
     position = 0
-    first_end, first_start = text.find(end), text.find(start)
     if first_end >= 0 and (first_start < 0 or first_end < first_start):
         cut.append(text[:first_end])
         position = first_end + len(end)

@@ -22,6 +22,7 @@ prompt hash. Transport settings (API base, key, timeout) are not part of it.
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
 import os
@@ -30,6 +31,7 @@ from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
+from json.encoder import encode_basestring as _quote
 from pathlib import Path
 from typing import Any, Literal
 
@@ -67,6 +69,18 @@ def _dumps(value: Any) -> str:
     return canonical_json(value)
 
 
+def _message_json(message: Any) -> str:
+    """``_dumps(message)``, written directly for a plain ``{role, content}`` message of text
+    (keys sorted: ``content`` first; each string as the JSON encoder writes it,
+    :func:`json.encoder.encode_basestring`, UTF-8 kept). Any other value goes through
+    ``_dumps``. ``tests/test_cassette_key_bytes.py`` compares the two."""
+    if type(message) is dict and len(message) == 2:
+        role, content = message.get("role"), message.get("content")
+        if type(role) is str and type(content) is str:
+            return '{"content":' + _quote(content) + ',"role":' + _quote(role) + "}"
+    return _dumps(message)
+
+
 @lru_cache(maxsize=64)
 def _small_digest(text: str) -> str:
     """The digest of a short JSON text that repeats on every row (parameters, schema)."""
@@ -96,18 +110,36 @@ def messages_digest(messages: Any) -> str:
     ):
         return _digest(messages)
     digest = _after_first(first["role"], first["content"]).copy()
-    digest.update((",".join(_dumps(m) for m in messages[1:]) + "]").encode("utf-8"))
+    digest.update((",".join(map(_message_json, messages[1:])) + "]").encode("utf-8"))
     return "sha256:" + digest.hexdigest()
 
 
-def key_parts(request: dict[str, Any], rubric_hash: str, prompt_hash: str) -> dict[str, str]:
-    """The named parts of a request's canonical key (see module docstring)."""
+def static_key_parts(request: dict[str, Any]) -> dict[str, str]:
+    """The parts of :func:`key_parts` that do not depend on the messages: ``model``,
+    ``paramsHash`` and ``schemaHash`` (in that order)."""
     params = {k: request[k] for k in KEY_PARAMS if request.get(k) is not None}
     schema = {k: params.pop(k) for k in ("response_format", "tools", "tool_choice") if k in params}
     return {
         "model": str(request.get("model")),
         "paramsHash": _small_digest(_dumps(params)),
         "schemaHash": _small_digest(_dumps(schema)),
+    }
+
+
+def key_parts(
+    request: dict[str, Any],
+    rubric_hash: str,
+    prompt_hash: str,
+    static: dict[str, str] | None = None,
+) -> dict[str, str]:
+    """The named parts of a request's canonical key (see module docstring).
+
+    Args:
+        static: :func:`static_key_parts` of ``request``, when the caller already has them
+            (a judge's requests differ only in their messages); worked out here otherwise.
+    """
+    return {
+        **(static if static is not None else static_key_parts(request)),
         "messagesHash": messages_digest(request.get("messages")),
         "rubricHash": rubric_hash,
         "promptHash": prompt_hash,
@@ -281,6 +313,14 @@ MAX_OPEN_FILES = 32
 _OFFSET_BITS = 40
 
 
+def _provenance_key(provenance: dict[str, Any]) -> Any:
+    """What tells provenances apart: their sorted items when every key and value is text
+    (then equal exactly when their canonical JSON is), else the canonical JSON itself."""
+    if all(type(k) is str and type(v) is str for k, v in provenance.items()):
+        return tuple(sorted(provenance.items()))
+    return _dumps(provenance)
+
+
 def _key_hash(key: str) -> tuple[int, int]:
     """A key as the index holds it: 128 bits of its digest as two 64-bit halves (the first 32
     hex digits of a ``sha256:<64 hex>`` key; any other key is hashed first)."""
@@ -335,7 +375,7 @@ class CassetteIndex:
         index = cls(root=root)
         high, low, at = array("Q"), array("Q"), array("Q")
         length, line, prov = array("I"), array("I"), array("I")
-        provenances: dict[str, int] = {}  # canonical JSON of a provenance -> its number
+        provenances: dict[Any, int] = {}  # a provenance's :func:`_provenance_key` -> its number
         for path in sorted(root.rglob("*.jsonl")):
             index.files.append(path)
             file = (len(index.files) - 1) << _OFFSET_BITS
@@ -346,7 +386,7 @@ class CassetteIndex:
                 at.append(file | offset)
                 length.append(size)
                 line.append(n)
-                found = provenances.setdefault(_dumps(entry.provenance), len(provenances))
+                found = provenances.setdefault(_provenance_key(entry.provenance), len(provenances))
                 if found == len(index._provenances):
                     index._provenances.append(entry.provenance)
                 prov.append(found)
@@ -358,6 +398,8 @@ class CassetteIndex:
         for i in order:
             if not kept or high[kept[-1]] != high[i]:
                 run = len(kept)
+                kept.append(i)  # the first of its 64 bits: nothing to compare it with
+                continue
             same = next(
                 (
                     k
@@ -411,14 +453,26 @@ class CassetteIndex:
             number += 1
 
     def _number(self, key: str) -> int | None:
-        return next(self._numbers(key), None)
+        high, low = _key_hash(key)
+        keys = self._high
+        number, end = bisect_left(keys, high), len(keys)
+        while number < end and keys[number] == high:  # :meth:`_numbers`' first, inline
+            if self._low[number] == low:
+                return number
+            number += 1
+        return None
 
     def get(self, key: str) -> CassetteEntry | None:
         """The entry stored under ``key``, read from its file, or ``None``."""
-        for number in self._numbers(key):
-            entry = self._read(number)
-            if entry.key == key:
-                return entry
+        high, low = _key_hash(key)
+        keys = self._high
+        number, end = bisect_left(keys, high), len(keys)
+        while number < end and keys[number] == high:  # :meth:`_numbers`, inline: once a row
+            if self._low[number] == low:
+                entry = self._read(number)
+                if entry.key == key:
+                    return entry
+            number += 1
         return None
 
     def _raw(self, at: int, length: int) -> tuple[bytes, int]:
@@ -432,13 +486,11 @@ class CassetteIndex:
 
     def _key_at(self, at: int, length: int) -> Any:
         raw, _ = self._raw(at, length)
-        return json.loads(raw.decode("utf-8-sig")).get("key")
+        return json.loads(_text(raw)).get("key")
 
     def _read(self, number: int) -> CassetteEntry:
         raw, file = self._raw(self._at[number], self._length[number])
-        return _entry_from(
-            json.loads(raw.decode("utf-8-sig")), f"{self.files[file]}:{self._line[number]}"
-        )
+        return _entry_from(json.loads(_text(raw)), f"{self.files[file]}:{self._line[number]}")
 
     def _in_file_order(self) -> list[int]:
         """Entry numbers in force, in the order their keys first appear in the files."""
@@ -455,6 +507,18 @@ class CassetteIndex:
         """The provenance of the entry under ``key`` (without reading the entry), or ``None``."""
         number = self._number(key) if key is not None else None
         return None if number is None else self._provenances[self._provenance[number]]
+
+    def provenance_rows(self, keys: Iterable[str | None]) -> list[tuple[dict[str, Any], int]]:
+        """How many of ``keys`` each provenance answered: ``(provenance, keys)`` in the order
+        the provenances first answer one (as :meth:`provenance` of each key, counted in one
+        pass; a key without an entry, or ``None``, counts for none)."""
+        counts: dict[int, int] = {}
+        for key in keys:
+            number = self._number(key) if key is not None else None
+            if number is not None:
+                found = self._provenance[number]
+                counts[found] = counts.get(found, 0) + 1
+        return [(self._provenances[found], n) for found, n in counts.items()]
 
     def kind(self, key: str | None) -> str | None:
         """The provenance kind (``recorded`` / ``authored``) of the entry under ``key``."""
@@ -510,6 +574,12 @@ class CassetteIndex:
         return counts
 
 
+def _text(raw: bytes) -> str:
+    """``raw.decode("utf-8-sig")``: the C decoder for a line without a byte-order mark (every
+    line but perhaps a file's first; the ``utf-8-sig`` codec is Python code)."""
+    return raw.decode("utf-8-sig" if raw.startswith(codecs.BOM_UTF8) else "utf-8")
+
+
 def _entries_at(
     path: Path, problems: list[str] | None, torn: list[str] | None = None
 ) -> Iterator[tuple[tuple[int, int, int], CassetteEntry]]:
@@ -520,12 +590,13 @@ def _entries_at(
     (a killed writer's half record) is named there and skipped.
     """
     offset = 0
+    name = str(path)
     with path.open("rb") as handle:
         for n, raw in enumerate(handle, start=1):
             start, offset = offset, offset + len(raw)
             if not raw.strip():
                 continue
-            where = f"{path}:{n}"
+            where = f"{name}:{n}"
             try:
                 try:
                     obj = json.loads(raw.decode("utf-8-sig" if n == 1 else "utf-8"))

@@ -87,8 +87,29 @@ def _where(text: str, pos: int) -> str:
     return f"line {line} column {pos - (text.rfind(chr(10), 0, pos) + 1) + 1}"
 
 
+class _Duplicated(Exception):
+    """An object of the text names a key twice: :func:`_load` reads it again, listing them."""
+
+
+def _unique_pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(items)
+    if len(out) != len(items):
+        raise _Duplicated
+    return out
+
+
+#: the decoder of a text whose keys are all distinct (the usual reply), built once: it holds
+#: no state between texts (the hook raises instead of recording)
+_UNIQUE = json.JSONDecoder(object_pairs_hook=_unique_pairs)
+
+
 def _load(text: str) -> tuple[Any, tuple[str, ...]]:
     """``json.loads`` that also lists duplicated keys. Raises json.JSONDecodeError."""
+    if not text.startswith("\ufeff"):  # json.loads refuses a BOM; the decoder alone does not
+        try:
+            return _UNIQUE.decode(text), ()
+        except _Duplicated:
+            pass  # read again below, naming every repeated key
     duplicates: list[str] = []
 
     def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -8,7 +8,8 @@ Pure and deterministic: the same snapshot, case requirements and verdict give th
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 
 from rubric_engine.results import (
@@ -28,6 +29,9 @@ V = RequirementStatus
 
 
 def _dedupe(ids: Sequence[str], warnings: list[ProtocolWarning]) -> list[str]:
+    once = dict.fromkeys(ids)
+    if len(once) == len(ids):  # the usual list: nothing listed twice
+        return list(once)
     seen: dict[str, None] = {}
     for rid in ids:
         if rid in seen:
@@ -39,13 +43,14 @@ def _dedupe(ids: Sequence[str], warnings: list[ProtocolWarning]) -> list[str]:
 
 
 def _keep_applicable(
-    ids: list[str], applicable: dict[str, HardRequirement], warnings: list[ProtocolWarning]
+    ids: list[str], applicable: Container[str], warnings: list[ProtocolWarning]
 ) -> set[str]:
-    kept = set()
+    """The applicable ``ids`` (already distinct); one warning per ID of another intent."""
+    kept = {rid for rid in ids if rid in applicable}
+    if len(kept) == len(ids):
+        return kept
     for rid in ids:
-        if rid in applicable:
-            kept.add(rid)
-        else:
+        if rid not in applicable:
             warnings.append(
                 ProtocolWarning(code=WarningCode.CROSS_INTENT_REQUIREMENT, requirement_id=rid)
             )
@@ -115,6 +120,137 @@ def normalize_verdict(
     return normalize_applicable(rubric, verdict, row_id, applicable, warnings_in, rule_results)
 
 
+@dataclass(frozen=True)
+class _Table:
+    """What normalization needs of one applicable set, worked out once per set, not per row.
+
+    Keyed by ID where a row's status is (one status per ID: the last requirement listed under
+    an ID decides, as a dict of statuses does), by position where the referenceBasis, the caps
+    and the red lines are (one per requirement listed).
+
+    Attributes:
+        positions: requirement ID -> its indexes in the applicable set (referenceBasis order).
+        unobservable: IDs marked ``observableInData: false``: always NOT_APPLICABLE.
+        unobservable_at: ``(index, ID)`` of every unobservable requirement, in order.
+        basis: the referenceBasis when neither the judge nor a rule decides anything: FOLLOWED,
+            or NOT_APPLICABLE for an unobservable requirement (source ``default``).
+        critical: the observable critical requirements with a red-flag type, in order.
+        critical_ids: their IDs.
+        critical_at: ID -> ``(index in critical, requirement)`` of each of them.
+        critical_by_flag: red-flag type -> its critical requirements, in order.
+        caps: ID -> ``(index, violationScore, ID)`` of its requirements that have a cap.
+    """
+
+    reqs: tuple[HardRequirement, ...]
+    positions: dict[str, tuple[int, ...]]
+    unobservable: frozenset[str]
+    unobservable_at: tuple[tuple[int, str], ...]
+    basis: tuple[BasisEntry, ...]
+    critical: tuple[HardRequirement, ...]
+    critical_ids: frozenset[str]
+    critical_at: dict[str, tuple[tuple[int, HardRequirement], ...]]
+    critical_by_flag: dict[str | None, tuple[HardRequirement, ...]]
+    caps: dict[str, tuple[tuple[int, int, str], ...]]
+
+    @classmethod
+    def of(cls, reqs: Sequence[HardRequirement]) -> _Table:
+        observable = {r.id: r.observable_in_data for r in reqs}  # the last one listed decides
+        positions: dict[str, tuple[int, ...]] = {}
+        caps: dict[str, tuple[tuple[int, int, str], ...]] = {}
+        for n, r in enumerate(reqs):
+            positions[r.id] = (*positions.get(r.id, ()), n)
+            if r.violation_score is not None:
+                caps[r.id] = (*caps.get(r.id, ()), (n, r.violation_score, r.id))
+        critical = tuple(r for r in reqs if r.critical and r.red_flag_type and r.observable_in_data)
+        critical_at: dict[str, tuple[tuple[int, HardRequirement], ...]] = {}
+        by_flag: dict[str | None, tuple[HardRequirement, ...]] = {}
+        for n, r in enumerate(critical):
+            critical_at[r.id] = (*critical_at.get(r.id, ()), (n, r))
+            by_flag[r.red_flag_type] = (*by_flag.get(r.red_flag_type, ()), r)
+        return cls(
+            reqs=tuple(reqs),
+            positions=positions,
+            unobservable=frozenset(rid for rid, seen in observable.items() if not seen),
+            unobservable_at=tuple(
+                (n, r.id) for n, r in enumerate(reqs) if not r.observable_in_data
+            ),
+            basis=tuple(
+                _basis_entry(r.id, _FOLLOWED if observable[r.id] else _NOT_APPLICABLE, _DEFAULT)
+                for r in reqs
+            ),
+            critical=critical,
+            critical_ids=frozenset(critical_at),
+            critical_at=critical_at,
+            critical_by_flag=by_flag,
+            caps=caps,
+        )
+
+    def decided_critical(
+        self, changed: Mapping[str, tuple[RequirementStatus, BasisSource]]
+    ) -> list[HardRequirement]:
+        """The critical requirements (:attr:`critical`) whose status is in ``changed``, in
+        order: the only ones that can be PARTIAL or VIOLATED."""
+        hit = self.critical_ids.intersection(changed)
+        if len(hit) == 1:
+            return [r for _, r in self.critical_at[next(iter(hit))]]
+        return [r for _, r in sorted(at for rid in hit for at in self.critical_at[rid])]
+
+
+_FOLLOWED, _PARTIAL, _VIOLATED, _NOT_APPLICABLE = (
+    V.FOLLOWED,
+    V.PARTIAL,
+    V.VIOLATED,
+    V.NOT_APPLICABLE,
+)
+_JUDGE, _RULE, _DEFAULT, _BACKFILL = (
+    BasisSource.JUDGE,
+    BasisSource.RULE,
+    BasisSource.DEFAULT,
+    BasisSource.BACKFILL,
+)
+#: the status of an observable requirement nobody decided
+_FOLLOWED_BY_DEFAULT = (_FOLLOWED, _DEFAULT)
+
+#: tables by the identities of their requirements (the table holds them, so an identity is
+#: never another object's while its entry lives): one per intent, plus rows with case rules
+_TABLES: dict[tuple[int, ...], _Table] = {}
+_TABLES_MAX = 256
+
+
+#: the last table found, by the identity of the sequence asked with (an intent's rows share
+#: one tuple, :func:`~rubric_engine.rubric.case_level.applicable_requirements`)
+_LAST: list[tuple[Sequence[HardRequirement], _Table]] = []
+
+
+def _table(reqs: Sequence[HardRequirement]) -> _Table:
+    for seen, table in _LAST:
+        if seen is reqs:
+            return table
+    key = tuple(map(id, reqs))
+    found = _TABLES.get(key)
+    if found is None:
+        found = _Table.of(reqs)
+        if len(_TABLES) >= _TABLES_MAX:
+            _TABLES.clear()
+        _TABLES[key] = found
+    if isinstance(reqs, tuple):  # a list may change: only a tuple is known by identity
+        _LAST[:] = [(reqs, found), *_LAST[:7]]
+    return found
+
+
+#: the red-flag order of a rubric's rows, by the identity of its flag tuple (kept alive here)
+_FLAG_ORDER: dict[int, tuple[tuple[str, ...], dict[str, int]]] = {}
+
+
+def _flag_order(types: tuple[str, ...]) -> dict[str, int]:
+    found = _FLAG_ORDER.get(id(types))
+    if found is None or found[0] is not types:
+        if len(_FLAG_ORDER) >= 64:
+            _FLAG_ORDER.clear()
+        found = _FLAG_ORDER[id(types)] = (types, {t: i for i, t in enumerate(types)})
+    return found[1]
+
+
 def normalize_applicable(
     rubric: EvalRubric,
     verdict: VerdictBase,
@@ -131,46 +267,65 @@ def normalize_applicable(
             verdict's intent and the row's case-level requirements (the row-result step
             computes it once and also uses it to pick the rule results).
 
-    The other arguments, the steps and the result are :func:`normalize_verdict`'s.
+    The other arguments, the steps and the result are :func:`normalize_verdict`'s. What
+    depends only on the applicable set (the default entries, red lines, caps) is worked out
+    once per set (:class:`_Table`); a row works only on the statuses the judge or a rule
+    decides (``changed``), every other entry keeping its default.
     """
+    table = _table(applicable_list)
     warnings = list(warnings_in)
-    rule_results = rule_results or {}
-    applicable = {r.id: r for r in applicable_list}
+    applicable = table.positions
 
     unmet = _dedupe(verdict.unmet_requirement_ids, warnings)
     partial = _dedupe(verdict.partial_requirement_ids, warnings)
-    for rid in unmet:
-        if rid in partial:
-            warnings.append(ProtocolWarning(code=WarningCode.UNMET_AND_PARTIAL, requirement_id=rid))
-    partial = [rid for rid in partial if rid not in unmet]
+    if unmet and partial:
+        for rid in unmet:
+            if rid in partial:
+                warnings.append(
+                    ProtocolWarning(code=WarningCode.UNMET_AND_PARTIAL, requirement_id=rid)
+                )
+        partial = [rid for rid in partial if rid not in unmet]
     violated_ids = _keep_applicable(unmet, applicable, warnings)
     partial_ids = _keep_applicable(partial, applicable, warnings)
 
-    status: dict[str, tuple[RequirementStatus, BasisSource]] = {}
-    for req in applicable_list:
-        if req.id in rule_results:
-            status[req.id] = (rule_results[req.id], BasisSource.RULE)
-        elif not req.observable_in_data:
-            if req.id in violated_ids or req.id in partial_ids:
+    # the statuses that are not the default: a rule's first, then the judge's
+    changed: dict[str, tuple[RequirementStatus, BasisSource]] = (
+        {rid: (rule_results[rid], _RULE) for rid in rule_results if rid in applicable}
+        if rule_results
+        else {}
+    )
+    if table.unobservable_at and (violated_ids or partial_ids):
+        for _, rid in table.unobservable_at:
+            if rid not in changed and (rid in violated_ids or rid in partial_ids):
                 warnings.append(
-                    ProtocolWarning(code=WarningCode.UNOBSERVABLE_REPORTED, requirement_id=req.id)
+                    ProtocolWarning(code=WarningCode.UNOBSERVABLE_REPORTED, requirement_id=rid)
                 )
-            status[req.id] = (V.NOT_APPLICABLE, BasisSource.DEFAULT)
-        elif req.id in violated_ids:
-            status[req.id] = (V.VIOLATED, BasisSource.JUDGE)
-        elif req.id in partial_ids:
-            status[req.id] = (V.PARTIAL, BasisSource.JUDGE)
-        else:
-            status[req.id] = (V.FOLLOWED, BasisSource.DEFAULT)
-
-    flags = _backfill_red_flags(verdict.red_flag_types, applicable_list, status, warnings)
+    unobservable = table.unobservable
+    for rid in partial_ids:
+        if rid not in changed and rid not in unobservable:
+            changed[rid] = (_PARTIAL, _JUDGE)
+    for rid in violated_ids:
+        if rid not in changed and rid not in unobservable:
+            changed[rid] = (_VIOLATED, _JUDGE)
+    reported = verdict.red_flag_types
+    if reported or not table.critical_ids.isdisjoint(changed):
+        flags = _backfill_red_flags(reported, table, changed, warnings)
+    else:
+        flags = set()  # no flag reported and no red line decided: nothing to backfill
     judge_score = verdict.score
-    turns = verdict.evidence_turns()
-    final_score, capped_by = _cap(judge_score, applicable_list, status)
+    final_score, capped_by = _cap(judge_score, table.caps, changed)
 
     if final_score == rubric.score_scale.min and not flags:
         warnings.append(ProtocolWarning(code=WarningCode.MIN_SCORE_WITHOUT_RED_FLAG))
-    explained = any(s is not V.FOLLOWED and s is not V.NOT_APPLICABLE for s, _ in status.values())
+    turns = verdict.evidence_turns()
+    basis = list(table.basis)
+    explained = False
+    for rid, decided in changed.items():
+        if decided[0] is not _FOLLOWED and decided[0] is not _NOT_APPLICABLE:
+            explained = True
+        entry = _basis_entry(rid, *decided, _evidence(turns, rid, *decided) if turns else None)
+        for n in applicable[rid]:
+            basis[n] = entry
     if judge_score <= rubric.score_scale.max - 2 and not explained:
         warnings.append(ProtocolWarning(code=WarningCode.LOW_SCORE_WITHOUT_UNMET_REQUIREMENT))
     if (
@@ -183,7 +338,11 @@ def normalize_applicable(
             )
         )
 
-    order = {t: i for i, t in enumerate(rubric.red_flag_types)}
+    if len(flags) > 1:
+        order = _flag_order(rubric.red_flag_types)
+        red_flag_types = tuple(sorted(flags, key=lambda t: (order.get(t, len(order)), t)))
+    else:
+        red_flag_types = tuple(flags)
     return RowResult(
         row_id=row_id,
         status=RowStatus.SCORED,
@@ -191,13 +350,8 @@ def normalize_applicable(
         judge_score=judge_score,
         final_score=final_score,
         capped_by=capped_by,
-        red_flag_types=tuple(sorted(flags, key=lambda t: (order.get(t, len(order)), t))),
-        reference_basis=tuple(
-            _basis_entry(r.id, *status[r.id], _evidence(turns, r.id, *status[r.id]))
-            for r in applicable_list
-        )
-        if turns
-        else tuple(_basis_entry(r.id, *status[r.id]) for r in applicable_list),
+        red_flag_types=red_flag_types,
+        reference_basis=tuple(basis),
         warnings=tuple(warnings),
         score_explanation=verdict.score_explanation,
         questions_check=str(verdict.questions_check),
@@ -207,11 +361,16 @@ def normalize_applicable(
 
 def _backfill_red_flags(
     reported: Sequence[str],
-    applicable: Sequence[HardRequirement],
-    status: dict[str, tuple[RequirementStatus, BasisSource]],
+    table: _Table,
+    changed: dict[str, tuple[RequirementStatus, BasisSource]],
     warnings: list[ProtocolWarning],
 ) -> set[str]:
-    """SPEC §5 step 4. Mutates ``status`` for backfilled requirements; returns the row's flags.
+    """SPEC §5 step 4. Records backfilled requirements in ``changed``; returns the row's flags.
+
+    Args:
+        table: the applicable set's; its :attr:`_Table.critical` requirements are the red
+            lines (observable, critical, with a red-flag type); one nobody decided is FOLLOWED.
+        changed: the statuses decided so far (by a rule or the judge), by ID.
 
     A red line is all or nothing: a reported flag first turns every critical requirement of
     its type that the judge called PARTIAL into VIOLATED (source ``backfill``,
@@ -219,13 +378,13 @@ def _backfill_red_flags(
     (``CRITICAL_PARTIAL_VIOLATED``), its flag added. Only when no requirement of a reported
     type is then VIOLATED is the least severe one marked.
     """
-    critical = [r for r in applicable if r.critical and r.red_flag_type and r.observable_in_data]
+    decided = table.decided_critical(changed)  # only these can be PARTIAL or VIOLATED
     # a rule's decision is the data's, not the judge's: a reported flag cannot overturn it
-    backfillable = [r for r in critical if status[r.id][1] is not BasisSource.RULE]
+    backfillable = [r for r in decided if changed[r.id][1] is not _RULE]
     reported = list(dict.fromkeys(reported))
     for req in backfillable:
-        if req.red_flag_type in reported and status[req.id][0] is V.PARTIAL:
-            status[req.id] = (V.VIOLATED, BasisSource.BACKFILL)
+        if req.red_flag_type in reported and changed[req.id][0] is _PARTIAL:
+            changed[req.id] = (_VIOLATED, _BACKFILL)
             warnings.append(
                 ProtocolWarning(
                     code=WarningCode.RED_FLAG_BACKFILLED,
@@ -237,8 +396,8 @@ def _backfill_red_flags(
     # the same rule without a reported flag: a critical requirement is never PARTIAL
     upgraded: set[str] = set()
     for req in backfillable:
-        if status[req.id][0] is V.PARTIAL:
-            status[req.id] = (V.VIOLATED, BasisSource.BACKFILL)
+        if changed[req.id][0] is _PARTIAL:
+            changed[req.id] = (_VIOLATED, _BACKFILL)
             upgraded.add(req.id)
             warnings.append(
                 ProtocolWarning(
@@ -249,13 +408,18 @@ def _backfill_red_flags(
                     "flag is added and its cap applies",
                 )
             )
-    violated_types = {r.red_flag_type for r in critical if status[r.id][0] is V.VIOLATED}
+    violated_types = {r.red_flag_type for r in decided if changed[r.id][0] is _VIOLATED}
     flags: set[str] = set()
+    status = changed.get
     for flag in reported:
         flags.add(flag)
         if flag in violated_types:
             continue
-        candidates = [r for r in backfillable if r.red_flag_type == flag]
+        candidates = [
+            r
+            for r in table.critical_by_flag.get(flag, ())
+            if status(r.id, _FOLLOWED_BY_DEFAULT)[1] is not _RULE
+        ]
         if not candidates:
             warnings.append(ProtocolWarning(code=WarningCode.ORPHAN_RED_FLAG, red_flag_type=flag))
             continue
@@ -263,7 +427,7 @@ def _backfill_red_flags(
         # Marking every candidate would let an extra violation *raise* the score: naming the
         # mildest rule of the type would stop the backfill of a harsher one.
         target = max(candidates, key=lambda r: (r.violation_score is None, r.violation_score or 0))
-        status[target.id] = (V.VIOLATED, BasisSource.BACKFILL)
+        changed[target.id] = (_VIOLATED, _BACKFILL)
         others = [r.id for r in candidates if r is not target]
         warnings.append(
             ProtocolWarning(
@@ -273,8 +437,8 @@ def _backfill_red_flags(
                 detail=f"also of this type: {', '.join(others)}" if others else None,
             )
         )
-    for req in critical:
-        if status[req.id][0] is V.VIOLATED and req.red_flag_type not in flags:
+    for req in table.decided_critical(changed):  # the backfilled ones included
+        if changed[req.id][0] is _VIOLATED and req.red_flag_type not in flags:
             assert req.red_flag_type is not None
             flags.add(req.red_flag_type)
             if req.id in upgraded:
@@ -291,16 +455,19 @@ def _backfill_red_flags(
 
 def _cap(
     judge_score: int,
-    applicable: Sequence[HardRequirement],
-    status: dict[str, tuple[RequirementStatus, BasisSource]],
+    caps_of: Mapping[str, tuple[tuple[int, int, str], ...]],
+    changed: Mapping[str, tuple[RequirementStatus, BasisSource]],
 ) -> tuple[int, tuple[str, ...]]:
-    """SPEC §5 step 5: the lowest cap among VIOLATED requirements, and who set it."""
-    caps = [
-        (r.violation_score, r.id)
-        for r in applicable
-        if r.violation_score is not None and status[r.id][0] is V.VIOLATED
-    ]
-    final = min([judge_score, *(cap for cap, _ in caps)])
+    """SPEC §5 step 5: the lowest cap among VIOLATED requirements, and who set it (in
+    applicable order). ``caps_of``: :attr:`_Table.caps`; only a decided status is VIOLATED."""
+    caps: list[tuple[int, int, str]] = []
+    for rid, (status, _) in changed.items():
+        if status is _VIOLATED and rid in caps_of:
+            caps.extend(caps_of[rid])
+    if not caps:
+        return judge_score, ()
+    caps.sort()
+    final = min(judge_score, *(cap for _, cap, _ in caps))
     if final == judge_score:
         return final, ()
-    return final, tuple(rid for cap, rid in caps if cap == final)
+    return final, tuple(rid for _, cap, rid in caps if cap == final)

@@ -124,24 +124,38 @@ def row_result(rubric: EvalRubric, prepared: PreparedRow, outcome: JudgeOutcome)
 
 
 def stored_row(prepared: PreparedRow, outcome: JudgeOutcome, result: RowResult) -> StoredRow:
+    """The row as the store keeps it. The attempts' counts are added up in one pass, each as
+    :class:`~rubric_engine.judge.protocol.JudgeOutcome`'s totals add them (``sum``: from 0,
+    in attempt order; the cost ``None`` when no attempt has one)."""
+    raw_attempts = []
+    prompt = completion = cache_read = cache_creation = 0
+    latency: float = 0
+    cost: float | None = None
+    for a in outcome.attempts:
+        recorded = round(a.latency_ms, 1)
+        raw_attempts.append({"response": a.response, "error": a.error, "latencyMs": recorded})
+        prompt += a.prompt_tokens
+        completion += a.completion_tokens
+        cache_read += a.cache_read_tokens
+        cache_creation += a.cache_creation_tokens
+        latency += recorded
+        if a.cost_usd is not None:
+            cost = (0 if cost is None else cost) + a.cost_usd
     return StoredRow(
         seq=prepared.seq,
         result=result,
         dialogue=prepared.row.model_dump(mode="json", by_alias=True),
-        raw_attempts=[
-            {"response": a.response, "error": a.error, "latencyMs": round(a.latency_ms, 1)}
-            for a in outcome.attempts
-        ],
-        calls=len(outcome.attempts),
-        prompt_tokens=outcome.prompt_tokens,
-        completion_tokens=outcome.completion_tokens,
-        cost_usd=outcome.cost_usd,
+        raw_attempts=raw_attempts,
+        calls=len(raw_attempts),
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        cost_usd=cost,
         # the sum of the attempts as stored (and recorded in cassettes), so a replay of the
         # recorded attempts gives the row the same latency to the 0.1 ms
-        latency_ms=round(sum(round(a.latency_ms, 1) for a in outcome.attempts), 1),
+        latency_ms=round(latency, 1),
         cassette_key=outcome.cassette_key,
-        cache_read_tokens=outcome.cache_read_tokens,
-        cache_creation_tokens=outcome.cache_creation_tokens,
+        cache_read_tokens=cache_read,
+        cache_creation_tokens=cache_creation,
     )
 
 

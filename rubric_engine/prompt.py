@@ -135,7 +135,8 @@ class UserFill:
 
     def __init__(self, template: jinja2.Template) -> None:
         self._template = template
-        self._layouts: dict[tuple[Any, ...], tuple[list[str], list[int]] | None] = {}
+        #: layout -> the text before the first value, then ``(value name, text after it)``
+        self._layouts: dict[tuple[Any, ...], tuple[str, tuple[tuple[str, str], ...]] | None] = {}
 
     @classmethod
     def of(cls, env: jinja2.Environment, source: str) -> UserFill | None:
@@ -167,33 +168,32 @@ class UserFill:
 
     def render(self, case_requirements: list[dict[str, Any]], **values: Any) -> str:
         """``template.render(case_requirements=…, **values)``, from the layout's pieces."""
+        shown = [values[name] for name in _USER_VALUES]
         layout = (
-            tuple(tuple(r.items()) for r in case_requirements),
-            *(
-                True if values[name] else (type(values[name]), values[name])
-                for name in _USER_VALUES
-            ),
+            tuple(tuple(r.items()) for r in case_requirements) if case_requirements else (),
+            *[True if value else (type(value), value) for value in shown],
         )
-        if layout in self._layouts:
+        try:
             found = self._layouts[layout]
-        else:
+        except KeyError:
             found = self._pieces(case_requirements, values)
             if len(self._layouts) < self.MAX_LAYOUTS:
                 self._layouts[layout] = found
         if found is None:
             return self._template.render(case_requirements=case_requirements, **values)
-        fixed, slots = found
-        parts = [fixed[0]]
-        for slot, after in zip(slots, fixed[1:], strict=True):
-            parts.append(str(values[_USER_VALUES[slot]]))
+        first, slots = found
+        parts = [first]
+        for name, after in slots:
+            parts.append(str(values[name]))
             parts.append(after)
         return "".join(parts)
 
     def _pieces(
         self, case_requirements: list[dict[str, Any]], values: dict[str, Any]
-    ) -> tuple[list[str], list[int]] | None:
-        """The layout's fixed text pieces and, between them, which value is printed; ``None``
-        when a NUL in the fixed text (a case requirement's) would make the markers unclear."""
+    ) -> tuple[str, tuple[tuple[str, str], ...]] | None:
+        """The layout's fixed text before the first printed value, then each printed value's
+        name with the fixed text after it; ``None`` when a NUL in the fixed text (a case
+        requirement's) would make the markers unclear."""
         if any("\0" in str(v) for r in case_requirements for v in r.values()):
             return None
         markers = {
@@ -204,7 +204,9 @@ class UserFill:
         slots = pieces[1::2]  # between two NULs: a marker's number
         if len(pieces) % 2 == 0 or not all(n.isdigit() for n in slots):
             return None
-        return pieces[0::2], [int(n) for n in slots]
+        fixed = pieces[0::2]
+        names = [_USER_VALUES[int(n)] for n in slots]
+        return fixed[0], tuple(zip(names, fixed[1:], strict=True))
 
 
 def load_prompt(version: str = DEFAULT_PROMPT, root: Path | None = None) -> PromptTemplate:
@@ -344,7 +346,8 @@ def render_user(
     they are not the agent's. ``judge_v3`` is ``judge_v2`` asking for evidence turns, with
     ``first_turn`` and ``last_turn`` (the dialogue's numbering) to say so.
     """
-    dialogue = render_dialogue(row, rubric, template.first_turn)
+    first_turn = template.first_turn
+    dialogue = render_dialogue(row, rubric, first_turn)
     card_text = "\n\n".join(f"(turn {turn})\n{card}" for turn, card in dialogue.cards)
     reference = _reference_text(row.reference_output)
     tag = block_tag(dialogue.transcript, card_text, reference)
@@ -360,8 +363,8 @@ def render_user(
         language=LANGUAGE_NAMES.get(rubric.language, rubric.language),
         reasoning_removed=dialogue.thinking_sections > 0,
         user_actions=dialogue.user_actions > 0,
-        first_turn=template.first_turn,
-        last_turn=template.first_turn + len(row.messages) - 1,
+        first_turn=first_turn,
+        last_turn=first_turn + len(row.messages) - 1,
     ).strip()
 
 

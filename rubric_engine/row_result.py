@@ -70,6 +70,8 @@ def row_result(
     warnings = (*marks, *warnings)
     if verdict is not None:
         applicable = applicable_requirements(rubric, verdict.intent_key, case.all)
+        if not rules.results:  # most judged rows: no rule checks to merge or summarize
+            return normalize_applicable(rubric, verdict, row.row_id, applicable, warnings)
         ids = [r.id for r in applicable]
         result = normalize_applicable(
             rubric, verdict, row.row_id, applicable, warnings, rules.statuses(ids)

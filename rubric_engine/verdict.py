@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from enum import StrEnum
 from functools import lru_cache
 from typing import Any, ClassVar
@@ -188,6 +188,11 @@ class VerdictBase(BaseModel):
     _intents: ClassVar[dict[str, str]] = {}
     _flags: ClassVar[dict[str, str]] = {}
     _requirements: ClassVar[dict[str, str]] = {}
+    #: the pack's own spellings (the values of the tables above): a judge value that is one
+    #: of them is kept as sent, with nothing to clean or note
+    _intent_spellings: ClassVar[frozenset[str]] = frozenset()
+    _flag_spellings: ClassVar[frozenset[str]] = frozenset()
+    _requirement_spellings: ClassVar[frozenset[str]] = frozenset()
     #: the requirement IDs a judge may be told to list: the observable ones (the prompt says
     #: never to list one marked UNOBSERVABLE, so no re-ask or schema offers those)
     _listable: ClassVar[tuple[str, ...]] = ()
@@ -239,6 +244,8 @@ class VerdictBase(BaseModel):
     @field_validator("intent_key", mode="before")
     @classmethod
     def _check_intent(cls, value: Any, info: ValidationInfo) -> str:
+        if type(value) is str and value in cls._intent_spellings:
+            return value  # the pack's spelling: nothing to clean
         found = _match(value, cls._intents)
         if found is None:
             raise ValueError(
@@ -252,8 +259,8 @@ class VerdictBase(BaseModel):
     @classmethod
     def _check_score(cls, value: Any, info: ValidationInfo) -> int:
         score = coerce_score(value, *cls._scale)
-        sink = (info.context or {}).get("cleanups")
-        if isinstance(value, str) and sink is not None:
+        sink = (info.context or {}).get("cleanups") if isinstance(value, str) else None
+        if sink is not None:
             sink.append(
                 ProtocolWarning(
                     code=WarningCode.SCORE_TEXT_CONVERTED,
@@ -265,10 +272,12 @@ class VerdictBase(BaseModel):
     @field_validator("red_flag_types", mode="before")
     @classmethod
     def _check_flags(cls, value: Any, info: ValidationInfo) -> list[str]:
-        flags = _clean_list(value, cls._flags, "red-flag type", "redFlagTypes", info)
+        flags = _clean_list(
+            value, cls._flags, "red-flag type", "redFlagTypes", info, exact=cls._flag_spellings
+        )
         kept = list(dict.fromkeys(flags))
         sink = (info.context or {}).get("cleanups")
-        if sink is not None:
+        if sink is not None and len(kept) != len(flags):
             for flag in dict.fromkeys(f for i, f in enumerate(flags) if f in flags[:i]):
                 sink.append(
                     ProtocolWarning(
@@ -283,12 +292,19 @@ class VerdictBase(BaseModel):
     @classmethod
     def _check_ids(cls, value: Any, info: ValidationInfo) -> list[str]:
         lookup = cls._requirements
+        exact = cls._requirement_spellings
         extra = (info.context or {}).get("case_requirement_ids") or ()
         if extra:
             lookup = {**lookup, **canonical_lookup(extra)}
-        shown = [*cls.listable_requirement_ids(), *extra]
+            exact = frozenset(lookup.values())
         return _clean_list(
-            value, lookup, "requirement ID", _camel(str(info.field_name)), info, shown
+            value,
+            lookup,
+            "requirement ID",
+            _camel(str(info.field_name)),
+            info,
+            lambda: [*cls.listable_requirement_ids(), *extra],
+            exact,
         )
 
     @classmethod
@@ -301,6 +317,8 @@ class VerdictBase(BaseModel):
     def _check_questions(cls, value: Any, info: ValidationInfo) -> Any:
         if value is None:
             return QuestionsCheck.NOT_PRESENT
+        if type(value) is str and value in _QUESTIONS_BY_VALUE:
+            return _QUESTIONS_BY_VALUE[value]  # the exact spelling: nothing to clean
         found = _match(value, _QUESTIONS_CHECKS)
         if found is None:
             raise ValueError(
@@ -329,6 +347,7 @@ class VerdictBase(BaseModel):
 
 
 _QUESTIONS_CHECKS = canonical_lookup(QuestionsCheck)
+_QUESTIONS_BY_VALUE = {str(check): check for check in _QUESTIONS_CHECKS.values()}
 #: every spelling of the verdict's field names: an object with one of them is verdict-shaped
 VERDICT_KEYS = frozenset(
     name
@@ -355,14 +374,18 @@ def _clean_list(
     what: str,
     field: str,
     info: ValidationInfo,
-    shown: Iterable[str] | None = None,
+    shown: Callable[[], Iterable[str]] | None = None,
+    exact: frozenset[str] = frozenset(),
 ) -> list[str]:
     """Clean every item of ``value`` to its ``lookup`` spelling; an unknown one raises, naming
-    the valid choices (``shown``, else every value of ``lookup``)."""
+    the valid choices (``shown()``, else every value of ``lookup``). ``exact``: the values of
+    ``lookup``; a list of only those is returned as sent (nothing to clean or note)."""
     if value is None:
         return []
     if not isinstance(value, list):
         raise ValueError(f"{field} must be a JSON array of strings")
+    if all(type(item) is str and item in exact for item in value):
+        return list(value)
     out: list[str] = []
     unknown: list[str] = []
     for item in value:
@@ -374,7 +397,7 @@ def _clean_list(
     if unknown:
         raise ValueError(
             f"{field}: {', '.join(unknown)} is not a {what} of this rubric; valid: "
-            f"{', '.join(dict.fromkeys(lookup.values() if shown is None else shown))}"
+            f"{', '.join(dict.fromkeys(lookup.values() if shown is None else shown()))}"
         )
     where = "red_flag_type" if what == "red-flag type" else "requirement_id"
     for item, found in zip(value, out, strict=True):
@@ -425,6 +448,9 @@ def _verdict_model(
     model._intents = canonical_lookup(intents)
     model._flags = canonical_lookup(flags)
     model._requirements = canonical_lookup(requirement_ids)
+    model._intent_spellings = frozenset(model._intents.values())
+    model._flag_spellings = frozenset(model._flags.values())
+    model._requirement_spellings = frozenset(model._requirements.values())
     model._scale = scale
     model._listable = listable
     return model

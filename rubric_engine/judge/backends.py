@@ -65,8 +65,12 @@ class CallKey:
     parts: dict[str, str]
 
     @classmethod
-    def of(cls, kwargs: dict[str, Any], request: JudgeRequest) -> CallKey:
-        parts = key_parts(kwargs, request.rubric_hash, request.prompt_hash)
+    def of(
+        cls, kwargs: dict[str, Any], request: JudgeRequest, static: dict[str, str] | None = None
+    ) -> CallKey:
+        """The key of ``kwargs``; ``static``: its :func:`~rubric_engine.cassette.static_key_parts`
+        when the caller knows them (see :func:`~rubric_engine.cassette.key_parts`)."""
+        parts = key_parts(kwargs, request.rubric_hash, request.prompt_hash, static)
         return cls(request_key(parts), parts)
 
 

@@ -20,6 +20,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
+from rubric_engine.cassette import static_key_parts
 from rubric_engine.judge.backends import Answer, Backend, CallKey
 from rubric_engine.judge.instructor_adapter import InstructorAdapter
 from rubric_engine.judge.output_modes import FORM_REJECTED_STATUS, SCHEMA_FORMS, OutputMode
@@ -109,7 +110,8 @@ class InstructorJudge:
         self._settle_lock = asyncio.Lock()
         #: what the task records of the output mode: the form used, and forms refused
         self.form_record: dict[str, Any] = {"mode": output_mode, "form": self._forms[0]}
-        self._prepared: dict[str, dict[str, Any] | None] = {}  # system text -> prepared kwargs
+        #: system text -> the prepared kwargs of a probe row and their static key parts
+        self._prepared: dict[str, tuple[dict[str, Any], dict[str, str]] | None] = {}
 
     @property
     def verdict_model(self) -> type[VerdictBase]:
@@ -133,14 +135,24 @@ class InstructorJudge:
         """The row's first request: :meth:`instructor_request` constrained by the output mode
         (the row's requirement-ID enum, the current schema form) and, with
         ``system_as_user``, the system message folded into the user message."""
+        return self._first_request(request)[0]
+
+    def _first_request(self, request: JudgeRequest) -> tuple[dict[str, Any], dict[str, str] | None]:
+        """:meth:`request_kwargs`, and its :func:`~rubric_engine.cassette.static_key_parts`
+        when they are known: those of the task's prepared template, when the request is that
+        template with the row's messages (``json`` mode leaves the rest as it is;
+        ``system_as_user`` changes only the messages). ``None`` otherwise."""
+        prepared, static = self._prepared_request(request)
         kwargs = self.adapter.constrain(
-            self.instructor_request(request),
+            prepared,
             [*self.rubric_model.listable_requirement_ids(), *request.case_requirement_ids],
             self._forms[0],
         )
+        if kwargs is not prepared:  # the schema was constrained for this row
+            static = None
         if self.system_as_user:
             kwargs = {**kwargs, "messages": system_as_user(kwargs["messages"])}
-        return kwargs
+        return kwargs, static
 
     def instructor_request(self, request: JudgeRequest) -> dict[str, Any]:
         """:meth:`prepared_kwargs` of the row's messages, with the system part prepared once.
@@ -149,18 +161,26 @@ class InstructorJudge:
         user message; each row then gets a copy with its own user message. If the probe shows
         that the preparation touched the user message, every row takes the full path.
         """
+        return self._prepared_request(request)[0]
+
+    def _prepared_request(
+        self, request: JudgeRequest
+    ) -> tuple[dict[str, Any], dict[str, str] | None]:
+        """:meth:`instructor_request`, and the static key parts of its template (worked out
+        once per template), or ``None`` when it took the full path."""
         messages = [dict(m) for m in request.messages]
         if len(messages) != 2 or [m.get("role") for m in messages] != ["system", "user"]:
-            return self.prepared_kwargs(messages)
+            return self.prepared_kwargs(messages), None
         system = messages[0]["content"]
         if system not in self._prepared:
             probe = self.prepared_kwargs([dict(messages[0]), {"role": "user", "content": _PROBE}])
             plain = probe["messages"][1:] == [{"role": "user", "content": _PROBE}]
-            self._prepared[system] = probe if plain else None
-        template = self._prepared[system]
-        if template is None:
-            return self.prepared_kwargs(messages)
-        return {**template, "messages": [dict(template["messages"][0]), messages[1]]}
+            self._prepared[system] = (probe, static_key_parts(probe)) if plain else None
+        found = self._prepared[system]
+        if found is None:
+            return self.prepared_kwargs(messages), None
+        template, static = found
+        return {**template, "messages": [dict(template["messages"][0]), messages[1]]}, static
 
     async def judge(self, request: JudgeRequest) -> JudgeOutcome:
         """Judge one row. Never raises for a per-row failure; see module docstring.
@@ -185,8 +205,8 @@ class InstructorJudge:
         return await self._judge(request)
 
     async def _judge(self, request: JudgeRequest) -> JudgeOutcome:
-        kwargs = self.request_kwargs(request)
-        row = _Row(request, CallKey.of(kwargs, request))
+        kwargs, static = self._first_request(request)
+        row = _Row(request, CallKey.of(kwargs, request, static))
         room = int(self.params.get("max_tokens") or DEFAULT_PARAMS["max_tokens"])
         tried: list[int] = []
         parsed: ParsedVerdict | JudgeError | None = None

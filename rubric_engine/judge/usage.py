@@ -55,6 +55,10 @@ class TokenUsage:
         return max(0, self.prompt_tokens - self.cache_read_tokens - self.cache_creation_tokens)
 
 
+#: a usage of only these counts has no cached, written or reasoning tokens to read
+_PLAIN_COUNTS = frozenset({"prompt_tokens", "completion_tokens", "total_tokens"})
+
+
 def _count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
@@ -70,6 +74,10 @@ def read_usage(usage: Mapping[str, Any] | None) -> TokenUsage:
     """
     if not usage:
         return TokenUsage()
+    if usage.keys() <= _PLAIN_COUNTS:  # the usual usage: no cache, no reasoning breakdown
+        return TokenUsage(
+            _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
+        )
     details = usage.get("prompt_tokens_details")
     details = details if isinstance(details, Mapping) else {}
     read = _count(details.get("cached_tokens")) or _count(

@@ -104,8 +104,13 @@ class CaseRequirements:
         return self.behaviours + self.rules
 
 
+_NO_CASE = CaseRequirements()
+
+
 def row_case_requirements(row: DialogueRow) -> CaseRequirements:
     """Every case-level requirement of ``row``."""
+    if not (row.expected_behavior or row.negative_behavior or row.expected):
+        return _NO_CASE  # most rows: nothing case-level
     return CaseRequirements(
         behaviours=case_requirements(row.expected_behavior, row.negative_behavior),
         rules=case_rule_requirements(row.expected),
@@ -130,9 +135,27 @@ def applicable_requirements(
     Raises:
         KeyError: ``intent_key`` is not one of the pack's intents.
     """
+    pack = _pack_requirements(rubric, intent_key)
+    return (*pack, *case) if case else pack
+
+
+#: the pack's part of the applicable set by (rubric identity, intent): one tuple per intent,
+#: shared by its rows, so what is worked out per applicable set (the normalizer's table) is
+#: found again by identity. The rubric is kept beside it (a snapshot is frozen), so an
+#: identity is never another rubric's while its entry lives.
+_PACKS: dict[tuple[int, str | None], tuple[EvalRubric, tuple[HardRequirement, ...]]] = {}
+
+
+def _pack_requirements(rubric: EvalRubric, intent_key: str | None) -> tuple[HardRequirement, ...]:
+    found = _PACKS.get((id(rubric), intent_key))
+    if found is not None and found[0] is rubric:
+        return found[1]
     pack = (
         rubric.common_requirements
         if intent_key is None
-        else (rubric.applicable_requirements(intent_key))
+        else rubric.applicable_requirements(intent_key)
     )
-    return (*pack, *case)
+    if len(_PACKS) >= 256:
+        _PACKS.clear()
+    _PACKS[(id(rubric), intent_key)] = (rubric, tuple(pack))
+    return _PACKS[(id(rubric), intent_key)][1]

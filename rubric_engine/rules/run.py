@@ -51,9 +51,24 @@ class RuleRun:
 _UNREAD = Evidence(final_answer="", assistant_texts=(), user_texts=(), tool_calls=())
 
 
+#: the pack's checked requirements by rubric identity (the rubric is kept beside them, so an
+#: identity is never another rubric's while its entry lives): worked out once per task
+_CHECKED: dict[int, tuple[EvalRubric, tuple[Any, ...]]] = {}
+
+
+def _checked(rubric: EvalRubric) -> tuple[Any, ...]:
+    found = _CHECKED.get(id(rubric))
+    if found is None or found[0] is not rubric:
+        if len(_CHECKED) >= 64:
+            _CHECKED.clear()
+        checked = tuple(r for r in rubric.requirements_by_id.values() if r.check is not None)
+        found = _CHECKED[id(rubric)] = (rubric, checked)
+    return found[1]
+
+
 def run_rules(rubric: EvalRubric, row: DialogueRow) -> RuleRun:
     """Evaluate every check the pack and the row carry for this row."""
-    checked = [req for req in rubric.requirements_by_id.values() if req.check is not None]
+    checked = _checked(rubric)
     if not checked and not row.expected:
         return RuleRun(_UNREAD, {})  # most judged rows: skip reading the evidence
     evidence = evidence_from_row(row, rubric.output_parsing)

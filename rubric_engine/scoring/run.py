@@ -430,10 +430,14 @@ def replay_extra(backend: ReplayBackend, store: TaskStore, task_id: str) -> dict
     entry answered (``cassettes``), where they came from (``answerSources``) and that the
     latency is the recorded one, not measured (``latency``). Shared by
     ``score`` and the workers of :mod:`rubric_engine.work`, so their reports agree."""
-    kinds = map(backend.index.kind, store.cassette_keys(task_id))
+    counted = backend.index.provenance_rows(store.cassette_keys(task_id))  # one pass
+    kinds: Counter[str] = Counter()
+    for prov, rows in counted:
+        if kind := str(prov["kind"]):
+            kinds[kind] += rows
     return {
-        "cassettes": dict(sorted(Counter(k for k in kinds if k).items())),
-        "answerSources": answer_sources(backend, store.cassette_keys(task_id)),
+        "cassettes": dict(sorted(kinds.items())),
+        "answerSources": _answer_sources(counted),
         "latency": "recorded",  # replayed latency is the one recorded, not measured
     }
 
@@ -445,11 +449,14 @@ def answer_sources(backend: ReplayBackend, keys: Iterable[str | None]) -> list[d
     ``{"kind": "authored", "by": author, "method": method, "rows": n}`` or
     ``{"kind": "recorded", "by": "provider/model", "at": recordedAt, "rows": n}``.
     """
+    return _answer_sources(backend.index.provenance_rows(keys))
+
+
+def _answer_sources(counted: Iterable[tuple[dict[str, Any], int]]) -> list[dict[str, Any]]:
+    """:func:`answer_sources` of :meth:`~rubric_engine.cassette.CassetteIndex.provenance_rows`
+    (provenances in the order they first answer a row, so ties keep that order)."""
     seen: Counter[tuple[tuple[str, str], ...]] = Counter()
-    for key in keys:
-        prov = backend.index.provenance(key)
-        if prov is None:
-            continue
+    for prov, rows in counted:
         if prov.get("kind") == "recorded":
             source = {
                 "kind": "recorded",
@@ -462,5 +469,5 @@ def answer_sources(backend: ReplayBackend, keys: Iterable[str | None]) -> list[d
                 "by": str(prov.get("author") or ""),
                 "method": str(prov.get("method") or ""),
             }
-        seen[tuple(source.items())] += 1
+        seen[tuple(source.items())] += rows
     return [{**dict(items), "rows": n} for items, n in seen.most_common()]
