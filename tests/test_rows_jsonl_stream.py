@@ -59,3 +59,37 @@ def test_rows_jsonl_is_the_stored_result_bytes_plus_outcome_and_metadata(
             old = canonical_json(row.result.to_json_dict())
             assert old != stored_result
             assert rows_jsonl_line(old, dialogue, pass_score) == line
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"status": "SCORED", "finalScore": 5, "judgeScore": 5},
+        {"status": "SCORED", "finalScore": 3, "judgeScore": 4, "cappedBy": ["A", "B"]},
+        {"status": "SCORED", "finalScore": 5, "redFlagTypes": ["MEDICAL_OVERREACH"]},
+        {"status": "SCORED", "finalScore": None},
+        {"status": "JUDGE_ERROR", "error": {"kind": "TRANSPORT", "message": "x"}},
+        {"status": "CHECKED", "redFlagTypes": ["X"]},
+    ],
+)
+@pytest.mark.parametrize(
+    # a rowId may hold quotes and the very text the line's outcome is read by
+    "row_id",
+    ["r-1", 'we"ird, "status": "CHECKED", "finalScore": 1, "redFlagTypes": []', "行-1\\"],
+)
+def test_the_outcome_read_from_the_result_head_is_the_pass_rule(
+    fields: dict[str, object], row_id: str
+) -> None:
+    """rows.jsonl reads status, finalScore and red flags from the head of the stored result
+    instead of decoding it: every status, a null score, red flags, and rowIds that quote the
+    field names give the line the validated row gives."""
+    from rubric_engine.report.rows import RowUsage, row_facts
+    from rubric_engine.report.stored import ReportRow
+    from rubric_engine.results import RowResult
+
+    result = RowResult.model_validate({"rowId": row_id, **fields})
+    dialogue = {"rowId": row_id, "messages": [], "metadata": {"b": 1, "a": "é"}}
+    row = ReportRow(result, RowUsage(1, 0, 0, None, 0.0), row_facts(dialogue))
+    for pass_score in (3, 4):
+        line = json.dumps(rows_line(row, pass_score), ensure_ascii=False) + "\n"
+        assert rows_jsonl_line(result_json(result), canonical_json(dialogue), pass_score) == line
