@@ -344,7 +344,9 @@ def rows_jsonl_line(result: str, dialogue: str, pass_score: int, task_id: str = 
             rules["passed"] if rules else None,
             pass_score,
         )
-    metadata = decode_column(dialogue, f"task {task_id} row dialogue").get("metadata") or {}
+    metadata = _stored_metadata(dialogue)
+    if metadata is None:
+        metadata = decode_column(dialogue, f"task {task_id} row dialogue").get("metadata") or {}
     return (
         f'{result[:-1]}, "outcome": "{outcome}", '
         f'"metadata": {_METADATA_ENCODER.encode(metadata)}}}\n'
@@ -387,6 +389,33 @@ def _outcome_head(result: str) -> tuple[RowStatus, int | None, bool] | None:
 
 
 _STATUSES = {str(s): s for s in RowStatus}
+_DECODER = json.JSONDecoder()
+#: the dialogue column is canonical JSON (keys sorted, compact): ``metadata`` follows the
+#: messages, which are most of its bytes, and is followed by the four last fields only
+_METADATA = ',"metadata":{'
+
+
+def _stored_metadata(dialogue: str) -> dict[str, Any] | None:
+    """The row's ``metadata`` decoded from where it starts in the canonical dialogue text,
+    without decoding the messages before it; ``None`` when it is not found that way (the
+    caller decodes the whole column).
+
+    A ``,"metadata":{`` in the text is a key (a ``"`` inside a string is escaped), maybe of
+    an object nested in the messages: it is the row's own when the rest of the text after
+    its value decodes as one object that ends where the text ends, i.e. when that key's
+    object is the outermost one.
+    """
+    at = dialogue.find(_METADATA)
+    while at >= 0:
+        try:
+            metadata, end = _DECODER.raw_decode(dialogue, at + len(_METADATA) - 1)
+            rest = "{" + dialogue[end + 1 :]
+            if dialogue[end : end + 1] == "," and _DECODER.raw_decode(rest)[1] == len(rest):
+                return metadata or {}
+        except json.JSONDecodeError:
+            pass
+        at = dialogue.find(_METADATA, at + 1)
+    return None
 
 
 def diff_side(task: StoredTask, *, pass_score: int | None = None, exact: bool = True) -> DiffSide:
