@@ -19,8 +19,8 @@ import time
 from collections.abc import Collection, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from itertools import islice
 from datetime import UTC, datetime
+from itertools import islice
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -221,7 +221,7 @@ if any(
     f.exclude or f.exclude_if is not None for f in list(RowResult.model_fields.values())[:_BASIS_AT]
 ):
     _BASIS_AT = None
-_NO_BASIS = frozenset({"reference_basis"})
+_NO_BASIS: set[str] = {"reference_basis"}  #: never changed
 #: a referenceBasis entry's field values → its JSON text; bounded (a pack has tens of
 #: requirements, four statuses, three sources; evidence turns vary more)
 _BASIS_TEXT: dict[tuple[Any, ...], str] = {}

@@ -92,16 +92,17 @@ def _storable(item: Any, depth: int) -> bool:
         if depth == MAX_ROW_DEPTH:
             return not item  # its children would be one level too deep, whatever they are
         for key, child in item.items():
-            if type(key) is not str or not key.isascii():
-                if isinstance(key, str) and not _is_text(key):
-                    return False
+            if isinstance(key, str) and not key.isascii() and not _is_text(key):
+                return False
             leaf = type(child)
             if leaf is str:  # the common leaf, without a call
-                if not child.isascii() and not _is_text(child):
-                    return False
-            elif leaf is not int and leaf is not bool and child is not None:
-                if not _storable(child, depth + 1):
-                    return False
+                ok = child.isascii() or _is_text(child)
+            elif leaf is int or leaf is bool or child is None:
+                continue
+            else:
+                ok = _storable(child, depth + 1)
+            if not ok:
+                return False
         return True
     if kind is list or isinstance(item, list | tuple):
         if depth == MAX_ROW_DEPTH:
@@ -109,11 +110,13 @@ def _storable(item: Any, depth: int) -> bool:
         for child in item:
             leaf = type(child)
             if leaf is str:
-                if not child.isascii() and not _is_text(child):
-                    return False
-            elif leaf is not int and leaf is not bool and child is not None:
-                if not _storable(child, depth + 1):
-                    return False
+                ok = child.isascii() or _is_text(child)
+            elif leaf is int or leaf is bool or child is None:
+                continue
+            else:
+                ok = _storable(child, depth + 1)
+            if not ok:
+                return False
         return True
     if isinstance(item, str):  # a str subclass
         return item.isascii() or _is_text(item)
