@@ -174,6 +174,7 @@ class DialogueSource:
         """Yield ``(where, raw object or error, default id)`` in file order."""
         fmt, stem = self.resolved_format(), self.path.stem
         if fmt == "jsonl":
+            place = f"{self.path}:"
             with self.path.open(encoding="utf-8-sig") as handle:
                 for n, line in enumerate(handle, start=1):
                     if not line or line.isspace():  # blank (not line.strip(): no copy)
@@ -190,8 +191,8 @@ class DialogueSource:
                         for where, row, span_id in otlp_rows(obj):
                             default = f"{stem}-{n}-{span_id or where}"
                             yield f"{self.path}:{n} {where}".rstrip(), row, default
-                    else:
-                        yield f"{self.path}:{n}", obj, f"{stem}-{n}"
+                    else:  # the common row: its place from the path's text, made once
+                        yield f"{place}{n}", obj, f"{stem}-{n}"
         elif fmt == "csv":
             yield from csv_objects(self.path, stem)
         elif fmt == "yaml":
