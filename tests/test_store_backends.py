@@ -258,17 +258,20 @@ def test_a_folder_given_as_store_is_named_as_a_folder_with_a_file_to_use(
     assert list(tmp_path.iterdir()) == []  # nothing written into the folder
 
 
+@pytest.mark.parametrize("send_every", [1, 1000])
 def test_rows_wait_for_their_commit_and_the_store_reads_what_it_wrote(
-    store_at: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    store_at: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, send_every: int
 ) -> None:
-    """Rows are sent at their commit (one executemany per commit window, issue 18) on both
-    backends: another connection sees none of a window before its commit and all of it after;
-    the writing store's own reads see its rows at once."""
+    """Rows are sent in executemany runs (SQLite: every SEND_EVERY_ROWS rows and at the
+    commit; PostgreSQL: at the commit; issue 18): another connection sees none of a commit
+    window before its commit, sent or not, and all of it after; the writing store's own reads
+    see its rows at once."""
     import dataclasses
 
     import rubric_engine.store
 
     monkeypatch.setattr(rubric_engine.store, "COMMIT_INTERVAL_S", 3600.0)  # by count only
+    monkeypatch.setattr(rubric_engine.store, "SEND_EVERY_ROWS", send_every)
     source = score_demo(store_at, *DEMOS[0], tmp_path / "out")
     with TaskStore(store_at) as writer, TaskStore(store_at) as reader:
         task = writer.task(source)
