@@ -128,3 +128,26 @@ def test_row_columns_are_the_bytes_of_the_json_mode_dump(result: RowResult) -> N
     assert values[5] == json.dumps(result.to_json_dict(), ensure_ascii=False)
     assert values[6] == canonical_json(dialogue)
     assert values[7] == canonical_json(attempts)
+
+
+def test_result_bytes_are_the_same_through_the_basis_text_cache() -> None:
+    """referenceBasis entries are written from a cache of each distinct entry's text: a
+    result written again, or another result holding equal entries (a status given as text
+    or as the enum, evidence turns or none), gives the bytes of the JSON-mode dump."""
+    from rubric_engine.store import result_json
+
+    results = _results()
+    again = [
+        r.model_copy(update={"row_id": f"{r.row_id}-again", "score_explanation": None})
+        for r in results
+    ]
+    for result in [*results, *again, *results]:
+        assert result_json(result) == json.dumps(result.to_json_dict(), ensure_ascii=False)
+    text_status = BasisEntry(requirement_id="A", status="FOLLOWED", source="default")
+    enum_status = BasisEntry(
+        requirement_id="A", status=RequirementStatus.FOLLOWED, source=BasisSource.DEFAULT
+    )
+    turns = enum_status.model_copy(update={"evidence_turns": (0,)})
+    for basis in ((text_status,), (enum_status, turns), (turns, text_status, turns)):
+        result = RowResult(row_id="r", status=RowStatus.SCORED, reference_basis=basis)
+        assert result_json(result) == json.dumps(result.to_json_dict(), ensure_ascii=False)

@@ -59,3 +59,78 @@ def test_rows_jsonl_is_the_stored_result_bytes_plus_outcome_and_metadata(
             old = canonical_json(row.result.to_json_dict())
             assert old != stored_result
             assert rows_jsonl_line(old, dialogue, pass_score) == line
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"status": "SCORED", "finalScore": 5, "judgeScore": 5},
+        {"status": "SCORED", "finalScore": 3, "judgeScore": 4, "cappedBy": ["A", "B"]},
+        {"status": "SCORED", "finalScore": 5, "redFlagTypes": ["MEDICAL_OVERREACH"]},
+        {"status": "SCORED", "finalScore": None},
+        {"status": "JUDGE_ERROR", "error": {"kind": "TRANSPORT", "message": "x"}},
+        {"status": "CHECKED", "redFlagTypes": ["X"]},
+    ],
+)
+@pytest.mark.parametrize(
+    # a rowId may hold quotes and the very text the line's outcome is read by
+    "row_id",
+    ["r-1", 'we"ird, "status": "CHECKED", "finalScore": 1, "redFlagTypes": []', "行-1\\"],
+)
+def test_the_outcome_read_from_the_result_head_is_the_pass_rule(
+    fields: dict[str, object], row_id: str
+) -> None:
+    """rows.jsonl reads status, finalScore and red flags from the head of the stored result
+    instead of decoding it: every status, a null score, red flags, and rowIds that quote the
+    field names give the line the validated row gives."""
+    from rubric_engine.report.rows import RowUsage, row_facts
+    from rubric_engine.report.stored import ReportRow
+    from rubric_engine.results import RowResult
+
+    result = RowResult.model_validate({"rowId": row_id, **fields})
+    dialogue = {"rowId": row_id, "messages": [], "metadata": {"b": 1, "a": "é"}}
+    row = ReportRow(result, RowUsage(1, 0, 0, None, 0.0), row_facts(dialogue))
+    for pass_score in (3, 4):
+        line = json.dumps(rows_line(row, pass_score), ensure_ascii=False) + "\n"
+        assert rows_jsonl_line(result_json(result), canonical_json(dialogue), pass_score) == line
+
+
+def test_the_metadata_read_from_its_place_in_the_dialogue_is_the_rows_own() -> None:
+    """rows.jsonl decodes the stored dialogue from its top-level ``metadata`` on, not the
+    messages before it: ``metadata`` keys nested in tool-call arguments (even followed by the
+    row's last field names), the reference output and the trace are not taken for it."""
+    from rubric_engine.dialogue.model import DialogueRow
+    from rubric_engine.report.rows import RowUsage, row_facts
+    from rubric_engine.report.stored import ReportRow, _stored_metadata
+    from rubric_engine.results import RowResult
+
+    decoy = {"a": 0, "metadata": {"decoy": 1}, "negativeBehavior": [], "referenceOutput": None}
+    decoy |= {"rowId": "q", "trace": None}
+    row = DialogueRow.model_validate(
+        {
+            "rowId": "r-1",
+            "messages": [
+                {"role": "user", "content": ',"metadata":{"no":1}'},
+                {
+                    "role": "assistant",
+                    "tool_calls": [{"name": "t", "arguments": decoy}],
+                },
+            ],
+            "reference_output": {"a": 0, "metadata": {"decoy": 2}},
+            "trace": {"a": 0, "metadata": {"decoy": 3}, "z": [decoy]},
+            "metadata": {"real": "是", "a": [1, 2.5, None]},
+        }
+    )
+    dialogue = canonical_json(row.model_dump(mode="json", by_alias=True))
+    assert dialogue.count(',"metadata":{') == 5
+    assert _stored_metadata(dialogue) == {"real": "是", "a": [1, 2.5, None]}
+    bare = canonical_json(row.model_copy(update={"metadata": {}}).model_dump(by_alias=True))
+    assert _stored_metadata(bare) == {}
+    spaced = json.dumps(row.model_dump(mode="json", by_alias=True), sort_keys=True)
+    assert _stored_metadata(spaced) is None  # not the canonical spelling: decoded whole
+    result = RowResult.model_validate({"rowId": "r-1", "status": "SCORED", "finalScore": 4})
+    for text in (dialogue, bare, spaced):
+        facts = row_facts(json.loads(text))
+        report_row = ReportRow(result, RowUsage(1, 0, 0, None, 0.0), facts)
+        line = json.dumps(rows_line(report_row, 4), ensure_ascii=False) + "\n"
+        assert rows_jsonl_line(result_json(result), text, 4) == line

@@ -256,3 +256,35 @@ def test_a_folder_given_as_store_is_named_as_a_folder_with_a_file_to_use(
     assert f"{tmp_path} is a folder; --store takes the path of a store file" in out, out
     assert "publish first" not in out
     assert list(tmp_path.iterdir()) == []  # nothing written into the folder
+
+
+@pytest.mark.parametrize("send_every", [1, 1000])
+def test_rows_wait_for_their_commit_and_the_store_reads_what_it_wrote(
+    store_at: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, send_every: int
+) -> None:
+    """Rows are sent in executemany runs (SQLite: every SEND_EVERY_ROWS rows and at the
+    commit; PostgreSQL: at the commit; issue 18): another connection sees none of a commit
+    window before its commit, sent or not, and all of it after; the writing store's own reads
+    see its rows at once."""
+    import dataclasses
+
+    import rubric_engine.store
+
+    monkeypatch.setattr(rubric_engine.store, "COMMIT_INTERVAL_S", 3600.0)  # by count only
+    monkeypatch.setattr(rubric_engine.store, "SEND_EVERY_ROWS", send_every)
+    source = score_demo(store_at, *DEMOS[0], tmp_path / "out")
+    with TaskStore(store_at) as writer, TaskStore(store_at) as reader:
+        task = writer.task(source)
+        target = task.id + "-copy"
+        writer.create_task(dataclasses.replace(task, id=target, state="RUNNING"))
+        rows = list(writer.rows(source))[:5]
+        for row in rows[:2]:
+            writer.add_row(target, row, commit_every=3)
+        assert reader.finished_rows().get(target) is None  # not committed yet
+        assert writer.finished_rows()[target] == 2  # sent before this store reads
+        writer.add_row(target, rows[2], commit_every=3)  # the third row commits
+        writer.add_row(target, rows[3], commit_every=3)
+        assert reader.finished_rows()[target] == 3
+        assert [r.result for r in writer.rows(target)] == [r.result for r in rows[:4]]
+    with TaskStore(store_at) as again:  # closing the writer committed its last row
+        assert again.finished_rows()[target] == 4

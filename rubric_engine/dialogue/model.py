@@ -100,7 +100,10 @@ def check_row_id(value: str) -> str:
     Raises:
         ValueError: naming the first offending character (as ``U+XXXX``) and the fix.
     """
-    for char in value:
+    # an ASCII character in those categories is a control character (Cc), which is exactly
+    # what str.isprintable refuses in ASCII: printable ASCII needs no walk (issue 18)
+    plain = value.isascii() and value.isprintable()
+    for char in () if plain else value:
         if unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp"):
             name = unicodedata.name(char, "a control character")
             raise ValueError(

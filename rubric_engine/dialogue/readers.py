@@ -174,9 +174,10 @@ class DialogueSource:
         """Yield ``(where, raw object or error, default id)`` in file order."""
         fmt, stem = self.resolved_format(), self.path.stem
         if fmt == "jsonl":
+            place = f"{self.path}:"
             with self.path.open(encoding="utf-8-sig") as handle:
                 for n, line in enumerate(handle, start=1):
-                    if not line.strip():
+                    if not line or line.isspace():  # blank (not line.strip(): no copy)
                         continue
                     try:
                         obj = loads_strict(line)
@@ -190,8 +191,8 @@ class DialogueSource:
                         for where, row, span_id in otlp_rows(obj):
                             default = f"{stem}-{n}-{span_id or where}"
                             yield f"{self.path}:{n} {where}".rstrip(), row, default
-                    else:
-                        yield f"{self.path}:{n}", obj, f"{stem}-{n}"
+                    else:  # the common row: its place from the path's text, made once
+                        yield f"{place}{n}", obj, f"{stem}-{n}"
         elif fmt == "csv":
             yield from csv_objects(self.path, stem)
         elif fmt == "yaml":
@@ -355,17 +356,22 @@ def _parse_objects(
             try:
                 if is_diagnosis_case(obj):
                     obj = diagnosis_row(obj, load_fixture(str(obj["traceFixture"]), case_file))
-                named = isinstance(obj, dict) and any(
-                    obj.get(k) is not None and str(obj[k]).strip() for k in ID_KEYS
-                )
                 row = row_from_object(obj, default_id)
-                yield where, row, not named and row.row_id == default_id
+                # asked only of a row whose id is its default: most rows name themselves
+                yield where, row, row.row_id == default_id and not _names_itself(obj)
             except RowShapeError as exc:
                 yield where, [Problem(where, exc.field, f"{case}{exc}")], False
             except ValidationError as exc:
                 fields = diagnosis_fields() if is_diagnosis_case(obj) else None
                 problems = [_problem(where, case, err, fields) for err in exc.errors()]
                 yield where, problems, False
+
+
+def _names_itself(obj: Any) -> bool:
+    """Whether the object gives its own id (a non-blank value under one of :data:`ID_KEYS`)."""
+    return isinstance(obj, dict) and any(
+        obj.get(k) is not None and str(obj[k]).strip() for k in ID_KEYS
+    )
 
 
 #: marks a place in ``seen`` whose row had no rowId and was given ``<file stem>-<line>``

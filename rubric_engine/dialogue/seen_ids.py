@@ -31,6 +31,7 @@ _TEMPLATE_BITS = 28
 _NUMBER_LIMIT = 1 << (64 - 2 - _TEMPLATE_BITS)
 #: a place's last number (no leading zero, so it is written back the same) and what follows
 _LAST_NUMBER = re.compile(r"(0|[1-9][0-9]*)([^0-9]*)\Z")
+_DIGITS = "0123456789"
 
 
 def _hash32(row_id: str) -> int:
@@ -91,10 +92,16 @@ class SeenIds:
             self._flush()
 
     def _pack(self, where: str, generated: bool) -> int:
-        found = _LAST_NUMBER.search(where)
-        number = int(found.group(1)) if found else _NUMBER_LIMIT
-        if found and number < _NUMBER_LIMIT:
-            template, numbered = (where[: found.start()], found.group(2)), 1
+        if where[-1:].isdigit() and where[-1:].isascii():  # ``path:line``: what the regex finds
+            digits = where[len(where.rstrip(_DIGITS)) :]
+            text = digits.lstrip("0") or "0"
+            number, start, after = int(text), len(where) - len(text), ""
+        elif found := _LAST_NUMBER.search(where):
+            number, start, after = int(found.group(1)), found.start(), found.group(2)
+        else:
+            number, start, after = _NUMBER_LIMIT, 0, ""
+        if number < _NUMBER_LIMIT:
+            template, numbered = (where[:start], after), 1
         else:  # no number to take out: the text is kept whole
             template, number, numbered = (where, ""), 0, 0
         t = self._template_index.get(template)

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from rubric_engine.dialogue.model import DialogueRow
 
 _CHUNK = 1 << 16
+_TO_JSON = DialogueRow.__pydantic_serializer__.to_json
 
 
 class RowSpool:
@@ -38,8 +39,8 @@ class RowSpool:
     def add(self, row: DialogueRow, exact_json: bool = True) -> None:
         """Append ``row``. ``exact_json``: its values are JSON values (a JSON, JSONL or CSV
         source), so the JSON form gives the row back exactly; else it is pickled."""
-        if exact_json:
-            self._file.write(b"J" + row.model_dump_json(round_trip=True).encode("utf-8") + b"\n")
+        if exact_json:  # pydantic's JSON bytes (model_dump_json's text, without decoding it)
+            self._file.write(b"J" + _TO_JSON(row, round_trip=True) + b"\n")
         else:
             self._file.write(b"P" + base64.b64encode(pickle.dumps(row)) + b"\n")
         self.count += 1

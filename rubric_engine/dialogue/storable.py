@@ -80,33 +80,46 @@ def _storable(item: Any, depth: int) -> bool:
     recursion stops one level past :data:`MAX_ROW_DEPTH`, far inside Python's limit).
 
     Plain loops, strings first: this runs over every value of every input row before the
-    first judge call (issue 18; a generator per container cost half its time)."""
+    first judge call (issue 18; a generator per container cost half its time). Leaves are
+    told by their exact type first (``str``, ``int``, ``None``, ``bool``: decoded JSON),
+    without a call; anything else takes the general path."""
     if depth > MAX_ROW_DEPTH:
         return False
-    if isinstance(item, str):
+    kind = type(item)
+    if kind is str:
         return item.isascii() or _is_text(item)
-    if isinstance(item, dict):
+    if kind is dict or (kind is not list and isinstance(item, dict)):
         if depth == MAX_ROW_DEPTH:
             return not item  # its children would be one level too deep, whatever they are
         for key, child in item.items():
             if isinstance(key, str) and not key.isascii() and not _is_text(key):
                 return False
-            if isinstance(child, str):  # the common leaf, without a call
-                if not child.isascii() and not _is_text(child):
-                    return False
-            elif not _storable(child, depth + 1):
+            leaf = type(child)
+            if leaf is str:  # the common leaf, without a call
+                ok = child.isascii() or _is_text(child)
+            elif leaf is int or leaf is bool or child is None:
+                continue
+            else:
+                ok = _storable(child, depth + 1)
+            if not ok:
                 return False
         return True
-    if isinstance(item, list | tuple):
+    if kind is list or isinstance(item, list | tuple):
         if depth == MAX_ROW_DEPTH:
             return not item
         for child in item:
-            if isinstance(child, str):
-                if not child.isascii() and not _is_text(child):
-                    return False
-            elif not _storable(child, depth + 1):
+            leaf = type(child)
+            if leaf is str:
+                ok = child.isascii() or _is_text(child)
+            elif leaf is int or leaf is bool or child is None:
+                continue
+            else:
+                ok = _storable(child, depth + 1)
+            if not ok:
                 return False
         return True
+    if isinstance(item, str):  # a str subclass
+        return item.isascii() or _is_text(item)
     if isinstance(item, float):
         return math.isfinite(item)
     if isinstance(item, bytes):
