@@ -502,6 +502,32 @@ def test_export_answer_import_gives_the_replay_rows(
     assert rows_of(tmp_path / "imp") == rows_of(tmp_path / "replay")
 
 
+def test_export_never_overwrites_another_task_s_export(tmp_path: Path) -> None:
+    store, folder = tmp_path / "s.sqlite", tmp_path / "x"
+    export = ("batch", "export", HEALTH, "-r", RUBRICS / "health_cs.yaml", "--draft",
+              "--store", store)  # fmt: skip
+    code, out = run(*export, "--out", folder)
+    assert code == 0, out
+    first = json.loads((folder / "manifest.json").read_text("utf-8"))
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    code, out = run(*export, "--out", folder)  # a second task into the same folder
+    assert code == 2 and f"already holds task {first['taskId']}'s batch export" in out, out
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    with TaskStore(store) as s:
+        assert [t.id for t in s.tasks()] == [first["taskId"]]  # the refused export made no task
+    (folder / "manifest.json").unlink()  # request files alone are still someone's
+    code, out = run(*export, "--out", folder)
+    assert code == 2 and "already holds another batch export" in out, out
+    # a follow-up export of the task: what it was exported with is the task's own
+    task = first["taskId"]
+    code, out = run("batch", "export", task, "--store", store, "--out", tmp_path / "y",
+                    "--output-mode", "tools", "--system-as-user")  # fmt: skip
+    assert code == 2 and "--output-mode, --system-as-user: task" in out, out
+    code, out = run("batch", "export", task, "--store", store, "--out", tmp_path / "y")
+    assert code == 0 and "wrote 0 request(s)" in out, out
+    assert f"{first['requests']} request(s) exported before still await answers" in out, out
+
+
 def test_import_refuses_a_task_that_export_did_not_make(tmp_path: Path) -> None:
     store = tmp_path / "s.sqlite"
     code, _ = run("score", HEALTH, "-r", RUBRICS / "health_cs.yaml", "--draft", "--store", store,

@@ -73,12 +73,42 @@ def _check_writable(folder: Path) -> None:
         ) from exc
 
 
+def _check_folder_is_free(folder: Path, task_id: str | None) -> None:
+    """Refuse a folder holding another task's export: its ``requests-NNN.jsonl`` files (job
+    numbers start at 1 in every task) and ``manifest.json`` would be overwritten. A follow-up
+    export of the same task writes new job numbers and may share its folder.
+
+    Raises:
+        ConfigurationError: names the task that owns the folder and the fix.
+    """
+    manifest = folder / "manifest.json"
+    if manifest.is_file():
+        try:
+            owner: str | None = str(json.loads(manifest.read_text("utf-8"))["taskId"])
+        except (OSError, ValueError, KeyError, TypeError):
+            owner = None  # unreadable: whose it is cannot be told, so it is not overwritten
+        if task_id is not None and owner == task_id:
+            return
+        held = f"task {owner}'s" if owner else "another"
+    elif task_id is None and any(folder.glob("requests-*.jsonl")):
+        held = "another"  # request files without a manifest: a new task's would overwrite them
+    else:
+        return
+    raise ConfigurationError(
+        f"export folder {folder} already holds {held} batch export (manifest.json, "
+        "requests-NNN.jsonl); writing this one there would overwrite those requests. Pass an "
+        "empty folder to --out, or empty this one once its answers are imported"
+    )
+
+
 @dataclass(frozen=True)
 class ExportResult:
     task_id: str
     files: list[Path]
-    requests: int
+    requests: int  #: requests written by this export
     manifest: Path
+    #: requests of the task awaiting answers after this export (this export's included)
+    awaiting: int = 0
 
 
 @dataclass(frozen=True)
@@ -173,6 +203,7 @@ def export_requests(
             batch-file task.
     """
     _check_writable(folder)
+    _check_folder_is_free(folder, task_id)
     with TaskStore(options.store) as store:
         if task_id is None:
             task_id, run = _new_task(replace(options, mode="batch"), store)
@@ -210,7 +241,7 @@ def export_requests(
             + "\n",
             encoding="utf-8",
         )
-        return ExportResult(task_id, sink.written, sent, manifest)
+        return ExportResult(task_id, sink.written, sent, manifest, len(requests))
 
 
 def import_results(

@@ -56,11 +56,15 @@ def export(
     store: StoreOpt = DEFAULT_STORE,
 ) -> None:
     """Write the judge requests of INPUT rows (a new task) or of TASK as batch input files."""
-    from rubric_engine.batch.files import export_requests
+    from rubric_engine.batch.files import ExportResult, export_requests
     from rubric_engine.dialogue.readers import InputFormat
+    from rubric_engine.errors import ConfigurationError
     from rubric_engine.scoring import ScoreOptions
 
     task_id = inputs[0] if len(inputs) == 1 and not Path(inputs[0]).exists() else None
+    given = {"-r/--rubric": rubric, "--draft": draft, "--output-mode": output_mode,
+             "--system-as-user": system_as_user}  # fmt: skip
+    named = ", ".join(k for k, v in given.items() if v) if task_id else ""
     options = ScoreOptions(
         inputs=[] if task_id else [Path(p) for p in inputs],
         rubric=rubric,
@@ -75,13 +79,27 @@ def export(
         store=store,
         out=report_out,
     )
-    result = _guard(
-        lambda: export_requests(options, out, task_id, batch_max_requests, batch_max_bytes)
-    )
-    names = ", ".join(p.name for p in result.files) or "no file (nothing needs an answer)"
+
+    def run() -> ExportResult:
+        if named:  # a follow-up export asks as the task was exported; nothing else is taken
+            raise ConfigurationError(
+                f"{named}: task {task_id} keeps what it was exported with; omit {named} to "
+                "write its follow-up requests"
+            )
+        return export_requests(options, out, task_id, batch_max_requests, batch_max_bytes)
+
+    result = _guard(run)
+    earlier = result.awaiting - result.requests
+    none = "no file (nothing needs an answer)" if not earlier else "no new file"
+    names = ", ".join(p.name for p in result.files) or none
     typer.echo(f"task id: {result.task_id}")
     typer.echo(f"wrote {result.requests} request(s) to {out}: {names}; {result.manifest.name}")
-    if result.requests:
+    if earlier:
+        typer.echo(
+            f"{earlier} request(s) exported before still await answers (manifest.json lists "
+            "them); their answers lead to any follow-up requests"
+        )
+    if result.awaiting:
         typer.echo(f"next: answer them, then `rubric-eval batch import {result.task_id} FILE...`")
 
 
