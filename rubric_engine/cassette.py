@@ -146,8 +146,34 @@ def key_parts(
     }
 
 
+#: :func:`key_parts`' names in canonical (sorted) order; ``messagesHash`` sorts first
+_PART_NAMES = ("messagesHash", "model", "paramsHash", "promptHash", "rubricHash", "schemaHash")
+_PART_SET = frozenset(_PART_NAMES)
+
+
+@lru_cache(maxsize=64)
+def _key_tail(values: tuple[Any, ...]) -> str:
+    """The canonical JSON of key parts after ``messagesHash``'s value: ``,"model":…}`` (the
+    five other parts repeat on every row of a task; only the messages differ)."""
+    text = _dumps({"messagesHash": "", **dict(zip(_PART_NAMES[1:], values, strict=True))})
+    return text[len('{"messagesHash":""') :]
+
+
 def request_key(parts: dict[str, str]) -> str:
-    """The canonical key: a hash of :func:`key_parts`."""
+    """The canonical key: a hash of :func:`key_parts`.
+
+    The canonical JSON of the usual six parts (``messagesHash`` text) is written as
+    ``{"messagesHash":<its JSON>`` + the rest, made once per task (:func:`_key_tail`); any
+    other value goes through ``_digest``. ``tests/test_cassette_key_bytes.py`` compares them.
+    """
+    messages = parts.get("messagesHash") if type(parts) is dict else None
+    if type(messages) is str and parts.keys() == _PART_SET:
+        try:
+            tail = _key_tail(tuple(parts[name] for name in _PART_NAMES[1:]))
+        except TypeError:  # an unhashable part: the long way
+            return _digest(parts)
+        text = '{"messagesHash":' + _quote(messages) + tail
+        return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
     return _digest(parts)
 
 
@@ -313,10 +339,15 @@ MAX_OPEN_FILES = 32
 _OFFSET_BITS = 40
 
 
+def _all_text(provenance: dict[str, Any]) -> bool:
+    """Every key and value of ``provenance`` is text (``str`` itself, as JSON decodes it)."""
+    return all(type(k) is str and type(v) is str for k, v in provenance.items())
+
+
 def _provenance_key(provenance: dict[str, Any]) -> Any:
     """What tells provenances apart: their sorted items when every key and value is text
     (then equal exactly when their canonical JSON is), else the canonical JSON itself."""
-    if all(type(k) is str and type(v) is str for k, v in provenance.items()):
+    if _all_text(provenance):
         return tuple(sorted(provenance.items()))
     return _dumps(provenance)
 
@@ -376,6 +407,10 @@ class CassetteIndex:
         high, low, at = array("Q"), array("Q"), array("Q")
         length, line, prov = array("I"), array("I"), array("I")
         provenances: dict[Any, int] = {}  # a provenance's :func:`_provenance_key` -> its number
+        # the last provenance whose items are all text, and its number: a decoded line's
+        # provenance ``==`` to it is that one (no other JSON value equals a text), unsorted
+        last: dict[str, Any] | None = None
+        last_found = 0
         for path in sorted(root.rglob("*.jsonl")):
             index.files.append(path)
             file = (len(index.files) - 1) << _OFFSET_BITS
@@ -386,10 +421,16 @@ class CassetteIndex:
                 at.append(file | offset)
                 length.append(size)
                 line.append(n)
-                found = provenances.setdefault(_provenance_key(entry.provenance), len(provenances))
+                provenance = entry.provenance
+                if last is not None and provenance == last:
+                    prov.append(last_found)
+                    continue
+                found = provenances.setdefault(_provenance_key(provenance), len(provenances))
                 if found == len(index._provenances):
-                    index._provenances.append(entry.provenance)
+                    index._provenances.append(provenance)
                 prov.append(found)
+                if _all_text(provenance):
+                    last, last_found = provenance, found
         # sorted by key; entries of one key stay in file order (a stable sort), the last one
         # in force; two keys sharing the first 64 bits sit in one run, compared in full
         order = sorted(range(len(high)), key=high.__getitem__)
