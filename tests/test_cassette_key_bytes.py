@@ -295,8 +295,8 @@ LINE_PROVENANCE = st.fixed_dictionaries(
 def test_the_index_numbers_each_provenance_as_its_canonical_json(
     tmp_path_factory: Any, provenances: list[dict[str, Any]]
 ) -> None:
-    """Consecutive equal provenances share a number without being sorted again: the table is
-    still one provenance per canonical JSON, the first seen, and each entry names its own."""
+    """The index's provenance table is one provenance per canonical JSON, the first seen, and
+    each entry names its own (the load reads a line's key and provenance only)."""
     from rubric_engine.cassette import CassetteIndex
 
     folder = tmp_path_factory.mktemp("cassettes")
@@ -322,3 +322,35 @@ def test_the_index_numbers_each_provenance_as_its_canonical_json(
     for n, prov in enumerate(provenances):
         assert index.provenance("sha256:" + f"{n:02x}" * 32) == first[_dumps(prov)]
         assert _dumps(index.provenance("sha256:" + f"{n:02x}" * 32)) == _dumps(prov)
+
+
+JSON_VALUE = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | TEXT,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(TEXT, inner, max_size=3),
+    max_leaves=8,
+)
+LINE_TEXT = st.one_of(
+    JSON_VALUE.map(lambda v: json.dumps(v, ensure_ascii=False)),
+    st.tuples(
+        st.sampled_from(["", " ", "\t", "\ufeff", "\x0b"]),
+        JSON_VALUE.map(json.dumps),
+        st.sampled_from(["", " ", "\n", "\r\n", " x", "{}", ",", "\x0c"]),
+    ).map("".join),
+    JSON_VALUE.map(json.dumps).map(lambda t: t[: len(t) // 2]),  # a torn line
+    TEXT,
+)
+
+
+def _decoded(loads: Any, text: str) -> Any:
+    try:
+        return "value", json.dumps(loads(text))  # NaN is NaN: compare its JSON
+    except Exception as exc:  # the same error, message and position
+        return "error", type(exc), str(exc)
+
+
+@settings(max_examples=600, deadline=None)
+@given(LINE_TEXT)
+def test_a_cassette_line_is_decoded_as_json_loads_decodes_it(text: str) -> None:
+    from rubric_engine.cassette import _loads
+
+    assert _decoded(_loads, text) == _decoded(json.loads, text)
