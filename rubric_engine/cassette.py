@@ -459,12 +459,12 @@ class CassetteIndex:
             kept[same] = i
         index.close()
         del order
-        index._high = array("Q", (high[i] for i in kept))
-        index._low = array("Q", (low[i] for i in kept))
-        index._at = array("Q", (at[i] for i in kept))
-        index._length = array("I", (length[i] for i in kept))
-        index._line = array("I", (line[i] for i in kept))
-        index._provenance = array("I", (prov[i] for i in kept))
+        index._high = array("Q", map(high.__getitem__, kept))
+        index._low = array("Q", map(low.__getitem__, kept))
+        index._at = array("Q", map(at.__getitem__, kept))
+        index._length = array("I", map(length.__getitem__, kept))
+        index._line = array("I", map(line.__getitem__, kept))
+        index._provenance = array("I", map(prov.__getitem__, kept))
         number = {i: n for n, i in enumerate(kept) if i in index._first_at}
         index._first_at = {number[i]: first for i, first in index._first_at.items()}
         return index
