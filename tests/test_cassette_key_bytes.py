@@ -354,3 +354,14 @@ def test_a_cassette_line_is_decoded_as_json_loads_decodes_it(text: str) -> None:
     from rubric_engine.cassette import _loads
 
     assert _decoded(_loads, text) == _decoded(json.loads, text)
+
+
+@settings(max_examples=600, deadline=None)
+@given(LINE_TEXT)
+def test_a_reply_with_any_space_around_it_is_read_as_the_duplicate_hook_reads_it(
+    text: str,
+) -> None:
+    """:func:`_load` calls the decoder's scanner directly: leading and trailing space of every
+    kind, extra data and torn texts read (or fail) as before."""
+    expected = _decoded(lambda t: _reference_load(t)[0], text)
+    assert _decoded(lambda t: _load(t)[0], text) == expected
