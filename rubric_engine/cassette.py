@@ -617,7 +617,7 @@ class CassetteIndex:
 
 #: the C scanner ``json.loads`` runs (its default decoder's), called without the decoder's
 #: Python around it (two whitespace matches, the checks of ``loads`` and ``decode``)
-_SCAN = json.decoder.JSONDecoder().scan_once
+_SCAN = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # set in its __init__
 _JSON_SPACE = " \t\n\r"
 
 

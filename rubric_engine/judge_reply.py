@@ -103,7 +103,8 @@ def _unique_pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
 _UNIQUE = json.JSONDecoder(object_pairs_hook=_unique_pairs)
 
 
-_UNIQUE_SCAN = _UNIQUE.scan_once
+#: its C scanner
+_UNIQUE_SCAN = _UNIQUE.scan_once  # type: ignore[attr-defined]  # set in its __init__
 
 
 def _unique(text: str) -> Any:
