@@ -146,8 +146,34 @@ def key_parts(
     }
 
 
+#: :func:`key_parts`' names in canonical (sorted) order; ``messagesHash`` sorts first
+_PART_NAMES = ("messagesHash", "model", "paramsHash", "promptHash", "rubricHash", "schemaHash")
+_PART_SET = frozenset(_PART_NAMES)
+
+
+@lru_cache(maxsize=64)
+def _key_tail(values: tuple[Any, ...]) -> str:
+    """The canonical JSON of key parts after ``messagesHash``'s value: ``,"model":…}`` (the
+    five other parts repeat on every row of a task; only the messages differ)."""
+    text = _dumps({"messagesHash": "", **dict(zip(_PART_NAMES[1:], values, strict=True))})
+    return text[len('{"messagesHash":""') :]
+
+
 def request_key(parts: dict[str, str]) -> str:
-    """The canonical key: a hash of :func:`key_parts`."""
+    """The canonical key: a hash of :func:`key_parts`.
+
+    The canonical JSON of the usual six parts (``messagesHash`` text) is written as
+    ``{"messagesHash":<its JSON>`` + the rest, made once per task (:func:`_key_tail`); any
+    other value goes through ``_digest``. ``tests/test_cassette_key_bytes.py`` compares them.
+    """
+    messages = parts.get("messagesHash") if type(parts) is dict else None
+    if type(messages) is str and parts.keys() == _PART_SET:
+        try:
+            tail = _key_tail(tuple(parts[name] for name in _PART_NAMES[1:]))
+        except TypeError:  # an unhashable part: the long way
+            return _digest(parts)
+        text = '{"messagesHash":' + _quote(messages) + tail
+        return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
     return _digest(parts)
 
 
@@ -254,21 +280,23 @@ class CassetteEntry:
         )
 
 
-def _entry_from(obj: Any, where: str) -> CassetteEntry:
+def _entry_problem(obj: Any) -> str | None:
+    """Why ``obj`` (a decoded line) is not a cassette entry, or ``None`` when it is one (the
+    text follows the line's place in :func:`_entry_from`'s error)."""
     if not isinstance(obj, dict) or obj.get("format") != FORMAT:
-        raise CassetteError(f'{where}: not a cassette entry (expected "format": "{FORMAT}")')
+        return f'not a cassette entry (expected "format": "{FORMAT}")'
     prov = obj.get("provenance")
     kind = prov.get("kind") if isinstance(prov, dict) else None
     if kind not in _REQUIRED_PROVENANCE:
-        raise CassetteError(
-            f"{where}: provenance.kind must be 'recorded' or 'authored'; every cassette says "
+        return (
+            "provenance.kind must be 'recorded' or 'authored'; every cassette says "
             "where its responses came from (SPEC §10). Record the row again with --mode record, "
             "or write hand judgments with `rubric-eval cassette author`"
         )
     assert isinstance(prov, dict)
     missing = [f for f in _REQUIRED_PROVENANCE[kind] if not prov.get(f)]
     if missing:
-        raise CassetteError(f"{where}: {kind} provenance lacks {', '.join(missing)}")
+        return f"{kind} provenance lacks {', '.join(missing)}"
     attempts = obj.get("attempts")
     # a response the replay cannot read is that row's error, not the file's
     # (:func:`response_problem`): one bad entry must not stop a whole batch
@@ -277,16 +305,23 @@ def _entry_from(obj: Any, where: str) -> CassetteEntry:
         or not attempts
         or not all(isinstance(a, dict) and "response" in a for a in attempts)
     ):
-        raise CassetteError(f"{where}: attempts must be a non-empty list of {{response: …}}")
+        return "attempts must be a non-empty list of {response: …}"
     for name in ("key", "rowId", "keyParts"):
         if not obj.get(name):
-            raise CassetteError(f"{where}: missing {name}")
+            return f"missing {name}"
+    return None
+
+
+def _entry_from(obj: Any, where: str) -> CassetteEntry:
+    problem = _entry_problem(obj)
+    if problem is not None:
+        raise CassetteError(f"{where}: {problem}")
     return CassetteEntry(
         key=obj["key"],
         row_id=str(obj["rowId"]),
         key_parts=obj["keyParts"],
-        provenance=prov,
-        attempts=attempts,
+        provenance=obj["provenance"],
+        attempts=obj["attempts"],
         where=where,
     )
 
@@ -313,10 +348,14 @@ MAX_OPEN_FILES = 32
 _OFFSET_BITS = 40
 
 
+_TEXT = frozenset({str})
+
+
 def _provenance_key(provenance: dict[str, Any]) -> Any:
     """What tells provenances apart: their sorted items when every key and value is text
-    (then equal exactly when their canonical JSON is), else the canonical JSON itself."""
-    if all(type(k) is str and type(v) is str for k, v in provenance.items()):
+    (``str`` itself; then equal exactly when their canonical JSON is), else the canonical
+    JSON itself."""
+    if _TEXT.issuperset(map(type, provenance)) and _TEXT.issuperset(map(type, provenance.values())):
         return tuple(sorted(provenance.items()))
     return _dumps(provenance)
 
@@ -379,16 +418,18 @@ class CassetteIndex:
         for path in sorted(root.rglob("*.jsonl")):
             index.files.append(path)
             file = (len(index.files) - 1) << _OFFSET_BITS
-            for (offset, size, n), entry in _entries_at(path, problems, index.torn):
-                h, lo = _key_hash(entry.key)
+            # the lines as checked entries: only the key and provenance are kept
+            for (offset, size, n), entry in _objects_at(path, problems, index.torn):
+                h, lo = _key_hash(entry["key"])
                 high.append(h)
                 low.append(lo)
                 at.append(file | offset)
                 length.append(size)
                 line.append(n)
-                found = provenances.setdefault(_provenance_key(entry.provenance), len(provenances))
+                provenance = entry["provenance"]
+                found = provenances.setdefault(_provenance_key(provenance), len(provenances))
                 if found == len(index._provenances):
-                    index._provenances.append(entry.provenance)
+                    index._provenances.append(provenance)
                 prov.append(found)
         # sorted by key; entries of one key stay in file order (a stable sort), the last one
         # in force; two keys sharing the first 64 bits sit in one run, compared in full
@@ -418,12 +459,12 @@ class CassetteIndex:
             kept[same] = i
         index.close()
         del order
-        index._high = array("Q", (high[i] for i in kept))
-        index._low = array("Q", (low[i] for i in kept))
-        index._at = array("Q", (at[i] for i in kept))
-        index._length = array("I", (length[i] for i in kept))
-        index._line = array("I", (line[i] for i in kept))
-        index._provenance = array("I", (prov[i] for i in kept))
+        index._high = array("Q", map(high.__getitem__, kept))
+        index._low = array("Q", map(low.__getitem__, kept))
+        index._at = array("Q", map(at.__getitem__, kept))
+        index._length = array("I", map(length.__getitem__, kept))
+        index._line = array("I", map(line.__getitem__, kept))
+        index._provenance = array("I", map(prov.__getitem__, kept))
         number = {i: n for n, i in enumerate(kept) if i in index._first_at}
         index._first_at = {number[i]: first for i, first in index._first_at.items()}
         return index
@@ -486,11 +527,11 @@ class CassetteIndex:
 
     def _key_at(self, at: int, length: int) -> Any:
         raw, _ = self._raw(at, length)
-        return json.loads(_text(raw)).get("key")
+        return _loads(_text(raw)).get("key")
 
     def _read(self, number: int) -> CassetteEntry:
         raw, file = self._raw(self._at[number], self._length[number])
-        return _entry_from(json.loads(_text(raw)), f"{self.files[file]}:{self._line[number]}")
+        return _entry_from(_loads(_text(raw)), f"{self.files[file]}:{self._line[number]}")
 
     def _in_file_order(self) -> list[int]:
         """Entry numbers in force, in the order their keys first appear in the files."""
@@ -574,6 +615,25 @@ class CassetteIndex:
         return counts
 
 
+#: the C scanner ``json.loads`` runs (its default decoder's), called without the decoder's
+#: Python around it (two whitespace matches, the checks of ``loads`` and ``decode``)
+_SCAN = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # set in its __init__
+_JSON_SPACE = " \t\n\r"
+
+
+def _loads(text: str) -> Any:
+    """``json.loads(text)``, value for value; a text that is not one JSON value (leading
+    space, extra data, a syntax error) goes to ``json.loads`` itself, which raises its own
+    error. ``tests/test_cassette_key_bytes.py`` compares the two."""
+    try:
+        value, end = _SCAN(text, 0)
+    except (StopIteration, ValueError, RecursionError):
+        return json.loads(text)
+    if end != len(text) and text[end:].strip(_JSON_SPACE):
+        return json.loads(text)  # raises "Extra data"
+    return value
+
+
 def _text(raw: bytes) -> str:
     """``raw.decode("utf-8-sig")``: the C decoder for a line without a byte-order mark (every
     line but perhaps a file's first; the ``utf-8-sig`` codec is Python code)."""
@@ -589,6 +649,16 @@ def _entries_at(
     or not JSON, or not an entry; with ``torn``, a last line with no newline that is not JSON
     (a killed writer's half record) is named there and skipped.
     """
+    name = str(path)
+    for place, obj in _objects_at(path, problems, torn):
+        yield place, _entry_from(obj, f"{name}:{place[2]}")
+
+
+def _objects_at(
+    path: Path, problems: list[str] | None, torn: list[str] | None = None
+) -> Iterator[tuple[tuple[int, int, int], dict[str, Any]]]:
+    """:func:`_entries_at` with each entry as its decoded line (checked to be one), for a
+    reader that needs only some of its fields (the index load)."""
     offset = 0
     name = str(path)
     with path.open("rb") as handle:
@@ -596,20 +666,22 @@ def _entries_at(
             start, offset = offset, offset + len(raw)
             if not raw.strip():
                 continue
-            where = f"{name}:{n}"
             try:
                 try:
-                    obj = json.loads(raw.decode("utf-8-sig" if n == 1 else "utf-8"))
+                    obj = _loads(raw.decode("utf-8-sig" if n == 1 else "utf-8"))
                 except UnicodeDecodeError as exc:
                     raise CassetteError(
-                        f"{where}: not UTF-8 text (byte {exc.start}); save the file as UTF-8"
+                        f"{name}:{n}: not UTF-8 text (byte {exc.start}); save the file as UTF-8"
                     ) from exc
                 except json.JSONDecodeError as exc:
                     if torn is not None and not raw.endswith(b"\n"):
-                        torn.append(where)
+                        torn.append(f"{name}:{n}")
                         continue
-                    raise CassetteError(f"{where}: not valid JSON ({exc.msg})") from exc
-                yield (start, len(raw), n), _entry_from(obj, where)
+                    raise CassetteError(f"{name}:{n}: not valid JSON ({exc.msg})") from exc
+                problem = _entry_problem(obj)
+                if problem is not None:
+                    raise CassetteError(f"{name}:{n}: {problem}")
+                yield (start, len(raw), n), obj
             except CassetteError as exc:
                 if problems is None:
                     raise

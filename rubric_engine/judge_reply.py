@@ -103,11 +103,28 @@ def _unique_pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
 _UNIQUE = json.JSONDecoder(object_pairs_hook=_unique_pairs)
 
 
+#: its C scanner
+_UNIQUE_SCAN = _UNIQUE.scan_once  # type: ignore[attr-defined]  # set in its __init__
+
+
+def _unique(text: str) -> Any:
+    """``_UNIQUE.decode(text)``, value for value: its C scanner called directly (without the
+    decoder's two whitespace matches); a text that is not one JSON value from its first
+    character to its end (but JSON space) goes to ``decode``, which raises its own error."""
+    try:
+        value, end = _UNIQUE_SCAN(text, 0)
+    except (StopIteration, ValueError, RecursionError):
+        return _UNIQUE.decode(text)
+    if end != len(text) and text[end:].strip(" \t\n\r"):
+        return _UNIQUE.decode(text)  # raises "Extra data"
+    return value
+
+
 def _load(text: str) -> tuple[Any, tuple[str, ...]]:
     """``json.loads`` that also lists duplicated keys. Raises json.JSONDecodeError."""
     if not text.startswith("\ufeff"):  # json.loads refuses a BOM; the decoder alone does not
         try:
-            return _UNIQUE.decode(text), ()
+            return _unique(text), ()
         except _Duplicated:
             pass  # read again below, naming every repeated key
     duplicates: list[str] = []

@@ -317,13 +317,14 @@ def render_dialogue(row: DialogueRow, rubric: EvalRubric, first_turn: int = 1) -
 
 
 def block_tag(*contents: str) -> str:
-    """A 12-hex tag from the contents' hash that none of the contents contains."""
+    """A 12-hex tag from the contents' hash that none of the contents contains.
+
+    The hash is SHA-256 of each content's UTF-8 followed by a NUL byte, then the salt's digits
+    (the contents are hashed once; each salt continues a copy)."""
+    fed = hashlib.sha256("\0".join((*contents, "")).encode("utf-8"))
     salt = 0
     while True:
-        digest = hashlib.sha256()
-        for text in contents:
-            digest.update(text.encode("utf-8"))
-            digest.update(b"\0")
+        digest = fed.copy()
         digest.update(str(salt).encode())
         tag = digest.hexdigest()[:12]
         if not any(tag in text for text in contents):

@@ -28,6 +28,7 @@ from rubric_engine.cassette import (
     _text,
     key_parts,
     messages_digest,
+    request_key,
     static_key_parts,
 )
 from rubric_engine.judge.backends import CallKey
@@ -258,3 +259,109 @@ def test_answer_sources_in_one_pass_are_the_per_key_ones(tmp_path_factory: Any, 
         "answerSources": sources,
         "latency": "recorded",
     }
+
+
+PART_VALUE = TEXT | st.none() | st.integers() | st.lists(st.integers(), max_size=2)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    messages=TEXT | st.none() | st.integers(),
+    rest=st.fixed_dictionaries(
+        {
+            name: PART_VALUE
+            for name in ("model", "paramsHash", "promptHash", "rubricHash", "schemaHash")
+        }
+    ),
+    extra=st.dictionaries(TEXT, TEXT, max_size=1),
+)
+def test_the_request_key_written_from_its_tail_is_the_digest_of_its_parts(
+    messages: Any, rest: dict[str, Any], extra: dict[str, str]
+) -> None:
+    parts = {"messagesHash": messages, **rest, **extra}
+    assert _outcome(request_key, parts) == _outcome(_digest, parts)
+    shuffled = dict(reversed(parts.items()))  # the order the parts are given in is no matter
+    assert _outcome(request_key, shuffled) == _outcome(_digest, parts)
+
+
+LINE_PROVENANCE = st.fixed_dictionaries(
+    {"kind": st.just("authored"), "author": st.sampled_from(["a", "b"])},
+    optional={"method": st.sampled_from(["m", 1, 1.0, True, "1"])},
+).map(lambda p: {**p, "authoredAt": "t", "method": p.get("method", "m")})
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(LINE_PROVENANCE, min_size=1, max_size=12))
+def test_the_index_numbers_each_provenance_as_its_canonical_json(
+    tmp_path_factory: Any, provenances: list[dict[str, Any]]
+) -> None:
+    """The index's provenance table is one provenance per canonical JSON, the first seen, and
+    each entry names its own (the load reads a line's key and provenance only)."""
+    from rubric_engine.cassette import CassetteIndex
+
+    folder = tmp_path_factory.mktemp("cassettes")
+    lines = [
+        json.dumps(
+            {
+                "format": "rubric-eval-cassette/1",
+                "key": "sha256:" + f"{n:02x}" * 32,
+                "rowId": f"r{n}",
+                "keyParts": {"model": "m"},
+                "provenance": prov,
+                "attempts": [{"response": {"choices": []}}],
+            }
+        )
+        for n, prov in enumerate(provenances)
+    ]
+    (folder / "c.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    index = CassetteIndex.load(folder)
+    first: dict[str, dict[str, Any]] = {}
+    for prov in provenances:
+        first.setdefault(_dumps(prov), prov)
+    assert [_dumps(p) for p in index._provenances] == list(first)
+    for n, prov in enumerate(provenances):
+        assert index.provenance("sha256:" + f"{n:02x}" * 32) == first[_dumps(prov)]
+        assert _dumps(index.provenance("sha256:" + f"{n:02x}" * 32)) == _dumps(prov)
+
+
+JSON_VALUE = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | TEXT,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(TEXT, inner, max_size=3),
+    max_leaves=8,
+)
+LINE_TEXT = st.one_of(
+    JSON_VALUE.map(lambda v: json.dumps(v, ensure_ascii=False)),
+    st.tuples(
+        st.sampled_from(["", " ", "\t", "\ufeff", "\x0b"]),
+        JSON_VALUE.map(json.dumps),
+        st.sampled_from(["", " ", "\n", "\r\n", " x", "{}", ",", "\x0c"]),
+    ).map("".join),
+    JSON_VALUE.map(json.dumps).map(lambda t: t[: len(t) // 2]),  # a torn line
+    TEXT,
+)
+
+
+def _decoded(loads: Any, text: str) -> Any:
+    try:
+        return "value", json.dumps(loads(text))  # NaN is NaN: compare its JSON
+    except Exception as exc:  # the same error, message and position
+        return "error", type(exc), str(exc)
+
+
+@settings(max_examples=600, deadline=None)
+@given(LINE_TEXT)
+def test_a_cassette_line_is_decoded_as_json_loads_decodes_it(text: str) -> None:
+    from rubric_engine.cassette import _loads
+
+    assert _decoded(_loads, text) == _decoded(json.loads, text)
+
+
+@settings(max_examples=600, deadline=None)
+@given(LINE_TEXT)
+def test_a_reply_with_any_space_around_it_is_read_as_the_duplicate_hook_reads_it(
+    text: str,
+) -> None:
+    """:func:`_load` calls the decoder's scanner directly: leading and trailing space of every
+    kind, extra data and torn texts read (or fail) as before."""
+    expected = _decoded(lambda t: _reference_load(t)[0], text)
+    assert _decoded(lambda t: _load(t)[0], text) == expected

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
+
+import pytest
 
 from rubric_engine.agent_output import parse_agent_output
 from rubric_engine.dialogue.model import DialogueRow
@@ -56,6 +59,29 @@ def test_block_tag_avoids_its_contents() -> None:
     tag = block_tag("abc")
     assert tag not in "abc"
     assert block_tag(f"x {tag} y") != tag
+
+
+def _reference_tag(*contents: str) -> str:
+    """block_tag as it was written first: each content fed to a fresh hash per salt."""
+    salt = 0
+    while True:
+        digest = hashlib.sha256()
+        for text in contents:
+            digest.update(text.encode("utf-8"))
+            digest.update(b"\0")
+        digest.update(str(salt).encode())
+        tag = digest.hexdigest()[:12]
+        if not any(tag in text for text in contents):
+            return tag
+        salt += 1
+
+
+@pytest.mark.parametrize(
+    "contents",
+    [(), ("",), ("abc",), ("对话 [1] USER:\n…", "", "ref"), ("a\0b", "\0", "🙂 é")],
+)
+def test_block_tag_is_its_first_spelling(contents: tuple[str, ...]) -> None:
+    assert block_tag(*contents) == _reference_tag(*contents)
 
 
 def test_thinking_stripped_and_cards_cut_out() -> None:
