@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Collection
 from dataclasses import dataclass
 from enum import StrEnum
@@ -121,7 +122,32 @@ def _unique(text: str) -> Any:
 
 
 def _load(text: str) -> tuple[Any, tuple[str, ...]]:
-    """``json.loads`` that also lists duplicated keys. Raises json.JSONDecodeError."""
+    """``json.loads`` that also lists duplicated keys.
+
+    Raises:
+        json.JSONDecodeError: not valid JSON, or JSON Python cannot read: a number of more
+            than ``sys.get_int_max_str_digits()`` digits, or nesting deeper than the
+            recursion limit (those are malformed replies like any other, never a crash).
+    """
+    try:
+        return _load_json(text)
+    except json.JSONDecodeError:
+        raise
+    except (ValueError, RecursionError) as exc:
+        raise _unreadable(text, exc) from None
+
+
+def _unreadable(text: str, exc: BaseException) -> json.JSONDecodeError:
+    """JSON that parses but that Python will not hold, as a decode error of the whole text."""
+    what = (
+        "it nests deeper than can be read"
+        if isinstance(exc, RecursionError)
+        else f"a number has more than {sys.get_int_max_str_digits()} digits"
+    )
+    return json.JSONDecodeError(what, text, 0)
+
+
+def _load_json(text: str) -> tuple[Any, tuple[str, ...]]:
     if not text.startswith("\ufeff"):  # json.loads refuses a BOM; the decoder alone does not
         try:
             return _unique(text), ()
@@ -256,7 +282,7 @@ def scan_reply(text: str, verdict_keys: Collection[str]) -> Scan:
         return Scan(tuple(found))
     if unclosed >= 0:
         try:
-            json.loads(text[unclosed : bounds[1]])
+            _load(text[unclosed : bounds[1]])
         except json.JSONDecodeError as exc:
             return Scan((), _syntax(text, unclosed, exc))
     if first_error is not None:

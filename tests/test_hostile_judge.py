@@ -382,3 +382,33 @@ def test_renormalize_keeps_the_reply_warnings_of_the_row(tmp_path: Path) -> None
     }
     assert [w["code"] for w in rows[ROW]["warnings"]] == judged
     assert rows[ROW]["judgeScore"] == 4
+
+
+HUGE_NUMBER = OWN.replace('"score": 4', '"score": 4' + "0" * 5000)
+DEEP = "[" * 1500 + "]" * 1500
+
+
+@pytest.mark.parametrize(
+    "unreadable",
+    [
+        pytest.param(HUGE_NUMBER, id="a-5001-digit-number"),
+        pytest.param('{"intentKey": ' + DEEP + "}", id="1500-nested-arrays-in-the-verdict"),
+        pytest.param('{"score": ' * 1500 + "4" + "}" * 1500, id="1500-nested-objects"),
+    ],
+)
+def test_json_python_cannot_hold_is_a_malformed_reply_not_a_crash(
+    tmp_path: Path, unreadable: str
+) -> None:
+    # these stopped the whole run with ValueError / RecursionError from the JSON decoder
+    row, seen = run_row(tmp_path, [StubReply(content=unreadable), StubReply(content=OWN)])
+    assert row["status"] == "SCORED" and row["judgeScore"] == 4, row
+    assert len(seen) == 2  # re-asked once, with the reason
+    reask = json.dumps(seen[1]["body"]["messages"][-1], ensure_ascii=False)
+    assert "malformed" in reask, reask
+    row, seen = run_row(tmp_path / "again", [StubReply(content=unreadable)] * 3)
+    assert row["status"] == "JUDGE_ERROR", row  # never a score, and the run went on
+
+
+def test_unreadable_junk_beside_the_verdict_is_skipped_like_prose(tmp_path: Path) -> None:
+    row, seen = run_row(tmp_path, [StubReply(content=f"{DEEP}\n{OWN}")])
+    assert row["status"] == "SCORED" and row["judgeScore"] == 4 and len(seen) == 1, row
