@@ -223,13 +223,11 @@ def _row_links(row_ids: Iterable[str], anchors: dict[str, str], environment: Env
     ``", "``: the text the template's loop gave (``{{ anchors[rid] }}``, escaped; a rowId
     without a drill-down anchor links to ``#``, as jinja's undefined renders), made here in
     one join because every low row is listed (issue 18: the loop was most of the page's time)."""
-    return Markup(
-        ", ".join(
-            f'<a href="#{escape(anchors[rid] if rid in anchors else environment.getitem(anchors, rid))}">'
-            f"{escape(rid)}</a>"
-            for rid in row_ids
-        )
-    )
+    links = []
+    for rid in row_ids:
+        anchor = anchors[rid] if rid in anchors else environment.getitem(anchors, rid)
+        links.append(f'<a href="#{escape(anchor)}">{escape(rid)}</a>')
+    return Markup(", ".join(links))
 
 
 def _anchor(row_id: str, taken: set[str]) -> str:

@@ -82,9 +82,7 @@ def row_facts(dialogue: dict[str, Any]) -> RowFacts:
     if trace:  # most rows have none: nothing below to read
         if not calls and isinstance(trace.get("toolInvocations"), list):
             calls = len(trace["toolInvocations"])
-        session: dict[str, Any] = (
-            trace["session"] if isinstance(trace.get("session"), dict) else {}
-        )
+        session: dict[str, Any] = trace["session"] if isinstance(trace.get("session"), dict) else {}
         for value in (
             trace.get("durationMs"),
             trace.get("totalDurationMs"),
