@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from jinja2 import Environment, select_autoescape
 
-from rubric_engine.report.html import _environment, _row_links
+from rubric_engine.report.html import LINKS_PER_CHUNK, _environment, _row_links
 
 #: the template's loop before issue 18, rendered with the report's own environment settings
 OLD_LOOP = (
@@ -27,9 +27,11 @@ def test_links_equal_the_old_loop() -> None:
         ["a-1", 'q"<&>', "x"],
         ["not-drilled", "a-1", "<b>bold</b>"],  # no anchor: jinja's undefined renders empty
         ["values"],  # a name of a dict method: jinja falls back to the attribute
+        [f"r-{i}" for i in range(LINKS_PER_CHUNK)],  # one whole chunk
+        [f"r-{i}" for i in range(2 * LINKS_PER_CHUNK + 3)],  # chunks joined by ", "
     ]
     for row_ids in cases:
-        got = str(_row_links(row_ids, anchors, _environment()))
+        got = "".join(_row_links(row_ids, anchors, _environment()))
         if row_ids == ["values"]:  # the method's repr holds its address: compare the shape
             assert got.startswith('<a href="#&lt;built-in method values of dict object at 0x')
             assert _old(row_ids, anchors).startswith(got.split(" at 0x")[0])

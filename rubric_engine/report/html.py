@@ -28,6 +28,8 @@ from rubric_engine.rubric.model import EvalRubric
 CHART_WIDTH = 640
 BAR_HEIGHT = 22
 EXAMPLES_PER_FLAG = 5
+#: a cluster's row links are written this many at a time (see ``_row_links``)
+LINKS_PER_CHUNK = 256
 _STATUS_ORDER = ("VIOLATED", "PARTIAL", "FOLLOWED", "NOT_APPLICABLE")
 
 
@@ -218,16 +220,25 @@ def row_details(
     return out
 
 
-def _row_links(row_ids: Iterable[str], anchors: dict[str, str], environment: Environment) -> Markup:
+def _row_links(
+    row_ids: Iterable[str], anchors: dict[str, str], environment: Environment
+) -> Iterator[Markup]:
     """A cluster's rows as the page lists them, ``<a href="#anchor">rowId</a>`` joined by
     ``", "``: the text the template's loop gave (``{{ anchors[rid] }}``, escaped; a rowId
-    without a drill-down anchor links to ``#``, as jinja's undefined renders), made here in
-    one join because every low row is listed (issue 18: the loop was most of the page's time)."""
-    links = []
+    without a drill-down anchor links to ``#``, as jinja's undefined renders), joined here
+    :data:`LINKS_PER_CHUNK` at a time because every low row is listed (issue 18: the loop was
+    most of the page's time), and given in those chunks so a cluster of every row is never
+    held whole."""
+    links: list[str] = []
+    first = True
     for rid in row_ids:
         anchor = anchors[rid] if rid in anchors else environment.getitem(anchors, rid)
         links.append(f'<a href="#{escape(anchor)}">{escape(rid)}</a>')
-    return Markup(", ".join(links))
+        if len(links) == LINKS_PER_CHUNK:
+            yield Markup(("" if first else ", ") + ", ".join(links))
+            links, first = [], False
+    if links:
+        yield Markup(("" if first else ", ") + ", ".join(links))
 
 
 def _anchor(row_id: str, taken: set[str]) -> str:
@@ -315,7 +326,7 @@ def html_chunks(
         rows=details,
         total_rows=len(details) if total_rows is None else total_rows,
         anchors=anchors,
-        cluster_links=[_row_links(c.row_ids, anchors, environment) for c in report.issue_clusters],
+        row_links=lambda row_ids: _row_links(row_ids, anchors, environment),
         lang=rubric.language,
         calibration=shown_calibration(report),
         glossary=GLOSSARY,
