@@ -352,7 +352,7 @@ def _parse_objects(
         elif isinstance(obj, DialogueRow):
             yield where, obj, False
         else:
-            case = _case_name(obj)
+            given = obj  # the object as read: its case name is asked only for a message
             try:
                 if is_diagnosis_case(obj):
                     obj = diagnosis_row(obj, load_fixture(str(obj["traceFixture"]), case_file))
@@ -360,8 +360,9 @@ def _parse_objects(
                 # asked only of a row whose id is its default: most rows name themselves
                 yield where, row, row.row_id == default_id and not _names_itself(obj)
             except RowShapeError as exc:
-                yield where, [Problem(where, exc.field, f"{case}{exc}")], False
+                yield where, [Problem(where, exc.field, f"{_case_name(given)}{exc}")], False
             except ValidationError as exc:
+                case = _case_name(given)
                 fields = diagnosis_fields() if is_diagnosis_case(obj) else None
                 problems = [_problem(where, case, err, fields) for err in exc.errors()]
                 yield where, problems, False

@@ -255,9 +255,14 @@ def row_from_object(obj: Any, default_id: str) -> DialogueRow:
             "mapping on a row that also has `id` and `input`",
         )
     messages = _conversation(obj)
-    if not any(m["role"] == "assistant" for m in messages):
+    for m in messages:  # plain loops here, not generators: every input row (issue 18)
+        if m["role"] == "assistant":
+            break
+    else:
         raise RowShapeError("messages", "no assistant turn: there is nothing to evaluate")
-    size = sum(len(m.get("content") or "") for m in messages)
+    size = 0
+    for m in messages:
+        size += len(m.get("content") or "")
     if size > MAX_ROW_CHARS:
         raise RowShapeError(
             "messages",
@@ -265,9 +270,11 @@ def row_from_object(obj: Any, default_id: str) -> DialogueRow:
             f"context holds (limit {MAX_ROW_CHARS:,}); trim the "
             "dialogue or split it",
         )
-    row_id = next(
-        (obj[k] for k in ID_KEYS if obj.get(k) is not None and str(obj[k]).strip()), default_id
-    )
+    row_id = default_id
+    for k in ID_KEYS:
+        if obj.get(k) is not None and str(obj[k]).strip():
+            row_id = obj[k]
+            break
     if isinstance(row_id, str):
         row_id = row_id.strip()
     if not isinstance(row_id, str | int):

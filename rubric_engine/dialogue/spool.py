@@ -22,6 +22,8 @@ from rubric_engine.dialogue.model import DialogueRow
 
 _CHUNK = 1 << 16
 _TO_JSON = DialogueRow.__pydantic_serializer__.to_json
+#: what ``DialogueRow.model_validate_json`` calls, without its wrapper (every row of a run)
+_FROM_JSON = DialogueRow.__pydantic_validator__.validate_json
 
 
 class RowSpool:
@@ -66,7 +68,9 @@ class RowSpool:
 
 def _row(line: bytes) -> DialogueRow:
     if line[:1] == b"J":
-        return DialogueRow.model_validate_json(line[1:])
+        row = _FROM_JSON(line[1:])
+        assert type(row) is DialogueRow
+        return row
     row = pickle.loads(base64.b64decode(line[1:]))  # our own file, written above
     assert isinstance(row, DialogueRow)
     return row

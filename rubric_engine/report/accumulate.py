@@ -53,7 +53,7 @@ from rubric_engine.report.outcome import (
 )
 from rubric_engine.report.router import EXPECTED_FIELD, route_pair, router_from_pairs
 from rubric_engine.report.row_ids import RowIds
-from rubric_engine.report.rows import RowFacts, RowUsage
+from rubric_engine.report.rows import RowFacts, RowUsage, Usage
 from rubric_engine.report.rules_section import rules_section_of
 from rubric_engine.report.slices import SliceAccumulator, status_counts
 from rubric_engine.results import RequirementStatus, RowResult, RowStatus, RuleSummary
@@ -151,7 +151,7 @@ class UsageTotals:
         self.costs = SeqFloats()
         self.latencies = SeqFloats()
 
-    def add(self, seq: int, usage: RowUsage) -> None:
+    def add(self, seq: int, usage: Usage) -> None:
         self.calls += usage.calls
         self.prompt_tokens += usage.prompt_tokens
         self.completion_tokens += usage.completion_tokens
@@ -279,8 +279,9 @@ class ReportAccumulator:
         self.worst = WorstRows(threshold)
         self._released = False
 
-    def add(self, seq: int, result: RowResult, usage: RowUsage, facts: RowFacts) -> None:
-        """Count one stored row; ``seq`` is its input position (unique in the task)."""
+    def add(self, seq: int, result: RowResult, usage: Usage, facts: RowFacts) -> None:
+        """Count one stored row; ``seq`` is its input position (unique in the task);
+        ``usage``: its :class:`RowUsage`, or anything with those fields (a stored row)."""
         if self._released:
             raise RuntimeError("the accumulator was released after its report was built")
         self.rows += 1

@@ -11,10 +11,11 @@ and the task's stored rows, so it is rebuilt from the store like every other rep
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
+from markupsafe import Markup, escape
 
 from rubric_engine.report.accumulate import DRILLDOWN_ROWS, WorstRows
 from rubric_engine.report.calibration import shown_calibration
@@ -27,6 +28,8 @@ from rubric_engine.rubric.model import EvalRubric
 CHART_WIDTH = 640
 BAR_HEIGHT = 22
 EXAMPLES_PER_FLAG = 5
+#: a cluster's row links are written this many at a time (see ``_row_links``)
+LINKS_PER_CHUNK = 256
 _STATUS_ORDER = ("VIOLATED", "PARTIAL", "FOLLOWED", "NOT_APPLICABLE")
 
 
@@ -217,6 +220,27 @@ def row_details(
     return out
 
 
+def _row_links(
+    row_ids: Iterable[str], anchors: dict[str, str], environment: Environment
+) -> Iterator[Markup]:
+    """A cluster's rows as the page lists them, ``<a href="#anchor">rowId</a>`` joined by
+    ``", "``: the text the template's loop gave (``{{ anchors[rid] }}``, escaped; a rowId
+    without a drill-down anchor links to ``#``, as jinja's undefined renders), joined here
+    :data:`LINKS_PER_CHUNK` at a time because every low row is listed (issue 18: the loop was
+    most of the page's time), and given in those chunks so a cluster of every row is never
+    held whole."""
+    links: list[str] = []
+    first = True
+    for rid in row_ids:
+        anchor = anchors[rid] if rid in anchors else environment.getitem(anchors, rid)
+        links.append(f'<a href="#{escape(anchor)}">{escape(rid)}</a>')
+        if len(links) == LINKS_PER_CHUNK:
+            yield Markup(("" if first else ", ") + ", ".join(links))
+            links, first = [], False
+    if links:
+        yield Markup(("" if first else ", ") + ", ".join(links))
+
+
 def _anchor(row_id: str, taken: set[str]) -> str:
     """A unique element id for a row: ``row-`` and the rowId with unsafe characters as ``_``."""
     base = "row-" + "".join(c if c.isalnum() or c in "-_" else "_" for c in row_id)
@@ -287,7 +311,9 @@ def html_chunks(
         for f in report.red_flags
         if f.count
     ]
-    template = _environment().get_template("report.html.j2")
+    environment = _environment()
+    anchors = {d["rowId"]: d["anchor"] for d in details}
+    template = environment.get_template("report.html.j2")
     return template.generate(
         report=report,
         task=report.task,
@@ -299,7 +325,8 @@ def html_chunks(
         compliance_chart=compliance_chart(report),
         rows=details,
         total_rows=len(details) if total_rows is None else total_rows,
-        anchors={d["rowId"]: d["anchor"] for d in details},
+        anchors=anchors,
+        row_links=lambda row_ids: _row_links(row_ids, anchors, environment),
         lang=rubric.language,
         calibration=shown_calibration(report),
         glossary=GLOSSARY,

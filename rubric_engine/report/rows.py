@@ -7,7 +7,7 @@ store edge hands over; nothing here opens the store.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from rubric_engine.rules.evidence import as_number
 
@@ -25,6 +25,27 @@ class RowUsage:
     latency_ms: float
     cache_read_tokens: int = 0
     cache_creation_tokens: int = 0
+
+
+class Usage(Protocol):
+    """What :class:`RowUsage` holds, read as attributes: a :class:`RowUsage`, or a stored
+    row itself (:class:`~rubric_engine.store.StoredRow` has these fields), so a row just
+    stored is counted without copying its usage into a new object (issue 18)."""
+
+    @property
+    def calls(self) -> int: ...
+    @property
+    def prompt_tokens(self) -> int: ...
+    @property
+    def completion_tokens(self) -> int: ...
+    @property
+    def cost_usd(self) -> float | None: ...
+    @property
+    def latency_ms(self) -> float: ...
+    @property
+    def cache_read_tokens(self) -> int: ...
+    @property
+    def cache_creation_tokens(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -52,20 +73,24 @@ def row_facts(dialogue: dict[str, Any]) -> RowFacts:
     Duration is the first number among ``trace.durationMs``, ``trace.totalDurationMs`` and
     ``trace.session.totalDurationMs`` (the seed-001 trace fixture).
     """
-    calls = sum(len(m.get("toolCalls") or ()) for m in dialogue.get("messages") or ())
+    calls = 0
+    for m in dialogue.get("messages") or ():  # a loop, not a generator: every row (issue 18)
+        if m.get("toolCalls"):
+            calls += len(m["toolCalls"])
     trace: dict[str, Any] = dialogue.get("trace") or {}
-    if not calls and isinstance(trace.get("toolInvocations"), list):
-        calls = len(trace["toolInvocations"])
-    session: dict[str, Any] = trace["session"] if isinstance(trace.get("session"), dict) else {}
     duration = None
-    for value in (
-        trace.get("durationMs"),
-        trace.get("totalDurationMs"),
-        session.get("totalDurationMs"),
-    ):
-        if as_number(value) is not None:  # numbers, or strings holding one, as checks read them
-            duration = as_number(value)
-            break
+    if trace:  # most rows have none: nothing below to read
+        if not calls and isinstance(trace.get("toolInvocations"), list):
+            calls = len(trace["toolInvocations"])
+        session: dict[str, Any] = trace["session"] if isinstance(trace.get("session"), dict) else {}
+        for value in (
+            trace.get("durationMs"),
+            trace.get("totalDurationMs"),
+            session.get("totalDurationMs"),
+        ):
+            if as_number(value) is not None:  # numbers, or strings holding one, as checks do
+                duration = as_number(value)
+                break
     return RowFacts(calls, duration, dict(dialogue.get("metadata") or {}), _case_texts(dialogue))
 
 

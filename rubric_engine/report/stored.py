@@ -111,8 +111,9 @@ def row_usage(stored: StoredRow) -> RowUsage:
 
 def add_stored(accumulator: ReportAccumulator, stored: StoredRow) -> None:
     """Add a row just stored (a fresh run's rows, as they finish) to ``accumulator``: what
-    :func:`report_row` reads of it, without that object."""
-    accumulator.add(stored.seq, stored.result, row_usage(stored), row_facts(stored.dialogue))
+    :func:`report_row` reads of it, without that object (the row is its own usage: it has
+    :class:`~rubric_engine.report.rows.RowUsage`'s fields, read and not kept)."""
+    accumulator.add(stored.seq, stored.result, stored, row_facts(stored.dialogue))
 
 
 def load_task(store: TaskStore, task_id: str) -> StoredTask:
