@@ -35,6 +35,7 @@ from json.encoder import encode_basestring as _quote
 from pathlib import Path
 from typing import Any, Literal
 
+from rubric_engine import jsonl
 from rubric_engine.canonical import canonical_hash, canonical_json
 from rubric_engine.errors import CassetteError
 
@@ -628,7 +629,7 @@ def _loads(text: str) -> Any:
     try:
         value, end = _SCAN(text, 0)
     except (StopIteration, ValueError, RecursionError):
-        return json.loads(text)
+        return jsonl.loads(text)  # json's own error (a too-long number as one, too)
     if end != len(text) and text[end:].strip(_JSON_SPACE):
         return json.loads(text)  # raises "Extra data"
     return value

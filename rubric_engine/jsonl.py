@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,12 +35,52 @@ def loads_strict(text: str) -> Any:
     """``json.loads`` that refuses an object with a duplicated key (input files, not replies).
 
     Raises:
-        json.JSONDecodeError: not valid JSON.
+        json.JSONDecodeError: not valid JSON, or a number Python will not hold (see
+            :func:`loads`).
         DuplicateKeyError: an object names a key twice (the message names the key).
     """
-    if not isinstance(text, str) or text.startswith("\ufeff"):
-        return json.loads(text, object_pairs_hook=_unique_keys)  # its bytes and BOM handling
-    return _STRICT.decode(text)  # what json.loads does with a str, without a new decoder
+    try:
+        if not isinstance(text, str) or text.startswith("\ufeff"):
+            return json.loads(text, object_pairs_hook=_unique_keys)  # its bytes and BOM handling
+        return _STRICT.decode(text)  # what json.loads does with a str, without a new decoder
+    except (json.JSONDecodeError, DuplicateKeyError):
+        raise
+    except ValueError:
+        raise too_many_digits(text) from None
+
+
+def loads(text: str) -> Any:
+    """``json.loads(text)``, with a number of more than ``sys.get_int_max_str_digits()``
+    digits (4300 by default; Python refuses to convert it) reported as a
+    :class:`json.JSONDecodeError` at that number, as any other text ``json`` cannot read,
+    so that readers name the file, line and field instead of failing with a traceback; and
+    nesting deeper than the recursion limit likewise.
+
+    Raises:
+        json.JSONDecodeError: as ``json.loads``, or such a number.
+    """
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except ValueError:
+        raise too_many_digits(text) from None
+    except RecursionError:
+        raise json.JSONDecodeError("it nests deeper than can be read", text, 0) from None
+
+
+def too_many_digits(text: str | bytes | bytearray) -> json.JSONDecodeError:
+    """The decode error of ``text``, valid JSON holding a number too long for Python."""
+    if not isinstance(text, str):
+        text = bytes(text).decode("utf-8-sig", "replace")
+    limit = sys.get_int_max_str_digits()
+    found = re.search(rf"[0-9]{{{limit + 1},}}", text)
+    return json.JSONDecodeError(
+        f"a number has more than {limit} digits, more than can be read; write it as a "
+        "string or shorten it",
+        text,
+        found.start() if found else 0,
+    )
 
 
 #: the decoder :func:`json.loads` would build for every line, built once

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from rubric_engine import jsonl
 from rubric_engine.dialogue.shapes import RowShapeError
 from rubric_engine.jsonl import json_problem
 
@@ -97,7 +98,7 @@ def _csv_object(record: dict[str, str]) -> dict[str, Any]:
     for key in _JSON_COLUMNS:  # JSON columns: rule checks, the run's trace, metadata
         if isinstance(obj.get(key), str) and obj[key].strip():
             try:
-                obj[key] = json.loads(obj[key])
+                obj[key] = jsonl.loads(obj[key])
             except json.JSONDecodeError as exc:
                 raise RowShapeError(
                     key, f"the {key} column is not JSON ({json_problem(exc)}){_JSON_HINT[key]}"
@@ -112,7 +113,7 @@ def _csv_object(record: dict[str, str]) -> dict[str, Any]:
         )
     if obj.get("messages"):
         try:
-            obj["messages"] = json.loads(obj["messages"])
+            obj["messages"] = jsonl.loads(obj["messages"])
         except json.JSONDecodeError as exc:
             raise RowShapeError(
                 "messages", f"the messages column is not a JSON array ({exc.msg})"

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from rubric_engine import jsonl
 from rubric_engine.dialogue.errors import RowShapeError
 from rubric_engine.dialogue.storable import MAX_ROW_DEPTH, storable_problem
 
@@ -44,7 +45,7 @@ def otel_attributes(obj: dict[str, Any]) -> dict[str, Any] | None:
 def _decoded(value: Any, field: str) -> Any:
     if isinstance(value, str):
         try:
-            value = json.loads(value)
+            value = jsonl.loads(value)
         except json.JSONDecodeError as exc:
             raise RowShapeError(
                 field, f"not JSON ({exc.msg}); expected a list of messages"

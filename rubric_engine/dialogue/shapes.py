@@ -27,6 +27,7 @@ import json
 import re
 from typing import Any
 
+from rubric_engine import jsonl
 from rubric_engine.cases.seed000 import is_seed000, seed000_row
 from rubric_engine.cases.seed004 import is_seed004, seed004_row
 from rubric_engine.dialogue.errors import RowShapeError
@@ -126,7 +127,7 @@ def _sharegpt_message(raw: Any, field: str) -> dict[str, Any]:
         )
     if speaker == "function_call":
         try:
-            call = json.loads(value) if isinstance(value, str) else value
+            call = jsonl.loads(value) if isinstance(value, str) else value
         except json.JSONDecodeError as exc:
             raise RowShapeError(
                 f"{field}.value", f"function_call value is not JSON: {exc}"

@@ -26,12 +26,14 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from rubric_engine import jsonl
+
 
 def _unwrap_tau2_content(content: Any) -> Any:
     """tau2 assistant texts are sometimes ``{"message": "..."}``; the user read the message."""
     if isinstance(content, str) and content.lstrip().startswith("{"):
         try:
-            parsed = json.loads(content)
+            parsed = jsonl.loads(content)
         except json.JSONDecodeError:
             return content
         if (
@@ -269,7 +271,7 @@ def _invocations(traj: list[Any]) -> list[dict[str, Any]]:
             arguments = function.get("arguments")
             if isinstance(arguments, str):
                 with contextlib.suppress(json.JSONDecodeError):
-                    arguments = json.loads(arguments)
+                    arguments = jsonl.loads(arguments)
             result = results.get(call.get("id"))
             found.append(
                 {
