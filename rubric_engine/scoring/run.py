@@ -10,6 +10,7 @@ loop for callers without one.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
@@ -347,6 +348,13 @@ async def _run(
         raise CredentialsRefusedError(
             task_id, refused.status, refused.message, options.store
         ) from refused
+    except StoreError as exc:  # the store cannot be written (a full disk): no state can be saved
+        with contextlib.suppress(StoreError):
+            store.finish_task(task_id, TaskState.INTERRUPTED, cut_off())
+        raise StoreError(
+            f"{exc}. Task {task_id} keeps every row committed before; once the store can be "
+            f"written again, `{resume_command(task_id, options.store)}` finishes it"
+        ) from exc
     except BaseException:
         store.finish_task(task_id, TaskState.INTERRUPTED, cut_off())
         raise

@@ -37,13 +37,35 @@ class SqliteBackend:
         return self._db
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
-        return self._db.execute(sql, params)
+        try:
+            return self._db.execute(sql, params)
+        except sqlite3.OperationalError as exc:
+            self._refuse_unwritable(exc)
+            raise
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        self._db.executemany(sql, rows)
+        try:
+            self._db.executemany(sql, rows)
+        except sqlite3.OperationalError as exc:
+            self._refuse_unwritable(exc)
+            raise
 
     def commit(self) -> None:
-        self._db.commit()
+        try:
+            self._db.commit()
+        except sqlite3.OperationalError as exc:
+            self._refuse_unwritable(exc)
+            raise
+
+    def _refuse_unwritable(self, exc: sqlite3.OperationalError) -> None:
+        """Raise a full disk or an I/O error as a :class:`StoreError` (exit 3, no traceback);
+        any other operational error (a lock, a bad statement) is the caller's to re-raise."""
+        name = getattr(exc, "sqlite_errorname", "") or ""
+        if name == "SQLITE_FULL" or name.startswith("SQLITE_IOERR"):
+            raise StoreError(
+                f"{self.path}: the store cannot be written ({exc}); free space on its disk "
+                "or move the store to one with room"
+            ) from exc
 
     def rollback(self) -> None:
         self._db.rollback()

@@ -1,0 +1,49 @@
+"""A store that cannot be written (a full disk) ends `score` with exit 3 and the way on, not a
+traceback; the rows committed before it filled are kept and `--resume` finishes the task.
+
+The full disk is SQLite's own: ``PRAGMA max_page_count`` caps the file a few pages above its
+size when it is opened, which SQLite reports as SQLITE_FULL, "database or disk is full"."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rubric_engine.store import TaskStore
+from rubric_engine.stores.sqlite import SqliteBackend
+from tests.conftest import CASES, CASSETTES, RUBRICS
+from tests.test_cli import run
+
+HEALTH = CASES / "health_consult_zh.jsonl"
+
+
+def test_a_full_store_stops_the_run_with_exit_3_and_resume_finishes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opened = SqliteBackend.__init__
+
+    def capped(self: SqliteBackend, path: Path) -> None:
+        opened(self, path)
+        (pages,) = self._db.execute("PRAGMA page_count").fetchone()
+        self._db.execute(f"PRAGMA max_page_count={pages + 12}")  # room for a few rows
+
+    store = tmp_path / "s.sqlite"
+    args = ("--store", store, "--out", tmp_path / "out", "-q")
+    code, out = run("rubric", "publish", RUBRICS / "health_cs.yaml", "--store", store)
+    assert code == 0, out
+    monkeypatch.setattr(SqliteBackend, "__init__", capped)
+    code, out = run("score", HEALTH, "-r", "health_cs", "--cassettes", CASSETTES, *args)
+    assert code == 3 and "Traceback" not in out, out
+    assert "the store cannot be written (database or disk is full)" in out, out
+    task = out.split("Task ", 1)[1].split()[0]
+    assert f"rubric-eval score --resume {task} --store {store}" in out.replace("\n", " "), out
+    monkeypatch.undo()
+    with TaskStore(store) as s:
+        kept = len(list(s.rows(task)))
+    code, out = run("score", "--resume", task, *args)
+    assert code == 0, out
+    rows = [json.loads(x) for x in (tmp_path / "out" / "rows.jsonl").read_text().splitlines()]
+    assert len(rows) == len({r["rowId"] for r in rows}) == 26
+    assert kept < 26  # the run did not finish before the store filled
