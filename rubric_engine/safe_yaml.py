@@ -155,3 +155,29 @@ def load_documents(text: str, max_bytes: int) -> list[tuple[yaml.Node, Any]]:
         return out
     finally:
         loader.dispose()
+
+
+def duplicate_keys(
+    node: yaml.Node, path: tuple[str | int, ...] = ()
+) -> list[tuple[int, tuple[str | int, ...], str, int]]:
+    """Keys repeated inside one mapping, anywhere under ``node``: YAML keeps the last one
+    silently (JSON readers here refuse the same thing).
+
+    Returns:
+        ``(line, path of the mapping, key, line of its first use)`` per repeat, lines 1-based,
+        in file order.
+    """
+    found: list[tuple[int, tuple[str | int, ...], str, int]] = []
+    if isinstance(node, yaml.MappingNode):
+        first: dict[str, int] = {}
+        for key_node, value_node in node.value:
+            key, line = str(key_node.value), key_node.start_mark.line + 1
+            if key in first:
+                found.append((line, path, key, first[key]))
+            else:
+                first[key] = line
+            found.extend(duplicate_keys(value_node, (*path, key)))
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            found.extend(duplicate_keys(item, (*path, i)))
+    return found

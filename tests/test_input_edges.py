@@ -137,6 +137,29 @@ def test_csv_stray_quote_inside_a_quoted_field_names_both_lines(tmp_path: Path) 
     assert 'written twice ("")' in problem.message
 
 
+def test_a_csv_header_naming_a_column_twice_is_refused(tmp_path: Path) -> None:
+    """Guards: csv.DictReader kept the last of two same-named columns, so `rowId,rowId`
+    scored the row under its second id, silently (JSON inputs refuse a repeated key)."""
+    path = tmp_path / "twice.csv"
+    path.write_text("rowId,user,rowId,assistant\nr1,hi,r2,hello\n", "utf-8")
+    with pytest.raises(DatasetError) as info:
+        DialogueSource(path).validate()
+    (problem,) = info.value.problems
+    assert problem.where == f"{path}:1"
+    assert "the header names column 'rowId' twice; name each column once" in problem.message
+
+
+def test_a_case_yaml_key_given_twice_is_refused_with_both_lines(tmp_path: Path) -> None:
+    """Guards: YAML kept the last of `id: a` / `id: b`, so the case was scored as b."""
+    path = tmp_path / "cases.yaml"
+    path.write_text("id: a\ninput: hi\nactual_output: hello\nid: b\n", encoding="utf-8")
+    with pytest.raises(DatasetError) as info:
+        DialogueSource(path).validate()
+    (problem,) = info.value.problems
+    assert problem.where == f"{path}:4"
+    assert "the key 'id' appears twice in one mapping (first at line 1)" in problem.message
+
+
 def test_csv_and_jsonl_of_one_dialogue_give_the_same_row(tmp_path: Path) -> None:
     """Guards: a CRLF inside a quoted CSV field stayed ``\\r\\n`` while the JSONL twin had
     ``\\n``, so the same dialogue sent the judge two different requests."""

@@ -54,6 +54,19 @@ def csv_objects(path: Path, stem: str) -> Iterator[tuple[str, Any, str]]:
                 yield line
 
         reader = csv.DictReader(lines(), strict=True)
+        try:
+            header = reader.fieldnames or []
+        except csv.Error:
+            header = []  # the first record's own error is reported below
+        repeated = sorted({name for name in header if header.count(name) > 1})
+        if repeated:  # DictReader would keep the last column of a name silently
+            names = ", ".join(repr(n) for n in repeated)
+            yield (
+                f"{path}:1",
+                RowShapeError("", f"the header names column {names} twice; name each column once"),
+                stem,
+            )
+            return
         while True:
             started = read[0] + 1  # the record about to be read starts here
             try:

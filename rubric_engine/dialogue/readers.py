@@ -56,7 +56,7 @@ from rubric_engine.dialogue.tau import (
 from rubric_engine.errors import DatasetError, Problem, format_loc
 from rubric_engine.jsonl import DuplicateKeyError, first_non_utf8, json_problem, loads_strict
 from rubric_engine.rules.model import check_error_message, check_model, strip_tags
-from rubric_engine.safe_yaml import YamlLimitError, load_documents
+from rubric_engine.safe_yaml import YamlLimitError, duplicate_keys, load_documents
 
 InputFormat = Literal["auto", "jsonl", "json", "csv", "yaml"]
 #: rowIds already taken → their first place: :class:`SeenIds` (a run's), or a plain
@@ -212,6 +212,15 @@ class DialogueSource:
             yield where, RowShapeError("", f"{what}: {getattr(exc, 'problem', exc)}"), stem
             return
         for node, doc in documents:
+            repeated = duplicate_keys(node) if node is not None else []
+            if repeated:  # YAML would keep the last value silently; JSON inputs refuse it too
+                line, _, key, first = repeated[0]
+                problem = (
+                    f"the key {key!r} appears twice in one mapping (first at line {first}); "
+                    "write it once (a reader would silently keep only the last value)"
+                )
+                yield f"{self.path}:{line}", RowShapeError("", problem), f"{stem}-{line}"
+                continue
             if isinstance(doc, list) and isinstance(node, yaml.SequenceNode):
                 for item_node, item in zip(node.value, doc, strict=True):
                     line = item_node.start_mark.line + 1

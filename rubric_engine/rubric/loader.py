@@ -18,7 +18,7 @@ from rubric_engine.errors import Problem, RubricError, format_loc
 from rubric_engine.rubric.checks import rubric_problems, rubric_warnings
 from rubric_engine.rubric.model import EvalRubric
 from rubric_engine.rules.model import check_error_message, check_model, strip_tags
-from rubric_engine.safe_yaml import YamlLimitError, load_documents
+from rubric_engine.safe_yaml import YamlLimitError, duplicate_keys, load_documents
 
 LineIndex = dict[tuple[str | int, ...], int]
 Found = tuple[int | None, str, str]  # line, field path, message
@@ -47,30 +47,17 @@ def _line_index(node: yaml.Node, path: tuple[str | int, ...] = ()) -> LineIndex:
     return index
 
 
-def _duplicate_keys(node: yaml.Node, path: tuple[str | int, ...] = ()) -> list[Found]:
+def _duplicate_keys(node: yaml.Node) -> list[Found]:
     """Keys repeated inside one mapping: YAML keeps the last silently, so say so."""
-    found: list[Found] = []
-    if isinstance(node, yaml.MappingNode):
-        first: dict[str, int] = {}
-        for key_node, value_node in node.value:
-            key, line = str(key_node.value), key_node.start_mark.line + 1
-            if key in first:
-                found.append(
-                    (
-                        line,
-                        format_loc((*path, key)),
-                        f"key {key!r} appears twice in this "
-                        f"mapping (first at line {first[key]}); YAML would keep only the "
-                        "last one, so remove or rename one",
-                    )
-                )
-            else:
-                first[key] = line
-            found.extend(_duplicate_keys(value_node, (*path, key)))
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            found.extend(_duplicate_keys(item, (*path, i)))
-    return found
+    return [
+        (
+            line,
+            format_loc((*path, key)),
+            f"key {key!r} appears twice in this mapping (first at line {first}); YAML would "
+            "keep only the last one, so remove or rename one",
+        )
+        for line, path, key, first in duplicate_keys(node)
+    ]
 
 
 def _line_for(loc: tuple[str | int, ...], lines: LineIndex) -> int | None:
