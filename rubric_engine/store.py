@@ -97,19 +97,29 @@ def decode_column(text: str, what: str) -> Any:
         ) from exc
 
 
-def parse_result(text: str, task_id: str) -> RowResult:
+def parse_result(text: str, task_id: str, row_id: str | None = None) -> RowResult:
     """A stored result column as a :class:`RowResult`.
 
+    Args:
+        row_id: the row's ``row_id`` column, when read: the result must be that row's.
+
     Raises:
-        StoreError: it is not a valid result (the store was edited by hand).
+        StoreError: it is not a valid result, or another row's (the store was edited by hand).
     """
+    row = f"row {row_id!r}" if row_id is not None else "a row"
     try:
-        return RowResult.model_validate_json(text)
+        result = RowResult.model_validate_json(text)
     except ValidationError as exc:
         raise StoreError(
-            f"task {task_id}: a stored row result is not a valid result "
+            f"task {task_id}: {row}'s stored result is not a valid result "
             f"({exc.errors()[0]['msg']}); the store was changed by hand. Restore it from a backup."
         ) from exc
+    if row_id is not None and result.row_id != row_id:
+        raise StoreError(
+            f"task {task_id}: {row}'s stored result is row {result.row_id!r}'s; the store was "
+            "changed by hand. Restore it from a backup."
+        )
+    return result
 
 
 def new_task_id() -> str:
@@ -433,15 +443,16 @@ class TaskStore:
         self._send()  # rows this store holds back until the commit first
         for found in self._backend.execute(
             "SELECT seq, result, dialogue, raw_attempts, calls, prompt_tokens, completion_tokens,"
-            " cost_usd, latency_ms, cassette_key, cache_read_tokens, cache_creation_tokens"
-            " FROM rows WHERE task_id=? ORDER BY seq",
+            " cost_usd, latency_ms, cassette_key, cache_read_tokens, cache_creation_tokens,"
+            " row_id FROM rows WHERE task_id=? ORDER BY seq",
             (task_id,),
         ):
+            row = f"task {task_id} row {found[12]!r}"
             yield StoredRow(
                 seq=found[0],
-                result=parse_result(found[1], task_id),
-                dialogue=decode_column(found[2], f"task {task_id} row dialogue"),
-                raw_attempts=decode_column(found[3], f"task {task_id} row raw_attempts"),
+                result=parse_result(found[1], task_id, found[12]),
+                dialogue=decode_column(found[2], f"{row} dialogue"),
+                raw_attempts=decode_column(found[3], f"{row} raw_attempts"),
                 calls=found[4],
                 prompt_tokens=found[5],
                 completion_tokens=found[6],
@@ -489,8 +500,9 @@ class TaskStore:
                 f"SELECT {columns} FROM rows WHERE {where} ORDER BY seq, row_id LIMIT ?", params
             ).fetchall()
             for row in found:
-                dialogue = decode_column(row[8], f"task {task_id} row dialogue")
-                yield (parse_result(row[2], task_id), *row[3:8], dialogue, *row[9:11])
+                dialogue = decode_column(row[8], f"task {task_id} row {row[1]!r} dialogue")
+                result = parse_result(row[2], task_id, row[1])
+                yield (result, *row[3:8], dialogue, *row[9:11])
             if len(found) < page:
                 return
             after = (found[-1][0], found[-1][1])

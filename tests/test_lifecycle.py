@@ -504,6 +504,31 @@ def test_draft_is_only_for_files_and_show_prints_a_version(tmp_path: Path, store
     assert code == 2 and "use text, yaml or json" in out
 
 
+def test_a_result_moved_to_another_row_by_hand_is_refused_naming_both(tmp_path: Path) -> None:
+    """Guards: `report` copied a result pasted over another row's and listed medgpt-1 twice
+    and medgpt-2 never, exit 0."""
+    store = tmp_path / "s.sqlite"
+    publish(store, RUBRICS / "health_cs.yaml")
+    code, out = score(tmp_path, store, "health_cs")
+    task = task_id(out)
+    db = sqlite3.connect(store)
+    db.execute(
+        "UPDATE rows SET result = (SELECT result FROM rows WHERE row_id = 'medgpt-1') "
+        "WHERE row_id = 'medgpt-2'"
+    )
+    db.commit()
+    code, out = run("report", task, "--store", store, "--out", tmp_path / "again")
+    assert code == 3, out
+    assert "row 'medgpt-2''s stored result is row 'medgpt-1''s" in out.replace("\n", " "), out
+    assert not (tmp_path / "again" / "rows.jsonl").exists()
+    db.execute("UPDATE rows SET result = '{\"rowId\": ' WHERE row_id = 'medgpt-1'")
+    db.commit()
+    db.close()
+    code, out = run("report", task, "--store", store, "--out", tmp_path / "again")
+    flat = out.replace("\n", " ")
+    assert code == 3 and "row 'medgpt-1''s stored result is not a valid result" in flat, out
+
+
 def test_a_store_with_a_table_dropped_is_refused_not_recreated(tmp_path: Path) -> None:
     store = tmp_path / "s.sqlite"
     publish(store, RUBRICS / "health_cs.yaml")
