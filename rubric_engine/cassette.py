@@ -38,6 +38,7 @@ from typing import Any, Literal
 from rubric_engine import jsonl
 from rubric_engine.canonical import canonical_hash, canonical_json
 from rubric_engine.errors import CassetteError
+from rubric_engine.jsonl import json_problem
 
 FORMAT = "rubric-eval-cassette/1"
 Provenance = Literal["recorded", "authored"]
@@ -678,7 +679,8 @@ def _objects_at(
                     if torn is not None and not raw.endswith(b"\n"):
                         torn.append(f"{name}:{n}")
                         continue
-                    raise CassetteError(f"{name}:{n}: not valid JSON ({exc.msg})") from exc
+                    syntax = json_problem(exc)  # the message with its column
+                    raise CassetteError(f"{name}:{n}: not valid JSON ({syntax})") from exc
                 problem = _entry_problem(obj)
                 if problem is not None:
                     raise CassetteError(f"{name}:{n}: {problem}")

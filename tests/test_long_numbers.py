@@ -68,3 +68,7 @@ def test_a_long_number_in_a_cassette_line_is_refused_by_line(tmp_path: Path) -> 
     assert f"{source.name}:3: not valid JSON (a number has more than 4300 digits" in out, out
     code, out = score(tmp_path, HEALTH, tmp_path / "cassettes")
     assert code == 2 and "Traceback" not in out and "more than 4300 digits" in out, out
+    lines[2] = lines[2][:20] + "\x01" + lines[2][20:]  # json's message ends "at": its column
+    (folder / source.name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    code, out = run("cassette", "check", tmp_path / "cassettes")
+    assert code == 2 and "not valid JSON (Invalid control character at column 21" in out, out
