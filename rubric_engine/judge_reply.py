@@ -230,6 +230,12 @@ def _shaped(value: Any, keys: frozenset[str]) -> bool:
     return isinstance(value, dict) and any(str(k).casefold() in keys for k in value)
 
 
+def _names_a_field(span: str, keys: frozenset[str]) -> bool:
+    """Whether an object's text (unreadable as JSON) names a verdict field as a key."""
+    folded = span.casefold()
+    return any(f'"{key}"' in folded for key in keys)
+
+
 def _fold(keys: Collection[str]) -> frozenset[str]:
     return frozenset(k.casefold() for k in keys)
 
@@ -269,15 +275,22 @@ def scan_reply(text: str, verdict_keys: Collection[str]) -> Scan:
     found: list[Candidate] = []
     first_error: ReplyProblem | None = None
     objects = 0
+    broken_verdict: ReplyProblem | None = None
     for start, end in spans:
         try:
             value, duplicates = _load(text[start:end])
         except json.JSONDecodeError as exc:
             first_error = first_error or _syntax(text, start, exc)
+            if broken_verdict is None and _names_a_field(text[start:end], keys):
+                broken_verdict = _syntax(text, start, exc)
             continue
         objects += 1
         if _shaped(value, keys):
             found.append(Candidate(value, duplicates, _where(text, start)))
+    if broken_verdict is not None:
+        # an unreadable object naming a verdict field is a verdict too: taking the readable
+        # one beside it would resolve two answers to one, silently (re-asked with the error)
+        return Scan((), broken_verdict)
     if found:
         return Scan(tuple(found))
     if unclosed >= 0:

@@ -412,3 +412,24 @@ def test_json_python_cannot_hold_is_a_malformed_reply_not_a_crash(
 def test_unreadable_junk_beside_the_verdict_is_skipped_like_prose(tmp_path: Path) -> None:
     row, seen = run_row(tmp_path, [StubReply(content=f"{DEEP}\n{OWN}")])
     assert row["status"] == "SCORED" and row["judgeScore"] == 4 and len(seen) == 1, row
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        pytest.param(OWN.replace('"score": 4', '"score": 2,') + "\n" + OWN, id="trailing-comma"),
+        pytest.param(HUGE_NUMBER + "\n" + OWN, id="a-5001-digit-number"),
+        pytest.param(
+            f"```json\n{OWN.replace('4', '[' * 1500 + ']' * 1500, 1)}\n```\n```json\n{OWN}\n```",
+            id="1500-deep-in-the-first-fence",
+        ),
+    ],
+)
+def test_an_unreadable_verdict_beside_a_readable_one_is_never_resolved_to_it(
+    tmp_path: Path, reply: str
+) -> None:
+    # before, the unreadable object was skipped and the row scored from the other one
+    row, seen = run_row(tmp_path, [StubReply(content=reply), StubReply(content=OWN)])
+    assert row["status"] == "SCORED" and len(seen) == 2, row  # re-asked, not taken
+    reask = json.dumps(seen[1]["body"]["messages"][-1], ensure_ascii=False)
+    assert "malformed" in reask, reask
