@@ -22,6 +22,7 @@ is not.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import yaml
@@ -151,10 +152,34 @@ def load_documents(text: str, max_bytes: int) -> list[tuple[yaml.Node, Any]]:
             if node is None:
                 continue
             _expanded_size(node)
-            out.append((node, loader.construct_document(node)))
+            try:
+                data = loader.construct_document(node)
+            except ValueError:  # int("999…") past sys.get_int_max_str_digits()
+                raise YamlLimitError(
+                    f"a number has more than {sys.get_int_max_str_digits()} digits, more than "
+                    "can be read; write it as a string or shorten it",
+                    _long_number_mark(node),
+                ) from None
+            out.append((node, data))
         return out
     finally:
         loader.dispose()
+
+
+def _long_number_mark(node: yaml.Node) -> yaml.Mark | None:
+    """Where the first scalar too long to be an ``int`` is (else the document's start)."""
+    limit = sys.get_int_max_str_digits()
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, yaml.ScalarNode):
+            if sum(c.isdigit() for c in str(item.value)) > limit:
+                return item.start_mark
+        elif isinstance(item, yaml.MappingNode):
+            stack.extend(part for pair in reversed(item.value) for part in reversed(pair))
+        elif isinstance(item, yaml.SequenceNode):
+            stack.extend(reversed(item.value))
+    return node.start_mark
 
 
 def duplicate_keys(

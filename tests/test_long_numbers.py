@@ -72,3 +72,25 @@ def test_a_long_number_in_a_cassette_line_is_refused_by_line(tmp_path: Path) -> 
     (folder / source.name).write_text("\n".join(lines) + "\n", encoding="utf-8")
     code, out = run("cassette", "check", tmp_path / "cassettes")
     assert code == 2 and "not valid JSON (Invalid control character at column 21" in out, out
+
+
+def test_a_long_number_in_a_yaml_case_is_refused_before_any_call(tmp_path: Path) -> None:
+    # decimal: YAML's int() refused it inside the reader (traceback); hex: YAML reads any
+    # length, and the row failed to be stored after its judge call was paid for
+    for name, number in (("decimal", HUGE), ("hex", "0x" + "f" * 4000)):
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(
+            f"id: c1\ninput: hi\nactual_output: hello\nmetadata:\n  n: {number}\n", "utf-8"
+        )
+        code, out = score(tmp_path / name, path)
+        assert code == 2 and "Traceback" not in out, out
+        assert f"{path}:" in out and "digits" in out, out
+
+
+def test_a_long_number_in_a_pack_is_refused_with_its_line(tmp_path: Path) -> None:
+    pack = (RUBRICS / "health_cs.yaml").read_text("utf-8")
+    bad = tmp_path / "pack.yaml"
+    bad.write_text(pack.replace("version: 1", f"version: {HUGE}", 1), "utf-8")
+    assert bad.read_text("utf-8") != pack
+    code, out = run("rubric", "validate", bad)
+    assert code == 2 and "Traceback" not in out and "more than 4300 digits" in out, out

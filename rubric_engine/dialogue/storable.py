@@ -1,18 +1,20 @@
 """Is a row's data storable? Checked at input validation, before any judge call (SPEC §8, §11).
 
 A row is stored as JSON (the task store keeps the dialogue beside its result) and shown in
-reports. Three kinds of value pass JSON decoding and pydantic but fail later, after the judge
+reports. These kinds of value pass JSON decoding and pydantic but fail later, after the judge
 call was paid for (issue 14): nesting deeper than the serializer allows (pydantic stops at about
 255 levels; Python's JSON decoder raises RecursionError at about a thousand), numbers that are
 not JSON (``NaN``, ``Infinity``: Python's decoder accepts them, strict JSON readers and
-PostgreSQL's ``jsonb`` do not), and text that is not UTF-8 (a lone surrogate such as
-``"\\ud800"`` decodes but cannot be written to SQLite). :func:`storable_problem` finds the first
-of them with its field path, without recursion, so any depth is measured safely.
+PostgreSQL's ``jsonb`` do not), integers too long to write (YAML reads ``0xfff…`` of any
+length), and text that is not UTF-8 (a lone surrogate such as ``"\\ud800"`` decodes but cannot
+be written to SQLite). :func:`storable_problem` finds the first of them with its field path,
+without recursion, so any depth is measured safely.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any
 
 from rubric_engine.errors import format_loc
@@ -64,6 +66,12 @@ def _first_problem(value: Any) -> tuple[str, str] | None:
                 format_loc(path),
                 f'{item} is not a JSON number; write null or a string such as "{item}"',
             )
+        elif isinstance(item, int) and not isinstance(item, bool) and not _storable(item, 0):
+            return (
+                format_loc(path),
+                f"an integer of more than {sys.get_int_max_str_digits()} digits cannot be "
+                "written; store it as a string or shorten it",
+            )
         elif isinstance(item, bytes) and not _is_utf8(item):  # YAML !!binary
             return format_loc(path), "binary data that is not UTF-8 text cannot be stored"
         elif isinstance(item, str) and not _is_text(item):
@@ -97,7 +105,9 @@ def _storable(item: Any, depth: int) -> bool:
             leaf = type(child)
             if leaf is str:  # the common leaf, without a call
                 ok = child.isascii() or _is_text(child)
-            elif leaf is int or leaf is bool or child is None:
+            elif leaf is int:
+                ok = child.bit_length() < _LONG_INT_BITS or _writable_int(child)
+            elif leaf is bool or child is None:
                 continue
             else:
                 ok = _storable(child, depth + 1)
@@ -111,7 +121,9 @@ def _storable(item: Any, depth: int) -> bool:
             leaf = type(child)
             if leaf is str:
                 ok = child.isascii() or _is_text(child)
-            elif leaf is int or leaf is bool or child is None:
+            elif leaf is int:
+                ok = child.bit_length() < _LONG_INT_BITS or _writable_int(child)
+            elif leaf is bool or child is None:
                 continue
             else:
                 ok = _storable(child, depth + 1)
@@ -124,6 +136,22 @@ def _storable(item: Any, depth: int) -> bool:
         return math.isfinite(item)
     if isinstance(item, bytes):
         return _is_utf8(item)
+    if isinstance(item, int) and not isinstance(item, bool):
+        return item.bit_length() < _LONG_INT_BITS or _writable_int(item)
+    return True
+
+
+#: integers of fewer bits have fewer than 4,000 digits: always writable, without the test
+_LONG_INT_BITS = 13_000
+
+
+def _writable_int(number: int) -> bool:
+    """Whether Python will write ``number`` as digits (YAML reads ``0xfff…`` of any length;
+    ``str`` refuses more than ``sys.get_int_max_str_digits()`` digits)."""
+    try:
+        str(number)
+    except ValueError:
+        return False
     return True
 
 
