@@ -518,6 +518,9 @@ def test_export_never_overwrites_another_task_s_export(tmp_path: Path) -> None:
     (folder / "manifest.json").unlink()  # request files alone are still someone's
     code, out = run(*export, "--out", folder)
     assert code == 2 and "already holds another batch export" in out, out
+    (tmp_path / "z" / "manifest.json").mkdir(parents=True)  # was IsADirectoryError, a task left
+    code, out = run(*export, "--out", tmp_path / "z")
+    assert code == 2 and "already holds another batch export" in out, out
     # a follow-up export of the task: what it was exported with is the task's own
     task = first["taskId"]
     code, out = run("batch", "export", task, "--store", store, "--out", tmp_path / "y",

@@ -82,7 +82,7 @@ def _check_folder_is_free(folder: Path, task_id: str | None) -> None:
         ConfigurationError: names the task that owns the folder and the fix.
     """
     manifest = folder / "manifest.json"
-    if manifest.is_file():
+    if manifest.exists():  # a folder of that name too: it cannot be written over
         try:
             owner: str | None = str(json.loads(manifest.read_text("utf-8"))["taskId"])
         except (OSError, ValueError, KeyError, TypeError):
