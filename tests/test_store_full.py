@@ -47,3 +47,22 @@ def test_a_full_store_stops_the_run_with_exit_3_and_resume_finishes_it(
     rows = [json.loads(x) for x in (tmp_path / "out" / "rows.jsonl").read_text().splitlines()]
     assert len(rows) == len({r["rowId"] for r in rows}) == 26
     assert kept < 26  # the run did not finish before the store filled
+
+
+def test_a_full_store_refuses_a_publish_with_exit_3(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opened = SqliteBackend.__init__
+
+    def full(self: SqliteBackend, path: Path) -> None:
+        opened(self, path)
+        (pages,) = self._db.execute("PRAGMA page_count").fetchone()
+        self._db.execute(f"PRAGMA max_page_count={pages}")  # not one page more
+
+    store = tmp_path / "s.sqlite"
+    code, out = run("rubric", "publish", RUBRICS / "airline_cs.yaml", "--store", store)
+    assert code == 0, out
+    monkeypatch.setattr(SqliteBackend, "__init__", full)
+    code, out = run("rubric", "publish", RUBRICS / "health_cs.yaml", "--store", store)
+    assert code == 3 and "Traceback" not in out, out
+    assert "cannot be written (database or disk is full)" in out and "broken" not in out, out

@@ -72,10 +72,11 @@ class SqliteBackend:
 
     @contextmanager
     def exclusive(self, name: str) -> Iterator[None]:
-        self._db.commit()
+        self.commit()
         try:
             self._db.execute("BEGIN IMMEDIATE")  # one writer at a time, for the whole file
         except sqlite3.OperationalError as exc:
+            self._refuse_unwritable(exc)
             raise StoreError(
                 f"{self.path}: another process holds the store ({exc}); try again"
             ) from exc
@@ -84,7 +85,7 @@ class SqliteBackend:
         except BaseException:
             self._db.rollback()
             raise
-        self._db.commit()
+        self.commit()
 
     def tables(self) -> set[str]:
         query = "SELECT name FROM sqlite_master WHERE type='table'"
