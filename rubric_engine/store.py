@@ -13,6 +13,7 @@ Both backends (:mod:`rubric_engine.stores`) hold the same tables, made by one mi
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
 import time
@@ -560,7 +561,8 @@ def _open_backend(location: StoreLocation) -> Backend:
             )
         migrate(backend)
     except BaseException as exc:
-        backend.close()
+        with contextlib.suppress(Exception):  # closing must not hide why opening failed
+            backend.close()
         if isinstance(exc, errors):
             raise _cannot_open(location, exc) from exc
         raise

@@ -49,20 +49,35 @@ def test_a_full_store_stops_the_run_with_exit_3_and_resume_finishes_it(
     assert kept < 26  # the run did not finish before the store filled
 
 
-def test_a_full_store_refuses_a_publish_with_exit_3(
+def test_a_full_disk_at_a_publish_s_commit_is_exit_3(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # a real full disk fails where SQLite must grow its journal: here, every commit
+    import sqlite3
+
+    full = sqlite3.OperationalError("database or disk is full")
+    full.sqlite_errorname = "SQLITE_FULL"  # type: ignore[attr-defined]
+
+    class FullDisk:
+        def __init__(self, db: sqlite3.Connection) -> None:
+            self._db = db
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self._db, name)
+
+        def commit(self) -> None:
+            raise full
+
     opened = SqliteBackend.__init__
 
-    def full(self: SqliteBackend, path: Path) -> None:
+    def on_a_full_disk(self: SqliteBackend, path: Path) -> None:
         opened(self, path)
-        (pages,) = self._db.execute("PRAGMA page_count").fetchone()
-        self._db.execute(f"PRAGMA max_page_count={pages}")  # not one page more
+        self._db = FullDisk(self._db)  # type: ignore[assignment]
 
     store = tmp_path / "s.sqlite"
     code, out = run("rubric", "publish", RUBRICS / "airline_cs.yaml", "--store", store)
     assert code == 0, out
-    monkeypatch.setattr(SqliteBackend, "__init__", full)
+    monkeypatch.setattr(SqliteBackend, "__init__", on_a_full_disk)
     code, out = run("rubric", "publish", RUBRICS / "health_cs.yaml", "--store", store)
     assert code == 3 and "Traceback" not in out, out
     assert "cannot be written (database or disk is full)" in out and "broken" not in out, out

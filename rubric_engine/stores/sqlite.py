@@ -127,5 +127,7 @@ class SqliteBackend:
         return False
 
     def close(self) -> None:
-        self._db.commit()
-        self._db.close()
+        try:
+            self.commit()  # a full disk: StoreError, and the connection is still closed
+        finally:
+            self._db.close()
