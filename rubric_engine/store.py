@@ -107,18 +107,18 @@ def parse_result(text: str, task_id: str, row_id: str | None = None) -> RowResul
     Raises:
         StoreError: it is not a valid result, or another row's (the store was edited by hand).
     """
-    row = f"row {row_id!r}" if row_id is not None else "a row"
+    row = f"row {row_id}" if row_id is not None else "a row"
     try:
         result = RowResult.model_validate_json(text)
     except ValidationError as exc:
         raise StoreError(
-            f"task {task_id}: {row}'s stored result is not a valid result "
+            f"task {task_id}: the stored result of {row} is not a valid result "
             f"({exc.errors()[0]['msg']}); the store was changed by hand. Restore it from a backup."
         ) from exc
     if row_id is not None and result.row_id != row_id:
         raise StoreError(
-            f"task {task_id}: {row}'s stored result is row {result.row_id!r}'s; the store was "
-            "changed by hand. Restore it from a backup."
+            f"task {task_id}: {row} holds the stored result of row {result.row_id}; the store "
+            "was changed by hand. Restore it from a backup."
         )
     return result
 

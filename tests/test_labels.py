@@ -94,6 +94,19 @@ def test_a_file_with_problems_reports_all_of_them_and_stores_nothing(tmp_path: P
         assert read_labels(opened.backend) == []
 
 
+def test_a_csv_header_naming_a_column_twice_is_refused(tmp_path: Path) -> None:
+    # csv.DictReader kept the second `status` (FOLLOWED) over the first (VIOLATED), exit 0
+    bad = tmp_path / "twice.csv"
+    bad.write_text(
+        "rowId,requirementId,status,reviewer,status\nr1,A,VIOLATED,ann,FOLLOWED\n", "utf-8"
+    )
+    store = tmp_path / "s.sqlite"
+    code, out = run("labels", "import", bad, "--store", store)
+    assert code == 2 and "twice.csv:1: the header names column 'status' twice" in out, out
+    with TaskStore(store) as opened:
+        assert read_labels(opened.backend) == []
+
+
 def test_csv_and_jsonl_round_trip_to_the_same_labels(tmp_path: Path) -> None:
     labels = [
         label(

@@ -519,14 +519,14 @@ def test_a_result_moved_to_another_row_by_hand_is_refused_naming_both(tmp_path: 
     db.commit()
     code, out = run("report", task, "--store", store, "--out", tmp_path / "again")
     assert code == 3, out
-    assert "row 'medgpt-2''s stored result is row 'medgpt-1''s" in out.replace("\n", " "), out
+    assert "row medgpt-2 holds the stored result of row medgpt-1" in out.replace("\n", " "), out
     assert not (tmp_path / "again" / "rows.jsonl").exists()
     db.execute("UPDATE rows SET result = '{\"rowId\": ' WHERE row_id = 'medgpt-1'")
     db.commit()
     db.close()
     code, out = run("report", task, "--store", store, "--out", tmp_path / "again")
     flat = out.replace("\n", " ")
-    assert code == 3 and "row 'medgpt-1''s stored result is not a valid result" in flat, out
+    assert code == 3 and "the stored result of row medgpt-1 is not a valid result" in flat, out
 
 
 def test_a_store_with_a_table_dropped_is_refused_not_recreated(tmp_path: Path) -> None:

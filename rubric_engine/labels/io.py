@@ -74,6 +74,11 @@ def _csv_record(record: dict[str, str | None]) -> dict[str, Any]:
 def _records(path: Path, text: str) -> list[tuple[int, Any]]:
     if path.suffix.lower() == ".csv":
         reader = csv.DictReader(io.StringIO(text))
+        header = reader.fieldnames or []
+        repeated = sorted({name for name in header if header.count(name) > 1})
+        if repeated:  # DictReader would keep the last column of a name silently
+            names = ", ".join(repr(n) for n in repeated)
+            raise InputError(f"{path}:1: the header names column {names} twice; name each once")
         return [(reader.line_num, dict(rec)) for rec in reader]
     if text.lstrip().startswith("["):  # a JSON array of labels; "line" is the item's number
         try:
