@@ -617,23 +617,15 @@ class CassetteIndex:
         return counts
 
 
-#: the C scanner ``json.loads`` runs (its default decoder's), called without the decoder's
-#: Python around it (two whitespace matches, the checks of ``loads`` and ``decode``)
+#: the C scanner ``json.loads`` runs (its default decoder's)
 _SCAN = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # set in its __init__
-_JSON_SPACE = " \t\n\r"
 
 
 def _loads(text: str) -> Any:
-    """``json.loads(text)``, value for value; a text that is not one JSON value (leading
-    space, extra data, a syntax error) goes to ``json.loads`` itself, which raises its own
-    error. ``tests/test_cassette_key_bytes.py`` compares the two."""
-    try:
-        value, end = _SCAN(text, 0)
-    except (StopIteration, ValueError, RecursionError):
-        return jsonl.loads(text)  # json's own error (a too-long number as one, too)
-    if end != len(text) and text[end:].strip(_JSON_SPACE):
-        return json.loads(text)  # raises "Extra data"
-    return value
+    """``json.loads(text)``, value for value (:func:`~rubric_engine.jsonl.decode_whole`; a
+    too-long number is a JSON error too, :func:`~rubric_engine.jsonl.loads`).
+    ``tests/test_cassette_key_bytes.py`` compares the two."""
+    return jsonl.decode_whole(text, _SCAN, jsonl.loads)
 
 
 def _text(raw: bytes) -> str:

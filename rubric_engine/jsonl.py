@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,8 +45,8 @@ def loads_strict(text: str) -> Any:
         return _STRICT.decode(text)  # what json.loads does with a str, without a new decoder
     except (json.JSONDecodeError, DuplicateKeyError):
         raise
-    except ValueError:
-        raise too_many_digits(text) from None
+    except ValueError as exc:  # RecursionError: the readers say "too deep" with the place
+        raise unreadable(text, exc) from None
 
 
 def loads(text: str) -> Any:
@@ -63,24 +63,51 @@ def loads(text: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError:
         raise
-    except ValueError:
-        raise too_many_digits(text) from None
-    except RecursionError:
-        raise json.JSONDecodeError("it nests deeper than can be read", text, 0) from None
+    except (ValueError, RecursionError) as exc:
+        raise unreadable(text, exc) from None
 
 
-def too_many_digits(text: str | bytes | bytearray) -> json.JSONDecodeError:
-    """The decode error of ``text``, valid JSON holding a number too long for Python."""
+def unreadable(text: str | bytes | bytearray, exc: BaseException) -> json.JSONDecodeError:
+    """The decode error of ``text``: valid JSON that Python will not hold. ``exc`` is what
+    decoding raised: ``RecursionError`` (nesting past the recursion limit), or the
+    ``ValueError`` of a number of more than ``sys.get_int_max_str_digits()`` digits (placed
+    at that number). Shared by every reader that turns those into a JSON error."""
     if not isinstance(text, str):
         text = bytes(text).decode("utf-8-sig", "replace")
+    if isinstance(exc, RecursionError):
+        return json.JSONDecodeError("it nests deeper than can be read", text, 0)
     limit = sys.get_int_max_str_digits()
     found = re.search(rf"[0-9]{{{limit + 1},}}", text)
-    return json.JSONDecodeError(
-        f"a number has more than {limit} digits, more than can be read; write it as a "
-        "string or shorten it",
-        text,
-        found.start() if found else 0,
+    return json.JSONDecodeError(long_number_problem(), text, found.start() if found else 0)
+
+
+def long_number_problem() -> str:
+    """What is wrong with a number too long for Python, and the fix (JSON and YAML readers)."""
+    return (
+        f"a number has more than {sys.get_int_max_str_digits()} digits, more than can be "
+        "read; write it as a string or shorten it"
     )
+
+
+#: JSON's whitespace (what ``json`` skips around a value)
+JSON_SPACE = " \t\n\r"
+
+
+def decode_whole(
+    text: str, scan: Callable[[str, int], tuple[Any, int]], decode: Callable[[str], Any]
+) -> Any:
+    """``decode(text)``, value for value, by calling a decoder's C scanner ``scan`` directly
+    (``JSONDecoder.scan_once``: without ``decode``'s Python around it, two whitespace matches
+    and its checks). A text that is not one JSON value from its first character to its end
+    (leading space, extra data, a syntax error, a value Python will not hold) goes to
+    ``decode`` itself, which raises its own error."""
+    try:
+        value, end = scan(text, 0)
+    except (StopIteration, ValueError, RecursionError):
+        return decode(text)
+    if end != len(text) and text[end:].strip(JSON_SPACE):
+        return decode(text)  # raises "Extra data"
+    return value
 
 
 #: the decoder :func:`json.loads` would build for every line, built once

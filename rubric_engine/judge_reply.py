@@ -27,12 +27,13 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from collections.abc import Collection
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import lru_cache
 from typing import Any
+
+from rubric_engine.jsonl import decode_whole, unreadable
 
 _OPEN = re.compile(r"<(think|thinking|reasoning)>", re.IGNORECASE)
 _CLOSE = re.compile(r"</(think|thinking|reasoning)>", re.IGNORECASE)
@@ -108,19 +109,6 @@ _UNIQUE = json.JSONDecoder(object_pairs_hook=_unique_pairs)
 _UNIQUE_SCAN = _UNIQUE.scan_once  # type: ignore[attr-defined]  # set in its __init__
 
 
-def _unique(text: str) -> Any:
-    """``_UNIQUE.decode(text)``, value for value: its C scanner called directly (without the
-    decoder's two whitespace matches); a text that is not one JSON value from its first
-    character to its end (but JSON space) goes to ``decode``, which raises its own error."""
-    try:
-        value, end = _UNIQUE_SCAN(text, 0)
-    except (StopIteration, ValueError, RecursionError):
-        return _UNIQUE.decode(text)
-    if end != len(text) and text[end:].strip(" \t\n\r"):
-        return _UNIQUE.decode(text)  # raises "Extra data"
-    return value
-
-
 def _load(text: str) -> tuple[Any, tuple[str, ...]]:
     """``json.loads`` that also lists duplicated keys.
 
@@ -134,23 +122,13 @@ def _load(text: str) -> tuple[Any, tuple[str, ...]]:
     except json.JSONDecodeError:
         raise
     except (ValueError, RecursionError) as exc:
-        raise _unreadable(text, exc) from None
-
-
-def _unreadable(text: str, exc: BaseException) -> json.JSONDecodeError:
-    """JSON that parses but that Python will not hold, as a decode error of the whole text."""
-    what = (
-        "it nests deeper than can be read"
-        if isinstance(exc, RecursionError)
-        else f"a number has more than {sys.get_int_max_str_digits()} digits"
-    )
-    return json.JSONDecodeError(what, text, 0)
+        raise unreadable(text, exc) from None
 
 
 def _load_json(text: str) -> tuple[Any, tuple[str, ...]]:
     if not text.startswith("\ufeff"):  # json.loads refuses a BOM; the decoder alone does not
-        try:
-            return _unique(text), ()
+        try:  # the usual reply: the duplicate-raising decoder's C scanner, called directly
+            return decode_whole(text, _UNIQUE_SCAN, _UNIQUE.decode), ()
         except _Duplicated:
             pass  # read again below, naming every repeated key
     duplicates: list[str] = []

@@ -27,6 +27,8 @@ from typing import Any
 
 import yaml
 
+from rubric_engine.jsonl import long_number_problem
+
 #: deepest nesting of mappings/sequences accepted; packs and cases need fewer than 20 levels
 MAX_DEPTH = 100
 #: nodes that aliases may add beyond the file's own nodes (counted with every repeat expanded)
@@ -155,11 +157,7 @@ def load_documents(text: str, max_bytes: int) -> list[tuple[yaml.Node, Any]]:
             try:
                 data = loader.construct_document(node)
             except ValueError:  # int("999…") past sys.get_int_max_str_digits()
-                raise YamlLimitError(
-                    f"a number has more than {sys.get_int_max_str_digits()} digits, more than "
-                    "can be read; write it as a string or shorten it",
-                    _long_number_mark(node),
-                ) from None
+                raise YamlLimitError(long_number_problem(), _long_number_mark(node)) from None
             out.append((node, data))
         return out
     finally:
