@@ -572,12 +572,12 @@ def _open_backend(location: StoreLocation) -> Backend:
 def _cannot_open(location: StoreLocation, exc: Exception) -> StoreError:
     if isinstance(exc, StoreError):  # already says what is wrong (a full disk)
         return exc
-    name = getattr(exc, "sqlite_errorname", "") or ""
-    if name == "SQLITE_FULL" or name.startswith("SQLITE_IOERR"):  # the file is not broken
-        return StoreError(
-            f"{location}: the task store cannot be written ({exc}); free space on its disk "
-            "or move the store to one with room"
-        )
+    if isinstance(location, Path):
+        from rubric_engine.stores.sqlite import unwritable
+
+        full = unwritable(location, exc)  # the file is not broken
+        if full is not None:
+            return full
     return StoreError(
         f"{location}: cannot open task store ({exc}); pass another "
         "--store path or move the broken file away"

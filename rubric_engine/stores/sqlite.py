@@ -60,12 +60,9 @@ class SqliteBackend:
     def _refuse_unwritable(self, exc: sqlite3.OperationalError) -> None:
         """Raise a full disk or an I/O error as a :class:`StoreError` (exit 3, no traceback);
         any other operational error (a lock, a bad statement) is the caller's to re-raise."""
-        name = getattr(exc, "sqlite_errorname", "") or ""
-        if name == "SQLITE_FULL" or name.startswith("SQLITE_IOERR"):
-            raise StoreError(
-                f"{self.path}: the store cannot be written ({exc}); free space on its disk "
-                "or move the store to one with room"
-            ) from exc
+        refused = unwritable(self.path, exc)
+        if refused is not None:
+            raise refused from exc
 
     def rollback(self) -> None:
         self._db.rollback()
@@ -131,3 +128,15 @@ class SqliteBackend:
             self.commit()  # a full disk: StoreError, and the connection is still closed
         finally:
             self._db.close()
+
+
+def unwritable(path: Path, exc: BaseException) -> StoreError | None:
+    """The :class:`StoreError` of a store that cannot be written (SQLITE_FULL: a full disk;
+    SQLITE_IOERR…), naming it and the fix; ``None`` for any other error."""
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    if name == "SQLITE_FULL" or name.startswith("SQLITE_IOERR"):
+        return StoreError(
+            f"{path}: the store cannot be written ({exc}); free space on its disk or move the "
+            "store to one with room"
+        )
+    return None
