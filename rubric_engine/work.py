@@ -41,6 +41,7 @@ from rubric_engine.scoring.options import (
     Mode,
     ScoreOptions,
     check_options,
+    check_transport,
 )
 from rubric_engine.scoring.plan import (
     build_judge,
@@ -309,13 +310,7 @@ def _judge_for(
         store=location,
         transport=settings.transport,
     )
-    if settings.transport is not None:  # a bad --transport is refused in a replay task too
-        from rubric_engine.judge.transport import transport_choice
-
-        try:
-            transport_choice(settings.transport)
-        except ValueError as exc:
-            raise ConfigurationError(str(exc)) from None
+    check_transport(options)  # as score checks it, a replay task's worker too
     backend = judge_backend(options, rubric)
     limit = None if options.mode == "replay" else context_limit(options)
     assert options.output_mode is not None

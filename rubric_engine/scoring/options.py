@@ -310,10 +310,19 @@ def _check_choices(options: ScoreOptions) -> None:
             f"--input-format {options.input_format!r} is not valid; use "
             f"one of {', '.join(INPUT_FORMATS)}"
         )
+    check_transport(options)
+
+
+def check_transport(options: ScoreOptions) -> None:
+    """A bad ``--transport`` is a bad option in any mode; ``$RUBRIC_EVAL_TRANSPORT`` only
+    matters to a run that calls a judge (a replay never makes a live backend, which checks it
+    again). Shared by ``score`` and ``rubric-eval work``.
+
+    Raises:
+        ConfigurationError: an unknown transport (names the valid ones).
+    """
     from rubric_engine.judge.transport import transport_choice
 
-    # a bad --transport is a bad option in any mode; $RUBRIC_EVAL_TRANSPORT only matters to a
-    # run that calls a judge (a replay never makes a live backend, which checks it again)
     if options.transport is not None or options.mode != "replay":
         try:
             transport_choice(options.transport)
