@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,16 @@ _JSON_HINT = {
         "other than rowId, messages, user/assistant, expected and trace become metadata"
     ),
 }
+
+
+def repeated_columns(header: Sequence[str]) -> str | None:
+    """What is wrong with a CSV header naming a column twice (``csv.DictReader`` would keep
+    the last column of a name silently), or ``None``. Shared by the label reader."""
+    repeated = sorted({name for name in header if header.count(name) > 1})
+    if not repeated:
+        return None
+    names = ", ".join(repr(n) for n in repeated)
+    return f"the header names column {names} twice; name each column once"
 
 
 def csv_objects(path: Path, stem: str) -> Iterator[tuple[str, Any, str]]:
@@ -58,14 +68,9 @@ def csv_objects(path: Path, stem: str) -> Iterator[tuple[str, Any, str]]:
             header = reader.fieldnames or []
         except csv.Error:
             header = []  # the first record's own error is reported below
-        repeated = sorted({name for name in header if header.count(name) > 1})
-        if repeated:  # DictReader would keep the last column of a name silently
-            names = ", ".join(repr(n) for n in repeated)
-            yield (
-                f"{path}:1",
-                RowShapeError("", f"the header names column {names} twice; name each column once"),
-                stem,
-            )
+        twice = repeated_columns(header)
+        if twice:
+            yield f"{path}:1", RowShapeError("", twice), stem
             return
         while True:
             started = read[0] + 1  # the record about to be read starts here

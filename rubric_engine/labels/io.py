@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from rubric_engine.dialogue.csv_rows import repeated_columns
 from rubric_engine.errors import InputError, Problem, format_loc
 from rubric_engine.jsonl import loads_strict
 from rubric_engine.labels.model import Label
@@ -74,11 +75,9 @@ def _csv_record(record: dict[str, str | None]) -> dict[str, Any]:
 def _records(path: Path, text: str) -> list[tuple[int, Any]]:
     if path.suffix.lower() == ".csv":
         reader = csv.DictReader(io.StringIO(text))
-        header = reader.fieldnames or []
-        repeated = sorted({name for name in header if header.count(name) > 1})
-        if repeated:  # DictReader would keep the last column of a name silently
-            names = ", ".join(repr(n) for n in repeated)
-            raise InputError(f"{path}:1: the header names column {names} twice; name each once")
+        twice = repeated_columns(reader.fieldnames or [])
+        if twice:
+            raise InputError(f"{path}:1: {twice}")
         return [(reader.line_num, dict(rec)) for rec in reader]
     if text.lstrip().startswith("["):  # a JSON array of labels; "line" is the item's number
         try:
