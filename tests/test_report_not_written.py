@@ -3,6 +3,7 @@ nothing was scored: a script must not re-judge a task that only lacks its files.
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 
 import pytest
@@ -37,3 +38,35 @@ def test_rows_stored_but_files_not_written_is_exit_9(tmp_path: Path) -> None:
         assert task.state == "COMPLETED"
     code, printed = run("report", task.id, "--store", store, "--out", tmp_path / "again")
     assert code == 0 and (tmp_path / "again" / "report.md").is_file(), printed
+
+
+def test_report_out_that_cannot_be_written_is_exit_9_without_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`report TASK --out DIR` on a disk that fills up while the files are written says so
+    with exit 9, no traceback, and leaves the store as it was."""
+    store = tmp_path / "s.sqlite"
+    code, printed = run(
+        "score", CASES / "health_consult_zh.jsonl", "-r", RUBRICS / "health_cs.yaml", "--draft",
+        "--cassettes", CASSETTES, "--store", store, "--out", tmp_path / "first", "-q",
+    )  # fmt: skip
+    assert code == 0, printed
+    with TaskStore(store) as opened:
+        (task,) = opened.tasks()
+    import rubric_engine.report.output as output
+
+    write_atomic = output.write_atomic
+
+    def disk_fills_at_html(path: Path, text: object) -> None:
+        if path.name == "report.html":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        write_atomic(path, text)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(output, "write_atomic", disk_fills_at_html)
+    code, printed = run("report", task.id, "--store", store, "--out", tmp_path / "full")
+    monkeypatch.undo()
+    assert code == ExitCode.REPORT_NOT_WRITTEN, printed
+    assert "No space left on device" in printed and "could not be written to" in printed, printed
+    assert "store is unchanged" in printed and "another --out" in printed, printed
+    code, printed = run("report", task.id, "--store", store, "--out", tmp_path / "again")
+    assert code == 0 and (tmp_path / "again" / "report.json").is_file(), printed

@@ -71,7 +71,17 @@ def report(
             # report.json never holds it; report.md and report.html show it once there is one
             built = with_calibration(opened, task, built)
             if out is not None:
-                files = write_reports(opened, resolved, built, out, task=task)
+                try:
+                    files = write_reports(opened, resolved, built, out, task=task)
+                except OSError as exc:  # a full disk, a file where the folder should be
+                    from rubric_engine.scoring.run import ReportFilesError
+
+                    raise ReportFilesError(
+                        f"the report files of task {resolved} could not be written to {out} "
+                        f"({exc.strerror or exc}); some of report.json, report.md, report.html "
+                        "and rows.jsonl may be missing there or left from an earlier run. The "
+                        "store is unchanged: free space or pick another --out and run again"
+                    ) from exc
                 typer.echo(f"wrote {files.json}, {files.markdown}, {files.html}, {files.rows}")
             elif format == "html":
                 sys.stdout.write(html_report(opened, task, built))
