@@ -526,6 +526,13 @@ def test_export_never_overwrites_another_task_s_export(tmp_path: Path) -> None:
     code, out = run("batch", "export", task, "--store", store, "--out", tmp_path / "y",
                     "--output-mode", "tools", "--system-as-user")  # fmt: skip
     assert code == 2 and "--output-mode, --system-as-user: task" in out, out
+    # the options that shape a new task were ignored without a word; typed at their default
+    # value too, since it cannot be told from a choice
+    code, out = run("batch", "export", task, "--store", store, "--out", tmp_path / "y",
+                    "--model", "openai/gpt-4o-mini", "--temperature", "0.5", "--max-reasks", "1",
+                    "--input-format", "jsonl", "--max-tokens", "64")  # fmt: skip
+    named = "--model, --input-format, --max-reasks, --temperature, --max-tokens: task"
+    assert code == 2 and named in out and "omit" in out, out
     code, out = run("batch", "export", task, "--store", store, "--out", tmp_path / "y")
     assert code == 0 and "wrote 0 request(s)" in out, out
     assert f"{first['requests']} request(s) exported before still await answers" in out, out

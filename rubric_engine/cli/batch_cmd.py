@@ -10,9 +10,37 @@ import typer
 from rubric_engine import DEFAULT_STORE
 from rubric_engine.cli._app import StoreOpt, _guard, batch_app
 
+#: ``batch export``'s options that shape a new task; a TASK id keeps its own (parameter name,
+#: option as typed)
+_NEW_TASK_ONLY = {
+    "rubric": "-r/--rubric",
+    "draft": "--draft",
+    "model": "--model",
+    "input_format": "--input-format",
+    "max_reasks": "--max-reasks",
+    "temperature": "--temperature",
+    "max_tokens": "--max-tokens",
+    "report_out": "--report-out",
+    "output_mode": "--output-mode",
+    "system_as_user": "--system-as-user",
+}
+
+
+def _given(ctx: typer.Context, options: dict[str, str]) -> list[str]:
+    """Those of ``options`` the user gave (on the command line or by environment), not left
+    at their defaults; a default cannot be told from the same value typed, so click is asked
+    (by the source's name: typer carries its own copy of click's ``ParameterSource``)."""
+    left = ("DEFAULT", "DEFAULT_MAP")
+    return [
+        shown
+        for name, shown in options.items()
+        if getattr(ctx.get_parameter_source(name), "name", "DEFAULT") not in left
+    ]
+
 
 @batch_app.command("export")
 def export(
+    ctx: typer.Context,
     inputs: Annotated[
         list[str],
         typer.Argument(
@@ -62,9 +90,9 @@ def export(
     from rubric_engine.scoring import ScoreOptions
 
     task_id = inputs[0] if len(inputs) == 1 and not Path(inputs[0]).exists() else None
-    given = {"-r/--rubric": rubric, "--draft": draft, "--output-mode": output_mode,
-             "--system-as-user": system_as_user}  # fmt: skip
-    named = ", ".join(k for k, v in given.items() if v) if task_id else ""
+    # a TASK keeps what it was exported with: an option given (not left at its default) would
+    # be ignored without a word, so it is refused instead
+    named = ", ".join(_given(ctx, _NEW_TASK_ONLY)) if task_id else ""
     options = ScoreOptions(
         inputs=[] if task_id else [Path(p) for p in inputs],
         rubric=rubric,
