@@ -536,6 +536,8 @@ def test_export_never_overwrites_another_task_s_export(tmp_path: Path) -> None:
     code, out = run("batch", "export", task, "--store", store, "--out", tmp_path / "y")
     assert code == 0 and "wrote 0 request(s)" in out, out
     assert f"{first['requests']} request(s) exported before still await answers" in out, out
+    code, out = run("tasks", "--store", store)  # was a bare STOPPED, like a budget stop
+    assert code == 0 and "STOPPED (waiting for `rubric-eval batch import`)" in out, out
 
 
 def test_import_refuses_a_task_that_export_did_not_make(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from rubric_engine import DEFAULT_STORE
 from rubric_engine.cli._app import StoreOpt, _fail, _guard, _require_store, app, print_columns
 
 if TYPE_CHECKING:
-    from rubric_engine.store import TaskStore
+    from rubric_engine.store import TaskRecord, TaskStore
 
 
 @app.command()
@@ -91,12 +91,16 @@ def report(
     _guard(run)
 
 
-def _shown_state(store: TaskStore, task_id: str, state: str) -> str:
-    """The stored state, and for a RUNNING task no process holds (killed before it could say
-    so) that it is stale and how to finish it; the stored state is left as it is."""
-    if state == "RUNNING" and not store.task_held(task_id):
-        return f"RUNNING (stale: no process holds it; score --resume {task_id})"
-    return state
+def _shown_state(store: TaskStore, task: TaskRecord) -> str:
+    """The stored state; for a RUNNING task no process holds (killed before it could say so)
+    that it is stale and how to finish it; for a STOPPED one why it stopped (a budget, the
+    judge, or a batch-file task waiting for its answers). The stored state is left as it is."""
+    if task.state == "RUNNING" and not store.task_held(task.id):
+        return f"RUNNING (stale: no process holds it; score --resume {task.id})"
+    reason = task.extra.get("stopReason")
+    if task.state == "STOPPED" and isinstance(reason, str) and reason:
+        return f"STOPPED ({reason})"
+    return task.state
 
 
 @app.command()
@@ -115,7 +119,7 @@ def tasks(store: StoreOpt = DEFAULT_STORE) -> None:
                 (
                     t.id,
                     t.created_at,
-                    _shown_state(opened, t.id, t.state),
+                    _shown_state(opened, t),
                     f"{t.rubric_key} v{t.rubric_version} ({t.rubric_status})",
                     f"{t.model} ({t.judge_mode})",
                     f"{done.get(t.id, 0)}/{t.row_count}",
