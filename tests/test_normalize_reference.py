@@ -323,3 +323,36 @@ def test_the_tables_give_the_reference_result(row: tuple[Any, ...]) -> None:
         assert got == expected
         assert got.to_json_dict() == expected.to_json_dict()
         assert [w.code for w in got.warnings] == [w.code for w in expected.warnings]
+
+
+@settings(max_examples=300, deadline=None)
+@given(rows(), st.data())
+def test_a_repeated_verdict_shares_its_decision_and_keeps_its_own_row_fields(
+    row: tuple[Any, ...], data: st.DataObject
+) -> None:
+    """Rows whose verdicts repeat (lists, score, turns, questions check) share what the steps
+    decided (:func:`rubric_engine.normalize._decided`), yet each result is the reference's for
+    its own rowId, explanation, questions issues and earlier warnings; and a decision found
+    again equals the one worked out afresh."""
+    import rubric_engine.normalize as normalize
+
+    rubric, fields, evidence, case_ids, applicable, warnings_in, rules = row
+    model = verdict_model(rubric, evidence)
+    context = {"row_id": "r", "case_requirement_ids": case_ids, "turn_count": 6}
+    first = model.model_validate(fields, context=context)
+    normalize_applicable(rubric, first, "r", applicable, warnings_in, rules)
+    other_fields = {
+        **fields,
+        "rowId": "s",
+        "scoreExplanation": data.draw(st.text(max_size=5)),
+        "questionsIssues": data.draw(st.lists(st.text(max_size=3), max_size=2)),
+    }
+    again = model.model_validate(other_fields, context={**context, "row_id": "s"})
+    other_in = tuple(
+        ProtocolWarning(code=WarningCode.STRAY_THINKING_END, detail=f"turn {n}")
+        for n in range(data.draw(st.integers(0, 2)))
+    )
+    got = normalize_applicable(rubric, again, "s", applicable, other_in, rules)
+    assert got == reference_normalize(rubric, again, "s", applicable, other_in, rules)
+    normalize._DECISIONS.clear()
+    assert got == normalize_applicable(rubric, again, "s", applicable, other_in, rules)
