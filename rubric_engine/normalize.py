@@ -279,20 +279,75 @@ def normalize_applicable(
     """
     table = _table(applicable_list)
     decided = _decided(rubric, table, verdict, rule_results)
-    return RowResult(
-        row_id=row_id,
-        status=RowStatus.SCORED,
-        intent_key=verdict.intent_key,
-        judge_score=verdict.score,
-        final_score=decided.final_score,
-        capped_by=decided.capped_by,
-        red_flag_types=decided.red_flag_types,
-        reference_basis=decided.basis,
-        warnings=(*warnings_in, *decided.warnings) if warnings_in else decided.warnings,
-        score_explanation=verdict.score_explanation,
-        questions_check=str(verdict.questions_check),
-        questions_issues=tuple(verdict.questions_issues),
+    values = {
+        "row_id": row_id,
+        "status": RowStatus.SCORED,
+        "intent_key": verdict.intent_key,
+        "judge_score": verdict.score,
+        "final_score": decided.final_score,
+        "capped_by": decided.capped_by,
+        "red_flag_types": decided.red_flag_types,
+        "reference_basis": decided.basis,
+        "warnings": (*warnings_in, *decided.warnings) if warnings_in else decided.warnings,
+        "score_explanation": verdict.score_explanation,
+        "questions_check": str(verdict.questions_check),
+        "questions_issues": tuple(verdict.questions_issues),
+    }
+    if not _validated_already(values, warnings_in):
+        return RowResult(**values)
+    return _scored_result(values)
+
+
+#: the fields a SCORED result is given (its ``__pydantic_fields_set__``, as ``RowResult(...)``
+#: of them records it); ``error`` and ``rules`` keep their default ``None``
+_SCORED_FIELDS = frozenset(
+    (
+        "row_id",
+        "status",
+        "intent_key",
+        "judge_score",
+        "final_score",
+        "capped_by",
+        "red_flag_types",
+        "reference_basis",
+        "warnings",
+        "score_explanation",
+        "questions_check",
+        "questions_issues",
     )
+)
+_set_attribute = object.__setattr__
+
+
+def _validated_already(values: dict[str, Any], warnings_in: Sequence[ProtocolWarning]) -> bool:
+    """Whether ``RowResult(**values)`` would keep every value as it is: the strings and the
+    score of exactly those types (a validated verdict's are), the earlier warnings
+    :class:`ProtocolWarning` objects. The rest is built here from the pack's validated values:
+    tuples of str, ints, :class:`BasisEntry` and :class:`ProtocolWarning` objects."""
+    explanation = values["score_explanation"]
+    return (
+        type(values["row_id"]) is str
+        and type(values["intent_key"]) is str
+        and type(values["judge_score"]) is int
+        and (explanation is None or type(explanation) is str)
+        and all(type(issue) is str for issue in values["questions_issues"])
+        and all(type(w) is ProtocolWarning for w in warnings_in)
+    )
+
+
+def _scored_result(values: dict[str, Any]) -> RowResult:
+    """``RowResult(**values)`` for values it would keep as they are
+    (:func:`_validated_already`), set as pydantic's own construction sets them: equal field
+    for field, the same fields set. Validation would copy each tuple and check each of its
+    objects again, per row; kept, the referenceBasis tuple of rows decided alike stays one
+    object, which the report counts by identity
+    (:class:`~rubric_engine.report.accumulate.ReportAccumulator`)."""
+    result = RowResult.__new__(RowResult)
+    _set_attribute(result, "__dict__", {**values, "error": None, "rules": None})
+    _set_attribute(result, "__pydantic_fields_set__", set(_SCORED_FIELDS))
+    _set_attribute(result, "__pydantic_extra__", None)
+    _set_attribute(result, "__pydantic_private__", None)
+    return result
 
 
 @dataclass(frozen=True, slots=True)

@@ -356,3 +356,58 @@ def test_a_repeated_verdict_shares_its_decision_and_keeps_its_own_row_fields(
     assert got == reference_normalize(rubric, again, "s", applicable, other_in, rules)
     normalize._DECISIONS.clear()
     assert got == normalize_applicable(rubric, again, "s", applicable, other_in, rules)
+
+
+def _same_as_validated(result: RowResult) -> None:
+    """``result`` is what ``RowResult(...)`` of its given fields builds: the same values of the
+    same types, in the same order, the same fields set, the same JSON."""
+    given = {name: getattr(result, name) for name in result.model_fields_set}
+    validated = RowResult(**given)
+    assert list(result.__dict__) == list(validated.__dict__)
+    assert [type(v) for v in result.__dict__.values()] == [
+        type(v) for v in validated.__dict__.values()
+    ]
+    assert result.__dict__ == validated.__dict__
+    assert result.model_fields_set == validated.model_fields_set
+    assert result.__pydantic_extra__ == validated.__pydantic_extra__
+    assert result.__pydantic_private__ == validated.__pydantic_private__
+    assert result.model_dump_json() == validated.model_dump_json()
+    assert result.model_dump(exclude_unset=True) == validated.model_dump(exclude_unset=True)
+    assert result.model_copy(update={"row_id": "x"}) == validated.model_copy(update={"row_id": "x"})
+
+
+@settings(max_examples=300, deadline=None)
+@given(rows())
+def test_the_result_is_built_as_validation_builds_it(row: tuple[Any, ...]) -> None:
+    """The scored result is set up without validating it again (its values are already
+    validated): field for field what ``RowResult(...)`` makes of them."""
+    rubric, fields, evidence, case_ids, applicable, warnings_in, rules = row
+    verdict = verdict_model(rubric, evidence).model_validate(
+        fields, context={"row_id": "r", "case_requirement_ids": case_ids, "turn_count": 6}
+    )
+    _same_as_validated(normalize_applicable(rubric, verdict, "r", applicable, warnings_in, rules))
+
+
+def test_values_validation_would_change_are_validated() -> None:
+    """A caller's warnings given as plain objects, or a row id of another str type, go
+    through validation: the result holds what ``RowResult(...)`` makes of them."""
+    from enum import StrEnum
+
+    from tests.test_normalize_properties import PACKS
+
+    class Tagged(StrEnum):
+        ROW = "row-1"
+
+    rubric = PACKS[0]
+    intent = rubric.intents[0]
+    verdict = verdict_model(rubric, False).model_validate(
+        {"rowId": "row-1", "intentKey": intent.key, "score": rubric.score_scale.max},
+        context={"row_id": "row-1", "case_requirement_ids": [], "turn_count": 2},
+    )
+    applicable = applicable_requirements(rubric, intent.key, ())
+    as_dict = [{"code": "JUDGE_REASKED", "detail": "why"}]
+    for row_id, warnings_in in ((Tagged.ROW, ()), ("row-1", as_dict)):
+        got = normalize_applicable(rubric, verdict, row_id, applicable, warnings_in)  # type: ignore[arg-type]
+        _same_as_validated(got)
+        assert type(got.row_id) is str
+        assert all(type(w) is ProtocolWarning for w in got.warnings)
