@@ -378,6 +378,7 @@ class ReportAccumulator:
                 _first_seen(self._flag_first, flag, (listed, position))
         basis = r.reference_basis
         seen = self._basis_seen.get(id(basis))
+        shape: _Shape | None
         if seen is not None and seen[0] is basis:  # a referenceBasis shared with an earlier row
             shape = seen[1]
         else:
