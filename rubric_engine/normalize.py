@@ -366,8 +366,8 @@ class _Decided:
 #: decisions by (rubric, table, the verdict's inputs, rule results); the rubric and table are
 #: kept beside each one, so an identity in a key is never another object's while it lives
 _DECISIONS: dict[tuple[Any, ...], tuple[EvalRubric, _Table, _Decided]] = {}
-#: distinct verdicts kept (a few hundred bytes each); past it the cache starts again
-_DECISIONS_MAX = 4096
+#: distinct verdicts kept (about 1 KB each with their key); past it the cache starts again
+_DECISIONS_MAX = 1024
 
 
 def _decided(
