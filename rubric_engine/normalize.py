@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from pydantic import BaseModel
+
 from rubric_engine.results import (
     BasisEntry,
     BasisSource,
@@ -293,7 +295,7 @@ def normalize_applicable(
         "questions_check": str(verdict.questions_check),
         "questions_issues": tuple(verdict.questions_issues),
     }
-    if not _validated_already(values, warnings_in):
+    if not _PLAIN_LAYOUT or not _validated_already(values, warnings_in):
         return RowResult(**values)
     return _scored_result(values)
 
@@ -317,6 +319,14 @@ _SCORED_FIELDS = frozenset(
     )
 )
 _set_attribute = object.__setattr__
+#: a pydantic model instance holds exactly these (pydantic 2's documented instance
+#: attributes); with another layout every result is validated instead
+_PLAIN_LAYOUT = BaseModel.__slots__ == (
+    "__dict__",
+    "__pydantic_fields_set__",
+    "__pydantic_extra__",
+    "__pydantic_private__",
+) and not (RowResult.__private_attributes__ or RowResult.__pydantic_post_init__)
 
 
 def _validated_already(values: dict[str, Any], warnings_in: Sequence[ProtocolWarning]) -> bool:

@@ -411,3 +411,24 @@ def test_values_validation_would_change_are_validated() -> None:
         _same_as_validated(got)
         assert type(got.row_id) is str
         assert all(type(w) is ProtocolWarning for w in got.warnings)
+
+
+def test_another_pydantic_layout_falls_back_to_validation(monkeypatch: Any) -> None:
+    """Where pydantic's instances hold other attributes than the four the direct build sets,
+    every result is validated: the same result either way."""
+    import rubric_engine.normalize as normalize
+    from tests.test_normalize_properties import PACKS
+
+    rubric = PACKS[0]
+    intent = rubric.intents[0]
+    verdict = verdict_model(rubric, False).model_validate(
+        {"rowId": "r", "intentKey": intent.key, "score": rubric.score_scale.min},
+        context={"row_id": "r", "case_requirement_ids": [], "turn_count": 2},
+    )
+    applicable = applicable_requirements(rubric, intent.key, ())
+    direct = normalize_applicable(rubric, verdict, "r", applicable)
+    monkeypatch.setattr(normalize, "_PLAIN_LAYOUT", False)
+    validated = normalize_applicable(rubric, verdict, "r", applicable)
+    assert validated == direct == reference_normalize(rubric, verdict, "r", applicable)
+    assert validated.reference_basis is not direct.reference_basis  # validation copied it
+    _same_as_validated(direct)
