@@ -334,14 +334,14 @@ def _validated_already(values: dict[str, Any], warnings_in: Sequence[ProtocolWar
     score of exactly those types (a validated verdict's are), the earlier warnings
     :class:`ProtocolWarning` objects. The rest is built here from the pack's validated values:
     tuples of str, ints, :class:`BasisEntry` and :class:`ProtocolWarning` objects."""
-    explanation = values["score_explanation"]
+    explanation, issues = values["score_explanation"], values["questions_issues"]
     return (
         type(values["row_id"]) is str
         and type(values["intent_key"]) is str
         and type(values["judge_score"]) is int
         and (explanation is None or type(explanation) is str)
-        and all(type(issue) is str for issue in values["questions_issues"])
-        and all(type(w) is ProtocolWarning for w in warnings_in)
+        and (not issues or all(type(issue) is str for issue in issues))
+        and (not warnings_in or all(type(w) is ProtocolWarning for w in warnings_in))
     )
 
 
