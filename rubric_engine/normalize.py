@@ -11,6 +11,9 @@ from __future__ import annotations
 from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
+
+from pydantic import BaseModel
 
 from rubric_engine.results import (
     BasisEntry,
@@ -270,12 +273,155 @@ def normalize_applicable(
     The other arguments, the steps and the result are :func:`normalize_verdict`'s. What
     depends only on the applicable set (the default entries, red lines, caps) is worked out
     once per set (:class:`_Table`); a row works only on the statuses the judge or a rule
-    decides (``changed``), every other entry keeping its default.
+    decides (``changed``), every other entry keeping its default. What the steps decide
+    (:class:`_Decided`) depends only on the set, the rubric and the verdict's lists, score,
+    evidence turns and questions check (and the rule results): rows that repeat all of them
+    share one decision (:func:`_decided`), only their rowId, explanation, questions issues
+    and earlier warnings being their own.
     """
     table = _table(applicable_list)
-    warnings = list(warnings_in)
-    applicable = table.positions
+    decided = _decided(rubric, table, verdict, rule_results)
+    values = {
+        "row_id": row_id,
+        "status": RowStatus.SCORED,
+        "intent_key": verdict.intent_key,
+        "judge_score": verdict.score,
+        "final_score": decided.final_score,
+        "capped_by": decided.capped_by,
+        "red_flag_types": decided.red_flag_types,
+        "reference_basis": decided.basis,
+        "warnings": (*warnings_in, *decided.warnings) if warnings_in else decided.warnings,
+        "score_explanation": verdict.score_explanation,
+        "questions_check": str(verdict.questions_check),
+        "questions_issues": tuple(verdict.questions_issues),
+    }
+    if not _PLAIN_LAYOUT or not _validated_already(values, warnings_in):
+        return RowResult(**values)
+    return _scored_result(values)
 
+
+#: the fields a SCORED result is given (its ``__pydantic_fields_set__``, as ``RowResult(...)``
+#: of them records it); ``error`` and ``rules`` keep their default ``None``
+_SCORED_FIELDS = frozenset(
+    (
+        "row_id",
+        "status",
+        "intent_key",
+        "judge_score",
+        "final_score",
+        "capped_by",
+        "red_flag_types",
+        "reference_basis",
+        "warnings",
+        "score_explanation",
+        "questions_check",
+        "questions_issues",
+    )
+)
+_set_attribute = object.__setattr__
+#: a pydantic model instance holds exactly these (pydantic 2's documented instance
+#: attributes); with another layout every result is validated instead
+_PLAIN_LAYOUT = BaseModel.__slots__ == (
+    "__dict__",
+    "__pydantic_fields_set__",
+    "__pydantic_extra__",
+    "__pydantic_private__",
+) and not (RowResult.__private_attributes__ or RowResult.__pydantic_post_init__)
+
+
+def _validated_already(values: dict[str, Any], warnings_in: Sequence[ProtocolWarning]) -> bool:
+    """Whether ``RowResult(**values)`` would keep every value as it is: the strings and the
+    score of exactly those types (a validated verdict's are), the earlier warnings
+    :class:`ProtocolWarning` objects. The rest is built here from the pack's validated values:
+    tuples of str, ints, :class:`BasisEntry` and :class:`ProtocolWarning` objects."""
+    explanation, issues = values["score_explanation"], values["questions_issues"]
+    return (
+        type(values["row_id"]) is str
+        and type(values["intent_key"]) is str
+        and type(values["judge_score"]) is int
+        and (explanation is None or type(explanation) is str)
+        and (not issues or all(type(issue) is str for issue in issues))
+        and (not warnings_in or all(type(w) is ProtocolWarning for w in warnings_in))
+    )
+
+
+def _scored_result(values: dict[str, Any]) -> RowResult:
+    """``RowResult(**values)`` for values it would keep as they are
+    (:func:`_validated_already`), set as pydantic's own construction sets them: equal field
+    for field, the same fields set. Validation would copy each tuple and check each of its
+    objects again, per row; kept, the referenceBasis tuple of rows decided alike stays one
+    object, which the report counts by identity
+    (:class:`~rubric_engine.report.accumulate.ReportAccumulator`)."""
+    result = RowResult.__new__(RowResult)
+    _set_attribute(result, "__dict__", {**values, "error": None, "rules": None})
+    _set_attribute(result, "__pydantic_fields_set__", set(_SCORED_FIELDS))
+    _set_attribute(result, "__pydantic_extra__", None)
+    _set_attribute(result, "__pydantic_private__", None)
+    return result
+
+
+@dataclass(frozen=True, slots=True)
+class _Decided:
+    """What normalization decides for one verdict: the warnings it raises (after the row's
+    earlier ones), the referenceBasis, the final score, who capped it and the red flags.
+    Frozen values only, so rows that share it share nothing they could change."""
+
+    warnings: tuple[ProtocolWarning, ...]
+    basis: tuple[BasisEntry, ...]
+    final_score: int
+    capped_by: tuple[str, ...]
+    red_flag_types: tuple[str, ...]
+
+
+#: decisions by (rubric, table, the verdict's inputs, rule results); the rubric and table are
+#: kept beside each one, so an identity in a key is never another object's while it lives
+_DECISIONS: dict[tuple[Any, ...], tuple[EvalRubric, _Table, _Decided]] = {}
+#: distinct verdicts kept (about 1 KB each with their key); past it the cache starts again
+_DECISIONS_MAX = 1024
+
+
+def _decided(
+    rubric: EvalRubric,
+    table: _Table,
+    verdict: VerdictBase,
+    rule_results: Mapping[str, RequirementStatus] | None,
+) -> _Decided:
+    """:func:`_decide`, found again when a row repeats an earlier row's inputs exactly: the
+    same rubric and applicable set (by identity), the verdict's unmet, partial and red-flag
+    lists as listed (order and repeats included), score, evidence turns and questions check,
+    and the same rule results in the same order."""
+    turns = verdict.evidence_turns()
+    key = (
+        id(rubric),
+        id(table),
+        tuple(verdict.unmet_requirement_ids),
+        tuple(verdict.partial_requirement_ids),
+        tuple(verdict.red_flag_types),
+        verdict.score,
+        tuple(turns.items()) if turns else None,
+        verdict.questions_check,
+        tuple(rule_results.items()) if rule_results else None,
+    )
+    found = _DECISIONS.get(key)
+    if found is not None and found[0] is rubric and found[1] is table:
+        return found[2]
+    decided = _decide(rubric, table, verdict, turns, rule_results)
+    if len(_DECISIONS) >= _DECISIONS_MAX:
+        _DECISIONS.clear()
+    _DECISIONS[key] = (rubric, table, decided)
+    return decided
+
+
+def _decide(
+    rubric: EvalRubric,
+    table: _Table,
+    verdict: VerdictBase,
+    turns: Mapping[str, tuple[int, ...]],
+    rule_results: Mapping[str, RequirementStatus] | None,
+) -> _Decided:
+    """SPEC §5 steps 2-5 for one verdict (``turns``: its :meth:`~VerdictBase.evidence_turns`)."""
+    warnings: list[ProtocolWarning] = []
+    applicable = table.positions
     unmet = _dedupe(verdict.unmet_requirement_ids, warnings)
     partial = _dedupe(verdict.partial_requirement_ids, warnings)
     if unmet and partial:
@@ -317,13 +463,12 @@ def normalize_applicable(
 
     if final_score == rubric.score_scale.min and not flags:
         warnings.append(ProtocolWarning(code=WarningCode.MIN_SCORE_WITHOUT_RED_FLAG))
-    turns = verdict.evidence_turns()
     basis = list(table.basis)
     explained = False
-    for rid, decided in changed.items():
-        if decided[0] is not _FOLLOWED and decided[0] is not _NOT_APPLICABLE:
+    for rid, chosen in changed.items():
+        if chosen[0] is not _FOLLOWED and chosen[0] is not _NOT_APPLICABLE:
             explained = True
-        entry = _basis_entry(rid, *decided, _evidence(turns, rid, *decided) if turns else None)
+        entry = _basis_entry(rid, *chosen, _evidence(turns, rid, *chosen) if turns else None)
         for n in applicable[rid]:
             basis[n] = entry
     if judge_score <= rubric.score_scale.max - 2 and not explained:
@@ -343,20 +488,7 @@ def normalize_applicable(
         red_flag_types = tuple(sorted(flags, key=lambda t: (order.get(t, len(order)), t)))
     else:
         red_flag_types = tuple(flags)
-    return RowResult(
-        row_id=row_id,
-        status=RowStatus.SCORED,
-        intent_key=verdict.intent_key,
-        judge_score=judge_score,
-        final_score=final_score,
-        capped_by=capped_by,
-        red_flag_types=red_flag_types,
-        reference_basis=tuple(basis),
-        warnings=tuple(warnings),
-        score_explanation=verdict.score_explanation,
-        questions_check=str(verdict.questions_check),
-        questions_issues=tuple(verdict.questions_issues),
-    )
+    return _Decided(tuple(warnings), tuple(basis), final_score, capped_by, red_flag_types)
 
 
 def _backfill_red_flags(

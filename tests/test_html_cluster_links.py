@@ -27,6 +27,8 @@ def test_links_equal_the_old_loop() -> None:
         ["a-1", 'q"<&>', "x"],
         ["not-drilled", "a-1", "<b>bold</b>"],  # no anchor: jinja's undefined renders empty
         ["values"],  # a name of a dict method: jinja falls back to the attribute
+        ["__doc__", "__class__"],  # attributes that are not methods
+        ["a&b", "it's", "<", ">", '"', "plain", "中文-1"],  # each character escape replaces
         [f"r-{i}" for i in range(LINKS_PER_CHUNK)],  # one whole chunk
         [f"r-{i}" for i in range(2 * LINKS_PER_CHUNK + 3)],  # chunks joined by ", "
     ]

@@ -323,3 +323,112 @@ def test_the_tables_give_the_reference_result(row: tuple[Any, ...]) -> None:
         assert got == expected
         assert got.to_json_dict() == expected.to_json_dict()
         assert [w.code for w in got.warnings] == [w.code for w in expected.warnings]
+
+
+@settings(max_examples=300, deadline=None)
+@given(rows(), st.data())
+def test_a_repeated_verdict_shares_its_decision_and_keeps_its_own_row_fields(
+    row: tuple[Any, ...], data: st.DataObject
+) -> None:
+    """Rows whose verdicts repeat (lists, score, turns, questions check) share what the steps
+    decided (:func:`rubric_engine.normalize._decided`), yet each result is the reference's for
+    its own rowId, explanation, questions issues and earlier warnings; and a decision found
+    again equals the one worked out afresh."""
+    import rubric_engine.normalize as normalize
+
+    rubric, fields, evidence, case_ids, applicable, warnings_in, rules = row
+    model = verdict_model(rubric, evidence)
+    context = {"row_id": "r", "case_requirement_ids": case_ids, "turn_count": 6}
+    first = model.model_validate(fields, context=context)
+    normalize_applicable(rubric, first, "r", applicable, warnings_in, rules)
+    other_fields = {
+        **fields,
+        "rowId": "s",
+        "scoreExplanation": data.draw(st.text(max_size=5)),
+        "questionsIssues": data.draw(st.lists(st.text(max_size=3), max_size=2)),
+    }
+    again = model.model_validate(other_fields, context={**context, "row_id": "s"})
+    other_in = tuple(
+        ProtocolWarning(code=WarningCode.STRAY_THINKING_END, detail=f"turn {n}")
+        for n in range(data.draw(st.integers(0, 2)))
+    )
+    got = normalize_applicable(rubric, again, "s", applicable, other_in, rules)
+    assert got == reference_normalize(rubric, again, "s", applicable, other_in, rules)
+    normalize._DECISIONS.clear()
+    assert got == normalize_applicable(rubric, again, "s", applicable, other_in, rules)
+
+
+def _same_as_validated(result: RowResult) -> None:
+    """``result`` is what ``RowResult(...)`` of its given fields builds: the same values of the
+    same types, in the same order, the same fields set, the same JSON."""
+    given = {name: getattr(result, name) for name in result.model_fields_set}
+    validated = RowResult(**given)
+    assert list(result.__dict__) == list(validated.__dict__)
+    assert [type(v) for v in result.__dict__.values()] == [
+        type(v) for v in validated.__dict__.values()
+    ]
+    assert result.__dict__ == validated.__dict__
+    assert result.model_fields_set == validated.model_fields_set
+    assert result.__pydantic_extra__ == validated.__pydantic_extra__
+    assert result.__pydantic_private__ == validated.__pydantic_private__
+    assert result.model_dump_json() == validated.model_dump_json()
+    assert result.model_dump(exclude_unset=True) == validated.model_dump(exclude_unset=True)
+    assert result.model_copy(update={"row_id": "x"}) == validated.model_copy(update={"row_id": "x"})
+
+
+@settings(max_examples=300, deadline=None)
+@given(rows())
+def test_the_result_is_built_as_validation_builds_it(row: tuple[Any, ...]) -> None:
+    """The scored result is set up without validating it again (its values are already
+    validated): field for field what ``RowResult(...)`` makes of them."""
+    rubric, fields, evidence, case_ids, applicable, warnings_in, rules = row
+    verdict = verdict_model(rubric, evidence).model_validate(
+        fields, context={"row_id": "r", "case_requirement_ids": case_ids, "turn_count": 6}
+    )
+    _same_as_validated(normalize_applicable(rubric, verdict, "r", applicable, warnings_in, rules))
+
+
+def test_values_validation_would_change_are_validated() -> None:
+    """A caller's warnings given as plain objects, or a row id of another str type, go
+    through validation: the result holds what ``RowResult(...)`` makes of them."""
+    from enum import StrEnum
+
+    from tests.test_normalize_properties import PACKS
+
+    class Tagged(StrEnum):
+        ROW = "row-1"
+
+    rubric = PACKS[0]
+    intent = rubric.intents[0]
+    verdict = verdict_model(rubric, False).model_validate(
+        {"rowId": "row-1", "intentKey": intent.key, "score": rubric.score_scale.max},
+        context={"row_id": "row-1", "case_requirement_ids": [], "turn_count": 2},
+    )
+    applicable = applicable_requirements(rubric, intent.key, ())
+    as_dict = [{"code": "JUDGE_REASKED", "detail": "why"}]
+    for row_id, warnings_in in ((Tagged.ROW, ()), ("row-1", as_dict)):
+        got = normalize_applicable(rubric, verdict, row_id, applicable, warnings_in)  # type: ignore[arg-type]
+        _same_as_validated(got)
+        assert type(got.row_id) is str
+        assert all(type(w) is ProtocolWarning for w in got.warnings)
+
+
+def test_another_pydantic_layout_falls_back_to_validation(monkeypatch: Any) -> None:
+    """Where pydantic's instances hold other attributes than the four the direct build sets,
+    every result is validated: the same result either way."""
+    import rubric_engine.normalize as normalize
+    from tests.test_normalize_properties import PACKS
+
+    rubric = PACKS[0]
+    intent = rubric.intents[0]
+    verdict = verdict_model(rubric, False).model_validate(
+        {"rowId": "r", "intentKey": intent.key, "score": rubric.score_scale.min},
+        context={"row_id": "r", "case_requirement_ids": [], "turn_count": 2},
+    )
+    applicable = applicable_requirements(rubric, intent.key, ())
+    direct = normalize_applicable(rubric, verdict, "r", applicable)
+    monkeypatch.setattr(normalize, "_PLAIN_LAYOUT", False)
+    validated = normalize_applicable(rubric, verdict, "r", applicable)
+    assert validated == direct == reference_normalize(rubric, verdict, "r", applicable)
+    assert validated.reference_basis is not direct.reference_basis  # validation copied it
+    _same_as_validated(direct)

@@ -246,6 +246,34 @@ def test_rows_past_the_counted_basis_shapes_are_counted_entry_by_entry(
         assert render_json(streamed(task, rows, order)) == render_json(expected)
 
 
+@pytest.mark.parametrize("shapes", [0, 1, 3, 1024])
+def test_rows_sharing_one_reference_basis_tuple_give_the_list_build(
+    demo_tasks: dict[str, StoredTask], shapes: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows the normalizer decided alike share one referenceBasis tuple, and the accumulator
+    finds their shape by that tuple's identity: the same report as rows each with their own
+    copy, within and past the counted shapes, in any order (a row's scores, flags and id
+    still its own)."""
+    import rubric_engine.report.accumulate as accumulate
+
+    monkeypatch.setattr(accumulate, "BASIS_SHAPES", shapes)
+    for task in demo_tasks.values():
+        shared: dict[tuple[BasisEntry, ...], tuple[BasisEntry, ...]] = {}
+        rows = []
+        for copy in range(3):  # each basis three times over, by one tuple object
+            for r in task.rows:
+                basis = shared.setdefault(r.result.reference_basis, r.result.reference_basis)
+                result = r.result.model_copy(
+                    update={"row_id": f"{r.result.row_id}-{copy}", "reference_basis": basis}
+                )
+                rows.append((result, r.usage, r.facts))
+        assert len({id(r.reference_basis) for r, _, _ in rows}) < len(rows)
+        expected = oracle.list_build_report(task_section(task.record), task.rubric, rows)
+        order = list(range(len(rows)))
+        random.Random(shapes).shuffle(order)
+        assert render_json(streamed(task, rows, order)) == render_json(expected)
+
+
 def _held_bytes(task: StoredTask, count: int, low: bool, flagged: bool = False) -> int:
     """Bytes traced as allocated and still held after ``count`` rows went through an
     accumulator; each row is made, added and dropped, so only what the accumulator keeps

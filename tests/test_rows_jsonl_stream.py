@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rubric_engine.canonical import canonical_json
-from rubric_engine.report.stored import load_task, rows_jsonl_line, rows_line
+from rubric_engine.report.stored import _metadata_text, load_task, rows_jsonl_line, rows_line
 from rubric_engine.scoring import ScoreOptions, score
 from rubric_engine.store import TaskStore, result_json
 from tests.conftest import CASES, CASSETTES, RUBRICS
@@ -134,3 +137,22 @@ def test_the_metadata_read_from_its_place_in_the_dialogue_is_the_rows_own() -> N
         report_row = ReportRow(result, RowUsage(1, 0, 0, None, 0.0), facts)
         line = json.dumps(rows_line(report_row, 4), ensure_ascii=False) + "\n"
         assert rows_jsonl_line(result_json(result), text, 4) == line
+
+
+_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**80), max_value=2**80)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.text(), _JSON, max_size=6))
+def test_metadata_text_is_json_dumps_with_sorted_keys(metadata: dict[str, Any]) -> None:
+    """The metadata written with the C encoder built once is ``json.dumps``'s text: keys
+    sorted at every depth, UTF-8 kept, floats, big integers and NaN as json writes them."""
+    assert _metadata_text(metadata) == json.dumps(metadata, sort_keys=True, ensure_ascii=False)

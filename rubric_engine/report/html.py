@@ -232,13 +232,31 @@ def _row_links(
     links: list[str] = []
     first = True
     for rid in row_ids:
-        anchor = anchors[rid] if rid in anchors else environment.getitem(anchors, rid)
-        links.append(f'<a href="#{escape(anchor)}">{escape(rid)}</a>')
+        if rid in anchors:
+            anchor = anchors[rid]
+            link = f'<a href="#{_escaped(anchor)}">{_escaped(rid)}</a>'
+        elif rid in _DICT_NAMES:  # jinja reads the dict's attribute of that name
+            link = f'<a href="#{escape(environment.getitem(anchors, rid))}">{escape(rid)}</a>'
+        else:  # jinja's undefined: renders empty
+            link = f'<a href="#">{_escaped(rid)}</a>'
+        links.append(link)
         if len(links) == LINKS_PER_CHUNK:
             yield Markup(("" if first else ", ") + ", ".join(links))
             links, first = [], False
     if links:
         yield Markup(("" if first else ", ") + ", ".join(links))
+
+
+#: the names jinja's ``anchors[rid]`` finds as an attribute of the dict when no key is ``rid``
+_DICT_NAMES = frozenset(dir({}))
+#: the characters :func:`markupsafe.escape` replaces
+_ESCAPED = frozenset("&<>'\"")
+
+
+def _escaped(text: str) -> str:
+    """``escape(text)``'s text; ``text`` itself when it has nothing to escape (most rowIds and
+    anchors: no markup object made per link)."""
+    return text if _ESCAPED.isdisjoint(text) else escape(text)
 
 
 def _anchor(row_id: str, taken: set[str]) -> str:
