@@ -258,7 +258,7 @@ def entry_problems(entry: CassetteEntry) -> list[str]:
     ]
 
 
-@dataclass
+@dataclass(slots=True)
 class CassetteEntry:
     key: str
     row_id: str

@@ -61,7 +61,7 @@ class ReplyProblem:
     reason: str
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Candidate:
     """One verdict-shaped JSON object of a reply.
 
@@ -76,7 +76,7 @@ class Candidate:
     where: str
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Scan:
     """What :func:`scan_reply` found: the candidates, or (only when there are none) why not."""
 

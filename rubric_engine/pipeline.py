@@ -27,7 +27,7 @@ from rubric_engine.rules.run import RuleRun, run_rules
 from rubric_engine.store import RowSink, StoredRow
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class PreparedRow:
     """A row ready for the judge.
 

@@ -253,7 +253,7 @@ def render_system(template: PromptTemplate, rubric: EvalRubric) -> str:
     ).strip()
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class RenderedDialogue:
     """The dialogue as the judge reads it, and the questions cards cut out of it."""
 

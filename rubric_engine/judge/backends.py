@@ -54,7 +54,7 @@ from rubric_engine.judge.usage import usage_of
 from rubric_engine.results import JudgeErrorKind
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class CallKey:
     """The canonical cassette key of a row's *first* request, and its named parts.
 
@@ -74,7 +74,7 @@ class CallKey:
         return cls(request_key(parts), parts)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Answer:
     """What one request to a backend came to.
 

@@ -45,7 +45,7 @@ TRUNCATION_GROWTH = 2
 MAX_TOKENS_CAP = 16384
 
 
-@dataclass
+@dataclass(slots=True)
 class _Row:
     """What one row's calls have come to so far (the judge's own, never a backend's)."""
 
