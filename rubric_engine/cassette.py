@@ -518,6 +518,31 @@ class CassetteIndex:
             number += 1
         return None
 
+    def attempts(self, key: str) -> tuple[list[dict[str, Any]], str] | None:
+        """``(entry.attempts, entry.where)`` of :meth:`get`'s entry for ``key``, or ``None``
+        as :meth:`get` gives it; what a replay reads of an entry.
+
+        A line in the writer's form (:meth:`CassetteEntry.to_json`) whose key is ``key`` has
+        only its ``attempts`` decoded (:func:`_attempts_in`); any other line is read whole, as
+        :meth:`get` reads it. ``tests/test_cassette_index.py`` compares the two.
+        """
+        high, low = _key_hash(key)
+        keys = self._high
+        number, end = bisect_left(keys, high), len(keys)
+        while number < end and keys[number] == high:  # :meth:`get`'s search
+            if self._low[number] == low:
+                raw, file = self._raw(self._at[number], self._length[number])
+                text = _text(raw)
+                where = f"{self.files[file]}:{self._line[number]}"
+                found = _attempts_in(text, key)
+                if found is not None:
+                    return found, where
+                entry = _entry_from(_loads(text), where)
+                if entry.key == key:
+                    return entry.attempts, entry.where
+            number += 1
+        return None
+
     def _raw(self, at: int, length: int) -> tuple[bytes, int]:
         file = at >> _OFFSET_BITS
         fd = self._handles.get(file)
@@ -626,6 +651,52 @@ def _loads(text: str) -> Any:
     too-long number is a JSON error too, :func:`~rubric_engine.jsonl.loads`).
     ``tests/test_cassette_key_bytes.py`` compares the two."""
     return jsonl.decode_whole(text, _SCAN, jsonl.loads)
+
+
+#: how :meth:`CassetteEntry.to_json` starts a line, up to its key's value; and what it writes
+#: before the last member, ``attempts``
+_HEAD = '{"format": "' + FORMAT + '", "key": '
+_ATTEMPTS = ', "attempts": '
+
+
+def _attempts_in(text: str, key: str) -> list[dict[str, Any]] | None:
+    """The ``attempts`` of a line the index load checked, decoded alone, when the line is
+    proven to be an entry under ``key`` in the writer's form; ``None`` when it is not proven
+    (the caller then decodes the whole line).
+
+    Proven, for a line that is one JSON object (the load checked it is an entry): it starts
+    with :data:`_HEAD` and ``key``'s JSON (its first members are the format and this key);
+    the last :data:`_ATTEMPTS` is followed by one JSON value and the object's closing brace
+    alone (an ``attempts`` member that ends the outermost object: a nested one would be
+    followed by more closing brackets; text inside a string cannot hold its unescaped
+    quotes), so ``json.loads`` would give the same value, the last ``attempts`` winning; and
+    between the key and it no ``"key"`` and no backslash (no second ``key`` member, however
+    spelled, that ``json.loads`` would take instead). The attempts are tested again as the
+    load tested them (a non-empty list of objects with a ``response``); the rest of the
+    entry is as the load checked it.
+    """
+    start = len(_HEAD)
+    if not text.startswith(_HEAD):
+        return None
+    quoted = _quote(key)
+    if not text.startswith(quoted, start):
+        return None
+    start += len(quoted)
+    at = text.rfind(_ATTEMPTS)
+    if at < start or text.find('"key"', start, at) >= 0 or text.find("\\", start, at) >= 0:
+        return None
+    try:
+        attempts, end = _SCAN(text, at + len(_ATTEMPTS))
+    except (StopIteration, ValueError, RecursionError):
+        return None
+    if (
+        text[end:].strip(jsonl.JSON_SPACE) != "}"
+        or type(attempts) is not list
+        or not attempts
+        or not all(type(a) is dict and "response" in a for a in attempts)
+    ):
+        return None
+    return attempts
 
 
 def _text(raw: bytes) -> str:

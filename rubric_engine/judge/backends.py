@@ -140,8 +140,8 @@ class ReplayBackend:
         """The recorded response; its latency is the recorded one (``latencyMs`` of the
         entry's attempt), so a latency gate means the same in replay as live. An entry
         without one (authored) has latency 0."""
-        entry = self.index.get(key.key)
-        if entry is None:
+        found = self.index.attempts(key.key)
+        if found is None:
             return Answer(
                 failure=(
                     JudgeErrorKind.CASSETTE_MISS,
@@ -149,27 +149,28 @@ class ReplayBackend:
                     f"{self.index.explain_miss(request.row_id, key.parts)}",
                 )
             )
-        if served >= len(entry.attempts):
+        attempts, where = found
+        if served >= len(attempts):
             return Answer(
                 failure=(
                     JudgeErrorKind.CASSETTE_MISS,
-                    f"cassette {entry.where} holds {len(entry.attempts)} "
+                    f"cassette {where} holds {len(attempts)} "
                     f"response(s) for row {request.row_id!r} but the judge asked "
                     f"for response {served + 1} (a re-ask)",
                 )
             )
-        raw = entry.attempts[served]["response"]
+        raw = attempts[served]["response"]
         problem = response_problem(raw)
         if problem is not None:  # this row's error; the batch goes on
             return Answer(
                 failure=(
                     JudgeErrorKind.CASSETTE_MISS,
-                    f"cassette {entry.where}: response {served + 1} for row "
+                    f"cassette {where}: response {served + 1} for row "
                     f"{request.row_id!r} cannot be replayed: {problem}; record the row again "
                     "with --mode record",
                 )
             )
-        recorded = entry.attempts[served].get("latencyMs")
+        recorded = attempts[served].get("latencyMs")
         usage = usage_of(raw)
         attempt = Attempt(
             response=raw,
