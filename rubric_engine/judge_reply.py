@@ -243,7 +243,9 @@ def scan_reply(text: str, verdict_keys: Collection[str]) -> Scan:
     except json.JSONDecodeError:
         value = None
     if isinstance(value, dict):
-        if _shaped(value, keys):
+        # a key spelled as one of ``verdict_keys`` folds into ``keys``: no folding needed
+        exact = isinstance(verdict_keys, frozenset) and not verdict_keys.isdisjoint(value)
+        if exact or _shaped(value, keys):
             return Scan((Candidate(value, duplicates, _where(text, lead)),))
         return Scan((), _no_fields(keys))
     bounds = _reasoning_free(text)

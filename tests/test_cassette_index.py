@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from rubric_engine.cassette import CassetteIndex
+from rubric_engine.errors import CassetteError
 from tests.conftest import CASSETTES
 
 
@@ -125,3 +126,18 @@ def test_a_replay_reads_the_attempts_a_whole_line_gives(
     assert entry is not None
     monkeypatch.setattr("rubric_engine.cassette._loads", lambda text: 1 / 0)
     assert index.attempts(key[10]) == (entry.attempts, f"{alone / 'c.jsonl'}:2")
+
+
+def test_blank_lines_are_the_ascii_spaces_a_strip_removes(tmp_path: Path) -> None:
+    """The load skips a line of ASCII whitespace only (``bytes.isspace``, the bytes
+    ``bytes.strip`` removes); a line of other space (U+001C, U+00A0) is not blank: it is
+    refused as JSON, as before."""
+    entry = json.dumps(_entry("sha256:" + "1" * 64, "r1"))
+    (tmp_path / "c.jsonl").write_text(f" \t\r\n\x0b\x0c\n\n{entry}\n  \n", encoding="utf-8")
+    index = CassetteIndex.load(tmp_path)
+    found = index.get("sha256:" + "1" * 64)
+    assert len(index) == 1 and found is not None and found.where.endswith("c.jsonl:4")
+    for space in ("\x1c", "\u00a0"):
+        (tmp_path / "c.jsonl").write_text(f"{entry}\n{space}\n", encoding="utf-8")
+        with pytest.raises(CassetteError, match=r"c\.jsonl:2: not valid JSON"):
+            CassetteIndex.load(tmp_path)

@@ -174,7 +174,7 @@ class ReplayBackend:
         usage = usage_of(raw)
         attempt = Attempt(
             response=raw,
-            latency_ms=float(recorded) if isinstance(recorded, int | float) else 0.0,
+            latency_ms=float(recorded) if isinstance(recorded, (int, float)) else 0.0,
             prompt_tokens=usage.prompt_tokens,
             completion_tokens=usage.completion_tokens,
             cache_read_tokens=usage.cache_read_tokens,
