@@ -25,6 +25,7 @@ from __future__ import annotations
 import codecs
 import hashlib
 import json
+import operator
 import os
 from array import array
 from bisect import bisect_left
@@ -78,8 +79,8 @@ def _message_json(message: Any) -> str:
     ``_dumps``. ``tests/test_cassette_key_bytes.py`` compares the two."""
     if type(message) is dict and len(message) == 2:
         role, content = message.get("role"), message.get("content")
-        if type(role) is str and type(content) is str:
-            return '{"content":' + _quote(content) + ',"role":' + _quote(role) + "}"
+        if type(role) is str and type(content) is str:  # one copy of the long content
+            return "".join(('{"content":', _quote(content), ',"role":', _quote(role), "}"))
     return _dumps(message)
 
 
@@ -112,7 +113,8 @@ def messages_digest(messages: Any) -> str:
     ):
         return _digest(messages)
     digest = _after_first(first["role"], first["content"]).copy()
-    digest.update((",".join(map(_message_json, messages[1:])) + "]").encode("utf-8"))
+    digest.update(",".join(map(_message_json, messages[1:])).encode("utf-8"))
+    digest.update(b"]")
     return "sha256:" + digest.hexdigest()
 
 
@@ -151,6 +153,8 @@ def key_parts(
 #: :func:`key_parts`' names in canonical (sorted) order; ``messagesHash`` sorts first
 _PART_NAMES = ("messagesHash", "model", "paramsHash", "promptHash", "rubricHash", "schemaHash")
 _PART_SET = frozenset(_PART_NAMES)
+#: the values of the parts after ``messagesHash``, in :data:`_PART_NAMES` order
+_other_parts = operator.itemgetter(*_PART_NAMES[1:])
 
 
 @lru_cache(maxsize=64)
@@ -171,7 +175,7 @@ def request_key(parts: dict[str, str]) -> str:
     messages = parts.get("messagesHash") if type(parts) is dict else None
     if type(messages) is str and parts.keys() == _PART_SET:
         try:
-            tail = _key_tail(tuple(parts[name] for name in _PART_NAMES[1:]))
+            tail = _key_tail(_other_parts(parts))
         except TypeError:  # an unhashable part: the long way
             return _digest(parts)
         text = '{"messagesHash":' + _quote(messages) + tail
