@@ -286,6 +286,11 @@ class CassetteEntry:
         )
 
 
+#: the members an entry names besides its format, provenance and attempts, in the order a
+#: missing one is reported
+_ENTRY_NAMES = ("key", "rowId", "keyParts")
+
+
 def _entry_problem(obj: Any) -> str | None:
     """Why ``obj`` (a decoded line) is not a cassette entry, or ``None`` when it is one (the
     text follows the line's place in :func:`_entry_from`'s error)."""
@@ -300,8 +305,9 @@ def _entry_problem(obj: Any) -> str | None:
             "or write hand judgments with `rubric-eval cassette author`"
         )
     assert isinstance(prov, dict)
-    missing = [f for f in _REQUIRED_PROVENANCE[kind] if not prov.get(f)]
-    if missing:
+    required = _REQUIRED_PROVENANCE[kind]
+    if not all(map(prov.get, required)):  # the usual entry has every field: no list made
+        missing = [f for f in required if not prov.get(f)]
         return f"{kind} provenance lacks {', '.join(missing)}"
     attempts = obj.get("attempts")
     # a response the replay cannot read is that row's error, not the file's
@@ -312,9 +318,8 @@ def _entry_problem(obj: Any) -> str | None:
         or not all(isinstance(a, dict) and "response" in a for a in attempts)
     ):
         return "attempts must be a non-empty list of {response: …}"
-    for name in ("key", "rowId", "keyParts"):
-        if not obj.get(name):
-            return f"missing {name}"
+    if not all(map(obj.get, _ENTRY_NAMES)):
+        return "missing " + next(name for name in _ENTRY_NAMES if not obj.get(name))
     return None
 
 

@@ -141,3 +141,32 @@ def test_blank_lines_are_the_ascii_spaces_a_strip_removes(tmp_path: Path) -> Non
         (tmp_path / "c.jsonl").write_text(f"{entry}\n{space}\n", encoding="utf-8")
         with pytest.raises(CassetteError, match=r"c\.jsonl:2: not valid JSON"):
             CassetteIndex.load(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            {"provenance": {"kind": "authored", "author": "t"}},
+            "authored provenance lacks authoredAt, method",
+        ),
+        (
+            {"provenance": {"kind": "recorded", "provider": "p", "model": "", "recordedAt": 1}},
+            "recorded provenance lacks model",
+        ),
+        ({"key": ""}, "missing key"),
+        ({"rowId": None, "keyParts": {}}, "missing rowId"),
+        ({"keyParts": {}}, "missing keyParts"),
+    ],
+)
+def test_an_entry_without_a_field_is_refused_naming_it(
+    tmp_path: Path, change: dict[str, Any], message: str
+) -> None:
+    """The load names the first missing field of an entry, in the order checked: the
+    provenance's fields (all of them), then key, rowId, keyParts."""
+    (tmp_path / "c.jsonl").write_text(
+        json.dumps({**_entry("sha256:" + "1" * 64, "r1"), **change}) + "\n", encoding="utf-8"
+    )
+    with pytest.raises(CassetteError) as refused:
+        CassetteIndex.load(tmp_path)
+    assert str(refused.value) == f"{tmp_path / 'c.jsonl'}:1: {message}"
