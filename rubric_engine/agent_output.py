@@ -24,7 +24,7 @@ from rubric_engine.results import ProtocolWarning, WarningCode
 from rubric_engine.rubric.model import OutputParsing
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ParsedAgentOutput:
     """What the user saw, and the card cut out of it.
 
@@ -45,7 +45,7 @@ class ParsedAgentOutput:
     unclosed_thinking_starts: int = 0
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class _Stripped:
     text: str
     removed: int

@@ -25,6 +25,7 @@ from __future__ import annotations
 import codecs
 import hashlib
 import json
+import operator
 import os
 from array import array
 from bisect import bisect_left
@@ -78,8 +79,8 @@ def _message_json(message: Any) -> str:
     ``_dumps``. ``tests/test_cassette_key_bytes.py`` compares the two."""
     if type(message) is dict and len(message) == 2:
         role, content = message.get("role"), message.get("content")
-        if type(role) is str and type(content) is str:
-            return '{"content":' + _quote(content) + ',"role":' + _quote(role) + "}"
+        if type(role) is str and type(content) is str:  # one copy of the long content
+            return "".join(('{"content":', _quote(content), ',"role":', _quote(role), "}"))
     return _dumps(message)
 
 
@@ -112,7 +113,8 @@ def messages_digest(messages: Any) -> str:
     ):
         return _digest(messages)
     digest = _after_first(first["role"], first["content"]).copy()
-    digest.update((",".join(map(_message_json, messages[1:])) + "]").encode("utf-8"))
+    digest.update(",".join(map(_message_json, messages[1:])).encode("utf-8"))
+    digest.update(b"]")
     return "sha256:" + digest.hexdigest()
 
 
@@ -151,6 +153,8 @@ def key_parts(
 #: :func:`key_parts`' names in canonical (sorted) order; ``messagesHash`` sorts first
 _PART_NAMES = ("messagesHash", "model", "paramsHash", "promptHash", "rubricHash", "schemaHash")
 _PART_SET = frozenset(_PART_NAMES)
+#: the values of the parts after ``messagesHash``, in :data:`_PART_NAMES` order
+_other_parts = operator.itemgetter(*_PART_NAMES[1:])
 
 
 @lru_cache(maxsize=64)
@@ -171,7 +175,7 @@ def request_key(parts: dict[str, str]) -> str:
     messages = parts.get("messagesHash") if type(parts) is dict else None
     if type(messages) is str and parts.keys() == _PART_SET:
         try:
-            tail = _key_tail(tuple(parts[name] for name in _PART_NAMES[1:]))
+            tail = _key_tail(_other_parts(parts))
         except TypeError:  # an unhashable part: the long way
             return _digest(parts)
         text = '{"messagesHash":' + _quote(messages) + tail
@@ -258,7 +262,7 @@ def entry_problems(entry: CassetteEntry) -> list[str]:
     ]
 
 
-@dataclass
+@dataclass(slots=True)
 class CassetteEntry:
     key: str
     row_id: str
@@ -282,6 +286,11 @@ class CassetteEntry:
         )
 
 
+#: the members an entry names besides its format, provenance and attempts, in the order a
+#: missing one is reported
+_ENTRY_NAMES = ("key", "rowId", "keyParts")
+
+
 def _entry_problem(obj: Any) -> str | None:
     """Why ``obj`` (a decoded line) is not a cassette entry, or ``None`` when it is one (the
     text follows the line's place in :func:`_entry_from`'s error)."""
@@ -296,8 +305,9 @@ def _entry_problem(obj: Any) -> str | None:
             "or write hand judgments with `rubric-eval cassette author`"
         )
     assert isinstance(prov, dict)
-    missing = [f for f in _REQUIRED_PROVENANCE[kind] if not prov.get(f)]
-    if missing:
+    required = _REQUIRED_PROVENANCE[kind]
+    if not all(map(prov.get, required)):  # the usual entry has every field: no list made
+        missing = [f for f in required if not prov.get(f)]
         return f"{kind} provenance lacks {', '.join(missing)}"
     attempts = obj.get("attempts")
     # a response the replay cannot read is that row's error, not the file's
@@ -308,9 +318,8 @@ def _entry_problem(obj: Any) -> str | None:
         or not all(isinstance(a, dict) and "response" in a for a in attempts)
     ):
         return "attempts must be a non-empty list of {response: …}"
-    for name in ("key", "rowId", "keyParts"):
-        if not obj.get(name):
-            return f"missing {name}"
+    if not all(map(obj.get, _ENTRY_NAMES)):
+        return "missing " + next(name for name in _ENTRY_NAMES if not obj.get(name))
     return None
 
 
@@ -518,6 +527,31 @@ class CassetteIndex:
             number += 1
         return None
 
+    def attempts(self, key: str) -> tuple[list[dict[str, Any]], str] | None:
+        """``(entry.attempts, entry.where)`` of :meth:`get`'s entry for ``key``, or ``None``
+        as :meth:`get` gives it; what a replay reads of an entry.
+
+        A line in the writer's form (:meth:`CassetteEntry.to_json`) whose key is ``key`` has
+        only its ``attempts`` decoded (:func:`_attempts_in`); any other line is read whole, as
+        :meth:`get` reads it. ``tests/test_cassette_index.py`` compares the two.
+        """
+        high, low = _key_hash(key)
+        keys = self._high
+        number, end = bisect_left(keys, high), len(keys)
+        while number < end and keys[number] == high:  # :meth:`get`'s search
+            if self._low[number] == low:
+                raw, file = self._raw(self._at[number], self._length[number])
+                text = _text(raw)
+                where = f"{self.files[file]}:{self._line[number]}"
+                found = _attempts_in(text, key)
+                if found is not None:
+                    return found, where
+                entry = _entry_from(_loads(text), where)
+                if entry.key == key:
+                    return entry.attempts, entry.where
+            number += 1
+        return None
+
     def _raw(self, at: int, length: int) -> tuple[bytes, int]:
         file = at >> _OFFSET_BITS
         fd = self._handles.get(file)
@@ -628,6 +662,52 @@ def _loads(text: str) -> Any:
     return jsonl.decode_whole(text, _SCAN, jsonl.loads)
 
 
+#: how :meth:`CassetteEntry.to_json` starts a line, up to its key's value; and what it writes
+#: before the last member, ``attempts``
+_HEAD = '{"format": "' + FORMAT + '", "key": '
+_ATTEMPTS = ', "attempts": '
+
+
+def _attempts_in(text: str, key: str) -> list[dict[str, Any]] | None:
+    """The ``attempts`` of a line the index load checked, decoded alone, when the line is
+    proven to be an entry under ``key`` in the writer's form; ``None`` when it is not proven
+    (the caller then decodes the whole line).
+
+    Proven, for a line that is one JSON object (the load checked it is an entry): it starts
+    with :data:`_HEAD` and ``key``'s JSON (its first members are the format and this key);
+    the last :data:`_ATTEMPTS` is followed by one JSON value and the object's closing brace
+    alone (an ``attempts`` member that ends the outermost object: a nested one would be
+    followed by more closing brackets; text inside a string cannot hold its unescaped
+    quotes), so ``json.loads`` would give the same value, the last ``attempts`` winning; and
+    between the key and it no ``"key"`` and no backslash (no second ``key`` member, however
+    spelled, that ``json.loads`` would take instead). The attempts are tested again as the
+    load tested them (a non-empty list of objects with a ``response``); the rest of the
+    entry is as the load checked it.
+    """
+    start = len(_HEAD)
+    if not text.startswith(_HEAD):
+        return None
+    quoted = _quote(key)
+    if not text.startswith(quoted, start):
+        return None
+    start += len(quoted)
+    at = text.rfind(_ATTEMPTS)
+    if at < start or text.find('"key"', start, at) >= 0 or text.find("\\", start, at) >= 0:
+        return None
+    try:
+        attempts, end = _SCAN(text, at + len(_ATTEMPTS))
+    except (StopIteration, ValueError, RecursionError):
+        return None
+    if (
+        text[end:].strip(jsonl.JSON_SPACE) != "}"
+        or type(attempts) is not list
+        or not attempts
+        or not all(type(a) is dict and "response" in a for a in attempts)
+    ):
+        return None
+    return attempts
+
+
 def _text(raw: bytes) -> str:
     """``raw.decode("utf-8-sig")``: the C decoder for a line without a byte-order mark (every
     line but perhaps a file's first; the ``utf-8-sig`` codec is Python code)."""
@@ -658,7 +738,7 @@ def _objects_at(
     with path.open("rb") as handle:
         for n, raw in enumerate(handle, start=1):
             start, offset = offset, offset + len(raw)
-            if not raw.strip():
+            if raw.isspace():  # as ``not raw.strip()`` (the same ASCII spaces), without a copy
                 continue
             try:
                 try:

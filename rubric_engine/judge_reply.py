@@ -61,7 +61,7 @@ class ReplyProblem:
     reason: str
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Candidate:
     """One verdict-shaped JSON object of a reply.
 
@@ -76,7 +76,7 @@ class Candidate:
     where: str
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Scan:
     """What :func:`scan_reply` found: the candidates, or (only when there are none) why not."""
 
@@ -243,7 +243,9 @@ def scan_reply(text: str, verdict_keys: Collection[str]) -> Scan:
     except json.JSONDecodeError:
         value = None
     if isinstance(value, dict):
-        if _shaped(value, keys):
+        # a key spelled as one of ``verdict_keys`` folds into ``keys``: no folding needed
+        exact = isinstance(verdict_keys, frozenset) and not verdict_keys.isdisjoint(value)
+        if exact or _shaped(value, keys):
             return Scan((Candidate(value, duplicates, _where(text, lead)),))
         return Scan((), _no_fields(keys))
     bounds = _reasoning_free(text)

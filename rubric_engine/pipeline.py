@@ -27,7 +27,7 @@ from rubric_engine.rules.run import RuleRun, run_rules
 from rubric_engine.store import RowSink, StoredRow
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class PreparedRow:
     """A row ready for the judge.
 
@@ -77,7 +77,7 @@ class RequestBuilder:
         request = JudgeRequest(
             row_id=row.row_id,
             messages=messages,
-            case_requirement_ids=tuple(r.id for r in case.behaviours),
+            case_requirement_ids=tuple([r.id for r in case.behaviours]) if case.behaviours else (),
             rubric_hash=self.rubric_hash,
             prompt_hash=self.template.hash if self.template else "",
             turn_count=len(row.messages),

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -115,6 +116,10 @@ _USER_VALUES = (
 )
 
 
+#: the row values in :data:`_USER_VALUES` order, from the keyword arguments of a render
+_shown = operator.itemgetter(*_USER_VALUES)
+
+
 class UserFill:
     """A user template rendered without Jinja for the part that is the same on many rows.
 
@@ -168,7 +173,7 @@ class UserFill:
 
     def render(self, case_requirements: list[dict[str, Any]], **values: Any) -> str:
         """``template.render(case_requirements=…, **values)``, from the layout's pieces."""
-        shown = [values[name] for name in _USER_VALUES]
+        shown = _shown(values)
         layout = (
             tuple(tuple(r.items()) for r in case_requirements) if case_requirements else (),
             *[True if value else (type(value), value) for value in shown],
@@ -253,7 +258,7 @@ def render_system(template: PromptTemplate, rubric: EvalRubric) -> str:
     ).strip()
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class RenderedDialogue:
     """The dialogue as the judge reads it, and the questions cards cut out of it."""
 
@@ -321,13 +326,14 @@ def block_tag(*contents: str) -> str:
 
     The hash is SHA-256 of each content's UTF-8 followed by a NUL byte, then the salt's digits
     (the contents are hashed once; each salt continues a copy)."""
-    fed = hashlib.sha256("\0".join((*contents, "")).encode("utf-8"))
+    joined = "\0".join((*contents, ""))
+    fed = hashlib.sha256(joined.encode("utf-8"))
     salt = 0
     while True:
         digest = fed.copy()
         digest.update(str(salt).encode())
         tag = digest.hexdigest()[:12]
-        if not any(tag in text for text in contents):
+        if tag not in joined:  # in no content: a hex tag cannot span the NUL between two
             return tag
         salt += 1
 
@@ -349,7 +355,11 @@ def render_user(
     """
     first_turn = template.first_turn
     dialogue = render_dialogue(row, rubric, first_turn)
-    card_text = "\n\n".join(f"(turn {turn})\n{card}" for turn, card in dialogue.cards)
+    card_text = (
+        "\n\n".join(f"(turn {turn})\n{card}" for turn, card in dialogue.cards)
+        if dialogue.cards
+        else ""
+    )
     reference = _reference_text(row.reference_output)
     tag = block_tag(dialogue.transcript, card_text, reference)
     fill = template.user_fill

@@ -78,6 +78,7 @@ from rubric_engine.rubric.model import ID_PATTERN, EvalRubric
 _ALSO_INVISIBLE = frozenset("\u2028\u2029\u202f\u2065")
 _INTEGER = re.compile(r"^[+-]?\d+(?:\.0+)?$")
 _camel = lru_cache(maxsize=64)(to_camel)  # pydantic's is a few regexes per call
+_TEXT = frozenset({str})  # the one type of a JSON string (no subclass: it is kept as sent)
 
 
 class QuestionsCheck(StrEnum):
@@ -384,7 +385,7 @@ def _clean_list(
         return []
     if not isinstance(value, list):
         raise ValueError(f"{field} must be a JSON array of strings")
-    if all(type(item) is str and item in exact for item in value):
+    if _TEXT.issuperset(map(type, value)) and exact.issuperset(value):  # all str, all exact
         return list(value)
     out: list[str] = []
     unknown: list[str] = []

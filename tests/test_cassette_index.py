@@ -7,8 +7,12 @@ import json
 import os
 import tracemalloc
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from rubric_engine.cassette import CassetteIndex
+from rubric_engine.errors import CassetteError
 from tests.conftest import CASSETTES
 
 
@@ -61,3 +65,108 @@ def test_provenance_and_kind_without_reading_the_entry(tmp_path: Path) -> None:
     assert index.provenance(None) is None
     assert index.provenance_counts() == {"authored": len(keys)}
     assert "no entry for row 'nope'" in index.explain_miss("nope", {})
+
+
+def _entry(key: str, row: str, content: str = '{"score": 4}') -> dict[str, Any]:
+    return {
+        "format": "rubric-eval-cassette/1",
+        "key": key,
+        "rowId": row,
+        "keyParts": {"model": "m", "messagesHash": "sha256:1"},
+        "provenance": {"kind": "authored", "author": "t", "authoredAt": "now", "method": "hand"},
+        "attempts": [{"response": {"choices": [{"message": {"content": content}}]}}],
+    }
+
+
+def test_a_replay_reads_the_attempts_a_whole_line_gives(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """:meth:`CassetteIndex.attempts` (only the attempts decoded, for a line in the writer's
+    form) against :meth:`get` (the whole line), on lines in and out of that form: another
+    spacing or member order, a second ``key`` or ``attempts`` member (``json.loads`` keeps
+    the last), a key spelled with an escape, a nested ``attempts``, a BOM, a backslash in the
+    provenance; and two keys sharing the 128 bits the index keeps (``sha256:`` keys are
+    indexed by their first 32 hex digits), so the whole key decides."""
+    half = "ab" * 16
+    key = {n: f"sha256:{half}{n:032x}" for n in range(14)}  # every one shares the 128 bits
+    writer = _entry(key[0], "r0")
+    lines = [
+        "\ufeff" + json.dumps(writer, ensure_ascii=False),  # the writer's form, after a BOM
+        json.dumps(_entry(key[1], "r1"), separators=(",", ":")),
+        json.dumps(dict(reversed(list(_entry(key[2], "r2").items())))),  # attempts first
+        # the writer's form with a second key member: json.loads keeps the last one
+        json.dumps(_entry(key[3], "r3"))[:-1] + f', "key": "{key[4]}"' + "}",
+        json.dumps(_entry(key[11], "r11")).replace('"rowId"', f'"key": "{key[12]}", "rowId"'),
+        json.dumps(_entry(key[5], "r5")).replace(
+            '"rowId"', f'"k\\u0065y": "{key[6]}", "rowId"'
+        ),  # the same, spelled with an escape, before attempts
+        json.dumps(_entry(key[7], "r7"))[:-3] + ', "attempts": 1}]}',  # a nested attempts
+        json.dumps(_entry(key[8], "r8"))[:-1] + ', "attempts": [{"response": {"n": 2}}]}',
+        json.dumps(
+            {**_entry(key[9], "r9"), "provenance": {**writer["provenance"], "author": 'a"b'}}
+        ),
+        json.dumps(_entry(key[10], "r10", content='{"score": 5}  \\u00e9 中文')),
+    ]
+    (tmp_path / "c.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    index = CassetteIndex.load(tmp_path)
+    for n, k in key.items():
+        entry = index.get(k)
+        found = index.attempts(k)
+        assert found == (None if entry is None else (entry.attempts, entry.where)), n
+    assert index.get(key[3]) is None and index.get(key[4]) is not None  # the last key member
+    assert index.get(key[5]) is None and index.get(key[6]) is not None
+    assert index.get(key[11]) is None and index.get(key[12]) is not None
+    assert index.attempts(key[8]) == ([{"response": {"n": 2}}], f"{tmp_path / 'c.jsonl'}:8")
+    # a line in the writer's form is read without decoding the whole line
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    (alone / "c.jsonl").write_text("\n" + lines[-1] + "\n", encoding="utf-8")
+    index = CassetteIndex.load(alone)
+    entry = index.get(key[10])
+    assert entry is not None
+    monkeypatch.setattr("rubric_engine.cassette._loads", lambda text: 1 / 0)
+    assert index.attempts(key[10]) == (entry.attempts, f"{alone / 'c.jsonl'}:2")
+
+
+def test_blank_lines_are_the_ascii_spaces_a_strip_removes(tmp_path: Path) -> None:
+    """The load skips a line of ASCII whitespace only (``bytes.isspace``, the bytes
+    ``bytes.strip`` removes); a line of other space (U+001C, U+00A0) is not blank: it is
+    refused as JSON, as before."""
+    entry = json.dumps(_entry("sha256:" + "1" * 64, "r1"))
+    (tmp_path / "c.jsonl").write_text(f" \t\r\n\x0b\x0c\n\n{entry}\n  \n", encoding="utf-8")
+    index = CassetteIndex.load(tmp_path)
+    found = index.get("sha256:" + "1" * 64)
+    assert len(index) == 1 and found is not None and found.where.endswith("c.jsonl:4")
+    for space in ("\x1c", "\u00a0"):
+        (tmp_path / "c.jsonl").write_text(f"{entry}\n{space}\n", encoding="utf-8")
+        with pytest.raises(CassetteError, match=r"c\.jsonl:2: not valid JSON"):
+            CassetteIndex.load(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            {"provenance": {"kind": "authored", "author": "t"}},
+            "authored provenance lacks authoredAt, method",
+        ),
+        (
+            {"provenance": {"kind": "recorded", "provider": "p", "model": "", "recordedAt": 1}},
+            "recorded provenance lacks model",
+        ),
+        ({"key": ""}, "missing key"),
+        ({"rowId": None, "keyParts": {}}, "missing rowId"),
+        ({"keyParts": {}}, "missing keyParts"),
+    ],
+)
+def test_an_entry_without_a_field_is_refused_naming_it(
+    tmp_path: Path, change: dict[str, Any], message: str
+) -> None:
+    """The load names the first missing field of an entry, in the order checked: the
+    provenance's fields (all of them), then key, rowId, keyParts."""
+    (tmp_path / "c.jsonl").write_text(
+        json.dumps({**_entry("sha256:" + "1" * 64, "r1"), **change}) + "\n", encoding="utf-8"
+    )
+    with pytest.raises(CassetteError) as refused:
+        CassetteIndex.load(tmp_path)
+    assert str(refused.value) == f"{tmp_path / 'c.jsonl'}:1: {message}"

@@ -221,3 +221,21 @@ def test_an_invalid_verdict_lists_every_problem(mini_rubric: Any) -> None:
     got = parse(mini_rubric, '{"intentKey": "REFUNDS", "score": 9}')
     assert isinstance(got, ParseFailure) and got.kind is ParseFailureKind.INVALID
     assert "choose exactly one of: REFUND, CHAT" in got.reason and "outside the scale" in got.reason
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        '{"rowId": "r1", "score": 3}',
+        '{"INTENTKEY": "X", "Score": 2}',  # re-cased: found by folding only
+        '{"intent_key": "X"}',
+        '{"ｓcore": 1}',  # no verdict key, even folded
+        '{"other": 1}',
+        "[1, 2]",
+        ' {"score": 4, "score": 5} ',
+    ],
+)
+def test_a_verdict_key_spelled_exactly_finds_what_folding_finds(reply: str) -> None:
+    """scan_reply's exact-spelling shortcut (the verdict keys as a frozenset) against the
+    folding of every key (the same keys as a list, which takes no shortcut)."""
+    assert scan_reply(reply, VERDICT_KEYS) == scan_reply(reply, sorted(VERDICT_KEYS))

@@ -23,11 +23,17 @@ from rubric_engine.verdict import verdict_model
 from tests.test_normalize_properties import PACKS
 
 
+class _Text(str):
+    """A str subclass (an enum of strings, say): never the pack's spelling as sent."""
+
+
 def _spellings(values: list[str]) -> Any:
-    """A pack value as sent: itself, recased, padded, with a soft hyphen, full-width, or junk."""
+    """A pack value as sent: itself, recased, padded, with a soft hyphen, full-width, a str
+    subclass, or junk."""
     value = st.sampled_from(values)
     return st.one_of(
         value,
+        value.map(_Text),
         value.map(str.lower),
         value.map(lambda v: f" {v} "),
         value.map(lambda v: v[:1] + "\u00ad" + v[1:]),

@@ -54,7 +54,7 @@ from rubric_engine.judge.usage import usage_of
 from rubric_engine.results import JudgeErrorKind
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class CallKey:
     """The canonical cassette key of a row's *first* request, and its named parts.
 
@@ -74,7 +74,7 @@ class CallKey:
         return cls(request_key(parts), parts)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Answer:
     """What one request to a backend came to.
 
@@ -140,8 +140,8 @@ class ReplayBackend:
         """The recorded response; its latency is the recorded one (``latencyMs`` of the
         entry's attempt), so a latency gate means the same in replay as live. An entry
         without one (authored) has latency 0."""
-        entry = self.index.get(key.key)
-        if entry is None:
+        found = self.index.attempts(key.key)
+        if found is None:
             return Answer(
                 failure=(
                     JudgeErrorKind.CASSETTE_MISS,
@@ -149,31 +149,32 @@ class ReplayBackend:
                     f"{self.index.explain_miss(request.row_id, key.parts)}",
                 )
             )
-        if served >= len(entry.attempts):
+        attempts, where = found
+        if served >= len(attempts):
             return Answer(
                 failure=(
                     JudgeErrorKind.CASSETTE_MISS,
-                    f"cassette {entry.where} holds {len(entry.attempts)} "
+                    f"cassette {where} holds {len(attempts)} "
                     f"response(s) for row {request.row_id!r} but the judge asked "
                     f"for response {served + 1} (a re-ask)",
                 )
             )
-        raw = entry.attempts[served]["response"]
+        raw = attempts[served]["response"]
         problem = response_problem(raw)
         if problem is not None:  # this row's error; the batch goes on
             return Answer(
                 failure=(
                     JudgeErrorKind.CASSETTE_MISS,
-                    f"cassette {entry.where}: response {served + 1} for row "
+                    f"cassette {where}: response {served + 1} for row "
                     f"{request.row_id!r} cannot be replayed: {problem}; record the row again "
                     "with --mode record",
                 )
             )
-        recorded = entry.attempts[served].get("latencyMs")
+        recorded = attempts[served].get("latencyMs")
         usage = usage_of(raw)
         attempt = Attempt(
             response=raw,
-            latency_ms=float(recorded) if isinstance(recorded, int | float) else 0.0,
+            latency_ms=float(recorded) if isinstance(recorded, (int, float)) else 0.0,
             prompt_tokens=usage.prompt_tokens,
             completion_tokens=usage.completion_tokens,
             cache_read_tokens=usage.cache_read_tokens,

@@ -45,7 +45,7 @@ TRUNCATION_GROWTH = 2
 MAX_TOKENS_CAP = 16384
 
 
-@dataclass
+@dataclass(slots=True)
 class _Row:
     """What one row's calls have come to so far (the judge's own, never a backend's)."""
 
@@ -143,11 +143,13 @@ class InstructorJudge:
         template with the row's messages (``json`` mode leaves the rest as it is;
         ``system_as_user`` changes only the messages). ``None`` otherwise."""
         prepared, static = self._prepared_request(request)
-        kwargs = self.adapter.constrain(
-            prepared,
-            [*self.rubric_model.listable_requirement_ids(), *request.case_requirement_ids],
-            self._forms[0],
-        )
+        kwargs = prepared  # ``json`` mode: its requests are instructor's, byte for byte
+        if self.adapter.mode != "json":
+            kwargs = self.adapter.constrain(
+                prepared,
+                [*self.rubric_model.listable_requirement_ids(), *request.case_requirement_ids],
+                self._forms[0],
+            )
         if kwargs is not prepared:  # the schema was constrained for this row
             static = None
         if self.system_as_user:
@@ -168,9 +170,13 @@ class InstructorJudge:
     ) -> tuple[dict[str, Any], dict[str, str] | None]:
         """:meth:`instructor_request`, and the static key parts of its template (worked out
         once per template), or ``None`` when it took the full path."""
-        messages = [dict(m) for m in request.messages]
-        if len(messages) != 2 or [m.get("role") for m in messages] != ["system", "user"]:
-            return self.prepared_kwargs(messages), None
+        messages = request.messages
+        if (
+            len(messages) != 2
+            or messages[0].get("role") != "system"
+            or messages[1].get("role") != "user"
+        ):
+            return self.prepared_kwargs([dict(m) for m in messages]), None
         system = messages[0]["content"]
         if system not in self._prepared:
             probe = self.prepared_kwargs([dict(messages[0]), {"role": "user", "content": _PROBE}])
@@ -178,9 +184,9 @@ class InstructorJudge:
             self._prepared[system] = (probe, static_key_parts(probe)) if plain else None
         found = self._prepared[system]
         if found is None:
-            return self.prepared_kwargs(messages), None
+            return self.prepared_kwargs([dict(m) for m in messages]), None
         template, static = found
-        return {**template, "messages": [dict(template["messages"][0]), messages[1]]}, static
+        return {**template, "messages": [dict(template["messages"][0]), dict(messages[1])]}, static
 
     async def judge(self, request: JudgeRequest) -> JudgeOutcome:
         """Judge one row. Never raises for a per-row failure; see module docstring.

@@ -59,7 +59,7 @@ class ParseFailureKind(StrEnum):
         return self in (ParseFailureKind.AMBIGUOUS, ParseFailureKind.DUPLICATE_KEY)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class RowContext:
     """What the verdict is checked against besides the rubric: the row judged.
 
@@ -75,7 +75,7 @@ class RowContext:
     turn_count: int | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ParsedVerdict:
     """A validated verdict.
 

@@ -15,7 +15,7 @@ from rubric_engine.results import JudgeError, ProtocolWarning
 from rubric_engine.verdict import VerdictBase
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class JudgeRequest:
     """One call's worth of input.
 
@@ -37,7 +37,7 @@ class JudgeRequest:
     turn_count: int | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class Attempt:
     """One request the provider (or cassette) answered, or one that failed in transport.
 
@@ -64,7 +64,7 @@ class Attempt:
     cache_creation_tokens: int = 0
 
 
-@dataclass
+@dataclass(slots=True)
 class JudgeOutcome:
     """The result of judging one row: exactly one of ``verdict`` and ``error`` is set.
 
