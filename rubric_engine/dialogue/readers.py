@@ -46,7 +46,7 @@ from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.dialogue.otlp import is_otlp_export, otlp_rows
 from rubric_engine.dialogue.seen_ids import SeenIds
 from rubric_engine.dialogue.shapes import ID_KEYS, RowShapeError, row_from_object
-from rubric_engine.dialogue.storable import MAX_ROW_DEPTH
+from rubric_engine.dialogue.storable import MAX_ROW_DEPTH, storable_keys
 from rubric_engine.dialogue.tau import (
     is_taubench_trajectory,
     tau2_rows,
@@ -54,7 +54,13 @@ from rubric_engine.dialogue.tau import (
     taubench_row,
 )
 from rubric_engine.errors import DatasetError, Problem, format_loc
-from rubric_engine.jsonl import DuplicateKeyError, first_non_utf8, json_problem, loads_strict
+from rubric_engine.jsonl import (
+    DuplicateKeyError,
+    first_non_utf8,
+    json_problem,
+    loads_counted,
+    loads_strict,
+)
 from rubric_engine.rules.model import check_error_message, check_model, strip_tags
 from rubric_engine.safe_yaml import YamlLimitError, duplicate_keys, load_documents
 
@@ -144,6 +150,16 @@ def _problem(where: str, case: str, err: Any, top_fields: str | None = None) -> 
     return Problem(where, format_loc(loc), case + message)
 
 
+class _Storable:
+    """A decoded row already found storable (``storable_problem`` is ``None``): the walk
+    that counted its keys for the duplicate-key check made that check too."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
 @dataclass
 class DialogueSource:
     """A dialogue file, validated whole before it is streamed.
@@ -179,8 +195,8 @@ class DialogueSource:
                 for n, line in enumerate(handle, start=1):
                     if not line or line.isspace():  # blank (not line.strip(): no copy)
                         continue
-                    try:
-                        obj = loads_strict(line)
+                    try:  # the storable check's walk also counts the keys (loads_counted)
+                        obj, keys = loads_counted(line, storable_keys)
                     except (json.JSONDecodeError, DuplicateKeyError) as exc:
                         yield f"{self.path}:{n}", exc, f"{stem}-{n}"
                         continue
@@ -192,7 +208,8 @@ class DialogueSource:
                             default = f"{stem}-{n}-{span_id or where}"
                             yield f"{self.path}:{n} {where}".rstrip(), row, default
                     else:  # the common row: its place from the path's text, made once
-                        yield f"{place}{n}", obj, f"{stem}-{n}"
+                        walked = obj if keys is None else _Storable(obj)
+                        yield f"{place}{n}", walked, f"{stem}-{n}"
         elif fmt == "csv":
             yield from csv_objects(self.path, stem)
         elif fmt == "yaml":
@@ -343,6 +360,9 @@ def _parse_objects(
         fmt: the input format, for the wording of a JSON syntax error.
     """
     for where, obj, default_id in objects:
+        storable = type(obj) is _Storable
+        if storable:
+            obj = obj.value
         if isinstance(obj, DuplicateKeyError):
             yield where, [Problem(where, "", f"not a valid row: {obj}")], False
             continue
@@ -365,7 +385,8 @@ def _parse_objects(
             try:
                 if is_diagnosis_case(obj):
                     obj = diagnosis_row(obj, load_fixture(str(obj["traceFixture"]), case_file))
-                row = row_from_object(obj, default_id)
+                    storable = False  # the fixture's trace is new: checked in row_from_object
+                row = row_from_object(obj, default_id, storable_checked=storable)
                 # asked only of a row whose id is its default: most rows name themselves
                 yield where, row, row.row_id == default_id and not _names_itself(obj)
             except RowShapeError as exc:
