@@ -22,7 +22,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rubric_engine.dialogue.readers import DialogueSource, MemorySource
-from rubric_engine.dialogue.storable import storable_keys, storable_problem
+from rubric_engine.dialogue.storable import (
+    storable_keys,
+    storable_problem,
+    unescaped_storable_keys,
+)
 from rubric_engine.errors import DatasetError
 from rubric_engine.jsonl import DuplicateKeyError, _unique_keys, loads_strict, unreadable
 
@@ -155,6 +159,20 @@ def test_storable_keys_is_the_check_and_the_count(value: Any) -> None:
         assert found == _keys(value)
 
 
+@settings(max_examples=800, deadline=None)
+@given(TREES, st.booleans())
+def test_the_walk_of_an_unescaped_text_is_the_full_walk(tree: Any, escape: bool) -> None:
+    """A text without ``\\u`` escapes decodes to strings that are Unicode text: the walk
+    that does not look at them finds what the full walk finds."""
+    text = _write(tree, escape, " ")
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return
+    if "\\u" not in text:
+        assert unescaped_storable_keys(value) == storable_keys(value)
+
+
 def test_storable_keys_at_the_depth_limit() -> None:
     for levels in (99, 100, 101):
         value: Any = "x"
@@ -197,6 +215,17 @@ ROWS = st.fixed_dictionaries(
 )
 
 
+def _line(row: dict[str, Any]) -> str:
+    """The row as JSON: its text as is, or with ``\\u`` escapes when it holds a lone
+    surrogate (the reader checks the strings of a line with such escapes only)."""
+    text = json.dumps(row, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(row)
+    return text
+
+
 def _checked(read: Any, place: Any) -> Any:
     """The rows read, or every problem with its places written as ``@<row number>``."""
     try:
@@ -217,7 +246,7 @@ def test_a_file_s_rows_check_as_the_same_rows_in_memory(
     Their places differ (``file:1``, ``rows[0]``) and are compared as row numbers; the file
     is named ``row.jsonl``, so that ids made for rows without one (``row-1``) agree."""
     path = tmp_path / "row.jsonl"
-    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    path.write_text("".join(_line(row) + "\n" for row in rows), encoding="utf-8")
     in_file = re.compile(re.escape(str(path)) + r":(\d+)")
     in_memory = re.compile(r"rows\[(\d+)\]")
     from_file = _checked(lambda: DialogueSource(path).read(), lambda t: in_file.sub(r"@\1", t))

@@ -46,7 +46,11 @@ from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.dialogue.otlp import is_otlp_export, otlp_rows
 from rubric_engine.dialogue.seen_ids import SeenIds
 from rubric_engine.dialogue.shapes import ID_KEYS, RowShapeError, row_from_object
-from rubric_engine.dialogue.storable import MAX_ROW_DEPTH, storable_keys
+from rubric_engine.dialogue.storable import (
+    MAX_ROW_DEPTH,
+    storable_keys,
+    unescaped_storable_keys,
+)
 from rubric_engine.dialogue.tau import (
     is_taubench_trajectory,
     tau2_rows,
@@ -195,8 +199,12 @@ class DialogueSource:
                 for n, line in enumerate(handle, start=1):
                     if not line or line.isspace():  # blank (not line.strip(): no copy)
                         continue
-                    try:  # the storable check's walk also counts the keys (loads_counted)
-                        obj, keys = loads_counted(line, storable_keys)
+                    # the storable check's walk also counts the keys (loads_counted); without
+                    # a \u escape, the strings are pieces of the (UTF-8) line: text
+                    escaped = "\\" in line and "\\u" in line
+                    count = storable_keys if escaped else unescaped_storable_keys
+                    try:
+                        obj, keys = loads_counted(line, count)
                     except (json.JSONDecodeError, DuplicateKeyError) as exc:
                         yield f"{self.path}:{n}", exc, f"{stem}-{n}"
                         continue

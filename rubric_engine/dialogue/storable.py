@@ -100,36 +100,46 @@ def storable_keys(value: Any) -> int | None:
     return keys if keys >= 0 else None
 
 
-def _storable_keys(item: Any, depth: int) -> int:
+def unescaped_storable_keys(value: Any) -> int | None:
+    """:func:`storable_keys` of a value decoded from JSON text that holds no ``\\u`` escape
+    (the caller looked). Its strings are then pieces of that text, which was decoded
+    strictly from UTF-8: they hold no lone surrogate, so only depth and numbers are
+    checked."""
+    keys = _storable_keys(value, 0, True)
+    return keys if keys >= 0 else None
+
+
+def _storable_keys(item: Any, depth: int, text: bool = False) -> int:
     """:func:`storable_keys`, with ``-1`` for a problem (the recursion stops one level past
     :data:`MAX_ROW_DEPTH`, far inside Python's limit).
 
     Plain loops, strings first: this runs over every value of every input row before the
     first judge call (issue 18; a generator per container cost half its time). Leaves are
     told by their exact type first (``str``, ``int``, ``None``, ``bool``: decoded JSON),
-    without a call; anything else takes the general path."""
+    without a call; anything else takes the general path. ``text``: every string is known
+    to be Unicode text (:func:`unescaped_storable_keys`)."""
     if depth > MAX_ROW_DEPTH:
         return -1
     kind = type(item)
     if kind is str:
-        return 0 if item.isascii() or _is_text(item) else -1
+        return 0 if text or item.isascii() or _is_text(item) else -1
     if kind is dict or (kind is not list and isinstance(item, dict)):
         if depth == MAX_ROW_DEPTH:
             # its children would be one level too deep, whatever they are
             return -1 if item else 0
         keys = len(item)
         for key, child in item.items():
-            if isinstance(key, str) and not key.isascii() and not _is_text(key):
+            if not text and isinstance(key, str) and not key.isascii() and not _is_text(key):
                 return -1
             leaf = type(child)
             if leaf is str:  # the common leaf, without a call
-                if not (child.isascii() or _is_text(child)):
+                if not (text or child.isascii() or _is_text(child)):
                     return -1
             elif leaf is int:
                 if not (child.bit_length() < _LONG_INT_BITS or _writable_int(child)):
                     return -1
             elif leaf is not bool and child is not None:
-                inner = _storable_keys(child, depth + 1)
+                inner = _storable_keys(child, depth + 1, text)
                 if inner < 0:
                     return -1
                 keys += inner
@@ -141,13 +151,13 @@ def _storable_keys(item: Any, depth: int) -> int:
         for child in item:
             leaf = type(child)
             if leaf is str:
-                if not (child.isascii() or _is_text(child)):
+                if not (text or child.isascii() or _is_text(child)):
                     return -1
             elif leaf is int:
                 if not (child.bit_length() < _LONG_INT_BITS or _writable_int(child)):
                     return -1
             elif leaf is not bool and child is not None:
-                inner = _storable_keys(child, depth + 1)
+                inner = _storable_keys(child, depth + 1, text)
                 if inner < 0:
                     return -1
                 keys += inner
