@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rubric_engine.dialogue.readers import DialogueSource, MemorySource
+from rubric_engine.dialogue.seen_ids import SeenIds
 from rubric_engine.dialogue.storable import (
     storable_keys,
     storable_problem,
@@ -255,3 +256,31 @@ def test_a_file_s_rows_check_as_the_same_rows_in_memory(
         lambda t: in_memory.sub(lambda m: f"@{int(m[1]) + 1}", t),
     )
     assert from_file == from_memory
+
+
+class _NoShortcut(SeenIds):
+    """Packs every place by the general path (the last file's template forgotten)."""
+
+    def _pack(self, where: str, generated: bool) -> int:
+        self._last = None
+        return super()._pack(where, generated)
+
+
+PLACE_TEXTS = st.sampled_from(["a.jsonl:", "a.jsonl:0", "b2", "", "x: [", "٣", "c.csv:1"])
+PLACES = st.tuples(
+    PLACE_TEXTS,
+    st.sampled_from(["", "0", "00", "7", "007", "12", "٣", str(2**40), "x"])
+    | st.integers(0, 99).map(str),
+    st.sampled_from(["", "", "]"]),
+).map("".join)
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(st.tuples(PLACES, st.booleans()), max_size=30))
+def test_a_place_in_the_last_file_packs_as_any_place(places: list[tuple[str, bool]]) -> None:
+    quick, full = SeenIds(), _NoShortcut()
+    for i, (where, generated) in enumerate(places):
+        quick.add(f"id-{i}", where, generated)
+        full.add(f"id-{i}", where, generated)
+    assert list(quick._places) == list(full._places)
+    assert [quick.first(f"id-{i}") for i in range(len(places))] == places

@@ -32,6 +32,7 @@ _NUMBER_LIMIT = 1 << (64 - 2 - _TEMPLATE_BITS)
 #: a place's last number (no leading zero, so it is written back the same) and what follows
 _LAST_NUMBER = re.compile(r"(0|[1-9][0-9]*)([^0-9]*)\Z")
 _DIGITS = "0123456789"
+_ASCII_DIGITS = frozenset(_DIGITS)
 
 
 def _hash32(row_id: str) -> int:
@@ -61,6 +62,9 @@ class SeenIds:
         self._template_index: dict[tuple[str, str], int] = {}
         self._newest: dict[str, int] = {}
         self._runs: list[array[int]] = []
+        #: the last template ``(text, "")`` whose text does not end in a digit, and its index:
+        #: the place of the next row of the same file is that text and a line number
+        self._last: tuple[str, int] | None = None
 
     def __len__(self) -> int:
         return len(self._ends)
@@ -92,6 +96,14 @@ class SeenIds:
             self._flush()
 
     def _pack(self, where: str, generated: bool) -> int:
+        last = self._last
+        if last is not None and where.startswith(last[0]):  # the file of the row before
+            digits = where[len(last[0]) :]
+            # what the general path below finds in it: its digits, without a leading zero
+            if digits.isdigit() and digits.isascii() and (digits[0] != "0" or digits == "0"):
+                number = int(digits)
+                if number < _NUMBER_LIMIT:
+                    return number << (2 + _TEMPLATE_BITS) | last[1] << 2 | 2 | int(generated)
         if where[-1:].isdigit() and where[-1:].isascii():  # ``path:line``: what the regex finds
             digits = where[len(where.rstrip(_DIGITS)) :]
             text = digits.lstrip("0") or "0"
@@ -110,6 +122,8 @@ class SeenIds:
             if t >= 1 << _TEMPLATE_BITS:
                 raise OverflowError("more than 2**28 distinct row places")
             self._templates.append(template)
+        if numbered and not template[1] and template[0][-1:] not in _ASCII_DIGITS:
+            self._last = (template[0], t)
         return number << (2 + _TEMPLATE_BITS) | t << 2 | numbered << 1 | int(generated)
 
     def _index(self, row_id: str) -> int | None:
