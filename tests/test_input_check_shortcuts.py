@@ -21,8 +21,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.dialogue.readers import DialogueSource, MemorySource
 from rubric_engine.dialogue.seen_ids import SeenIds
+from rubric_engine.dialogue.shapes import row_from_object
 from rubric_engine.dialogue.storable import (
     storable_keys,
     storable_problem,
@@ -284,3 +286,29 @@ def test_a_place_in_the_last_file_packs_as_any_place(places: list[tuple[str, boo
         full.add(f"id-{i}", where, generated)
     assert list(quick._places) == list(full._places)
     assert [quick.first(f"id-{i}") for i in range(len(places))] == places
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.fixed_dictionaries(
+            {"role": st.sampled_from(["user", "assistant", "tool", "system"]), "content": TEXT}
+        ),
+        min_size=1,
+        max_size=4,
+    ).map(lambda m: [*m, {"role": "assistant", "content": "a"}])
+)
+def test_a_canonical_message_is_kept_as_the_full_reading_makes_it(
+    messages: list[dict[str, Any]],
+) -> None:
+    """``{role, content}`` is taken as it is; a ``name: null`` beside it sends the same
+    message through the full reading: the rows agree, in value and in the JSON the spool and
+    the store write."""
+    quick = row_from_object({"rowId": "r", "messages": messages}, "d")
+    full = row_from_object({"rowId": "r", "messages": [{**m, "name": None} for m in messages]}, "d")
+    assert quick == full
+    assert quick.model_dump(mode="json", by_alias=True) == full.model_dump(
+        mode="json", by_alias=True
+    )
+    to_json = DialogueRow.__pydantic_serializer__.to_json
+    assert to_json(quick, round_trip=True) == to_json(full, round_trip=True)

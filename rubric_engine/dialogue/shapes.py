@@ -211,6 +211,11 @@ def _conversation(obj: dict[str, Any]) -> list[dict[str, Any]]:
     if isinstance(obj.get("messages"), list):
         found: list[dict[str, Any]] = []
         for i, m in enumerate(obj["messages"]):
+            # {role, content}: the canonical message already (its other fields the defaults)
+            plain = type(m) is dict and len(m) == 2 and type(m.get("content")) is str
+            if plain and m.get("role") in ROLES:
+                found.append(m)
+                continue
             if isinstance(m, dict) and "parts" in m and "content" not in m:  # OTel GenAI
                 found.extend(_message(p, "messages", i) for p in otel_message(m, f"messages[{i}]"))
             else:
