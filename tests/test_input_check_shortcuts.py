@@ -312,3 +312,42 @@ def test_a_canonical_message_is_kept_as_the_full_reading_makes_it(
     )
     to_json = DialogueRow.__pydantic_serializer__.to_json
     assert to_json(quick, round_trip=True) == to_json(full, round_trip=True)
+
+
+_ROW = json.dumps(
+    {
+        "rowId": "r1",
+        "messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}],
+    }
+)
+_BOM_PROBLEM = (
+    "not valid JSON (Unexpected UTF-8 BOM (decode using utf-8-sig) at column 1); each line "
+    "must be one JSON object"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("\ufeff" + _ROW + "\n", ["r1"]),
+        ("\ufeff\n" + _ROW + "\n", ["r1"]),
+        ("\ufeff\ufeff" + _ROW + "\n", [(1, _BOM_PROBLEM)]),  # one BOM is dropped, not two
+        (_ROW + "\n\ufeff" + _ROW.replace("r1", "r2"), [(2, _BOM_PROBLEM)]),  # not at the start
+        ("\ufeff", "no rows found"),
+    ],
+)
+def test_the_jsonl_reader_drops_one_bom_at_the_start_as_utf_8_sig_did(
+    tmp_path: Path, text: str, expected: Any
+) -> None:
+    """The file is read as UTF-8 and its BOM dropped by the reader (``utf-8-sig`` decoded
+    each block in Python): what is read is what ``utf-8-sig`` gave."""
+    path = tmp_path / "rows.jsonl"
+    path.write_text(text, encoding="utf-8")
+    try:
+        got: Any = [row.row_id for row in DialogueSource(path).read()]
+    except DatasetError as exc:
+        got = [(int(p.where.rsplit(":", 1)[1]), p.message) for p in exc.problems] or str(exc)
+    if isinstance(expected, str):
+        assert expected in got
+    else:
+        assert got == expected

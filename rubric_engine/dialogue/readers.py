@@ -195,8 +195,11 @@ class DialogueSource:
         fmt, stem = self.resolved_format(), self.path.stem
         if fmt == "jsonl":
             place = f"{self.path}:"
-            with self.path.open(encoding="utf-8-sig") as handle:
+            # "utf-8-sig" decodes each block in Python: its BOM is dropped here instead
+            with self.path.open(encoding="utf-8") as handle:
                 for n, line in enumerate(handle, start=1):
+                    if n == 1 and line.startswith("\ufeff"):
+                        line = line[1:]
                     if not line or line.isspace():  # blank (not line.strip(): no copy)
                         continue
                     # the storable check's walk also counts the keys (loads_counted); without
