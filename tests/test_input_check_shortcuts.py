@@ -351,3 +351,21 @@ def test_the_jsonl_reader_drops_one_bom_at_the_start_as_utf_8_sig_did(
         assert expected in got
     else:
         assert got == expected
+
+
+@pytest.mark.parametrize("first_bits", [64, 1 << 10])
+def test_seen_ids_answer_as_a_dict_while_their_filter_grows(
+    monkeypatch: pytest.MonkeyPatch, first_bits: int
+) -> None:
+    """The Bloom filter before the runs starts small here, so it is made again (twice its
+    size, marked from the runs) many times: no flushed id is ever missed."""
+    from rubric_engine.dialogue import seen_ids
+    from tests.test_seen_ids import _same_as_a_dict
+
+    monkeypatch.setattr(seen_ids, "_FILTER_FIRST_BITS", first_bits)
+    _same_as_a_dict(flush_every=5, n=3000, seed=first_bits)
+    seen = SeenIds(flush_every=5)
+    for i in range(3000):
+        seen.add(f"id-{i}", f"f.jsonl:{i + 1}")
+    assert len(seen._filter) * 8 >= 3000 * seen_ids.FILTER_BITS_PER_ID
+    assert all(f"id-{i}" in seen for i in range(3000)) and "id-3000" not in seen
