@@ -12,6 +12,7 @@ import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
+from itertools import chain
 from pathlib import Path
 
 from rubric_engine.dialogue.model import DialogueRow
@@ -54,9 +55,10 @@ class Inputs:
 
     def stream(self) -> Iterator[DialogueRow]:
         """Every row in order, files first (in file order), then the rows given in memory;
-        each call starts again from the first row."""
-        yield from self.spool
-        yield from self.memory
+        each call starts again from the first row (the spool is read from its start when
+        the first row is asked for). A C ``chain``, not a generator of ours: no Python
+        frame resumed between the spool and the run, for every row."""
+        return chain(self.spool, self.memory)
 
     def drain(self) -> Iterator[DialogueRow]:
         """The rows in order, for the run (:meth:`stream`; the name is the earlier API's)."""
