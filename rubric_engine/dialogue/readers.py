@@ -371,42 +371,54 @@ def _parse_objects(
         fmt: the input format, for the wording of a JSON syntax error.
     """
     for where, obj, default_id in objects:
-        storable = type(obj) is _Storable
-        if storable:
-            obj = obj.value
-        if isinstance(obj, DuplicateKeyError):
-            yield where, [Problem(where, "", f"not a valid row: {obj}")], False
+        if type(obj) is _Storable:  # the common row, decoded and walked: straight to its checks
+            obj, storable = obj.value, True
+        elif isinstance(obj, _UNREAD):
+            yield where, _unread(where, obj, fmt), False
             continue
-        if isinstance(obj, json.JSONDecodeError):
-            unit = "line" if fmt == "jsonl" else "file"
-            hint = (
-                "each line must be one JSON object"
-                if fmt == "jsonl"
-                else "the file must be one JSON array of rows (or a tau2 results file); for one "
-                "row per line use .jsonl"
-            )
-            problem = Problem(where, "", f"not valid JSON ({json_problem(obj, unit)}); {hint}")
-            yield where, [problem], False
-        elif isinstance(obj, RowShapeError):
-            yield where, [Problem(where, obj.field, str(obj))], False
         elif isinstance(obj, DialogueRow):
             yield where, obj, False
+            continue
         else:
-            given = obj  # the object as read: its case name is asked only for a message
-            try:
-                if is_diagnosis_case(obj):
-                    obj = diagnosis_row(obj, load_fixture(str(obj["traceFixture"]), case_file))
-                    storable = False  # the fixture's trace is new: checked in row_from_object
-                row = row_from_object(obj, default_id, storable_checked=storable)
-                # asked only of a row whose id is its default: most rows name themselves
-                yield where, row, row.row_id == default_id and not _names_itself(obj)
-            except RowShapeError as exc:
-                yield where, [Problem(where, exc.field, f"{_case_name(given)}{exc}")], False
-            except ValidationError as exc:
-                case = _case_name(given)
-                fields = diagnosis_fields() if is_diagnosis_case(obj) else None
-                problems = [_problem(where, case, err, fields) for err in exc.errors()]
-                yield where, problems, False
+            storable = False
+        given = obj  # the object as read: its case name is asked only for a message
+        try:
+            if is_diagnosis_case(obj):
+                obj = diagnosis_row(obj, load_fixture(str(obj["traceFixture"]), case_file))
+                storable = False  # the fixture's trace is new: checked in row_from_object
+            row = row_from_object(obj, default_id, storable_checked=storable)
+            # asked only of a row whose id is its default: most rows name themselves
+            yield where, row, row.row_id == default_id and not _names_itself(obj)
+        except RowShapeError as exc:
+            yield where, [Problem(where, exc.field, f"{_case_name(given)}{exc}")], False
+        except ValidationError as exc:
+            case = _case_name(given)
+            fields = diagnosis_fields() if is_diagnosis_case(obj) else None
+            problems = [_problem(where, case, err, fields) for err in exc.errors()]
+            yield where, problems, False
+
+
+#: what the sources yield for an object they could not read (:func:`_unread`)
+_UNREAD = (DuplicateKeyError, json.JSONDecodeError, RowShapeError)
+
+
+def _unread(
+    where: str, error: DuplicateKeyError | json.JSONDecodeError | RowShapeError, fmt: str
+) -> list[Problem]:
+    """The problem of an object a source could not read (``fmt``: the input format, for the
+    wording of a JSON syntax error)."""
+    if isinstance(error, DuplicateKeyError):
+        return [Problem(where, "", f"not a valid row: {error}")]
+    if isinstance(error, json.JSONDecodeError):
+        unit = "line" if fmt == "jsonl" else "file"
+        hint = (
+            "each line must be one JSON object"
+            if fmt == "jsonl"
+            else "the file must be one JSON array of rows (or a tau2 results file); for one "
+            "row per line use .jsonl"
+        )
+        return [Problem(where, "", f"not valid JSON ({json_problem(error, unit)}); {hint}")]
+    return [Problem(where, error.field, str(error))]
 
 
 def _names_itself(obj: Any) -> bool:
