@@ -92,7 +92,9 @@ def read_inputs(options: ScoreOptions) -> Inputs:
         for path in options.inputs:
             source = DialogueSource(Path(path), options.input_format)
             exact = source.path.is_file() and source.resolved_format() in _JSON_FORMATS
-            source.check(partial(spool.add, exact_json=exact), seen)
+            # the bound method when its default holds: no partial's keywords for every row
+            keep = spool.add if exact else partial(spool.add, exact_json=False)
+            source.check(keep, seen)
         memory: list[DialogueRow] = []
         if options.rows:
             memory = MemorySource(options.rows).read(seen)
