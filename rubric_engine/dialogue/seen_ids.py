@@ -101,7 +101,7 @@ class SeenIds:
         file name and line. Not checked here: the caller asks ``row_id in seen`` first
         (an id added twice would answer with its second place)."""
         index = len(self._ends)
-        self._bytes += _encode(row_id)
+        self._bytes += row_id.encode("utf-8", "surrogatepass")  # _encode, without its call
         self._ends.append(len(self._bytes))
         self._places.append(self._pack(where, generated))
         self._newest[row_id] = index

@@ -308,8 +308,10 @@ def row_from_object(obj: Any, default_id: str, storable_checked: bool = False) -
     for key in _BEHAVIOUR_KEYS:
         if isinstance(obj.get(key), str):
             raise RowShapeError(key, "must be a list of strings (one behaviour each)")
-    metadata = dict(given_metadata) if given_metadata is not None else {}
+    # the model copies the mapping it validates: copied here only to add fields to it
+    metadata = given_metadata if given_metadata is not None else {}
     if not obj.keys() <= _ROW_KEYS:  # other top-level fields join the metadata
+        metadata = dict(metadata)
         for key, value in obj.items():
             if key not in _ROW_KEYS:
                 metadata.setdefault(key, value)
