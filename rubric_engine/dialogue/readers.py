@@ -46,7 +46,11 @@ from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.dialogue.otlp import is_otlp_export, otlp_rows
 from rubric_engine.dialogue.seen_ids import SeenIds
 from rubric_engine.dialogue.shapes import ID_KEYS, RowShapeError, row_from_object
-from rubric_engine.dialogue.storable import MAX_ROW_DEPTH
+from rubric_engine.dialogue.storable import (
+    MAX_ROW_DEPTH,
+    storable_keys,
+    unescaped_storable_keys,
+)
 from rubric_engine.dialogue.tau import (
     is_taubench_trajectory,
     tau2_rows,
@@ -54,7 +58,13 @@ from rubric_engine.dialogue.tau import (
     taubench_row,
 )
 from rubric_engine.errors import DatasetError, Problem, format_loc
-from rubric_engine.jsonl import DuplicateKeyError, first_non_utf8, json_problem, loads_strict
+from rubric_engine.jsonl import (
+    DuplicateKeyError,
+    first_non_utf8,
+    json_problem,
+    loads_counted,
+    loads_strict,
+)
 from rubric_engine.rules.model import check_error_message, check_model, strip_tags
 from rubric_engine.safe_yaml import YamlLimitError, duplicate_keys, load_documents
 
@@ -144,6 +154,16 @@ def _problem(where: str, case: str, err: Any, top_fields: str | None = None) -> 
     return Problem(where, format_loc(loc), case + message)
 
 
+class _Storable:
+    """A decoded row already found storable (``storable_problem`` is ``None``): the walk
+    that counted its keys for the duplicate-key check made that check too."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
 @dataclass
 class DialogueSource:
     """A dialogue file, validated whole before it is streamed.
@@ -175,12 +195,19 @@ class DialogueSource:
         fmt, stem = self.resolved_format(), self.path.stem
         if fmt == "jsonl":
             place = f"{self.path}:"
-            with self.path.open(encoding="utf-8-sig") as handle:
+            # "utf-8-sig" decodes each block in Python: its BOM is dropped here instead
+            with self.path.open(encoding="utf-8") as handle:
                 for n, line in enumerate(handle, start=1):
+                    if n == 1 and line.startswith("\ufeff"):
+                        line = line[1:]
                     if not line or line.isspace():  # blank (not line.strip(): no copy)
                         continue
+                    # the storable check's walk also counts the keys (loads_counted); without
+                    # a \u escape, the strings are pieces of the (UTF-8) line: text
+                    escaped = "\\" in line and "\\u" in line
+                    count = storable_keys if escaped else unescaped_storable_keys
                     try:
-                        obj = loads_strict(line)
+                        obj, keys = loads_counted(line, count)
                     except (json.JSONDecodeError, DuplicateKeyError) as exc:
                         yield f"{self.path}:{n}", exc, f"{stem}-{n}"
                         continue
@@ -192,7 +219,8 @@ class DialogueSource:
                             default = f"{stem}-{n}-{span_id or where}"
                             yield f"{self.path}:{n} {where}".rstrip(), row, default
                     else:  # the common row: its place from the path's text, made once
-                        yield f"{place}{n}", obj, f"{stem}-{n}"
+                        walked = obj if keys is None else _Storable(obj)
+                        yield f"{place}{n}", walked, f"{stem}-{n}"
         elif fmt == "csv":
             yield from csv_objects(self.path, stem)
         elif fmt == "yaml":
@@ -343,38 +371,54 @@ def _parse_objects(
         fmt: the input format, for the wording of a JSON syntax error.
     """
     for where, obj, default_id in objects:
-        if isinstance(obj, DuplicateKeyError):
-            yield where, [Problem(where, "", f"not a valid row: {obj}")], False
+        if type(obj) is _Storable:  # the common row, decoded and walked: straight to its checks
+            obj, storable = obj.value, True
+        elif isinstance(obj, _UNREAD):
+            yield where, _unread(where, obj, fmt), False
             continue
-        if isinstance(obj, json.JSONDecodeError):
-            unit = "line" if fmt == "jsonl" else "file"
-            hint = (
-                "each line must be one JSON object"
-                if fmt == "jsonl"
-                else "the file must be one JSON array of rows (or a tau2 results file); for one "
-                "row per line use .jsonl"
-            )
-            problem = Problem(where, "", f"not valid JSON ({json_problem(obj, unit)}); {hint}")
-            yield where, [problem], False
-        elif isinstance(obj, RowShapeError):
-            yield where, [Problem(where, obj.field, str(obj))], False
         elif isinstance(obj, DialogueRow):
             yield where, obj, False
+            continue
         else:
-            given = obj  # the object as read: its case name is asked only for a message
-            try:
-                if is_diagnosis_case(obj):
-                    obj = diagnosis_row(obj, load_fixture(str(obj["traceFixture"]), case_file))
-                row = row_from_object(obj, default_id)
-                # asked only of a row whose id is its default: most rows name themselves
-                yield where, row, row.row_id == default_id and not _names_itself(obj)
-            except RowShapeError as exc:
-                yield where, [Problem(where, exc.field, f"{_case_name(given)}{exc}")], False
-            except ValidationError as exc:
-                case = _case_name(given)
-                fields = diagnosis_fields() if is_diagnosis_case(obj) else None
-                problems = [_problem(where, case, err, fields) for err in exc.errors()]
-                yield where, problems, False
+            storable = False
+        given = obj  # the object as read: its case name is asked only for a message
+        try:
+            if is_diagnosis_case(obj):
+                obj = diagnosis_row(obj, load_fixture(str(obj["traceFixture"]), case_file))
+                storable = False  # the fixture's trace is new: checked in row_from_object
+            row = row_from_object(obj, default_id, storable_checked=storable)
+            # asked only of a row whose id is its default: most rows name themselves
+            yield where, row, row.row_id == default_id and not _names_itself(obj)
+        except RowShapeError as exc:
+            yield where, [Problem(where, exc.field, f"{_case_name(given)}{exc}")], False
+        except ValidationError as exc:
+            case = _case_name(given)
+            fields = diagnosis_fields() if is_diagnosis_case(obj) else None
+            problems = [_problem(where, case, err, fields) for err in exc.errors()]
+            yield where, problems, False
+
+
+#: what the sources yield for an object they could not read (:func:`_unread`)
+_UNREAD = (DuplicateKeyError, json.JSONDecodeError, RowShapeError)
+
+
+def _unread(
+    where: str, error: DuplicateKeyError | json.JSONDecodeError | RowShapeError, fmt: str
+) -> list[Problem]:
+    """The problem of an object a source could not read (``fmt``: the input format, for the
+    wording of a JSON syntax error)."""
+    if isinstance(error, DuplicateKeyError):
+        return [Problem(where, "", f"not a valid row: {error}")]
+    if isinstance(error, json.JSONDecodeError):
+        unit = "line" if fmt == "jsonl" else "file"
+        hint = (
+            "each line must be one JSON object"
+            if fmt == "jsonl"
+            else "the file must be one JSON array of rows (or a tau2 results file); for one "
+            "row per line use .jsonl"
+        )
+        return [Problem(where, "", f"not valid JSON ({json_problem(error, unit)}); {hint}")]
+    return [Problem(where, error.field, str(error))]
 
 
 def _names_itself(obj: Any) -> bool:

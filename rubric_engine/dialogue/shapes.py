@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 from rubric_engine import jsonl
-from rubric_engine.cases.seed000 import is_seed000, seed000_row
+from rubric_engine.cases.seed000 import MARKER_KEYS, is_seed000, seed000_row
 from rubric_engine.cases.seed004 import is_seed004, seed004_row
 from rubric_engine.dialogue.errors import RowShapeError
 from rubric_engine.dialogue.model import DialogueRow
@@ -55,6 +56,9 @@ _ROW_KEYS = {
     "expected",
     "metadata",
 }
+_BEHAVIOUR_KEYS = ("expectedBehavior", "expected_behavior", "negativeBehavior", "negative_behavior")
+#: ``DialogueRow.model_validate`` without its wrapper (every input row)
+_VALIDATE_ROW: Callable[[Any], DialogueRow] = DialogueRow.__pydantic_validator__.validate_python
 _SHAREGPT_ROLES = {
     "human": "user",
     "user": "user",
@@ -95,22 +99,31 @@ def _tool_call(raw: Any, field: str) -> dict[str, Any]:
     return {"id": raw.get("id"), "name": raw.get("name"), "arguments": raw.get("arguments")}
 
 
-def _message(raw: Any, field: str) -> dict[str, Any]:
+def _message(raw: Any, turns: str, i: int) -> dict[str, Any]:
+    """Turn ``i`` of the list ``turns`` (``messages``, ``traj``) as a canonical message; its
+    field (``messages[3]``) is spelled out only for an error (every turn of every row)."""
     if not isinstance(raw, dict):
-        raise RowShapeError(field, "each message must be an object with role and content")
-    calls = raw.get("tool_calls") or raw.get("toolCalls") or []
-    if not isinstance(calls, list):
-        raise RowShapeError(f"{field}.tool_calls", "tool_calls must be a list")
+        raise RowShapeError(f"{turns}[{i}]", "each message must be an object with role and content")
+    calls = raw.get("tool_calls") or raw.get("toolCalls")
+    if calls and not isinstance(calls, list):
+        raise RowShapeError(f"{turns}[{i}].tool_calls", "tool_calls must be a list")
     role = raw.get("role")
     if role not in ROLES:
-        raise RowShapeError(f"{field}.role", f"unknown role {role!r}; valid: {', '.join(ROLES)}")
+        raise RowShapeError(
+            f"{turns}[{i}].role", f"unknown role {role!r}; valid: {', '.join(ROLES)}"
+        )
     call_id = raw.get("tool_call_id") or raw.get("toolCallId")
     if role == "tool" and call_id is None:
         call_id = raw.get("id")
+    content = raw.get("content")
+    if content is not None and not isinstance(content, str):
+        content = _text(content, f"{turns}[{i}].content")
     return {
         "role": role,
-        "content": _text(raw.get("content"), f"{field}.content"),
-        "tool_calls": [_tool_call(c, f"{field}.tool_calls[{i}]") for i, c in enumerate(calls)],
+        "content": content,
+        "tool_calls": [_tool_call(c, f"{turns}[{i}].tool_calls[{n}]") for n, c in enumerate(calls)]
+        if calls
+        else [],
         "tool_call_id": call_id,
         "name": raw.get("name"),
     }
@@ -198,18 +211,21 @@ def _conversation(obj: dict[str, Any]) -> list[dict[str, Any]]:
     if isinstance(obj.get("messages"), list):
         found: list[dict[str, Any]] = []
         for i, m in enumerate(obj["messages"]):
+            # {role, content}: the canonical message already (its other fields the defaults)
+            plain = type(m) is dict and len(m) == 2 and type(m.get("content")) is str
+            if plain and m.get("role") in ROLES:
+                found.append(m)
+                continue
             if isinstance(m, dict) and "parts" in m and "content" not in m:  # OTel GenAI
-                found.extend(
-                    _message(p, f"messages[{i}]") for p in otel_message(m, f"messages[{i}]")
-                )
+                found.extend(_message(p, "messages", i) for p in otel_message(m, f"messages[{i}]"))
             else:
-                found.append(_message(m, f"messages[{i}]"))
+                found.append(_message(m, "messages", i))
         return found
     if isinstance(obj.get("conversations"), list):
         return _sharegpt_messages(obj["conversations"])
     if isinstance(obj.get("traj"), list):
         return [
-            _message(m, f"traj[{i}]")
+            _message(m, "traj", i)
             for i, m in enumerate(obj["traj"])
             if not (isinstance(m, dict) and m.get("role") == "system")
         ]
@@ -223,12 +239,15 @@ def _conversation(obj: dict[str, Any]) -> list[dict[str, Any]]:
     )
 
 
-def row_from_object(obj: Any, default_id: str) -> DialogueRow:
+def row_from_object(obj: Any, default_id: str, storable_checked: bool = False) -> DialogueRow:
     """Map one input object (any supported shape) to a :class:`DialogueRow`.
 
     Args:
         obj: the decoded JSON object.
         default_id: the rowId when the object has none (``<file stem>-<line>``).
+        storable_checked: the caller found ``storable_problem(obj)`` to be ``None`` already
+            (the JSONL reader's walk for the duplicate-key check does it), so it is not
+            walked again.
 
     Raises:
         RowShapeError: the object's shape is not a dialogue, or it holds something the store
@@ -241,11 +260,12 @@ def row_from_object(obj: Any, default_id: str) -> DialogueRow:
     # the store keeps the row as JSON: what it cannot keep is refused now, before the judge
     # is paid, and before any adapter walks it (adapters add a few levels, far below the
     # serializer's limit; the OTel adapter checks the JSON strings it decodes the same way)
-    if (problem := storable_problem(obj)) is not None:
+    if not storable_checked and (problem := storable_problem(obj)) is not None:
         raise RowShapeError(*problem)
-    if is_seed000(obj):
+    # each test asks first for a key its shape cannot lack (every input row, issue 18)
+    if MARKER_KEYS[-1] in obj and is_seed000(obj):
         obj = seed000_row(obj)
-    elif is_seed004(obj):
+    elif "expected" in obj and is_seed004(obj):
         obj = seed004_row(obj)
     elif "messages" not in obj and (attributes := otel_attributes(obj)) is not None:
         obj = otel_row(obj, attributes)
@@ -256,14 +276,15 @@ def row_from_object(obj: Any, default_id: str) -> DialogueRow:
             "mapping on a row that also has `id` and `input`",
         )
     messages = _conversation(obj)
+    assistant, size = False, 0
     for m in messages:  # plain loops here, not generators: every input row (issue 18)
         if m["role"] == "assistant":
-            break
-    else:
+            assistant = True
+        content = m.get("content")
+        if content:
+            size += len(content)
+    if not assistant:
         raise RowShapeError("messages", "no assistant turn: there is nothing to evaluate")
-    size = 0
-    for m in messages:
-        size += len(m.get("content") or "")
     if size > MAX_ROW_CHARS:
         raise RowShapeError(
             "messages",
@@ -273,30 +294,37 @@ def row_from_object(obj: Any, default_id: str) -> DialogueRow:
         )
     row_id = default_id
     for k in ID_KEYS:
-        if obj.get(k) is not None and str(obj[k]).strip():
-            row_id = obj[k]
+        given = obj.get(k)
+        if given is not None and str(given).strip():
+            row_id = given
             break
     if isinstance(row_id, str):
         row_id = row_id.strip()
-    if not isinstance(row_id, str | int):
+    elif not isinstance(row_id, int):
         raise RowShapeError("rowId", f"must be a string or a number, not {type(row_id).__name__}")
-    if "metadata" in obj and not isinstance(obj["metadata"], dict | None):
+    given_metadata = obj.get("metadata")
+    if given_metadata is not None and not isinstance(given_metadata, dict):
         raise RowShapeError("metadata", "must be a mapping of names to values")
-    for key in ("expectedBehavior", "expected_behavior", "negativeBehavior", "negative_behavior"):
+    for key in _BEHAVIOUR_KEYS:
         if isinstance(obj.get(key), str):
             raise RowShapeError(key, "must be a list of strings (one behaviour each)")
-    metadata = dict(obj["metadata"]) if isinstance(obj.get("metadata"), dict) else {}
-    for key, value in obj.items():
-        if key not in _ROW_KEYS:
-            metadata.setdefault(key, value)
-    for field, message in trace_problems(obj.get("trace"))[:1]:
-        raise RowShapeError(field, message)
-    return DialogueRow.model_validate(
+    # the model copies the mapping it validates: copied here only to add fields to it
+    metadata = given_metadata if given_metadata is not None else {}
+    if not obj.keys() <= _ROW_KEYS:  # other top-level fields join the metadata
+        metadata = dict(metadata)
+        for key, value in obj.items():
+            if key not in _ROW_KEYS:
+                metadata.setdefault(key, value)
+    trace = obj.get("trace")
+    if trace is not None:
+        for field, message in trace_problems(trace)[:1]:
+            raise RowShapeError(field, message)
+    return _VALIDATE_ROW(
         {
             "rowId": str(row_id),  # by alias, so a refused rowId is named `rowId`
             "messages": messages,
             "reference_output": obj.get("referenceOutput", obj.get("reference_output")),
-            "trace": obj.get("trace"),
+            "trace": trace,
             "expected_behavior": obj.get("expectedBehavior", obj.get("expected_behavior")) or (),
             "negative_behavior": obj.get("negativeBehavior", obj.get("negative_behavior")) or (),
             "expected": obj.get("expected") or (),

@@ -37,7 +37,7 @@ def storable_problem(value: Any) -> tuple[str, str] | None:
         ``None`` when everything is storable. Dates, and keys that are numbers or dates (YAML),
         pass: the store writes them as text.
     """
-    if _storable(value, 0):  # the common case, without building a field path per value
+    if _storable_keys(value, 0) >= 0:  # the common case, without a field path per value
         return None
     return _first_problem(value)
 
@@ -84,61 +84,95 @@ def _first_problem(value: Any) -> tuple[str, str] | None:
 
 
 def _storable(item: Any, depth: int) -> bool:
-    """Whether :func:`storable_problem` finds nothing, answered without field paths (the
-    recursion stops one level past :data:`MAX_ROW_DEPTH`, far inside Python's limit).
+    """Whether :func:`storable_problem` finds nothing, answered without field paths
+    (:func:`_storable_keys`)."""
+    return _storable_keys(item, depth) >= 0
+
+
+def storable_keys(value: Any) -> int | None:
+    """How many keys the objects (mappings) in ``value`` have, every level added up, when
+    :func:`storable_problem` finds nothing in it; ``None`` when it would find a problem.
+
+    One walk answers both: the readers compare the count with the keys the row's JSON text
+    names, so that a repeated key is found without a Python call per decoded object
+    (:func:`rubric_engine.jsonl.loads_counted`, issue 18)."""
+    keys = _storable_keys(value, 0)
+    return keys if keys >= 0 else None
+
+
+def unescaped_storable_keys(value: Any) -> int | None:
+    """:func:`storable_keys` of a value decoded from JSON text that holds no ``\\u`` escape
+    (the caller looked). Its strings are then pieces of that text, which was decoded
+    strictly from UTF-8: they hold no lone surrogate, so only depth and numbers are
+    checked."""
+    keys = _storable_keys(value, 0, True)
+    return keys if keys >= 0 else None
+
+
+def _storable_keys(item: Any, depth: int, text: bool = False) -> int:
+    """:func:`storable_keys`, with ``-1`` for a problem (the recursion stops one level past
+    :data:`MAX_ROW_DEPTH`, far inside Python's limit).
 
     Plain loops, strings first: this runs over every value of every input row before the
     first judge call (issue 18; a generator per container cost half its time). Leaves are
     told by their exact type first (``str``, ``int``, ``None``, ``bool``: decoded JSON),
-    without a call; anything else takes the general path."""
+    without a call; anything else takes the general path. ``text``: every string is known
+    to be Unicode text (:func:`unescaped_storable_keys`)."""
     if depth > MAX_ROW_DEPTH:
-        return False
+        return -1
     kind = type(item)
     if kind is str:
-        return item.isascii() or _is_text(item)
+        return 0 if text or item.isascii() or _is_text(item) else -1
     if kind is dict or (kind is not list and isinstance(item, dict)):
         if depth == MAX_ROW_DEPTH:
-            return not item  # its children would be one level too deep, whatever they are
+            # its children would be one level too deep, whatever they are
+            return -1 if item else 0
+        keys = len(item)
         for key, child in item.items():
-            if isinstance(key, str) and not key.isascii() and not _is_text(key):
-                return False
+            if not text and isinstance(key, str) and not key.isascii() and not _is_text(key):
+                return -1
             leaf = type(child)
             if leaf is str:  # the common leaf, without a call
-                ok = child.isascii() or _is_text(child)
+                if not (text or child.isascii() or _is_text(child)):
+                    return -1
             elif leaf is int:
-                ok = child.bit_length() < _LONG_INT_BITS or _writable_int(child)
-            elif leaf is bool or child is None:
-                continue
-            else:
-                ok = _storable(child, depth + 1)
-            if not ok:
-                return False
-        return True
+                if not (child.bit_length() < _LONG_INT_BITS or _writable_int(child)):
+                    return -1
+            elif leaf is not bool and child is not None:
+                inner = _storable_keys(child, depth + 1, text)
+                if inner < 0:
+                    return -1
+                keys += inner
+        return keys
     if kind is list or isinstance(item, list | tuple):
         if depth == MAX_ROW_DEPTH:
-            return not item
+            return -1 if item else 0
+        keys = 0
         for child in item:
             leaf = type(child)
             if leaf is str:
-                ok = child.isascii() or _is_text(child)
+                if not (text or child.isascii() or _is_text(child)):
+                    return -1
             elif leaf is int:
-                ok = child.bit_length() < _LONG_INT_BITS or _writable_int(child)
-            elif leaf is bool or child is None:
-                continue
-            else:
-                ok = _storable(child, depth + 1)
-            if not ok:
-                return False
-        return True
+                if not (child.bit_length() < _LONG_INT_BITS or _writable_int(child)):
+                    return -1
+            elif leaf is not bool and child is not None:
+                inner = _storable_keys(child, depth + 1, text)
+                if inner < 0:
+                    return -1
+                keys += inner
+        return keys
     if isinstance(item, str):  # a str subclass
-        return item.isascii() or _is_text(item)
-    if isinstance(item, float):
-        return math.isfinite(item)
-    if isinstance(item, bytes):
-        return _is_utf8(item)
-    if isinstance(item, int) and not isinstance(item, bool):
-        return item.bit_length() < _LONG_INT_BITS or _writable_int(item)
-    return True
+        ok = item.isascii() or _is_text(item)
+    elif isinstance(item, float):
+        ok = math.isfinite(item)
+    elif isinstance(item, bytes):
+        ok = _is_utf8(item)
+    elif isinstance(item, int) and not isinstance(item, bool):
+        ok = item.bit_length() < _LONG_INT_BITS or _writable_int(item)
+    else:
+        ok = True
+    return 0 if ok else -1
 
 
 #: integers of fewer bits have fewer than 4,000 digits: always writable, without the test

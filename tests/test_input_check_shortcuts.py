@@ -1,0 +1,371 @@
+"""Shortcuts of the input check (issue 18) that must not change an outcome:
+
+- :func:`~rubric_engine.jsonl.loads_strict` decodes without a Python hook per object and
+  counts keys instead: its value, or its error (type, message, place), is the one of the
+  decoder with the duplicate-key hook (how it read every text before);
+- :func:`~rubric_engine.dialogue.storable.storable_keys` is ``None`` exactly when
+  :func:`~rubric_engine.dialogue.storable.storable_problem` finds a problem, and else the
+  number of keys of every object in the value;
+- a JSONL row the reader found storable while decoding is not walked again: the rows, or
+  the problems, of a file are those of the same objects checked in full (as rows in memory).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rubric_engine.dialogue.model import DialogueRow
+from rubric_engine.dialogue.readers import DialogueSource, MemorySource
+from rubric_engine.dialogue.seen_ids import SeenIds
+from rubric_engine.dialogue.shapes import row_from_object
+from rubric_engine.dialogue.storable import (
+    storable_keys,
+    storable_problem,
+    unescaped_storable_keys,
+)
+from rubric_engine.errors import DatasetError
+from rubric_engine.jsonl import DuplicateKeyError, _unique_keys, loads_strict, unreadable
+
+_HOOKED = json.JSONDecoder(object_pairs_hook=_unique_keys)
+
+
+def _old_loads_strict(text: str) -> Any:
+    """:func:`loads_strict` as it was: every object's pairs through the hook."""
+    try:
+        if not isinstance(text, str) or text.startswith("\ufeff"):
+            return json.loads(text, object_pairs_hook=_unique_keys)
+        return _HOOKED.decode(text)
+    except (json.JSONDecodeError, DuplicateKeyError):
+        raise
+    except ValueError as exc:
+        raise unreadable(text, exc) from None
+
+
+def _outcome(read: Any, text: str) -> Any:
+    try:
+        return "value", read(text)
+    except json.JSONDecodeError as exc:
+        return "json", exc.msg, exc.pos
+    except DuplicateKeyError as exc:
+        return "duplicate", str(exc)
+    except RecursionError:
+        return "recursion"
+
+
+#: keys that collide, hold colons (literal or escaped on the way out) and other text
+KEYS = st.sampled_from(["a", "b", "a:b", ":", "é", "k\u003a", "rowId", "messages", ""])
+SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**30), 10**30),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(alphabet=st.sampled_from(list('ab:é"\\\n\u2028 ')), max_size=6),
+)
+
+
+def _pairs(children: Any) -> Any:
+    return st.lists(st.tuples(KEYS, children), max_size=4).map(lambda p: ("object", p))
+
+
+TREES = st.recursive(
+    SCALARS.map(lambda s: ("scalar", s)),
+    lambda children: st.one_of(
+        st.lists(children, max_size=4).map(lambda items: ("array", items)), _pairs(children)
+    ),
+    max_leaves=20,
+)
+
+
+def _write(tree: Any, escape_colons: bool, space: str) -> str:
+    """JSON text of ``tree``; an object's pairs are written as given (repeats too)."""
+    kind, body = tree
+    if kind == "scalar":
+        text = json.dumps(body, ensure_ascii=False)
+    elif kind == "array":
+        text = "[" + f",{space}".join(_write(item, escape_colons, space) for item in body) + "]"
+    else:
+        pairs = (
+            json.dumps(key, ensure_ascii=False) + f"{space}:{space}"
+            + _write(value, escape_colons, space)
+            for key, value in body
+        )  # fmt: skip
+        text = "{" + ",".join(pairs) + "}"
+    if escape_colons and kind == "scalar" and isinstance(body, str):
+        text = text.replace(":", "\\u003a")
+    return text
+
+
+@settings(max_examples=1500, deadline=None)
+@given(TREES, st.booleans(), st.sampled_from(["", " ", "\n"]), st.integers(0, 400), st.booleans())
+def test_loads_strict_reads_every_text_as_the_hook_did(
+    tree: Any, escape: bool, space: str, cut: int, cut_it: bool
+) -> None:
+    text = _write(tree, escape, space) + "\n"
+    if cut_it:  # broken texts: their error and its place are the hook decoder's too
+        text = text[: cut % (len(text) + 1)]
+    assert _outcome(loads_strict, text) == _outcome(_old_loads_strict, text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a": 1, "a": 2}',
+        '{"a": "x:y", "a": 2}',  # a colon in a string makes up for the repeated key's
+        '{"a": "\\u003a", "a": 2}',  # an escaped colon: the text has one fewer
+        '{"a": {"b": 1, "b": 1}, "c": "::"}',
+        '[{"k": 1}, {"k": 1, "k": 3}]',
+        '{"a": 1, "b": 2} {"c": 3}',  # extra data
+        '{"a": 1, "a": 2, "b": ]',  # a syntax error before the repeating object closes
+        "\ufeff" + '{"a": 1}',
+        '{"a": 1e400, "b": NaN, "c": -Infinity}',
+        "[" * 3000 + "]" * 3000,
+        '{"n": ' + "7" * 5000 + "}",
+    ],
+)
+def test_loads_strict_edges_read_as_the_hook_did(text: str) -> None:
+    assert _outcome(loads_strict, text) == _outcome(_old_loads_strict, text)
+
+
+def _keys(value: Any) -> int:
+    if isinstance(value, dict):
+        return len(value) + sum(_keys(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return sum(_keys(v) for v in value)
+    return 0
+
+
+UNSTORABLE = st.sampled_from([float("nan"), float("inf"), "\ud800", b"\xff", b"ok"])
+
+
+@settings(max_examples=800, deadline=None)
+@given(
+    st.recursive(
+        SCALARS | UNSTORABLE,
+        lambda children: (
+            st.lists(children, max_size=3)
+            | st.dictionaries(st.sampled_from(["a", "b", "\udc00", "é"]), children, max_size=3)
+        ),
+        max_leaves=15,
+    )
+)
+def test_storable_keys_is_the_check_and_the_count(value: Any) -> None:
+    found = storable_keys(value)
+    assert (found is None) is (storable_problem(value) is not None)
+    if found is not None:
+        assert found == _keys(value)
+
+
+@settings(max_examples=800, deadline=None)
+@given(TREES, st.booleans())
+def test_the_walk_of_an_unescaped_text_is_the_full_walk(tree: Any, escape: bool) -> None:
+    """A text without ``\\u`` escapes decodes to strings that are Unicode text: the walk
+    that does not look at them finds what the full walk finds."""
+    text = _write(tree, escape, " ")
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return
+    if "\\u" not in text:
+        assert unescaped_storable_keys(value) == storable_keys(value)
+
+
+def test_storable_keys_at_the_depth_limit() -> None:
+    for levels in (99, 100, 101):
+        value: Any = "x"
+        for i in range(levels):
+            value = [value] if i % 2 else {"k": value}
+        found = storable_keys(value)
+        assert (found is None) is (storable_problem(value) is not None)
+        assert found is None or found == _keys(value)
+
+
+TEXT = st.text(alphabet=st.sampled_from(list("ab: é\n")), max_size=8)
+#: what may refuse a row: wrong types, NaN, a lone surrogate, nesting
+BAD = st.one_of(
+    SCALARS,
+    st.sampled_from([float("nan"), "\ud800", [[[[]]]], {"a": {"b": None}}, ["x", 1.5], {}]),
+)
+
+
+def _mostly(good: Any) -> Any:
+    """``good`` four times in five, else a value that may refuse the row."""
+    return st.integers(0, 4).flatmap(lambda n: BAD if n == 0 else good)
+
+
+MESSAGE = st.fixed_dictionaries(
+    {
+        "role": _mostly(st.sampled_from(["user", "assistant", "assistant", "tool"])),
+        "content": _mostly(TEXT),
+    },
+    optional={"name": _mostly(TEXT), "tool_calls": _mostly(st.just([]))},
+)
+ROWS = st.fixed_dictionaries(
+    {"messages": _mostly(st.lists(MESSAGE, min_size=1, max_size=3))},
+    optional={
+        "rowId": _mostly(st.sampled_from(["r1", "r2", " r1 ", "", 7, None, "a\nb"])),
+        "metadata": _mostly(st.dictionaries(st.sampled_from(["k", "n"]), TEXT | BAD, max_size=2)),
+        "trace": _mostly(st.none()),
+        "expected": _mostly(st.just([])),
+        "extra": _mostly(TEXT),
+    },
+)
+
+
+def _line(row: dict[str, Any]) -> str:
+    """The row as JSON: its text as is, or with ``\\u`` escapes when it holds a lone
+    surrogate (the reader checks the strings of a line with such escapes only)."""
+    text = json.dumps(row, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(row)
+    return text
+
+
+def _checked(read: Any, place: Any) -> Any:
+    """The rows read, or every problem with its places written as ``@<row number>``."""
+    try:
+        rows = read()
+    except DatasetError as exc:
+        return "problems", [(place(p.where), p.field, place(p.message)) for p in exc.problems]
+    return "rows", [row.model_dump(mode="python") for row in rows]
+
+
+@settings(
+    max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.lists(ROWS, min_size=1, max_size=3))
+def test_a_file_s_rows_check_as_the_same_rows_in_memory(
+    tmp_path: Path, rows: list[dict[str, Any]]
+) -> None:
+    """The file's rows skip the second storable walk; the rows in memory are walked in full.
+    Their places differ (``file:1``, ``rows[0]``) and are compared as row numbers; the file
+    is named ``row.jsonl``, so that ids made for rows without one (``row-1``) agree."""
+    path = tmp_path / "row.jsonl"
+    path.write_text("".join(_line(row) + "\n" for row in rows), encoding="utf-8")
+    in_file = re.compile(re.escape(str(path)) + r":(\d+)")
+    in_memory = re.compile(r"rows\[(\d+)\]")
+    from_file = _checked(lambda: DialogueSource(path).read(), lambda t: in_file.sub(r"@\1", t))
+    from_memory = _checked(
+        lambda: MemorySource(rows).read(),
+        lambda t: in_memory.sub(lambda m: f"@{int(m[1]) + 1}", t),
+    )
+    assert from_file == from_memory
+
+
+class _NoShortcut(SeenIds):
+    """Packs every place by the general path (the last file's template forgotten)."""
+
+    def _pack(self, where: str, generated: bool) -> int:
+        self._last = None
+        return super()._pack(where, generated)
+
+
+PLACE_TEXTS = st.sampled_from(["a.jsonl:", "a.jsonl:0", "b2", "", "x: [", "٣", "c.csv:1"])
+PLACES = st.tuples(
+    PLACE_TEXTS,
+    st.sampled_from(["", "0", "00", "7", "007", "12", "٣", str(2**40), "x"])
+    | st.integers(0, 99).map(str),
+    st.sampled_from(["", "", "]"]),
+).map("".join)
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(st.tuples(PLACES, st.booleans()), max_size=30))
+def test_a_place_in_the_last_file_packs_as_any_place(places: list[tuple[str, bool]]) -> None:
+    quick, full = SeenIds(), _NoShortcut()
+    for i, (where, generated) in enumerate(places):
+        quick.add(f"id-{i}", where, generated)
+        full.add(f"id-{i}", where, generated)
+    assert list(quick._places) == list(full._places)
+    assert [quick.first(f"id-{i}") for i in range(len(places))] == places
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.fixed_dictionaries(
+            {"role": st.sampled_from(["user", "assistant", "tool", "system"]), "content": TEXT}
+        ),
+        min_size=1,
+        max_size=4,
+    ).map(lambda m: [*m, {"role": "assistant", "content": "a"}])
+)
+def test_a_canonical_message_is_kept_as_the_full_reading_makes_it(
+    messages: list[dict[str, Any]],
+) -> None:
+    """``{role, content}`` is taken as it is; a ``name: null`` beside it sends the same
+    message through the full reading: the rows agree, in value and in the JSON the spool and
+    the store write."""
+    quick = row_from_object({"rowId": "r", "messages": messages}, "d")
+    full = row_from_object({"rowId": "r", "messages": [{**m, "name": None} for m in messages]}, "d")
+    assert quick == full
+    assert quick.model_dump(mode="json", by_alias=True) == full.model_dump(
+        mode="json", by_alias=True
+    )
+    to_json = DialogueRow.__pydantic_serializer__.to_json
+    assert to_json(quick, round_trip=True) == to_json(full, round_trip=True)
+
+
+_ROW = json.dumps(
+    {
+        "rowId": "r1",
+        "messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}],
+    }
+)
+_BOM_PROBLEM = (
+    "not valid JSON (Unexpected UTF-8 BOM (decode using utf-8-sig) at column 1); each line "
+    "must be one JSON object"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("\ufeff" + _ROW + "\n", ["r1"]),
+        ("\ufeff\n" + _ROW + "\n", ["r1"]),
+        ("\ufeff\ufeff" + _ROW + "\n", [(1, _BOM_PROBLEM)]),  # one BOM is dropped, not two
+        (_ROW + "\n\ufeff" + _ROW.replace("r1", "r2"), [(2, _BOM_PROBLEM)]),  # not at the start
+        ("\ufeff", "no rows found"),
+    ],
+)
+def test_the_jsonl_reader_drops_one_bom_at_the_start_as_utf_8_sig_did(
+    tmp_path: Path, text: str, expected: Any
+) -> None:
+    """The file is read as UTF-8 and its BOM dropped by the reader (``utf-8-sig`` decoded
+    each block in Python): what is read is what ``utf-8-sig`` gave."""
+    path = tmp_path / "rows.jsonl"
+    path.write_text(text, encoding="utf-8")
+    try:
+        got: Any = [row.row_id for row in DialogueSource(path).read()]
+    except DatasetError as exc:
+        got = [(int(p.where.rsplit(":", 1)[1]), p.message) for p in exc.problems] or str(exc)
+    if isinstance(expected, str):
+        assert expected in got
+    else:
+        assert got == expected
+
+
+@pytest.mark.parametrize("first_bits", [64, 1 << 10])
+def test_seen_ids_answer_as_a_dict_while_their_filter_grows(
+    monkeypatch: pytest.MonkeyPatch, first_bits: int
+) -> None:
+    """The Bloom filter before the runs starts small here, so it is made again (twice its
+    size, marked from the runs) many times: no flushed id is ever missed."""
+    from rubric_engine.dialogue import seen_ids
+    from tests.test_seen_ids import _same_as_a_dict
+
+    monkeypatch.setattr(seen_ids, "_FILTER_FIRST_BITS", first_bits)
+    _same_as_a_dict(flush_every=5, n=3000, seed=first_bits)
+    seen = SeenIds(flush_every=5)
+    for i in range(3000):
+        seen.add(f"id-{i}", f"f.jsonl:{i + 1}")
+    assert len(seen._filter) * 8 >= 3000 * seen_ids.FILTER_BITS_PER_ID
+    assert all(f"id-{i}" in seen for i in range(3000)) and "id-3000" not in seen
