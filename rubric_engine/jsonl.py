@@ -73,8 +73,8 @@ def loads_counted(text: str, count: Callable[[Any], int | None]) -> tuple[Any, i
         return _STRICT.decode(text), None  # what json.loads does with a str, no new decoder
     except (json.JSONDecodeError, DuplicateKeyError):
         raise
-    except ValueError as exc:  # RecursionError: the readers say "too deep" with the place
-        raise unreadable(text, exc) from None
+    except ValueError as exc:  # a long number; RecursionError goes on to the caller, whose
+        raise unreadable(text, exc) from None  # "too deep" names the place
 
 
 def _repeats_no_key(text: str, value: Any, keys: int) -> bool:

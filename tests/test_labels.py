@@ -107,6 +107,24 @@ def test_a_csv_header_naming_a_column_twice_is_refused(tmp_path: Path) -> None:
         assert read_labels(opened.backend) == []
 
 
+def test_json_nested_too_deep_to_read_is_a_problem_not_a_traceback(tmp_path: Path) -> None:
+    # json's decoder recurses: 1500 levels raised RecursionError out of `labels import`
+    deep = '{"a": ' * 1500 + "1" + "}" * 1500
+    line = '{"rowId": "r1", "requirementId": "A", "status": "VIOLATED", "reviewer": "ann", '
+    good = json.dumps(label().to_json_dict())
+    lines = tmp_path / "deep.jsonl"
+    lines.write_text(f'{good}\n{line}"metadata": {deep}}}\n', "utf-8")
+    array = tmp_path / "deep.json"
+    array.write_text(f'[{good}, {line}"metadata": {deep}}}]', "utf-8")
+    store = tmp_path / "s.sqlite"
+    code, out = run("labels", "import", lines, "--store", store)
+    assert code == 2 and "deep.jsonl:2: not a valid label line (it nests too deep)" in out, out
+    code, out = run("labels", "import", array, "--store", store)
+    assert code == 2 and "deep.json: not a JSON array of labels (it nests too deep)" in out, out
+    with TaskStore(store) as opened:
+        assert read_labels(opened.backend) == []
+
+
 def test_csv_and_jsonl_round_trip_to_the_same_labels(tmp_path: Path) -> None:
     labels = [
         label(

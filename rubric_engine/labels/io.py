@@ -84,6 +84,8 @@ def _records(path: Path, text: str) -> list[tuple[int, Any]]:
             items = loads_strict(text)
         except ValueError as exc:
             raise InputError(f"{path}: not a JSON array of labels ({exc})") from exc
+        except RecursionError as exc:  # the decoder recurses: ~1000 levels exhaust it
+            raise InputError(f"{path}: not a JSON array of labels (it nests too deep)") from exc
         return [(number, item) for number, item in enumerate(items, start=1)]
     out: list[tuple[int, Any]] = []
     for number, line in enumerate(text.splitlines(), start=1):
@@ -134,6 +136,9 @@ def read_label_file(path: Path) -> list[Label]:
                 data = _csv_record(raw) if path.suffix.lower() == ".csv" else raw
         except (ValueError, TypeError) as exc:
             problems.append(Problem(where, "", f"not a valid label line ({exc})"))
+            continue
+        except RecursionError:  # the decoder recurses: ~1000 levels exhaust it
+            problems.append(Problem(where, "", "not a valid label line (it nests too deep)"))
             continue
         if isinstance(data, dict):
             data = _keep_unknown(data)
