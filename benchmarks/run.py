@@ -48,6 +48,8 @@ PACKS = {
     "airline_cs": (ROOT / "rubrics" / "airline_cs.yaml", ROOT / "cases" / "airline_tau2_dev.json"),
 }
 WATCHED_MODULES = ("litellm", "openai", "instructor")
+#: the replay pipeline whose rows repeat no verdict (``--fresh-decisions``)
+FRESH = "engine, no verdict repeated"
 
 
 # -- the measured engine run, in a fresh process -------------------------------------------
@@ -88,6 +90,8 @@ def run_child(ns: argparse.Namespace) -> None:
             for share in shares:
                 marks["memory"][share] = memory_mb()
 
+    if ns.fresh_decisions:
+        _decide_every_verdict()
     work = Path(ns.work)
     for old in work.glob("store.sqlite*"):  # each run starts from an empty store
         shutil.rmtree(old) if old.is_dir() else old.unlink()
@@ -127,6 +131,24 @@ def run_child(ns: argparse.Namespace) -> None:
     )
 
 
+def _decide_every_verdict() -> None:
+    """Normalize every row's verdict afresh, as if no two rows repeated one. The replica data
+    repeats the demo's 26 verdicts, so the engine's cache of normalization decisions (keyed
+    by the verdict's inputs, :func:`rubric_engine.normalize._decided`) answers nearly every
+    row of it; real traffic repeats verdicts less, and this run shows the cost when none
+    repeats (every basis entry a new object too)."""
+    from rubric_engine import normalize
+
+    decide = getattr(normalize, "_decide", None)
+    if decide is None or not hasattr(normalize, "_decided"):
+        return  # an engine without the cache: every verdict is decided anyway
+
+    def decided(rubric: Any, table: Any, verdict: Any, rule_results: Any) -> Any:
+        return decide(rubric, table, verdict, verdict.evidence_turns(), rule_results)
+
+    normalize._decided = decided
+
+
 def _with_transport(options: Any, transport: str | None) -> tuple[Any, str]:
     """The options with ``transport`` set where the engine has that option, and what ran."""
     if "transport" not in {f.name for f in dataclasses.fields(options)}:
@@ -164,12 +186,15 @@ def replica_for(folder: Path, count: int) -> Any:
     return replica
 
 
-def engine_cmd(replica: Any, run_dir: Path, concurrency: int = 8) -> list[str]:
+def engine_cmd(
+    replica: Any, run_dir: Path, concurrency: int = 8, fresh_decisions: bool = False
+) -> list[str]:
     from replicate import MODEL, RUBRIC
 
     named = {"--work": run_dir, "--rows": replica.rows, "--rubric": RUBRIC, "--mode": "replay"}
     named |= {"--model": MODEL, "--concurrency": concurrency, "--cassettes": replica.cassettes}
-    return run_py("_child", *flags(named))
+    fresh = ["--fresh-decisions"] if fresh_decisions else []
+    return run_py("_child", *flags(named), *fresh)
 
 
 def floor_cmd(replica: Any, run_dir: Path) -> list[str]:
@@ -187,19 +212,22 @@ def cmd_replay(ns: argparse.Namespace) -> None:
         base_peak = None
         for count in ns.rows:
             replica = replica_for(work / f"data-{count}", count)
-            floors, engines = [], []
-            for i in range(ns.repeat):  # alternated, so a drift of the machine hits both
-                for name, runs in (("floor", floors), ("engine", engines)):
-                    run_dir = work / f"run-{count}-{name}-{i}"
+            floors, engines, fresh = [], [], []
+            pipelines = [("floor", floors), ("engine", engines)]
+            if ns.fresh_decisions:  # see _decide_every_verdict
+                pipelines.append((FRESH, fresh))
+            for i in range(ns.repeat):  # alternated, so a drift of the machine hits all
+                for name, runs in pipelines:
+                    run_dir = work / f"run-{count}-{name.split()[0]}-{i}"
                     cmd = (
                         floor_cmd(replica, run_dir)
                         if name == "floor"
-                        else engine_cmd(replica, run_dir, ns.concurrency)
+                        else engine_cmd(replica, run_dir, ns.concurrency, name == FRESH)
                     )
                     runs.append(measured(cmd))
                     subprocess.run(["rm", "-rf", str(run_dir)], check=False)
-            ratios = [e.cpu_s / f.cpu_s for e, f in zip(engines, floors, strict=True)]
-            for name, runs in (("floor", floors), ("engine", engines)):
+            for name, runs in pipelines:
+                ratios = [e.cpu_s / f.cpu_s for e, f in zip(runs, floors, strict=True)]
                 inner = [r.out.get("loop_cpu_s", r.out.get("batch_cpu_s")) for r in runs]
                 speed.append(
                     [
@@ -208,7 +236,7 @@ def cmd_replay(ns: argparse.Namespace) -> None:
                         len(runs),
                         statistics.median(1000 * r.cpu_s / count for r in runs),
                         statistics.median(1000 * c / count for c in inner),
-                        statistics.median(ratios) if name == "engine" else 1.0,
+                        statistics.median(ratios),
                         statistics.median(count / r.wall_s for r in runs),
                         max(
                             r.out.get("peak_mb") or r.out["memory"]["after report"]["VmHWM"]
@@ -258,8 +286,14 @@ def cmd_replay(ns: argparse.Namespace) -> None:
     print(
         "\nmedians of the runs (floor and engine alternated); 'process' is the kernel's user+sys "
         "time of the whole process over rows; target: engine ≤ 1.5× floor (CPU per row), or "
-        "≥ 5,000 rows/s on a quiet core.\n"
+        "≥ 5,000 rows/s on a quiet core."
     )
+    if ns.fresh_decisions:
+        print(
+            f"'{FRESH}': the same rows with each verdict normalized afresh (the replica "
+            "repeats the demo's 26 verdicts, which the engine's decision cache answers)."
+        )
+    print()
     print(
         table(
             [
@@ -522,6 +556,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--concurrency", type=int, default=8)
     p.add_argument("--data", type=Path, help="keep (and reuse) the replica data in this folder")
     p.add_argument("--startup-repeat", type=int, default=3, help="1-row start-up runs (0: none)")
+    p.add_argument(
+        "--fresh-decisions",
+        action="store_true",
+        help="also run the engine with every verdict normalized afresh (none repeated)",
+    )
     p.set_defaults(func=cmd_replay)
 
     p = sub.add_parser("startup", help="CPU of `--help` and of a 1-row replay, whole process")
@@ -566,6 +605,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--cassettes")
     p.add_argument("--concurrency", type=int, default=8)
     p.add_argument("--transport")
+    p.add_argument("--fresh-decisions", action="store_true")
     p.set_defaults(func=run_child)
 
     p = sub.add_parser("_client")
