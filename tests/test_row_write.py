@@ -1,17 +1,25 @@
 """How a finished row is written (issue 18, per-row CPU of a replay): one upsert statement on
-both backends (SQLite's ``INSERT OR REPLACE`` checked the foreign key for a delete too), which
-keeps what was stored and read before."""
+both backends (SQLite's ``INSERT OR REPLACE`` checked the foreign key for a delete too), and
+the row columns' JSON made by encoders built once (``store._one_shot``). Each keeps what was
+stored and read before: the same rows after a row is written again, and the same column text
+as ``json``'s own encoders give."""
 
 from __future__ import annotations
 
 import dataclasses
+import enum
+import json
+import math
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from rubric_engine.store import TaskStore
-from tests.test_store_backends import DEMOS, read_files, score_demo
+from rubric_engine.store import _RESULT_ENCODER, _ROW_ENCODER, TaskStore, _one_shot
+from tests.test_store_backends import DEMOS, score_demo
 
 
 def test_a_row_stored_again_replaces_the_first_and_only_in_its_task(
@@ -48,3 +56,62 @@ def test_a_row_of_a_task_not_in_the_store_is_still_refused(tmp_path: Path) -> No
         store.add_row("no-such-task", row)
         with pytest.raises(sqlite3.IntegrityError, match="FOREIGN KEY"):
             store.commit()
+
+
+# -- the encoders built once -----------------------------------------------------------------
+
+
+class Colour(enum.StrEnum):  # result dumps hold StrEnum values (statuses, sources)
+    RED = "RED"
+    BLUE = "蓝"
+
+
+_TEXT = st.text(st.characters(codec="utf-8") | st.sampled_from('"\\\x00\x1f\u2028\U0001f600é中'))
+_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.integers(min_value=-(10**30), max_value=10**30)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.sampled_from([0.0, -0.0, 1e-05, 1e16, 5e-324, 1.7976931348623157e308, 0.1])
+    | _TEXT
+    | st.sampled_from(list(Colour))
+)
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.lists(inner, max_size=4).map(tuple)
+        | st.dictionaries(_TEXT, inner, max_size=4)
+    ),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_VALUES)
+def test_the_encoders_built_once_write_what_json_writes(value: Any) -> None:
+    """Every column written through ``_one_shot`` is the text ``JSONEncoder.encode`` gives
+    (the result's ``json.dumps`` spelling, the other columns' canonical text): same key order,
+    floats (``NaN``, ``-0.0``, ``1e-05``), big integers, enums, tuples and non-ASCII."""
+    for encoder in (_RESULT_ENCODER, _ROW_ENCODER):
+        assert _one_shot(encoder)(value) == encoder.encode(value)
+
+
+def test_the_encoders_built_once_refuse_what_json_refuses() -> None:
+    for encoder in (_RESULT_ENCODER, _ROW_ENCODER):
+        encode = _one_shot(encoder)
+        with pytest.raises(TypeError, match="not JSON serializable"):
+            encode({"a": {1, 2}})
+        with pytest.raises(TypeError, match="keys must be str"):
+            encode({("a",): 1})
+        assert encode({"nan": math.nan}) == encoder.encode({"nan": math.nan})
+        assert json.loads(encode({"k": [1.5, "中"]})) == {"k": [1.5, "中"]}
+
+
+def test_an_encoder_the_c_code_cannot_be_built_for_is_used_as_it_is() -> None:
+    """A cycle-checking or indenting encoder is not rebuilt: its own ``encode`` is returned."""
+    checking = json.JSONEncoder()
+    indenting = json.JSONEncoder(indent=2, check_circular=False)
+    assert _one_shot(checking) == checking.encode
+    assert _one_shot(indenting) == indenting.encode
