@@ -149,3 +149,45 @@ def test_an_encoder_the_c_code_cannot_be_built_for_is_used_as_it_is() -> None:
     indenting = json.JSONEncoder(indent=2, check_circular=False)
     assert _one_shot(checking) == checking.encode
     assert _one_shot(indenting) == indenting.encode
+
+
+# -- the referenceBasis texts by identity ----------------------------------------------------
+
+
+def test_result_text_is_the_same_through_the_identity_cache_and_when_it_fills(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Entries shared across rows (the normalizer's) are found by identity; entries made for
+    one row each fill the cache, which is cleared when full and stays bounded; every result
+    is still the bytes of ``json.dumps`` of its JSON dict."""
+    import rubric_engine.store as store
+    from rubric_engine.results import BasisEntry, RequirementStatus, RowResult, RowStatus
+
+    monkeypatch.setattr(store, "_BASIS_CACHE_MAX", 8)
+    monkeypatch.setattr(store, "_BASIS_BY_ID", {})
+    monkeypatch.setattr(store, "_BASIS_TEXT", {})
+    shared = tuple(
+        BasisEntry(requirement_id=f"R{i}", status=RequirementStatus.FOLLOWED, source="default")
+        for i in range(5)
+    )
+
+    def fresh(n: int) -> tuple[BasisEntry, ...]:  # freed after each row: ids come again
+        return tuple(
+            BasisEntry(
+                requirement_id=f"F{n}-{i} “中”",
+                status=RequirementStatus.VIOLATED,
+                source="judge",
+                evidence_turns=(n, n + i),
+            )
+            for i in range(3)
+        )
+
+    def written(basis: tuple[BasisEntry, ...]) -> bool:
+        result = RowResult(row_id="r", status=RowStatus.SCORED, reference_basis=basis)
+        return store.result_json(result) == json.dumps(result.to_json_dict(), ensure_ascii=False)
+
+    for n in range(40):
+        assert written(shared)
+        assert written(fresh(n) + shared[:2])
+        assert written(shared[3:] + fresh(n + 100))
+        assert len(store._BASIS_BY_ID) <= 8 + 3 + len(shared)
