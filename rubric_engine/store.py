@@ -157,8 +157,10 @@ class TaskRecord:
     extra: dict[str, Any]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StoredRow:
+    """One finished row as the store keeps it (slots: one is made per row, issue 18)."""
+
     seq: int
     result: RowResult
     dialogue: dict[str, Any]
