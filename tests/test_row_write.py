@@ -191,3 +191,17 @@ def test_result_text_is_the_same_through_the_identity_cache_and_when_it_fills(
         assert written(fresh(n) + shared[:2])
         assert written(shared[3:] + fresh(n + 100))
         assert len(store._BASIS_BY_ID) <= 8 + 3 + len(shared)
+
+
+def test_a_stored_dialogue_is_the_json_mode_dump_of_its_row() -> None:
+    """``pipeline.stored_row`` dumps the row through pydantic's serializer directly: the
+    dump ``model_dump(mode="json", by_alias=True)`` gives, for both demos' rows (tool calls,
+    traces, metadata)."""
+    from rubric_engine.dialogue.readers import DialogueSource
+    from rubric_engine.pipeline import _DUMP
+    from tests.conftest import CASES
+
+    rows = [row for cases, _ in DEMOS for row in DialogueSource(CASES / cases).read()]
+    assert len(rows) == 51 and any(m.tool_calls for row in rows for m in row.messages)
+    for row in rows:
+        assert _DUMP(row, mode="json", by_alias=True) == row.model_dump(mode="json", by_alias=True)
