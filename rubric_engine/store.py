@@ -17,7 +17,7 @@ import contextlib
 import json
 import secrets
 import time
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -56,10 +56,12 @@ COMMIT_EVERY_ROWS = 250
 #: ``executemany`` per run instead of a statement per row, without holding a whole commit
 #: window's rows in memory (PostgreSQL sends a commit's rows at the commit: a round trip each)
 SEND_EVERY_ROWS = 32
-#: one row write per backend: a resumed row replaces the one stored before
-UPSERT_ROW = {
-    "sqlite": "INSERT OR REPLACE INTO rows VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-    "postgres": "INSERT INTO rows VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
+#: the row write: a resumed row replaces the one stored before (its columns are updated in
+#: place). One statement on both backends: SQLite's ``INSERT OR REPLACE`` did the same, and
+#: with foreign keys on it cost ~2.5 µs a row more in SQLite than this upsert (issue 18: a
+#: REPLACE must be ready to delete the old row, and checks the keys for it)
+_UPSERT = (
+    "INSERT INTO rows VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
     "ON CONFLICT (task_id, row_id) DO UPDATE SET "
     + ", ".join(
         f"{c}=EXCLUDED.{c}"
@@ -79,8 +81,9 @@ UPSERT_ROW = {
             "cache_read_tokens",
             "cache_creation_tokens",
         )
-    ),
-}
+    )
+)
+UPSERT_ROW = {"sqlite": _UPSERT, "postgres": _UPSERT}
 
 
 def _dumps(value: Any) -> str:
@@ -154,8 +157,10 @@ class TaskRecord:
     extra: dict[str, Any]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StoredRow:
+    """One finished row as the store keeps it (slots: one is made per row, issue 18)."""
+
     seq: int
     result: RowResult
     dialogue: dict[str, Any]
@@ -192,15 +197,27 @@ def result_json(result: RowResult) -> str:
         texts = _basis_texts(result.reference_basis)
         if texts is not None:
             fields = iter(result.model_dump(by_alias=True, exclude=_NO_BASIS).items())
-            head = _RESULT_ENCODER.encode(dict(islice(fields, _BASIS_AT)))
-            tail = _RESULT_ENCODER.encode(dict(fields))
+            head = _encode_result(dict(islice(fields, _BASIS_AT)))
+            tail = _encode_result(dict(fields))
             return f'{head[:-1]}, "referenceBasis": [{", ".join(texts)}], {tail[1:]}'
-    return _RESULT_ENCODER.encode(result.model_dump(by_alias=True))
+    return _encode_result(result.model_dump(by_alias=True))
 
 
 def _basis_texts(basis: tuple[BasisEntry, ...]) -> list[str] | None:
     """Each entry's JSON text (:data:`_RESULT_ENCODER` of its dump), from :data:`_BASIS_TEXT`;
-    ``None`` for an entry of another type or with a value that cannot be a key."""
+    ``None`` for an entry of another type or with a value that cannot be a key.
+
+    The normalizer hands out one shared object per distinct entry (frozen values,
+    ``normalize._basis_entry``), so a row's entries are first looked up by identity in
+    :data:`_BASIS_BY_ID` (about a sixth of the time of building and hashing each entry's
+    values: issue 18), which holds each entry it names: an id there is that live object's."""
+    by_id = _BASIS_BY_ID
+    try:
+        return [by_id[id(entry)][1] for entry in basis]
+    except KeyError:
+        pass
+    if len(by_id) >= _BASIS_CACHE_MAX:  # entries made for one row each (read from a store)
+        by_id.clear()
     cache, texts = _BASIS_TEXT, []
     try:
         for entry in basis:
@@ -211,23 +228,56 @@ def _basis_texts(basis: tuple[BasisEntry, ...]) -> list[str] | None:
             key = tuple(entry.__dict__.values())
             text = cache.get(key)
             if text is None:
-                text = _RESULT_ENCODER.encode(entry.model_dump(by_alias=True))
+                text = _encode_result(entry.model_dump(by_alias=True))
                 if len(cache) < _BASIS_CACHE_MAX:
                     cache[key] = text
+            by_id[id(entry)] = (entry, text)
             texts.append(text)
     except TypeError:  # an unhashable value
         return None
     return texts
 
 
+def _one_shot(encoder: json.JSONEncoder) -> Callable[[Any], str]:
+    """``encoder.encode`` as one function built once: ``JSONEncoder.encode`` builds the C
+    encoder again for every value it encodes (about 0.6 µs, several times a row: issue 18),
+    while the C encoder it builds holds nothing between calls (no cycle markers: every value
+    encoded here is a fresh tree, never circular). The same text, from the same C code;
+    ``encoder.encode`` itself where the C encoder is missing or gives other text."""
+    import json.encoder as stdlib  # its C encoder (``c_make_encoder``) is not in typeshed
+
+    make = getattr(stdlib, "c_make_encoder", None)
+    if make is None or encoder.check_circular or encoder.indent is not None:
+        return encoder.encode
+    made = make(
+        None,
+        encoder.default,
+        stdlib.encode_basestring_ascii if encoder.ensure_ascii else stdlib.encode_basestring,
+        None,
+        encoder.key_separator,
+        encoder.item_separator,
+        encoder.sort_keys,
+        encoder.skipkeys,
+        encoder.allow_nan,
+    )
+
+    def encode(value: Any) -> str:
+        return "".join(made(value, 0))
+
+    probe = {"b": [1, 2.5, -0.0, 1e-05, 10**20, None, True], "a": {'中\n"': "é\x00"}}
+    return encode if encode(probe) == encoder.encode(probe) else encoder.encode
+
+
 #: ``json.dumps(…, ensure_ascii=False)``'s encoder, built once; a result is a tree of fresh
 #: dicts and lists (never circular), so the encoder skips its cycle bookkeeping
 _RESULT_ENCODER = json.JSONEncoder(ensure_ascii=False, check_circular=False)
+_encode_result = _one_shot(_RESULT_ENCODER)
 #: :func:`~rubric_engine.canonical.canonical_json`'s encoder for the other row columns, which
 #: are JSON-mode dumps or parsed JSON (never circular), likewise without the cycle check
 _ROW_ENCODER = json.JSONEncoder(
     sort_keys=True, ensure_ascii=False, separators=COMPACT, check_circular=False
 )
+_encode_row = _one_shot(_ROW_ENCODER)
 #: how many result fields come before ``referenceBasis``; each is always in the dump (none
 #: is left out by ``exclude``/``exclude_if``), so the dump without the basis splits there.
 #: ``None`` if that ever stops holding: :func:`result_json` then encodes the whole dump
@@ -240,6 +290,8 @@ _NO_BASIS: set[str] = {"reference_basis"}  #: never changed
 #: a referenceBasis entry's field values → its JSON text; bounded (a pack has tens of
 #: requirements, four statuses, three sources; evidence turns vary more)
 _BASIS_TEXT: dict[tuple[Any, ...], str] = {}
+#: ``id(entry)`` → (that entry, its text), for entries seen before; cleared when full
+_BASIS_BY_ID: dict[int, tuple[BasisEntry, str]] = {}
 _BASIS_CACHE_MAX = 4096
 #: how every result made by :func:`result_json` starts (``rowId`` is the first field); a result
 #: in the older canonical form starts with its alphabetically first key, ``cappedBy``
@@ -257,8 +309,8 @@ def row_values(task_id: str, row: StoredRow) -> tuple[Any, ...]:
         str(r.status),
         r.final_score,
         result_json(r),
-        _ROW_ENCODER.encode(row.dialogue),
-        _ROW_ENCODER.encode(row.raw_attempts),
+        _encode_row(row.dialogue),
+        _encode_row(row.raw_attempts),
         row.calls,
         row.prompt_tokens,
         row.completion_tokens,
