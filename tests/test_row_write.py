@@ -1,9 +1,9 @@
 """How a finished row is written (issue 18, per-row CPU of a replay): one upsert statement on
-both backends (SQLite's ``INSERT OR REPLACE`` checked the foreign key for a delete too), the
-row columns' JSON made by encoders built once (``store._one_shot``), a result's referenceBasis
-texts found by entry identity, and the dialogue dumped through pydantic's serializer directly.
-Each keeps what was stored and read before: the same rows after a row is written again, and
-the same column text as ``json``'s own encoders and ``model_dump`` give."""
+both backends (SQLite's ``INSERT OR REPLACE`` checked the foreign key for a delete too), new
+SQLite files made with 32 KB pages (older stores keep theirs), and the row columns' JSON made
+by encoders built once (``store._one_shot``). Each keeps what was stored and read before: the
+same rows after a row is written again, the same report files from an old store and a new
+one, and the same column text as ``json``'s own encoders give."""
 
 from __future__ import annotations
 
@@ -19,8 +19,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import rubric_engine.stores.sqlite as sqlite_backend
 from rubric_engine.store import _RESULT_ENCODER, _ROW_ENCODER, TaskStore, _one_shot
-from tests.test_store_backends import DEMOS, score_demo
+from tests.test_store_backends import DEMOS, read_files, score_demo
 
 
 def test_a_row_stored_again_replaces_the_first_and_only_in_its_task(
@@ -57,6 +58,38 @@ def test_a_row_of_a_task_not_in_the_store_is_still_refused(tmp_path: Path) -> No
         store.add_row("no-such-task", row)
         with pytest.raises(sqlite3.IntegrityError, match="FOREIGN KEY"):
             store.commit()
+
+
+def test_a_new_sqlite_store_has_32k_pages_and_an_older_one_keeps_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store made before this change (SQLite's 4 KB pages) keeps its page size, takes more
+    rows, and rebuilds report files byte for byte equal to a new store's of the same run."""
+    new, old = tmp_path / "new.sqlite", tmp_path / "old.sqlite"
+    tasks = {"new": score_demo(new, *DEMOS[0], tmp_path / "new")}
+    with monkeypatch.context() as patched:  # the engine before: SQLite's default page size
+        patched.setattr(sqlite_backend, "NEW_STORE_PAGE_SIZE", 4096)
+        tasks["old"] = score_demo(old, *DEMOS[0], tmp_path / "old-first")
+    tasks["old-again"] = score_demo(old, *DEMOS[0], tmp_path / "old")  # written by this engine
+    for path, size in ((new, sqlite_backend.NEW_STORE_PAGE_SIZE), (old, 4096)):
+        with TaskStore(path) as store:
+            assert store.connection.execute("PRAGMA page_size").fetchone() == (size,)
+    from tests.test_cli import run
+
+    for name, path in (("old", old), ("old-again", old), ("new", new)):
+        code, out = run("report", tasks[name], "--store", path, "--out", tmp_path / "re" / name)
+        assert code == 0, out
+    files = {name: read_files(tmp_path / "re" / name) for name in ("old", "old-again", "new")}
+    assert len(files["new"]) == 4
+    for name, task in (("old", tasks["old"]), ("old-again", tasks["old-again"])):
+        assert _masked(files[name], task) == _masked(files["new"], tasks["new"]), name
+    assert files["old-again"] == read_files(tmp_path / "old")  # as the run wrote them
+
+
+def _masked(files: dict[str, bytes], task: str) -> dict[str, bytes]:
+    from tests.test_store_backends import _mask
+
+    return {name: _mask(data, task) for name, data in files.items()}
 
 
 # -- the encoders built once -----------------------------------------------------------------

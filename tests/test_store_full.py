@@ -1,8 +1,8 @@
 """A store that cannot be written (a full disk) ends `score` with exit 3 and the way on, not a
 traceback; the rows committed before it filled are kept and `--resume` finishes the task.
 
-The full disk is SQLite's own: ``PRAGMA max_page_count`` caps the file a few pages above its
-size when it is opened, which SQLite reports as SQLITE_FULL, "database or disk is full"."""
+The full disk is SQLite's own: ``PRAGMA max_page_count`` caps the file 48 KB above its size
+when it is opened, which SQLite reports as SQLITE_FULL, "database or disk is full"."""
 
 from __future__ import annotations
 
@@ -27,7 +27,9 @@ def test_a_full_store_stops_the_run_with_exit_3_and_resume_finishes_it(
     def capped(self: SqliteBackend, path: Path) -> None:
         opened(self, path)
         (pages,) = self._db.execute("PRAGMA page_count").fetchone()
-        self._db.execute(f"PRAGMA max_page_count={pages + 12}")  # room for a few rows
+        (size,) = self._db.execute("PRAGMA page_size").fetchone()
+        room = 12 * 4096 // size  # 48 KB whatever the page size: room for a few rows
+        self._db.execute(f"PRAGMA max_page_count={pages + room}")
 
     store = tmp_path / "s.sqlite"
     args = ("--store", store, "--out", tmp_path / "out", "-q")
