@@ -535,6 +535,14 @@ class CassetteIndex:
         only its ``attempts`` decoded (:func:`_attempts_in`); any other line is read whole, as
         :meth:`get` reads it. ``tests/test_cassette_index.py`` compares the two.
         """
+        found = self.replayed(key)
+        return None if found is None else (found[0], found[1])
+
+    def replayed(self, key: str) -> tuple[list[dict[str, Any]], str, str | None] | None:
+        """:meth:`attempts`, and the JSON text of the response of an entry that holds one
+        attempt, ``{"response": …}`` alone, as the line spells it (``None`` for any other
+        entry): the store keeps that text instead of encoding the decoded response again
+        (issue 18; it decodes to the same value, :func:`_one_response_in`)."""
         high, low = _key_hash(key)
         keys = self._high
         number, end = bisect_left(keys, high), len(keys)
@@ -545,10 +553,10 @@ class CassetteIndex:
                 where = f"{self.files[file]}:{self._line[number]}"
                 found = _attempts_in(text, key)
                 if found is not None:
-                    return found, where
+                    return found[0], where, found[1]
                 entry = _entry_from(_loads(text), where)
                 if entry.key == key:
-                    return entry.attempts, entry.where
+                    return entry.attempts, entry.where, None
             number += 1
         return None
 
@@ -668,7 +676,7 @@ _HEAD = '{"format": "' + FORMAT + '", "key": '
 _ATTEMPTS = ', "attempts": '
 
 
-def _attempts_in(text: str, key: str) -> list[dict[str, Any]] | None:
+def _attempts_in(text: str, key: str) -> tuple[list[dict[str, Any]], str | None] | None:
     """The ``attempts`` of a line the index load checked, decoded alone, when the line is
     proven to be an entry under ``key`` in the writer's form; ``None`` when it is not proven
     (the caller then decodes the whole line).
@@ -683,6 +691,9 @@ def _attempts_in(text: str, key: str) -> list[dict[str, Any]] | None:
     spelled, that ``json.loads`` would take instead). The attempts are tested again as the
     load tested them (a non-empty list of objects with a ``response``); the rest of the
     entry is as the load checked it.
+
+    Returns:
+        ``(attempts, response text)``: the text as :func:`_one_response_in` gives it.
     """
     start = len(_HEAD)
     if not text.startswith(_HEAD):
@@ -694,6 +705,9 @@ def _attempts_in(text: str, key: str) -> list[dict[str, Any]] | None:
     at = text.rfind(_ATTEMPTS)
     if at < start or text.find('"key"', start, at) >= 0 or text.find("\\", start, at) >= 0:
         return None
+    one = _one_response_in(text, at + len(_ATTEMPTS))
+    if one is not None:
+        return [{"response": one[0]}], one[1]
     try:
         attempts, end = _SCAN(text, at + len(_ATTEMPTS))
     except (StopIteration, ValueError, RecursionError):
@@ -705,7 +719,31 @@ def _attempts_in(text: str, key: str) -> list[dict[str, Any]] | None:
         or not all(type(a) is dict and "response" in a for a in attempts)
     ):
         return None
-    return attempts
+    return attempts, None
+
+
+#: how the writer (``json.dumps``) starts an ``attempts`` list of one ``{"response": …}``
+_ONE_RESPONSE = '[{"response": '
+
+
+def _one_response_in(text: str, start: int) -> tuple[Any, str] | None:
+    """``(response, its text)`` when ``text[start:]`` (the value of the line's last
+    ``attempts`` member, as :func:`_attempts_in` found it) is a list of one object whose
+    only member is ``response``, and nothing follows but the line's closing brace; else
+    ``None``. The response is decoded once, by the scanner ``json.loads`` runs, from where
+    its value starts; its text is the slice the scanner read, so it decodes to the same
+    value. Only JSON whitespace can stand between the closing brackets: the load decoded
+    the whole line."""
+    if not text.startswith(_ONE_RESPONSE, start):
+        return None
+    at = start + len(_ONE_RESPONSE)
+    try:
+        response, end = _SCAN(text, at)
+    except (StopIteration, ValueError, RecursionError):
+        return None
+    if "".join(text[end:].split()) != "}]}":  # a second member, or attempt, follows
+        return None
+    return response, text[at:end]
 
 
 def _text(raw: bytes) -> str:

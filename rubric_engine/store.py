@@ -17,7 +17,7 @@ import contextlib
 import json
 import secrets
 import time
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -174,6 +174,30 @@ class StoredRow:
     #: of ``prompt_tokens``, read from / written to the provider's prompt cache
     cache_read_tokens: int = 0
     cache_creation_tokens: int = 0
+    #: ``raw_attempts`` as the column's text when it was made without encoding them (each
+    #: response as its cassette line spells it: :func:`raw_attempts_json`), else ``None``
+    raw_attempts_json: str | None = None
+
+
+def raw_attempts_json(attempts: Sequence[tuple[str | None, float, str]]) -> str | None:
+    """The ``raw_attempts`` column of attempts whose responses are JSON text already:
+    ``(error, latencyMs, response text)`` each. It reads back (``json.loads``) as the
+    canonical text of ``[{"response", "error", "latencyMs"}, …]`` does, keys in the same
+    order, the response spelled as given (a replay: as its cassette line holds it, not
+    encoded again; issue 18). ``None`` when a latency is not a finite float (the caller
+    encodes them then)."""
+    parts = []
+    for error, latency, response in attempts:
+        if type(latency) is not float or latency != latency or latency in (_INF, -_INF):
+            return None
+        parts.append(
+            f'{{"error":{_encode_row(error)},"latencyMs":{float.__repr__(latency)},'
+            f'"response":{response}}}'
+        )
+    return "[" + ",".join(parts) + "]"
+
+
+_INF = float("inf")
 
 
 def result_json(result: RowResult) -> str:
@@ -310,7 +334,7 @@ def row_values(task_id: str, row: StoredRow) -> tuple[Any, ...]:
         r.final_score,
         result_json(r),
         _encode_row(row.dialogue),
-        _encode_row(row.raw_attempts),
+        row.raw_attempts_json or _encode_row(row.raw_attempts),
         row.calls,
         row.prompt_tokens,
         row.completion_tokens,

@@ -140,7 +140,7 @@ class ReplayBackend:
         """The recorded response; its latency is the recorded one (``latencyMs`` of the
         entry's attempt), so a latency gate means the same in replay as live. An entry
         without one (authored) has latency 0."""
-        found = self.index.attempts(key.key)
+        found = self.index.replayed(key.key)
         if found is None:
             return Answer(
                 failure=(
@@ -149,7 +149,7 @@ class ReplayBackend:
                     f"{self.index.explain_miss(request.row_id, key.parts)}",
                 )
             )
-        attempts, where = found
+        attempts, where, text = found
         if served >= len(attempts):
             return Answer(
                 failure=(
@@ -179,6 +179,7 @@ class ReplayBackend:
             completion_tokens=usage.completion_tokens,
             cache_read_tokens=usage.cache_read_tokens,
             cache_creation_tokens=usage.cache_creation_tokens,
+            response_text=text,  # the entry's one response (served 0), or None
         )
         return Answer(attempts=(attempt,))
 
