@@ -16,6 +16,7 @@ from typing import Literal
 
 from rubric_engine.commit_timer import committing
 from rubric_engine.dialogue.model import DialogueRow
+from rubric_engine.errors import StoreError
 from rubric_engine.judge.protocol import Judge, JudgeOutcome, JudgeRequest
 from rubric_engine.judge.server_checks import RubricNotDelivered
 from rubric_engine.prompt import PromptTemplate, render_system, render_user
@@ -348,3 +349,5 @@ async def run_batch(
             group.create_task(produce())
     except* (JudgeUnavailable, CredentialsRefused, RubricNotDelivered) as stopped:
         raise stopped.exceptions[0] from None
+    except* StoreError as unwritable:  # a worker's rows could not be sent: a full disk
+        raise unwritable.exceptions[0] from None

@@ -19,9 +19,14 @@ from tests.test_cli import run
 HEALTH = CASES / "health_consult_zh.jsonl"
 
 
+@pytest.mark.parametrize("send_every", [32, 1])
 def test_a_full_store_stops_the_run_with_exit_3_and_resume_finishes_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, send_every: int
 ) -> None:
+    """The store fills at a commit (rows sent every 32, the demo's 26 at the commit), or
+    while a worker sends its rows (every row sent at once: the error then comes out of the
+    run's task group, where it was an ExceptionGroup traceback with exit 1)."""
+    monkeypatch.setattr("rubric_engine.store.SEND_EVERY_ROWS", send_every)
     opened = SqliteBackend.__init__
 
     def capped(self: SqliteBackend, path: Path) -> None:
@@ -41,7 +46,7 @@ def test_a_full_store_stops_the_run_with_exit_3_and_resume_finishes_it(
     assert "the store cannot be written (database or disk is full)" in out, out
     task = out.split("Task ", 1)[1].split()[0]
     assert f"rubric-eval score --resume {task} --store {store}" in out.replace("\n", " "), out
-    monkeypatch.undo()
+    monkeypatch.setattr(SqliteBackend, "__init__", opened)
     with TaskStore(store) as s:
         kept = len(list(s.rows(task)))
     code, out = run("score", "--resume", task, *args)
