@@ -272,18 +272,24 @@ class CassetteEntry:
     where: str = ""
 
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "format": FORMAT,
-                "key": self.key,
-                "rowId": self.row_id,
-                "keyParts": self.key_parts,
-                "provenance": self.provenance,
-                "attempts": self.attempts,
-            },
-            ensure_ascii=False,
-            sort_keys=False,
-        )
+        """The entry's line (without its newline): UTF-8 kept, unless a reply holds a lone
+        surrogate (half of a UTF-16 pair, which UTF-8 cannot hold): then every character
+        beyond ASCII is written as its escape, and the line reads back the same."""
+        entry = {
+            "format": FORMAT,
+            "key": self.key,
+            "rowId": self.row_id,
+            "keyParts": self.key_parts,
+            "provenance": self.provenance,
+            "attempts": self.attempts,
+        }
+        text = json.dumps(entry, ensure_ascii=False, sort_keys=False)
+        if not text.isascii():
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                return json.dumps(entry, sort_keys=False)
+        return text
 
 
 #: the members an entry names besides its format, provenance and attempts, in the order a

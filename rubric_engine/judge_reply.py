@@ -51,6 +51,7 @@ class ProblemKind(StrEnum):
     JSON_SYNTAX = "JSON_SYNTAX"
     NO_VERDICT_FIELDS = "NO_VERDICT_FIELDS"
     UNFINISHED_REASONING = "UNFINISHED_REASONING"
+    NOT_TEXT = "NOT_TEXT"
 
 
 @dataclass(frozen=True)
@@ -236,6 +237,44 @@ def scan_reply(text: str, verdict_keys: Collection[str]) -> Scan:
     keys = _folded(verdict_keys) if isinstance(verdict_keys, frozenset) else _fold(verdict_keys)
     if not text.strip():
         return Scan((), ReplyProblem(ProblemKind.EMPTY, f"the reply is empty; {ONE_OBJECT}"))
+    scan = _scan(text, verdict_keys, keys)
+    if scan.candidates and ("\\ud" in text or "\\uD" in text):
+        # a \uD800-\uDFFF escape not part of a pair decodes to half a character
+        for candidate in scan.candidates:
+            try:
+                decoded = json.dumps(candidate.value, ensure_ascii=False)
+            except (ValueError, RecursionError):  # read, but too deep to write again
+                continue
+            problem = _not_text(decoded, candidate.where)
+            if problem is not None:
+                return Scan((), problem)
+    return scan
+
+
+def _not_text(text: str, where: str | None = None) -> ReplyProblem | None:
+    """A problem when ``text`` holds a lone surrogate (half of a UTF-16 pair, U+D800 to
+    U+DFFF alone): no UTF-8 text holds one, so a verdict with one could be neither stored
+    nor shown (issue 18's newcomer: a whole run stopped on it). ``where``: the object's
+    place, for a surrogate decoded from an escape."""
+    if text.isascii():
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        found = f"U+{ord(text[exc.start]):04X}"
+        place = f"in the object at {where}" if where else f"at {_where(text, exc.start)}"
+        return ReplyProblem(
+            ProblemKind.NOT_TEXT,
+            f"the reply is not text: it holds a lone surrogate ({found}, half of a UTF-16 "
+            f"pair) {place}; write every character whole; {ONE_OBJECT}",
+        )
+    return None
+
+
+def _scan(text: str, verdict_keys: Collection[str], keys: frozenset[str]) -> Scan:
+    problem = _not_text(text)
+    if problem is not None:
+        return Scan((), problem)
     lead = len(text) - len(text.lstrip())
     whole = text.strip()
     try:

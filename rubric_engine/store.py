@@ -200,6 +200,21 @@ def raw_attempts_json(attempts: Sequence[tuple[str | None, float, str]]) -> str 
 _INF = float("inf")
 
 
+def _utf8_text(text: str) -> str:
+    """JSON ``text`` as UTF-8 can hold it: a lone surrogate (U+D800 to U+DFFF alone, which a
+    reply may send as ``\\ud800`` and JSON decodes to half a character) is written as that
+    escape again; it reads back as the same value. Any other text is returned as it is. A
+    judge's raw reply is stored whatever it holds (its verdict is refused, :mod:`judge_reply`),
+    where the store's UTF-8 encoding raised for the whole batch of rows."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # inside a JSON string: the only place a character can be
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
 def result_json(result: RowResult) -> str:
     """A row result as the store keeps it and ``rows.jsonl`` shows it: ``json.dumps`` of
     :meth:`~rubric_engine.results.RowResult.to_json_dict` (field order, ``", "`` and ``": "``,
@@ -334,7 +349,7 @@ def row_values(task_id: str, row: StoredRow) -> tuple[Any, ...]:
         r.final_score,
         result_json(r),
         _encode_row(row.dialogue),
-        row.raw_attempts_json or _encode_row(row.raw_attempts),
+        row.raw_attempts_json or _utf8_text(_encode_row(row.raw_attempts)),
         row.calls,
         row.prompt_tokens,
         row.completion_tokens,

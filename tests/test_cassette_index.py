@@ -248,3 +248,28 @@ def test_a_replayed_row_stores_its_raw_replies_as_an_encoded_one_reads_back(
 
     files = {n: {f: _mask(b, tasks[n]) for f, b in read_files(tmp_path / n).items()} for n in tasks}
     assert len(files["kept"]) == 4 and files["kept"] == files["encoded"]
+
+
+def test_a_reply_holding_a_lone_surrogate_is_written_escaped_and_reads_back(
+    tmp_path: Path,
+) -> None:
+    """A recorded reply with half of a UTF-16 pair (a provider's ``\\udfff`` escape, decoded)
+    cannot be written as UTF-8: its line is written with ASCII escapes, in the writer's form,
+    and replays the same attempts and response text."""
+    from rubric_engine.cassette import CassetteEntry
+
+    fields = _entry("sha256:" + "c" * 64, "r0", content='{"score": 4} 中文 \udfff')
+    entry = CassetteEntry(
+        fields["key"], fields["rowId"], fields["keyParts"], fields["provenance"],
+        fields["attempts"],
+    )  # fmt: skip
+    line = entry.to_json()
+    assert line.isascii() and "\\udfff" in line and "\\u4e2d" in line
+    (tmp_path / "c.jsonl").write_text(line + "\n", encoding="utf-8")
+    index = CassetteIndex.load(tmp_path)
+    found = index.replayed(entry.key)
+    assert found is not None and found[0] == fields["attempts"]
+    assert found[2] is not None and json.loads(found[2]) == fields["attempts"][0]["response"]
+    whole = _entry(entry.key, "r0", content="中文")["attempts"]
+    plain = CassetteEntry(entry.key, entry.row_id, entry.key_parts, entry.provenance, whole)
+    assert "中文" in plain.to_json()  # UTF-8 kept otherwise

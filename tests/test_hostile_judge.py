@@ -433,3 +433,30 @@ def test_an_unreadable_verdict_beside_a_readable_one_is_never_resolved_to_it(
     assert row["status"] == "SCORED" and len(seen) == 2, row  # re-asked, not taken
     reask = json.dumps(seen[1]["body"]["messages"][-1], ensure_ascii=False)
     assert "malformed" in reask, reask
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        pytest.param(OWN.replace("own verdict", "own \\ud800 verdict"), id="an-escape-alone"),
+        pytest.param(OWN.replace("own verdict", "own \udfff verdict"), id="a-character-alone"),
+    ],
+)
+def test_a_lone_surrogate_is_a_reply_that_is_not_text_never_a_crash(
+    tmp_path: Path, reply: str
+) -> None:
+    # half of a UTF-16 pair (an escape `\ud800` in the verdict, or one the response's own
+    # JSON decoded to a character) stopped the whole run with UnicodeEncodeError at the
+    # store, and `--resume` paid for the calls again and stopped the same way
+    row, seen = run_row(tmp_path, [StubReply(content=reply), StubReply(content=OWN)])
+    assert row["status"] == "SCORED" and row["judgeScore"] == 4 and len(seen) == 2, row
+    reask = json.dumps(seen[1]["body"]["messages"][-1], ensure_ascii=False)
+    assert "not text: it holds a lone surrogate" in reask, reask
+    row, seen = run_row(tmp_path / "again", [StubReply(content=reply)] * 3)
+    assert row["status"] == "JUDGE_ERROR" and "lone surrogate" in row["error"]["message"], row
+    with TaskStore(tmp_path / "again" / "store.sqlite") as store:
+        (task,) = store.tasks()
+        stored = {r.result.row_id: r for r in store.rows(task.id)}
+    assert task.state == "COMPLETED" and len(stored) > 1  # the batch went on
+    raw = stored[ROW].raw_attempts  # every reply kept as it came, the half character too
+    assert [a["response"]["choices"][0]["message"]["content"] for a in raw] == [reply] * 3

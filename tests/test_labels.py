@@ -125,6 +125,20 @@ def test_json_nested_too_deep_to_read_is_a_problem_not_a_traceback(tmp_path: Pat
         assert read_labels(opened.backend) == []
 
 
+def test_a_lone_surrogate_is_a_problem_with_its_line_not_a_traceback(tmp_path: Path) -> None:
+    # an escape like \ud800 decodes to half a character: the label's id hash raised
+    # UnicodeEncodeError out of `labels import`
+    good = json.dumps(label().to_json_dict())
+    bad = '{"rowId": "r1", "requirementId": "B", "status": "VIOLATED", "reviewer": "ann", '
+    lines = tmp_path / "half.jsonl"
+    lines.write_text(f'{good}\n{bad}"reason": "x\\ud800y"}}\n', "utf-8")
+    store = tmp_path / "s.sqlite"
+    code, out = run("labels", "import", lines, "--store", store)
+    assert code == 2 and "half.jsonl:2: not text: it holds a lone surrogate (U+D800" in out, out
+    with TaskStore(store) as opened:
+        assert read_labels(opened.backend) == []
+
+
 def test_csv_and_jsonl_round_trip_to_the_same_labels(tmp_path: Path) -> None:
     labels = [
         label(

@@ -223,7 +223,22 @@ class InstructorAdapter:
         return dict(
             self._handlers.reask_handler(
                 kwargs={**kwargs, "messages": list(kwargs["messages"])},
-                response=ChatCompletion.model_validate(response),
+                response=ChatCompletion.model_validate(_whole_characters(response)),
                 exception=ValueError(_URL.sub("", reason)),
             )
         )
+
+
+#: half of a UTF-16 pair, alone (what a ``\\ud800`` escape decodes to)
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _whole_characters(response: dict[str, Any]) -> dict[str, Any]:
+    """``response`` with each lone surrogate replaced by U+FFFD, the replacement character,
+    for the re-ask that shows the judge its reply: a request must be UTF-8, which cannot
+    hold one (the reply itself is stored as it came; its verdict is refused as not text,
+    :func:`rubric_engine.judge_reply.scan_reply`)."""
+    text = json.dumps(response, ensure_ascii=False)
+    if text.isascii() or not _LONE_SURROGATE.search(text):
+        return response
+    return dict(json.loads(_LONE_SURROGATE.sub("\ufffd", text)))

@@ -15,7 +15,8 @@ The order of the checks, each ending in a :class:`ParseFailure` of its own kind:
    two verdict tool calls, a verdict in both content and a tool call, two objects in the
    content, or a duplicated key are ``AMBIGUOUS`` / ``DUPLICATE_KEY``, never resolved.
 3. No candidate: ``EMPTY``, ``JSON_SYNTAX`` (message and line/column), ``NO_JSON``,
-   ``NO_VERDICT_FIELDS`` or ``UNFINISHED_REASONING``, the reason saying which.
+   ``NO_VERDICT_FIELDS``, ``UNFINISHED_REASONING`` or ``NOT_TEXT`` (a lone surrogate), the
+   reason saying which.
 4. The object is validated with the rubric's verdict model and the row's context, passed
    explicitly (no context variable): ``INVALID`` lists every problem with the valid choices.
    The clean-ups the validators applied come back as row warnings.
@@ -49,6 +50,7 @@ class ParseFailureKind(StrEnum):
     JSON_SYNTAX = "JSON_SYNTAX"
     NO_VERDICT_FIELDS = "NO_VERDICT_FIELDS"
     UNFINISHED_REASONING = "UNFINISHED_REASONING"
+    NOT_TEXT = "NOT_TEXT"
     AMBIGUOUS = "AMBIGUOUS"
     DUPLICATE_KEY = "DUPLICATE_KEY"
     INVALID = "INVALID"

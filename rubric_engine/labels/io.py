@@ -140,6 +140,17 @@ def read_label_file(path: Path) -> list[Label]:
         except RecursionError:  # the decoder recurses: ~1000 levels exhaust it
             problems.append(Problem(where, "", "not a valid label line (it nests too deep)"))
             continue
+        half = _lone_surrogate(data)
+        if half is not None:
+            problems.append(
+                Problem(
+                    where,
+                    "",
+                    f"not text: it holds a lone surrogate ({half}, half of a UTF-16 pair, "
+                    "from an escape like \\ud800); write every character whole",
+                )
+            )
+            continue
         if isinstance(data, dict):
             data = _keep_unknown(data)
         try:
@@ -160,6 +171,22 @@ def read_label_file(path: Path) -> list[Label]:
     if problems:
         raise InputError(f"{path}: {len(problems)} problem(s); nothing was imported", problems)
     return [label for _, label in labels]
+
+
+def _lone_surrogate(data: Any) -> str | None:
+    """``U+XXXX`` of the first lone surrogate in a decoded label line's strings, or ``None``:
+    UTF-8 (the store, the label's id hash) cannot hold one."""
+    try:
+        text = json.dumps(data, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        return None  # not JSON-shaped: the model's validation says what is wrong
+    if text.isascii():
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"U+{ord(text[exc.start]):04X}"
+    return None
 
 
 def _duplicates(path: Path, labels: list[tuple[int, Label]]) -> list[Problem]:

@@ -269,7 +269,11 @@ class StubServer(LoopbackHTTP):
                 self._send(200, stub.answer(body, view, reply, arrived), reply.headers)
 
             def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str]) -> None:
-                data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+                text = json.dumps(payload, ensure_ascii=False)
+                try:
+                    data = text.encode("utf-8")
+                except UnicodeEncodeError:  # a lone surrogate: sent as its escape, as JSON may
+                    data = json.dumps(payload).encode("ascii")
                 try:
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")
