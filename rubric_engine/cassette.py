@@ -262,6 +262,11 @@ def entry_problems(entry: CassetteEntry) -> list[str]:
     ]
 
 
+class CassetteChanged(CassetteError):
+    """A line the index loaded no longer reads as an entry: its file was changed during the
+    run. The row it was asked for fails (a cassette miss); the batch goes on."""
+
+
 @dataclass(slots=True)
 class CassetteEntry:
     key: str
@@ -555,12 +560,19 @@ class CassetteIndex:
         while number < end and keys[number] == high:  # :meth:`get`'s search
             if self._low[number] == low:
                 raw, file = self._raw(self._at[number], self._length[number])
-                text = _text(raw)
                 where = f"{self.files[file]}:{self._line[number]}"
-                found = _attempts_in(text, key)
-                if found is not None:
-                    return found[0], where, found[1]
-                entry = _entry_from(_loads(text), where)
+                try:
+                    text = _text(raw)
+                    found = _attempts_in(text, key)
+                    if found is not None:
+                        return found[0], where, found[1]
+                    entry = _entry_from(_loads(text), where)
+                except (ValueError, CassetteError) as exc:  # JSON and UTF-8 errors too
+                    raise CassetteChanged(
+                        f"cassette {where} no longer reads as it did when the run loaded it "
+                        f"({exc}); a cassette file was changed during the run: put it back, "
+                        "then `rubric-eval score --resume TASK` judges this row again"
+                    ) from None
                 if entry.key == key:
                     return entry.attempts, entry.where, None
             number += 1

@@ -273,3 +273,45 @@ def test_a_reply_holding_a_lone_surrogate_is_written_escaped_and_reads_back(
     whole = _entry(entry.key, "r0", content="中文")["attempts"]
     plain = CassetteEntry(entry.key, entry.row_id, entry.key_parts, entry.provenance, whole)
     assert "中文" in plain.to_json()  # UTF-8 kept otherwise
+
+
+def test_a_cassette_changed_during_a_replay_fails_its_rows_and_resume_scores_them(
+    tmp_path: Path,
+) -> None:
+    """A cassette file rewritten in place after the index loaded it (4 bytes put in front:
+    every line the index knows is now at another place) made every row's lookup raise a
+    JSONDecodeError, an ExceptionGroup traceback with exit 1. Each row now fails as a
+    cassette miss naming the change, the batch ends, and once the file is back `--resume`
+    scores every row."""
+    import shutil
+
+    from rubric_engine.scoring import ScoreOptions, score
+    from tests.conftest import CASES, RUBRICS
+
+    cassettes = tmp_path / "cassettes"
+    shutil.copytree(CASSETTES, cassettes)
+    file = cassettes / "health_cs" / "health_consult_zh.jsonl"
+    original = file.read_bytes()
+
+    def rewrite(task_id: str, rows: int) -> None:
+        with file.open("r+b") as f:  # in place: the index's open handle reads the new bytes
+            f.write(b"    " + original)
+
+    options = ScoreOptions(
+        inputs=[CASES / "health_consult_zh.jsonl"],
+        rubric=RUBRICS / "health_cs.yaml",
+        draft=True,
+        cassettes=cassettes,
+        store=tmp_path / "s.sqlite",
+        out=tmp_path / "out",
+    )
+    first = score(options, on_start=rewrite)
+    rows = [json.loads(x) for x in (tmp_path / "out" / "rows.jsonl").read_text().splitlines()]
+    assert len(rows) == 26 and {r["status"] for r in rows} == {"JUDGE_ERROR"}
+    assert all("was changed during the run" in r["error"]["message"] for r in rows), rows[0]
+    file.write_bytes(original)
+    resume = ScoreOptions(resume=first.task_id, store=options.store, out=options.out)
+    again = score(resume)
+    rows = [json.loads(x) for x in (tmp_path / "out" / "rows.jsonl").read_text().splitlines()]
+    assert again.task_id == first.task_id and len(rows) == 26
+    assert "JUDGE_ERROR" not in {r["status"] for r in rows}

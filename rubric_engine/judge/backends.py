@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from rubric_engine.cassette import (
+    CassetteChanged,
     CassetteEntry,
     CassetteIndex,
     CassetteWriter,
@@ -140,7 +141,10 @@ class ReplayBackend:
         """The recorded response; its latency is the recorded one (``latencyMs`` of the
         entry's attempt), so a latency gate means the same in replay as live. An entry
         without one (authored) has latency 0."""
-        found = self.index.replayed(key.key)
+        try:
+            found = self.index.replayed(key.key)
+        except CassetteChanged as exc:  # this row's error, as a miss is; the batch goes on
+            return Answer(failure=(JudgeErrorKind.CASSETTE_MISS, str(exc)))
         if found is None:
             return Answer(
                 failure=(
