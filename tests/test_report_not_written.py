@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -40,6 +41,7 @@ def test_rows_stored_but_files_not_written_is_exit_9(tmp_path: Path) -> None:
     assert code == 0 and (tmp_path / "again" / "report.md").is_file(), printed
 
 
+@pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")
 def test_report_out_that_cannot_be_written_is_exit_9_without_a_traceback(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -53,16 +55,25 @@ def test_report_out_that_cannot_be_written_is_exit_9_without_a_traceback(
     assert code == 0, printed
     with TaskStore(store) as opened:
         (task,) = opened.tasks()
-    import rubric_engine.report.output as output
+    import os
 
-    write_atomic = output.write_atomic
+    fdopen = os.fdopen
 
-    def disk_fills_at_html(path: Path, text: object) -> None:
-        if path.name == "report.html":
-            raise OSError(errno.ENOSPC, "No space left on device")
-        write_atomic(path, text)  # type: ignore[arg-type]
+    class FillsUp:  # the first report file's first chunk finds the disk full
+        def __init__(self, file: Any) -> None:
+            self.file = file
 
-    monkeypatch.setattr(output, "write_atomic", disk_fills_at_html)
+        def __enter__(self) -> FillsUp:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self.file.close()
+
+        def writelines(self, chunks: Any) -> None:
+            for _ in chunks:
+                raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fdopen", lambda *a, **k: FillsUp(fdopen(*a, **k)))
     code, printed = run("report", task.id, "--store", store, "--out", tmp_path / "full")
     monkeypatch.undo()
     assert code == ExitCode.REPORT_NOT_WRITTEN, printed

@@ -101,6 +101,12 @@ def write_atomic(path: Path, text: str | Iterable[str]) -> None:
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temp)
+        # a generator of chunks stopped halfway (a full disk) is closed now, while what it
+        # reads (a store cursor) is open, not when collected after the store has closed
+        close = getattr(chunks, "close", None)
+        if callable(close):
+            with contextlib.suppress(Exception):
+                close()
         raise
 
 
