@@ -649,3 +649,17 @@ def test_refused_credentials_stop_a_batch_run_at_once_and_it_stays_resumable(
         task = opened.tasks()[0]
     assert task.state == TaskState.STOPPED
     assert task.extra["stopReason"] == "the provider refused the credentials"
+
+
+def test_export_of_new_rows_words_its_own_option_errors(tmp_path: Path) -> None:
+    # score's checks spoke of --resume and --judge none, which batch export lacks, and told
+    # a user of batch export to "write the requests with `rubric-eval batch export`"
+    store, out = tmp_path / "s.sqlite", tmp_path / "x"
+    code, printed = run("batch", "export", HEALTH, "--store", store, "--out", out)
+    assert code == 2 and "give INPUT file(s) and -r/--rubric KEY" in printed, printed
+    assert "--resume" not in printed and "--judge none" not in printed, printed
+    code, printed = run("batch", "export", HEALTH, "-r", RUBRICS / "health_cs.yaml", "--draft",
+                        "--model", "gpt-4o-mini", "--store", store, "--out", out)  # fmt: skip
+    assert code == 2 and "e.g. --model openai/gpt-4o-mini" in printed, printed
+    assert "write the requests with" not in printed, printed
+    assert not out.exists() or not any(out.iterdir())

@@ -28,6 +28,7 @@ from typing import Any
 from rubric_engine.batch.backend import BatchBackend
 from rubric_engine.batch.lines import parse_custom_id, read_output_line
 from rubric_engine.batch.run import BatchLimits, BatchRun, batch_judge
+from rubric_engine.batch.settings import BATCH_PROVIDERS
 from rubric_engine.batch.sinks import FileSink
 from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.errors import ConfigurationError, InputError
@@ -38,7 +39,12 @@ from rubric_engine.prompt import DEFAULT_PROMPT, load_prompt
 from rubric_engine.registry import rubric_for_scoring
 from rubric_engine.report import load_task, report_from_task, write_reports
 from rubric_engine.report.model import Report
-from rubric_engine.scoring.options import ScoreOptions, check_options, effective_output_mode
+from rubric_engine.scoring.options import (
+    ScoreOptions,
+    check_options,
+    effective_model,
+    effective_output_mode,
+)
 from rubric_engine.scoring.plan import output_mode_of, stored_judge
 from rubric_engine.scoring.preflight import read_inputs
 from rubric_engine.scoring.task import check_inputs_unchanged, task_record
@@ -122,7 +128,25 @@ class ImportResult:
     out: Path | None
 
 
+def _check_export(options: ScoreOptions) -> None:
+    """What ``batch export`` of new rows needs, worded for it (``score``'s own checks, run
+    next, speak of ``--resume``, ``--judge none`` and of ``batch export`` as the way out)."""
+    if not options.rubric:
+        raise ConfigurationError(
+            "give INPUT file(s) and -r/--rubric KEY (a published pack, or a pack FILE with "
+            "--draft); `batch export TASK` writes a stored task's follow-up requests"
+        )
+    provider = effective_model(options).split("/", 1)[0]
+    if provider not in BATCH_PROVIDERS:
+        raise ConfigurationError(
+            f"batch export writes OpenAI-style batch files, for {', '.join(BATCH_PROVIDERS)}; "
+            f"--model {options.model!r} names {provider!r}: name one of those, e.g. "
+            f"--model openai/{options.model.split('/')[-1]}"
+        )
+
+
 def _new_task(options: ScoreOptions, store: TaskStore) -> tuple[str, BatchRun]:
+    _check_export(options)
     check_options(options)
     rubric = rubric_for_scoring(options.rubric, options.store, options.draft)
     template = load_prompt(options.prompt_version or DEFAULT_PROMPT)
