@@ -139,6 +139,26 @@ def test_a_lone_surrogate_is_a_problem_with_its_line_not_a_traceback(tmp_path: P
         assert read_labels(opened.backend) == []
 
 
+@pytest.mark.parametrize(
+    ("body", "line"),
+    [
+        ('r1,A,VIOLATED,ann,"open\nr2,A,FOLLOWED,bob,fine\n', 2),  # was "reviewer: required"
+        ('r1,A,VIOLATED,ann,ok\nr2,A,FOLLOWED,bob,"never closed\n', 3),  # was imported
+    ],
+)
+def test_a_csv_quote_never_closed_is_refused_with_its_line(
+    tmp_path: Path, body: str, line: int
+) -> None:
+    bad = tmp_path / "quote.csv"
+    bad.write_text("rowId,requirementId,status,reviewer,reason\n" + body, "utf-8")
+    store = tmp_path / "s.sqlite"
+    code, out = run("labels", "import", bad, "--store", store)
+    assert code == 2 and f"quote.csv:{line}: the record starting on this line is not" in out, out
+    assert "every quoted field needs its closing quote" in out, out
+    with TaskStore(store) as opened:
+        assert read_labels(opened.backend) == []
+
+
 def test_csv_and_jsonl_round_trip_to_the_same_labels(tmp_path: Path) -> None:
     labels = [
         label(

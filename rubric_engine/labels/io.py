@@ -74,11 +74,24 @@ def _csv_record(record: dict[str, str | None]) -> dict[str, Any]:
 
 def _records(path: Path, text: str) -> list[tuple[int, Any]]:
     if path.suffix.lower() == ".csv":
-        reader = csv.DictReader(io.StringIO(text))
-        twice = repeated_columns(reader.fieldnames or [])
-        if twice:
-            raise InputError(f"{path}:1: {twice}")
-        return [(reader.line_num, dict(rec)) for rec in reader]
+        # strict, as the dialogue CSV reader: an unbalanced quote swallowed the lines after
+        # it into one field (a label missing its reviewer, or none at the file's end)
+        reader = csv.DictReader(io.StringIO(text), strict=True)
+        records: list[tuple[int, Any]] = []
+        try:
+            twice = repeated_columns(reader.fieldnames or [])
+            if twice:
+                raise InputError(f"{path}:1: {twice}")
+            for rec in reader:
+                records.append((reader.line_num, dict(rec)))
+        except csv.Error as exc:
+            raise InputError(
+                f"{path}:{reader.line_num + 1}: the record starting on this line is not "
+                f"valid CSV ({exc}); a quote inside a quoted "
+                'field is written twice (""), and every quoted field needs its closing quote; '
+                "nothing was imported"
+            ) from exc
+        return records
     if text.lstrip().startswith("["):  # a JSON array of labels; "line" is the item's number
         try:
             items = loads_strict(text)
