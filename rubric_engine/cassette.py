@@ -664,6 +664,12 @@ class CassetteIndex:
             "schemaHash": "the verdict schema or output mode differs",
             "messagesHash": "the dialogue or rendered prompt differs",
         }
+        if not differ:  # its keyParts match: the key itself was edited
+            return (
+                f"an entry for row {row_id!r} exists at {best.where} with the same key parts "
+                f"but another key ({best.key}); its key no longer matches its parts (edited by "
+                "hand?): record the row again with --mode record"
+            )
         return f"an entry for row {row_id!r} exists at {best.where} but " + "; ".join(
             hints.get(k, k) for k in differ
         )

@@ -65,6 +65,11 @@ def test_provenance_and_kind_without_reading_the_entry(tmp_path: Path) -> None:
     assert index.provenance(None) is None
     assert index.provenance_counts() == {"authored": len(keys)}
     assert "no entry for row 'nope'" in index.explain_miss("nope", {})
+    # the same key parts under another key (an edited key): the reason was left empty
+    said = index.explain_miss(entry.row_id, entry.key_parts)
+    assert said.endswith("its key no longer matches its parts (edited by hand?): record the "
+                         "row again with --mode record"), said  # fmt: skip
+    assert f"another key ({entry.key})" in said, said
 
 
 def _entry(key: str, row: str, content: str = '{"score": 4}') -> dict[str, Any]:
