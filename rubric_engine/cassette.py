@@ -219,6 +219,15 @@ def sanitize_response(response: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _json_kind(value: Any) -> str:
+    """What a decoded JSON value is, in JSON's words (``null``, ``true``, a number …)."""
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    if isinstance(value, int | float):
+        return "a number"
+    return "a JSON array" if isinstance(value, list) else f"a JSON {type(value).__name__}"
+
+
 def response_problem(response: Any) -> str | None:
     """Why ``response`` cannot be replayed as one chat completion, or ``None`` if it can.
 
@@ -235,7 +244,7 @@ def response_problem(response: Any) -> str | None:
             )
         return "it is text, not a chat.completion object"
     if not isinstance(response, dict):
-        return f"it is a JSON {type(response).__name__}, not a chat.completion object"
+        return f"it is {_json_kind(response)}, not a chat.completion object"
     kind = response.get("object")
     if kind == "chat.completion.chunk":
         return (

@@ -68,7 +68,9 @@ def test_response_problem_accepts_only_a_whole_chat_completion() -> None:
     assert response_problem(whole) is None
     assert response_problem({"object": "chat.completion", "choices": []}) == "it has no choices"
     assert "no message" in (response_problem({"choices": [{"delta": {}}]}) or "")
-    assert "JSON list" in (response_problem([whole]) or "")
+    assert "it is a JSON array, not" in (response_problem([whole]) or "")
+    assert response_problem(None) == "it is null, not a chat.completion object"  # "NoneType"
+    assert response_problem(3) == "it is a number, not a chat.completion object"
 
 
 @pytest.mark.parametrize(
