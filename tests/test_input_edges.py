@@ -759,3 +759,21 @@ def test_ordinary_row_ids_stay_accepted() -> None:
             {"rowId": row_id, "messages": [{"role": "assistant", "content": "ok"}]}
         )
         assert row.row_id == row_id
+
+
+def test_a_row_id_that_is_not_a_string_or_a_whole_number_is_refused_in_json_s_words(
+    tmp_path: Path,
+) -> None:
+    # `true` was taken as the rowId "True"; 5.0 was refused as "not float"
+    turns = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    ids: list[Any] = [True, 5.0, [1], {"a": 1}, 17, "row-1"]
+    path = tmp_path / "ids.jsonl"
+    path.write_text("".join(json.dumps({"rowId": i, "messages": turns}) + "\n" for i in ids))
+    with pytest.raises(DatasetError) as info:
+        DialogueSource(path).validate()
+    said = [str(p) for p in info.value.problems]
+    shown = ["true", "5.0", "an array", "an object"]
+    assert said == [
+        f'{path}:{n}: rowId: must be a string or a whole number (e.g. "row-17" or 17), not {s}'
+        for n, s in enumerate(shown, start=1)
+    ], said

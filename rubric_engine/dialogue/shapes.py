@@ -300,8 +300,15 @@ def row_from_object(obj: Any, default_id: str, storable_checked: bool = False) -
             break
     if isinstance(row_id, str):
         row_id = row_id.strip()
-    elif not isinstance(row_id, int):
-        raise RowShapeError("rowId", f"must be a string or a number, not {type(row_id).__name__}")
+    elif isinstance(row_id, bool) or not isinstance(row_id, int):  # true is no row's id
+        shown = (
+            json.dumps(row_id)
+            if isinstance(row_id, bool | float)
+            else {list: "an array", dict: "an object"}.get(type(row_id), type(row_id).__name__)
+        )
+        raise RowShapeError(
+            "rowId", f'must be a string or a whole number (e.g. "row-17" or 17), not {shown}'
+        )
     given_metadata = obj.get("metadata")
     if given_metadata is not None and not isinstance(given_metadata, dict):
         raise RowShapeError("metadata", "must be a mapping of names to values")
