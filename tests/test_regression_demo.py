@@ -171,6 +171,10 @@ def test_report_slices_and_html_from_the_store(demo: tuple[Path, str, str]) -> N
     groups = {g["value"]: g for g in report["slices"][0]["groups"]}
     assert sum(g["rows"] for g in groups.values()) == 26
     assert groups["original (MedicalGPT sample data)"]["rows"] == 22
+    twice = ("--by", "answerSource", "--by", "intent", "--by", "answerSource")
+    code, out = run("report", base, "--store", store, "--format", "json", *twice)
+    assert code == 0, out  # a name given twice is one slice (the section was written twice)
+    assert [s["by"] for s in json.loads(out)["slices"]] == ["answerSource", "intent"], out
     code, out = run("report", base, "--store", store, "--by", "ward")
     assert code == 2 and "valid: intent, category, answerSource" in out
     code, html = run("report", base, "--store", store, "--format", "html")
