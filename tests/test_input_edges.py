@@ -777,3 +777,20 @@ def test_a_row_id_that_is_not_a_string_or_a_whole_number_is_refused_in_json_s_wo
         f'{path}:{n}: rowId: must be a string or a whole number (e.g. "row-17" or 17), not {s}'
         for n, s in enumerate(shown, start=1)
     ], said
+
+
+def test_a_csv_cell_longer_than_the_csv_module_s_limit_is_read_like_its_jsonl_twin(
+    tmp_path: Path,
+) -> None:
+    # a 200,000-character cell was refused as "field larger than field limit (131072)",
+    # with a hint about quoting, while the same row in JSONL was read
+    import csv
+
+    path = tmp_path / "long.csv"
+    with path.open("w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows(
+            [["rowId", "question", "answer"], ["r1", "hi", "x" * 200_000], ["r2", "hi", "y" * 5]]
+        )
+    rows = list(DialogueSource(path))
+    assert [r.row_id for r in rows] == ["r1", "r2"]
+    assert rows[0].messages[1].content == "x" * 200_000

@@ -45,6 +45,11 @@ def repeated_columns(header: Sequence[str]) -> str | None:
     return f"the header names column {names} twice; name each column once"
 
 
+#: the longest CSV field read (characters): past any row's text limit (``MAX_ROW_CHARS``),
+#: within a C long everywhere
+_FIELD_LIMIT = 2**31 - 1
+
+
 def csv_objects(path: Path, stem: str) -> Iterator[tuple[str, Any, str]]:
     """Yield ``(where, row object or RowShapeError, default id)`` per CSV record, in order.
 
@@ -55,6 +60,11 @@ def csv_objects(path: Path, stem: str) -> Iterator[tuple[str, Any, str]]:
     names the line where the offending quoted field opened (:func:`_open_quote_line`).
     Line breaks inside fields become ``\\n`` (:func:`_csv_text`).
     """
+    # the csv module refuses a field over 131,072 characters ("field larger than field
+    # limit"), and the row's own size check speaks for the judge's context: a cell as long as
+    # the JSONL twin's field is read, and a row too long is refused for its length
+    if csv.field_size_limit() < _FIELD_LIMIT:
+        csv.field_size_limit(_FIELD_LIMIT)
     with path.open(encoding="utf-8-sig", newline="") as handle:
         read = [0]  # lines handed to the csv module (its own line_num lags after an error)
 
