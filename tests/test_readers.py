@@ -143,7 +143,7 @@ def test_malformed_rows_reported_with_lines_before_any_judge_call(tmp_path: Path
         (
             {"rowId": {"a": 1}, "messages": [{"role": "assistant", "content": "x"}]},
             "rowId",
-            "string or a number",
+            'string or a whole number (e.g. "row-17" or 17), not an object',
         ),
         (
             {"messages": [{"role": "assistant", "content": "x"}], "metadata": [1]},

@@ -66,7 +66,9 @@ def report(
 
             resolved = resolve_in_store(opened, task_id)
             # one pass over the rows, a row at a time (issue 18)
-            task = stream_report(opened, resolved, pass_score=pass_score, by=tuple(by or ()))
+            # a name given twice (`--by intent --by intent`) is one slice, not two sections
+            slices = tuple(dict.fromkeys(by or ()))
+            task = stream_report(opened, resolved, pass_score=pass_score, by=slices)
             built = task.report
             # report.json never holds it; report.md and report.html show it once there is one
             built = with_calibration(opened, task, built)

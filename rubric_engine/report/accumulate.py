@@ -277,10 +277,7 @@ class ReportAccumulator:
         self._basis_seen: dict[int, tuple[tuple[BasisEntry, ...], _Shape]] = {}
         self._req_first: dict[str, tuple[int, int]] = {}
         self._case_texts: dict[str, tuple[int, str]] = {}
-        # a name given twice (`--by intent --by intent`) is one slice, not the section twice
-        self._slices = [
-            SliceAccumulator(n, rubric, threshold, self._fig) for n in dict.fromkeys(by)
-        ]
+        self._slices = [SliceAccumulator(n, rubric, threshold, self._fig) for n in by]
         self._metadata_keys: set[str] = set()
         self._listed = ListedRows()
         self._lowest: list[tuple[tuple[int, int], RowResult]] = []  # max-heap by (score, seq)
