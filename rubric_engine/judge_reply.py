@@ -238,7 +238,7 @@ def scan_reply(text: str, verdict_keys: Collection[str]) -> Scan:
     if not text.strip():
         return Scan((), ReplyProblem(ProblemKind.EMPTY, f"the reply is empty; {ONE_OBJECT}"))
     scan = _scan(text, verdict_keys, keys)
-    if scan.candidates and ("\\ud" in text or "\\uD" in text):
+    if scan.candidates and _SURROGATE_ESCAPE.search(text):
         # a \uD800-\uDFFF escape not part of a pair decodes to half a character
         for candidate in scan.candidates:
             try:
@@ -249,6 +249,11 @@ def scan_reply(text: str, verdict_keys: Collection[str]) -> Scan:
             if problem is not None:
                 return Scan((), problem)
     return scan
+
+
+#: a ``\\uD800``-``\\uDFFF`` escape (maybe a pair's half: the decoded value decides); a
+#: regular expression finds it faster than ``in`` does in a reply full of ``\\"``
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 def _not_text(text: str, where: str | None = None) -> ReplyProblem | None:
