@@ -298,11 +298,8 @@ class CassetteEntry:
             "attempts": self.attempts,
         }
         text = json.dumps(entry, ensure_ascii=False, sort_keys=False)
-        if not text.isascii():
-            try:
-                text.encode("utf-8")
-            except UnicodeEncodeError:
-                return json.dumps(entry, sort_keys=False)
+        if jsonl.lone_surrogate_at(text) is not None:
+            return json.dumps(entry, sort_keys=False)
         return text
 
 

@@ -175,6 +175,20 @@ def unreadable(text: str | bytes | bytearray, exc: BaseException) -> json.JSONDe
     return json.JSONDecodeError(long_number_problem(), text, found.start() if found else 0)
 
 
+def lone_surrogate_at(text: str) -> int | None:
+    """The index of the first lone surrogate in ``text`` (half of a UTF-16 pair, U+D800 to
+    U+DFFF alone, what a ``\\ud800`` escape decodes to), or ``None``: UTF-8, and so the
+    store, the reports and a request, cannot hold one. Shared by the reply reader, the
+    store, the cassette writer and the label reader."""
+    if text.isascii():
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return exc.start
+    return None
+
+
 def long_number_problem() -> str:
     """What is wrong with a number too long for Python, and the fix (JSON and YAML readers)."""
     return (

@@ -33,7 +33,7 @@ from enum import StrEnum
 from functools import lru_cache
 from typing import Any
 
-from rubric_engine.jsonl import decode_whole, unreadable
+from rubric_engine.jsonl import decode_whole, lone_surrogate_at, unreadable
 
 _OPEN = re.compile(r"<(think|thinking|reasoning)>", re.IGNORECASE)
 _CLOSE = re.compile(r"</(think|thinking|reasoning)>", re.IGNORECASE)
@@ -261,13 +261,10 @@ def _not_text(text: str, where: str | None = None) -> ReplyProblem | None:
     U+DFFF alone): no UTF-8 text holds one, so a verdict with one could be neither stored
     nor shown (issue 18's newcomer: a whole run stopped on it). ``where``: the object's
     place, for a surrogate decoded from an escape."""
-    if text.isascii():
-        return None
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        found = f"U+{ord(text[exc.start]):04X}"
-        place = f"in the object at {where}" if where else f"at {_where(text, exc.start)}"
+    at = lone_surrogate_at(text)
+    if at is not None:
+        found = f"U+{ord(text[at]):04X}"
+        place = f"in the object at {where}" if where else f"at {_where(text, at)}"
         return ReplyProblem(
             ProblemKind.NOT_TEXT,
             f"the reply is not text: it holds a lone surrogate ({found}, half of a UTF-16 "

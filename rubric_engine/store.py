@@ -29,6 +29,7 @@ from pydantic import ValidationError
 
 from rubric_engine.canonical import COMPACT, canonical_json
 from rubric_engine.errors import StoreError, TaskNotFoundError
+from rubric_engine.jsonl import lone_surrogate_at
 from rubric_engine.results import BasisEntry, RowResult
 from rubric_engine.stores.backend import Backend
 from rubric_engine.stores.location import StoreLocation, parse_location
@@ -206,13 +207,10 @@ def _utf8_text(text: str) -> str:
     escape again; it reads back as the same value. Any other text is returned as it is. A
     judge's raw reply is stored whatever it holds (its verdict is refused, :mod:`judge_reply`),
     where the store's UTF-8 encoding raised for the whole batch of rows."""
-    if text.isascii():
+    if lone_surrogate_at(text) is None:
         return text
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:  # inside a JSON string: the only place a character can be
-        return text.encode("utf-8", "backslashreplace").decode("utf-8")
-    return text
+    # inside a JSON string: the only place a character can be
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def result_json(result: RowResult) -> str:

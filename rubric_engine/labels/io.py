@@ -24,7 +24,7 @@ from pydantic import ValidationError
 
 from rubric_engine.dialogue.csv_rows import repeated_columns
 from rubric_engine.errors import InputError, Problem, format_loc
-from rubric_engine.jsonl import loads_strict
+from rubric_engine.jsonl import loads_strict, lone_surrogate_at
 from rubric_engine.labels.model import Label
 
 if TYPE_CHECKING:
@@ -193,13 +193,8 @@ def _lone_surrogate(data: Any) -> str | None:
         text = json.dumps(data, ensure_ascii=False)
     except (TypeError, ValueError, RecursionError):
         return None  # not JSON-shaped: the model's validation says what is wrong
-    if text.isascii():
-        return None
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        return f"U+{ord(text[exc.start]):04X}"
-    return None
+    at = lone_surrogate_at(text)
+    return None if at is None else f"U+{ord(text[at]):04X}"
 
 
 def _duplicates(path: Path, labels: list[tuple[int, Label]]) -> list[Problem]:
