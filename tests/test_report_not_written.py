@@ -81,3 +81,27 @@ def test_report_out_that_cannot_be_written_is_exit_9_without_a_traceback(
     assert "store is unchanged" in printed and "another --out" in printed, printed
     code, printed = run("report", task.id, "--store", store, "--out", tmp_path / "again")
     assert code == 0 and (tmp_path / "again" / "report.json").is_file(), printed
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_printed_output_on_a_full_disk_is_exit_9_without_a_traceback(tmp_path: Path) -> None:
+    # `report TASK > /dev/full` (and export, tasks …) gave an OSError traceback, exit 1
+    import subprocess
+    import sys
+
+    store = tmp_path / "s.sqlite"
+    code, printed = run(
+        "score", CASES / "health_consult_zh.jsonl", "-r", RUBRICS / "health_cs.yaml", "--draft",
+        "--cassettes", CASSETTES, "--store", store, "--out", tmp_path / "o", "-q",
+    )  # fmt: skip
+    assert code == 0, printed
+    task = printed.rsplit("task id: ", 1)[1].split()[0]
+    for args in (("report", task, "--format", "html"), ("tasks",)):
+        with open("/dev/full", "w") as full:
+            done = subprocess.run(
+                [sys.executable, "-m", "rubric_engine.cli", *args, "--store", str(store)],
+                stdout=full, stderr=subprocess.PIPE, text=True, timeout=120,
+            )  # fmt: skip
+        assert done.returncode == ExitCode.REPORT_NOT_WRITTEN, done.stderr
+        assert "Traceback" not in done.stderr, done.stderr
+        assert "output could not be written (No space left on device)" in done.stderr

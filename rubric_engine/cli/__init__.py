@@ -12,9 +12,13 @@ Heavy modules are imported inside commands so ``--help`` is fast.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import os
+import sys
 
 from rubric_engine.cli._app import app
+from rubric_engine.errors import ExitCode
 
 __all__ = ["COMMAND_MODULES", "app", "main"]
 
@@ -47,4 +51,26 @@ def main() -> None:
     # instead of a BrokenPipeError traceback; the task was already stored by then
     if hasattr(signal, "SIGPIPE"):
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    app()
+    try:
+        app()
+    except OSError as exc:
+        if not _stdout_failed(exc):
+            raise
+        # `report … > /dev/full`: what was printed could not be written; what the command
+        # stored is kept (the store is written before anything is printed about it)
+        with contextlib.suppress(OSError):
+            sys.stderr.write(
+                f"error: the command's output could not be written ({exc.strerror or exc}); "
+                "anything it stored is kept: free space, or write to a file with --out where "
+                "the command has it\n"
+            )
+        os._exit(ExitCode.REPORT_NOT_WRITTEN)  # stdout's buffer cannot be flushed either
+
+
+def _stdout_failed(exc: OSError) -> bool:
+    """Whether ``exc`` is the printed output's write failing (a full disk or an I/O error
+    under stdout: no file name), not a file a command writes (each of those has its own
+    message: report files, the store, cassettes)."""
+    import errno
+
+    return exc.errno in (errno.ENOSPC, errno.EIO, errno.EDQUOT) and exc.filename is None
