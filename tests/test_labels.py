@@ -159,6 +159,18 @@ def test_a_csv_quote_never_closed_is_refused_with_its_line(
         assert read_labels(opened.backend) == []
 
 
+def test_a_csv_label_longer_than_the_csv_module_s_limit_imports_like_its_jsonl_twin(
+    tmp_path: Path,
+) -> None:
+    # a 200,000-character reason was refused as "field larger than field limit (131072)"
+    # with a hint about quoting, so a label CSV export could not be imported back
+    long = label(reason="r" * 200_000)
+    path = tmp_path / "long.csv"
+    path.write_text(render_labels([long], "csv"), encoding="utf-8")
+    (read,) = read_label_file(path)
+    assert read.reason == long.reason
+
+
 def test_csv_and_jsonl_round_trip_to_the_same_labels(tmp_path: Path) -> None:
     labels = [
         label(

@@ -50,6 +50,15 @@ def repeated_columns(header: Sequence[str]) -> str | None:
 _FIELD_LIMIT = 2**31 - 1
 
 
+def allow_long_fields() -> None:
+    """Let the csv module read fields of any length (up to :data:`_FIELD_LIMIT`): it refuses
+    one over 131,072 characters ("field larger than field limit"), where a JSONL twin's field
+    is read. The readers' own checks speak for length (a row's text, the judge's context).
+    The limit is the module's, process-wide; it is only ever raised."""
+    if csv.field_size_limit() < _FIELD_LIMIT:
+        csv.field_size_limit(_FIELD_LIMIT)
+
+
 def csv_objects(path: Path, stem: str) -> Iterator[tuple[str, Any, str]]:
     """Yield ``(where, row object or RowShapeError, default id)`` per CSV record, in order.
 
@@ -60,11 +69,7 @@ def csv_objects(path: Path, stem: str) -> Iterator[tuple[str, Any, str]]:
     names the line where the offending quoted field opened (:func:`_open_quote_line`).
     Line breaks inside fields become ``\\n`` (:func:`_csv_text`).
     """
-    # the csv module refuses a field over 131,072 characters ("field larger than field
-    # limit"), and the row's own size check speaks for the judge's context: a cell as long as
-    # the JSONL twin's field is read, and a row too long is refused for its length
-    if csv.field_size_limit() < _FIELD_LIMIT:
-        csv.field_size_limit(_FIELD_LIMIT)
+    allow_long_fields()
     with path.open(encoding="utf-8-sig", newline="") as handle:
         read = [0]  # lines handed to the csv module (its own line_num lags after an error)
 

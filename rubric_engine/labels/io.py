@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from rubric_engine.dialogue.csv_rows import repeated_columns
+from rubric_engine.dialogue.csv_rows import allow_long_fields, repeated_columns
 from rubric_engine.errors import InputError, Problem, format_loc
 from rubric_engine.jsonl import loads_strict, lone_surrogate_at
 from rubric_engine.labels.model import Label
@@ -76,6 +76,7 @@ def _records(path: Path, text: str) -> list[tuple[int, Any]]:
     if path.suffix.lower() == ".csv":
         # strict, as the dialogue CSV reader: an unbalanced quote swallowed the lines after
         # it into one field (a label missing its reviewer, or none at the file's end)
+        allow_long_fields()  # a label's reason as long as in its JSONL twin
         reader = csv.DictReader(io.StringIO(text), strict=True)
         records: list[tuple[int, Any]] = []
         try:
