@@ -27,6 +27,7 @@ import hashlib
 import json
 import operator
 import os
+import zlib
 from array import array
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator
@@ -422,6 +423,8 @@ class CassetteIndex:
     _low: array[int] = field(default_factory=lambda: array("Q"))  # key bits 64-127
     _at: array[int] = field(default_factory=lambda: array("Q"))  # file << 40 | byte offset
     _length: array[int] = field(default_factory=lambda: array("I"))
+    #: each line's CRC-32 as loaded: a line changed in place since reads as changed
+    _crc: array[int] = field(default_factory=lambda: array("I"))
     _line: array[int] = field(default_factory=lambda: array("I"))
     _provenance: array[int] = field(default_factory=lambda: array("I"))
     _provenances: list[dict[str, Any]] = field(default_factory=list)  # distinct, first seen
@@ -441,18 +444,19 @@ class CassetteIndex:
         """
         index = cls(root=root)
         high, low, at = array("Q"), array("Q"), array("Q")
-        length, line, prov = array("I"), array("I"), array("I")
+        length, line, prov, crc = array("I"), array("I"), array("I"), array("I")
         provenances: dict[Any, int] = {}  # a provenance's :func:`_provenance_key` -> its number
         for path in sorted(root.rglob("*.jsonl")):
             index.files.append(path)
             file = (len(index.files) - 1) << _OFFSET_BITS
             # the lines as checked entries: only the key and provenance are kept
-            for (offset, size, n), entry in _objects_at(path, problems, index.torn):
+            for (offset, size, n), entry, check in _objects_at(path, problems, index.torn):
                 h, lo = _key_hash(entry["key"])
                 high.append(h)
                 low.append(lo)
                 at.append(file | offset)
                 length.append(size)
+                crc.append(check)
                 line.append(n)
                 provenance = entry["provenance"]
                 found = provenances.setdefault(_provenance_key(provenance), len(provenances))
@@ -491,6 +495,7 @@ class CassetteIndex:
         index._low = array("Q", map(low.__getitem__, kept))
         index._at = array("Q", map(at.__getitem__, kept))
         index._length = array("I", map(length.__getitem__, kept))
+        index._crc = array("I", map(crc.__getitem__, kept))
         index._line = array("I", map(line.__getitem__, kept))
         index._provenance = array("I", map(prov.__getitem__, kept))
         number = {i: n for n, i in enumerate(kept) if i in index._first_at}
@@ -568,6 +573,8 @@ class CassetteIndex:
                 raw, file = self._raw(self._at[number], self._length[number])
                 where = f"{self.files[file]}:{self._line[number]}"
                 try:
+                    if zlib.crc32(raw) != self._crc[number]:  # edited in place, same length
+                        raise CassetteError("its bytes differ")
                     text = _text(raw)
                     found = _attempts_in(text, key)
                     if found is not None:
@@ -792,15 +799,15 @@ def _entries_at(
     (a killed writer's half record) is named there and skipped.
     """
     name = str(path)
-    for place, obj in _objects_at(path, problems, torn):
+    for place, obj, _ in _objects_at(path, problems, torn):
         yield place, _entry_from(obj, f"{name}:{place[2]}")
 
 
 def _objects_at(
     path: Path, problems: list[str] | None, torn: list[str] | None = None
-) -> Iterator[tuple[tuple[int, int, int], dict[str, Any]]]:
+) -> Iterator[tuple[tuple[int, int, int], dict[str, Any], int]]:
     """:func:`_entries_at` with each entry as its decoded line (checked to be one), for a
-    reader that needs only some of its fields (the index load)."""
+    reader that needs only some of its fields (the index load), and the line's CRC-32."""
     offset = 0
     name = str(path)
     with path.open("rb") as handle:
@@ -824,7 +831,7 @@ def _objects_at(
                 problem = _entry_problem(obj)
                 if problem is not None:
                     raise CassetteError(f"{name}:{n}: {problem}")
-                yield (start, len(raw), n), obj
+                yield (start, len(raw), n), obj, zlib.crc32(raw)
             except CassetteError as exc:
                 if problems is None:
                     raise

@@ -280,8 +280,19 @@ def test_a_reply_holding_a_lone_surrogate_is_written_escaped_and_reads_back(
     assert "中文" in plain.to_json()  # UTF-8 kept otherwise
 
 
+@pytest.mark.parametrize(
+    "edit",
+    [
+        pytest.param(lambda text: b"    " + text, id="moved-by-4-bytes"),
+        # the same length, every line still an entry in the writer's form: only the bytes
+        # tell (each row was scored from the edited file, without a word)
+        pytest.param(
+            lambda text: text.replace(b'score\\": 1', b'score\\": 4'), id="same-length-edit"
+        ),
+    ],
+)
 def test_a_cassette_changed_during_a_replay_fails_its_rows_and_resume_scores_them(
-    tmp_path: Path,
+    tmp_path: Path, edit: Any
 ) -> None:
     """A cassette file rewritten in place after the index loaded it (4 bytes put in front:
     every line the index knows is now at another place) made every row's lookup raise a
@@ -300,7 +311,7 @@ def test_a_cassette_changed_during_a_replay_fails_its_rows_and_resume_scores_the
 
     def rewrite(task_id: str, rows: int) -> None:
         with file.open("r+b") as f:  # in place: the index's open handle reads the new bytes
-            f.write(b"    " + original)
+            f.write(edit(original))
 
     options = ScoreOptions(
         inputs=[CASES / "health_consult_zh.jsonl"],
@@ -310,10 +321,21 @@ def test_a_cassette_changed_during_a_replay_fails_its_rows_and_resume_scores_the
         store=tmp_path / "s.sqlite",
         out=tmp_path / "out",
     )
+    changed = {  # the rows whose line the edit changed (a shift changes every line)
+        json.loads(line)["rowId"]
+        for line, edited in zip(
+            original.splitlines(), edit(original).lstrip().splitlines(), strict=True
+        )
+        if line != edited or edit(original)[:1] == b" "
+    }
+    assert changed
     first = score(options, on_start=rewrite)
     rows = [json.loads(x) for x in (tmp_path / "out" / "rows.jsonl").read_text().splitlines()]
-    assert len(rows) == 26 and {r["status"] for r in rows} == {"JUDGE_ERROR"}
-    assert all("was changed during the run" in r["error"]["message"] for r in rows), rows[0]
+    failed = {r["rowId"] for r in rows if r["status"] == "JUDGE_ERROR"}
+    assert len(rows) == 26 and failed == changed, (failed, changed)
+    assert all("was changed during the run" in r["error"]["message"] for r in rows if r["error"]), (
+        rows
+    )
     file.write_bytes(original)
     resume = ScoreOptions(resume=first.task_id, store=options.store, out=options.out)
     again = score(resume)
