@@ -171,6 +171,15 @@ def test_a_csv_label_longer_than_the_csv_module_s_limit_imports_like_its_jsonl_t
     assert read.reason == long.reason
 
 
+def test_a_label_file_that_is_not_utf8_names_the_line(tmp_path: Path) -> None:
+    # the bytes of a UTF-16 half (\xed\xa0\x80) gave "cannot read the label file" with no line
+    good = json.dumps(label().to_json_dict()).encode()
+    path = tmp_path / "bytes.jsonl"
+    path.write_bytes(good + b"\n" + good.replace(b'"ann"', b'"a\xed\xa0\x80n"') + b"\n")
+    code, out = run("labels", "import", path, "--store", tmp_path / "s.sqlite")
+    assert code == 2 and "bytes.jsonl:2: not UTF-8 text (" in out, out
+
+
 def test_csv_and_jsonl_round_trip_to_the_same_labels(tmp_path: Path) -> None:
     labels = [
         label(

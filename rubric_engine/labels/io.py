@@ -137,7 +137,15 @@ def read_label_file(path: Path) -> list[Label]:
     """
     try:
         text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:  # its line, as the dialogue readers say it
+        found = first_non_utf8(path)
+        line, offset, reason = found or (None, exc.start, exc.reason)
+        place = f"{path}:{line}" if line else str(path)
+        raise InputError(
+            f"{place}: not UTF-8 text ({reason} at byte {offset} of the file); save the file "
+            "as UTF-8; nothing was imported"
+        ) from exc
+    except OSError as exc:
         raise InputError(f"{path}: cannot read the label file ({exc})") from exc
     problems: list[Problem] = []
     labels: list[tuple[int, Label]] = []
