@@ -17,7 +17,7 @@ import contextlib
 import json
 import secrets
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from rubric_engine.canonical import COMPACT, canonical_json
+from rubric_engine.canonical import COMPACT, canonical_json, encoder_built_once
 from rubric_engine.errors import StoreError, TaskNotFoundError
 from rubric_engine.jsonl import lone_surrogate_at
 from rubric_engine.results import BasisEntry, RowResult
@@ -275,46 +275,16 @@ def _basis_texts(basis: tuple[BasisEntry, ...]) -> list[str] | None:
     return texts
 
 
-def _one_shot(encoder: json.JSONEncoder) -> Callable[[Any], str]:
-    """``encoder.encode`` as one function built once: ``JSONEncoder.encode`` builds the C
-    encoder again for every value it encodes (about 0.6 µs, several times a row: issue 18),
-    while the C encoder it builds holds nothing between calls (no cycle markers: every value
-    encoded here is a fresh tree, never circular). The same text, from the same C code;
-    ``encoder.encode`` itself where the C encoder is missing or gives other text."""
-    import json.encoder as stdlib  # its C encoder (``c_make_encoder``) is not in typeshed
-
-    make = getattr(stdlib, "c_make_encoder", None)
-    if make is None or encoder.check_circular or encoder.indent is not None:
-        return encoder.encode
-    made = make(
-        None,
-        encoder.default,
-        stdlib.encode_basestring_ascii if encoder.ensure_ascii else stdlib.encode_basestring,
-        None,
-        encoder.key_separator,
-        encoder.item_separator,
-        encoder.sort_keys,
-        encoder.skipkeys,
-        encoder.allow_nan,
-    )
-
-    def encode(value: Any) -> str:
-        return "".join(made(value, 0))
-
-    probe = {"b": [1, 2.5, -0.0, 1e-05, 10**20, None, True], "a": {'中\n"': "é\x00"}}
-    return encode if encode(probe) == encoder.encode(probe) else encoder.encode
-
-
 #: ``json.dumps(…, ensure_ascii=False)``'s encoder, built once; a result is a tree of fresh
 #: dicts and lists (never circular), so the encoder skips its cycle bookkeeping
 _RESULT_ENCODER = json.JSONEncoder(ensure_ascii=False, check_circular=False)
-_encode_result = _one_shot(_RESULT_ENCODER)
+_encode_result = encoder_built_once(_RESULT_ENCODER)
 #: :func:`~rubric_engine.canonical.canonical_json`'s encoder for the other row columns, which
 #: are JSON-mode dumps or parsed JSON (never circular), likewise without the cycle check
 _ROW_ENCODER = json.JSONEncoder(
     sort_keys=True, ensure_ascii=False, separators=COMPACT, check_circular=False
 )
-_encode_row = _one_shot(_ROW_ENCODER)
+_encode_row = encoder_built_once(_ROW_ENCODER)
 #: how many result fields come before ``referenceBasis``; each is always in the dump (none
 #: is left out by ``exclude``/``exclude_if``), so the dump without the basis splits there.
 #: ``None`` if that ever stops holding: :func:`result_json` then encodes the whole dump

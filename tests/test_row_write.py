@@ -1,9 +1,9 @@
 """How a finished row is written (issue 18, per-row CPU of a replay): one upsert statement on
 both backends (SQLite's ``INSERT OR REPLACE`` checked the foreign key for a delete too), new
 SQLite files made with 32 KB pages (older stores keep theirs), and the row columns' JSON made
-by encoders built once (``store._one_shot``). Each keeps what was stored and read before: the
-same rows after a row is written again, the same report files from an old store and a new
-one, and the same column text as ``json``'s own encoders give."""
+by encoders built once (``canonical.encoder_built_once``). Each keeps what was stored and
+read before: the same rows after a row is written again, the same report files from an old
+store and a new one, and the same column text as ``json``'s own encoders give."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rubric_engine.stores.sqlite as sqlite_backend
-from rubric_engine.store import _RESULT_ENCODER, _ROW_ENCODER, TaskStore, _one_shot
+from rubric_engine.canonical import encoder_built_once as _one_shot
+from rubric_engine.store import _RESULT_ENCODER, _ROW_ENCODER, TaskStore
 from tests.test_store_backends import DEMOS, read_files, score_demo
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rubric_engine.canonical import encoder_built_once
 from rubric_engine.errors import StoreError
 from rubric_engine.registry import verified_snapshot
 from rubric_engine.report.accumulate import ReportAccumulator, WorstRows
@@ -364,32 +365,9 @@ def rows_jsonl_line(result: str, dialogue: str, pass_score: int, task_id: str = 
 #: ``json.dumps(…, sort_keys=True, ensure_ascii=False)``'s encoder, built once (decoded JSON
 #: is never circular)
 _METADATA_ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False, check_circular=False)
-#: the C encoder :meth:`json.JSONEncoder.encode` builds on every call, built once with the
-#: same settings (``None`` where the C speedups are missing: then ``encode`` itself)
-_C_MAKE_ENCODER = getattr(json.encoder, "c_make_encoder", None)  # CPython's _json.make_encoder
-_METADATA_C = (
-    _C_MAKE_ENCODER(
-        None,  # no circular check
-        _METADATA_ENCODER.default,
-        json.encoder.encode_basestring,  # ensure_ascii=False
-        None,  # no indent
-        _METADATA_ENCODER.key_separator,
-        _METADATA_ENCODER.item_separator,
-        True,  # sort_keys
-        False,  # skipkeys
-        True,  # allow_nan
-    )
-    if _C_MAKE_ENCODER is not None
-    else None
-)
-
-
-def _metadata_text(metadata: dict[str, Any]) -> str:
-    """``_METADATA_ENCODER.encode(metadata)``: a row's metadata as ``rows.jsonl`` writes it
-    (keys sorted at every depth), without building the C encoder again for every row."""
-    if _METADATA_C is None or not isinstance(metadata, dict):
-        return _METADATA_ENCODER.encode(metadata)
-    return "".join(_METADATA_C(metadata, 0))
+#: ``_METADATA_ENCODER.encode``: a row's metadata as ``rows.jsonl`` writes it (keys sorted at
+#: every depth), without building the C encoder again for every row
+_metadata_text = encoder_built_once(_METADATA_ENCODER)
 
 
 #: the result fields before ``redFlagTypes`` (rowId, status, intentKey, judgeScore,
