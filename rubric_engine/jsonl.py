@@ -254,6 +254,19 @@ def json_problem(exc: json.JSONDecodeError, unit: str = "line") -> str:
     return f"{text}: the {unit} ends before the JSON is complete" if ends else text
 
 
+def not_utf8_problem(path: Path, exc: UnicodeDecodeError) -> str:
+    """``FILE:LINE: not UTF-8 text (…); save the file as UTF-8`` for ``exc``, raised while
+    ``path`` was decoded whole or in chunks (the decoder's offset is inside what it was
+    reading: the place is found again, :func:`first_non_utf8`). Shared by the readers of
+    dialogues and of labels."""
+    found = first_non_utf8(path)
+    line, offset, reason = found or (None, exc.start, exc.reason)
+    place = f"{path}:{line}" if line else str(path)
+    return (
+        f"{place}: not UTF-8 text ({reason} at byte {offset} of the file); save the file as UTF-8"
+    )
+
+
 def first_non_utf8(path: Path) -> tuple[int, int, str] | None:
     """Where ``path`` first stops being UTF-8 text, read line by line in binary.
 

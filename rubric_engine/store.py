@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import secrets
 import time
 from collections.abc import Collection, Iterator, Sequence
@@ -189,16 +190,13 @@ def raw_attempts_json(attempts: Sequence[tuple[str | None, float, str]]) -> str 
     encodes them then)."""
     parts = []
     for error, latency, response in attempts:
-        if type(latency) is not float or latency != latency or latency in (_INF, -_INF):
+        if type(latency) is not float or not math.isfinite(latency):
             return None
         parts.append(
             f'{{"error":{_encode_row(error)},"latencyMs":{float.__repr__(latency)},'
             f'"response":{response}}}'
         )
     return "[" + ",".join(parts) + "]"
-
-
-_INF = float("inf")
 
 
 def _utf8_text(text: str) -> str:

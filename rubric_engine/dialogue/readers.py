@@ -60,10 +60,10 @@ from rubric_engine.dialogue.tau import (
 from rubric_engine.errors import DatasetError, Problem, format_loc
 from rubric_engine.jsonl import (
     DuplicateKeyError,
-    first_non_utf8,
     json_problem,
     loads_counted,
     loads_strict,
+    not_utf8_problem,
 )
 from rubric_engine.rules.model import check_error_message, check_model, strip_tags
 from rubric_engine.safe_yaml import YamlLimitError, duplicate_keys, load_documents
@@ -334,14 +334,7 @@ class DialogueSource:
         try:
             count = _checked_rows(self._parse(), seen, str(self.path), keep)
         except UnicodeDecodeError as exc:
-            # the decoder's offset is inside the chunk it was reading: find the place again
-            found = first_non_utf8(self.path)
-            line, offset, reason = found or (None, exc.start, exc.reason)
-            place = f"{self.path}:{line}" if line else str(self.path)
-            raise DatasetError(
-                f"{place}: not UTF-8 text ({reason} at byte {offset} of the file); save the "
-                "file as UTF-8"
-            ) from exc
+            raise DatasetError(not_utf8_problem(self.path, exc)) from exc
         except csv.Error as exc:
             raise DatasetError(
                 f"{self.path}: not valid CSV ({exc}); quote fields that hold commas or line breaks"

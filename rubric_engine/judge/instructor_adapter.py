@@ -41,6 +41,7 @@ from functools import cached_property
 from textwrap import dedent
 from typing import Any
 
+from rubric_engine.jsonl import lone_surrogate_at
 from rubric_engine.judge.output_modes import OutputMode, constrained_schema, response_format
 from rubric_engine.verdict import VerdictBase
 
@@ -239,6 +240,6 @@ def _whole_characters(response: dict[str, Any]) -> dict[str, Any]:
     hold one (the reply itself is stored as it came; its verdict is refused as not text,
     :func:`rubric_engine.judge_reply.scan_reply`)."""
     text = json.dumps(response, ensure_ascii=False)
-    if text.isascii() or not _LONE_SURROGATE.search(text):
+    if lone_surrogate_at(text) is None:
         return response
     return dict(json.loads(_LONE_SURROGATE.sub("\ufffd", text)))

@@ -24,7 +24,7 @@ from pydantic import ValidationError
 
 from rubric_engine.dialogue.csv_rows import allow_long_fields, repeated_columns
 from rubric_engine.errors import InputError, Problem, format_loc
-from rubric_engine.jsonl import first_non_utf8, loads_strict, lone_surrogate_at
+from rubric_engine.jsonl import loads_strict, lone_surrogate_at, not_utf8_problem
 from rubric_engine.labels.model import Label
 
 if TYPE_CHECKING:
@@ -138,13 +138,7 @@ def read_label_file(path: Path) -> list[Label]:
     try:
         text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:  # its line, as the dialogue readers say it
-        found = first_non_utf8(path)
-        line, offset, reason = found or (None, exc.start, exc.reason)
-        place = f"{path}:{line}" if line else str(path)
-        raise InputError(
-            f"{place}: not UTF-8 text ({reason} at byte {offset} of the file); save the file "
-            "as UTF-8; nothing was imported"
-        ) from exc
+        raise InputError(not_utf8_problem(path, exc) + "; nothing was imported") from exc
     except OSError as exc:
         raise InputError(f"{path}: cannot read the label file ({exc})") from exc
     problems: list[Problem] = []
