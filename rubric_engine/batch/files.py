@@ -42,8 +42,8 @@ from rubric_engine.report.model import Report
 from rubric_engine.scoring.options import (
     ScoreOptions,
     check_options,
-    effective_model,
     effective_output_mode,
+    non_batch_provider,
 )
 from rubric_engine.scoring.plan import output_mode_of, stored_judge
 from rubric_engine.scoring.preflight import read_inputs
@@ -136,8 +136,8 @@ def _check_export(options: ScoreOptions) -> None:
             "give INPUT file(s) and -r/--rubric KEY (a published pack, or a pack FILE with "
             "--draft); `batch export TASK` writes a stored task's follow-up requests"
         )
-    provider = effective_model(options).split("/", 1)[0]
-    if provider not in BATCH_PROVIDERS:
+    provider = non_batch_provider(options)
+    if provider is not None:
         raise ConfigurationError(
             f"batch export writes OpenAI-style batch files, for {', '.join(BATCH_PROVIDERS)}; "
             f"--model {options.model!r} names {provider!r}: name one of those, e.g. "

@@ -179,6 +179,14 @@ _FROM_TASK = (
 )
 
 
+def non_batch_provider(options: ScoreOptions) -> str | None:
+    """The provider of ``options``' model when its batch files and API are not OpenAI's
+    (:data:`~rubric_engine.batch.settings.BATCH_PROVIDERS`), else ``None``: what ``--mode
+    batch`` and ``batch export`` refuse, each in its own words."""
+    provider = effective_model(options).split("/", 1)[0]
+    return None if provider in BATCH_PROVIDERS else provider
+
+
 def effective_model(options: ScoreOptions) -> str:
     """``--api-base`` means an OpenAI-compatible server: a bare model name gets ``openai/``."""
     if options.api_base and "/" not in options.model:
@@ -343,8 +351,8 @@ def _check_batch(options: ScoreOptions) -> None:
             "--batch-max-requests must be at least 1, --batch-max-bytes at least 1024 and "
             "--batch-poll-interval 0 or more seconds"
         )
-    provider = effective_model(options).split("/", 1)[0]
-    if options.mode == "batch" and provider not in BATCH_PROVIDERS:
+    provider = non_batch_provider(options)
+    if options.mode == "batch" and provider is not None:
         raise ConfigurationError(
             f"--mode batch drives OpenAI-style files and batches APIs ({', '.join(BATCH_PROVIDERS)}"
             f"); --model {options.model!r} is served by {provider!r}. Use one of those, or write "
