@@ -549,22 +549,22 @@ class CassetteIndex:
             number += 1
         return None
 
-    def attempts(self, key: str) -> tuple[list[dict[str, Any]], str] | None:
-        """``(entry.attempts, entry.where)`` of :meth:`get`'s entry for ``key``, or ``None``
-        as :meth:`get` gives it; what a replay reads of an entry.
+    def replayed(self, key: str) -> tuple[list[dict[str, Any]], str, str | None] | None:
+        """``(entry.attempts, entry.where, response text)`` of :meth:`get`'s entry for
+        ``key``, or ``None`` as :meth:`get` gives it; what a replay reads of an entry.
 
         A line in the writer's form (:meth:`CassetteEntry.to_json`) whose key is ``key`` has
         only its ``attempts`` decoded (:func:`_attempts_in`); any other line is read whole, as
-        :meth:`get` reads it. ``tests/test_cassette_index.py`` compares the two.
-        """
-        found = self.replayed(key)
-        return None if found is None else (found[0], found[1])
+        :meth:`get` reads it (``tests/test_cassette_index.py`` compares the two). The
+        response text is the JSON of the response of an entry that holds one attempt,
+        ``{"response": …}`` alone, as the line spells it (``None`` for any other entry): the
+        store keeps that text instead of encoding the decoded response again (issue 18; it
+        decodes to the same value, :func:`_one_response_in`).
 
-    def replayed(self, key: str) -> tuple[list[dict[str, Any]], str, str | None] | None:
-        """:meth:`attempts`, and the JSON text of the response of an entry that holds one
-        attempt, ``{"response": …}`` alone, as the line spells it (``None`` for any other
-        entry): the store keeps that text instead of encoding the decoded response again
-        (issue 18; it decodes to the same value, :func:`_one_response_in`)."""
+        Raises:
+            CassetteChanged: the line no longer reads as it did at load (its CRC-32 differs,
+                or it is no longer an entry): its file was changed during the run.
+        """
         high, low = _key_hash(key)
         keys = self._high
         number, end = bisect_left(keys, high), len(keys)

@@ -16,6 +16,12 @@ from rubric_engine.errors import CassetteError
 from tests.conftest import CASSETTES
 
 
+def _attempts(index: CassetteIndex, key: str) -> tuple[list[dict[str, Any]], str] | None:
+    """``(attempts, where)`` of what a replay reads for ``key`` (:meth:`replayed`)."""
+    found = index.replayed(key)
+    return None if found is None else (found[0], found[1])
+
+
 def _replicated(folder: Path, copies: int) -> list[str]:
     """The health demo cassette with every entry repeated under new keys; returns the keys."""
     lines = (CASSETTES / "health_cs" / "health_consult_zh.jsonl").read_text("utf-8").splitlines()
@@ -86,7 +92,7 @@ def _entry(key: str, row: str, content: str = '{"score": 4}') -> dict[str, Any]:
 def test_a_replay_reads_the_attempts_a_whole_line_gives(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """:meth:`CassetteIndex.attempts` (only the attempts decoded, for a line in the writer's
+    """:meth:`CassetteIndex.replayed` (only the attempts decoded, for a line in the writer's
     form) against :meth:`get` (the whole line), on lines in and out of that form: another
     spacing or member order, a second ``key`` or ``attempts`` member (``json.loads`` keeps
     the last), a key spelled with an escape, a nested ``attempts``, a BOM, a backslash in the
@@ -116,12 +122,12 @@ def test_a_replay_reads_the_attempts_a_whole_line_gives(
     index = CassetteIndex.load(tmp_path)
     for n, k in key.items():
         entry = index.get(k)
-        found = index.attempts(k)
+        found = _attempts(index, k)
         assert found == (None if entry is None else (entry.attempts, entry.where)), n
     assert index.get(key[3]) is None and index.get(key[4]) is not None  # the last key member
     assert index.get(key[5]) is None and index.get(key[6]) is not None
     assert index.get(key[11]) is None and index.get(key[12]) is not None
-    assert index.attempts(key[8]) == ([{"response": {"n": 2}}], f"{tmp_path / 'c.jsonl'}:8")
+    assert _attempts(index, key[8]) == ([{"response": {"n": 2}}], f"{tmp_path / 'c.jsonl'}:8")
     # a line in the writer's form is read without decoding the whole line
     alone = tmp_path / "alone"
     alone.mkdir()
@@ -130,7 +136,7 @@ def test_a_replay_reads_the_attempts_a_whole_line_gives(
     entry = index.get(key[10])
     assert entry is not None
     monkeypatch.setattr("rubric_engine.cassette._loads", lambda text: 1 / 0)
-    assert index.attempts(key[10]) == (entry.attempts, f"{alone / 'c.jsonl'}:2")
+    assert _attempts(index, key[10]) == (entry.attempts, f"{alone / 'c.jsonl'}:2")
 
 
 def test_blank_lines_are_the_ascii_spaces_a_strip_removes(tmp_path: Path) -> None:
