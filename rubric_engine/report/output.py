@@ -69,6 +69,11 @@ def check_output_file(path: Path, flag: str = "--out") -> None:
         )
 
 
+#: bytes buffered before each write to the file: report files run to tens of MB (rows.jsonl
+#: ~2.7 KB a row), and 1 MiB writes took a fifth less CPU than the default 8 KiB (issue 18)
+WRITE_BUFFER = 1 << 20
+
+
 def write_atomic(path: Path, text: str | Iterable[str]) -> None:
     """Write ``text`` (UTF-8; a string, or chunks written one by one so a long file is never
     held whole) to ``path`` through a temporary file renamed over it.
@@ -94,7 +99,7 @@ def write_atomic(path: Path, text: str | Iterable[str]) -> None:
         dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp"
     )
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
+        with os.fdopen(handle, "w", encoding="utf-8", buffering=WRITE_BUFFER) as out:
             out.writelines(chunks)
         os.chmod(temp, 0o666 & ~_umask())
         os.replace(temp, path)
