@@ -412,3 +412,31 @@ def test_labels_are_append_only_and_superseded_on_both_backends(store_at: str) -
         assert [lab.label_id for lab in read_labels(db)] == [edit.label_id]
         history = read_labels(db, include_superseded=True)
         assert [lab.label_id for lab in history] == [first.label_id, edit.label_id]
+
+
+def test_a_score_between_the_points_of_the_scale_is_refused_with_its_line(
+    tmp_path: Path,
+) -> None:
+    store, task = score_airline(tmp_path)
+    path = write_jsonl(
+        tmp_path / "l.jsonl",
+        [
+            {"rowId": "airline-3", "score": 4, "reviewer": "ann"},
+            {"rowId": "airline-4", "score": 2.5, "reviewer": "ann"},
+        ],
+    )
+    code, out = run("labels", "import", path, "--task", task, "--store", store)
+    assert code == 2, out
+    assert "label 2 (row airline-4): score: 2.5 is not a whole point of the scale 1..5" in out
+    assert "round an averaged score" in out
+    with TaskStore(store) as opened:
+        assert read_labels(opened.backend) == []  # nothing imported, the good line neither
+    # the same check without a task, against the stored rubric the labels name
+    pinned = write_jsonl(
+        tmp_path / "p.jsonl",
+        [{"rowId": "r1", "score": 3.0, "reviewer": "ann", "rubricKey": "airline_cs"},
+         {"rowId": "r2", "score": 4.25, "reviewer": "ann", "rubricKey": "airline_cs"}],
+    )  # fmt: skip
+    code, out = run("labels", "import", pinned, "--store", store)
+    assert code == 2 and "1 problem(s)" in out and "(row r2): score: 4.25 is not a whole" in out, out
+    assert "(row r1)" not in out  # 3.0 is a point of the scale

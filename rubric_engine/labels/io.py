@@ -29,7 +29,7 @@ from rubric_engine.labels.model import Label
 
 if TYPE_CHECKING:
     from rubric_engine.report import StoredTask
-    from rubric_engine.rubric.model import EvalRubric
+    from rubric_engine.rubric.model import EvalRubric, ScoreScale
 
 __all__ = [
     "LABEL_FIELDS",
@@ -243,6 +243,26 @@ def _duplicates(path: Path, labels: list[tuple[int, Label]]) -> list[Problem]:
     return problems
 
 
+def _score_problems(where: str, score: float | None, scale: ScoreScale) -> list[Problem]:
+    """A label's ``score`` off the pack's scale: outside it, or between its points (the scale
+    is whole points, as the judge's scores are; weighted κ compares them point for point)."""
+    if score is None:
+        return []
+    if not scale.min <= score <= scale.max:
+        return [Problem(where, "score", f"{score:g} is outside the scale {scale.min}..{scale.max}")]
+    if not float(score).is_integer():
+        return [
+            Problem(
+                where,
+                "score",
+                f"{score:g} is not a whole point of the scale {scale.min}..{scale.max}; give the "
+                "reviewer's score as one of its points (round an averaged score, or import each "
+                "reviewer's own)",
+            )
+        ]
+    return []
+
+
 def check_against_rubrics(
     labels: Sequence[Label], rubrics: dict[tuple[str, int | None], EvalRubric | str], path: Path
 ) -> None:
@@ -287,13 +307,7 @@ def check_against_rubrics(
                     f"{value!r} is not in {found.key}@{found.version}; valid: {_choices(valid)}",
                 )
             )
-        scale = found.score_scale
-        if lab.score is not None and not scale.min <= lab.score <= scale.max:
-            problems.append(
-                Problem(
-                    where, "score", f"{lab.score:g} is outside the scale {scale.min}..{scale.max}"
-                )
-            )
+        problems += _score_problems(where, lab.score, found.score_scale)
     if problems:
         raise InputError(
             f"{path}: {len(problems)} problem(s) against the stored rubric versions; nothing was "
@@ -366,13 +380,7 @@ def check_against_task(labels: Sequence[Label], task: StoredTask, path: Path) ->
                         f"valid: {_choices(flags)}",
                     )
                 )
-        scale = rubric.score_scale
-        if lab.score is not None and not scale.min <= lab.score <= scale.max:
-            problems.append(
-                Problem(
-                    where, "score", f"{lab.score:g} is outside the scale {scale.min}..{scale.max}"
-                )
-            )
+        problems += _score_problems(where, lab.score, rubric.score_scale)
         if lab.requirement_id is not None:
             valid = [b.requirement_id for b in result.reference_basis]
             intent = chosen.get(lab.row_id)
