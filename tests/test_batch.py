@@ -663,3 +663,21 @@ def test_export_of_new_rows_words_its_own_option_errors(tmp_path: Path) -> None:
     assert code == 2 and "e.g. --model openai/gpt-4o-mini" in printed, printed
     assert "write the requests with" not in printed, printed
     assert not out.exists() or not any(out.iterdir())
+
+
+def test_requests_over_the_byte_limit_are_each_written_alone_with_a_warning(
+    tmp_path: Path,
+) -> None:
+    store = tmp_path / "s.sqlite"
+    export = ("batch", "export", HEALTH, "-r", RUBRICS / "health_cs.yaml", "--draft",
+              "--store", store)  # fmt: skip
+    code, out = run(*export, "--out", tmp_path / "x", "--batch-max-bytes", "1024")
+    assert code == 0, out  # was written without a word: 26 files of ~25 KB under a 1 KB limit
+    files = sorted((tmp_path / "x").glob("requests-*.jsonl"))
+    assert all(len(f.read_text("utf-8").splitlines()) == 1 for f in files), "one request each"
+    largest = max(f.stat().st_size for f in files)
+    assert f"warning: {len(files)} request(s) are larger than the 1,024-byte file limit" in out
+    assert f"(largest {largest:,} bytes; row(s) " in out and "raise --batch-max-bytes" in out
+    code, out = run(*export, "--out", tmp_path / "y", "--batch-max-bytes", str(3 * largest))
+    assert code == 0 and "warning" not in out, out
+    assert len(list((tmp_path / "y").glob("requests-*.jsonl"))) < len(files)

@@ -115,6 +115,8 @@ class ExportResult:
     manifest: Path
     #: requests of the task awaiting answers after this export (this export's included)
     awaiting: int = 0
+    #: ``(rowId, bytes)`` of the requests over ``--batch-max-bytes``, each in a file alone
+    oversized: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -265,7 +267,9 @@ def export_requests(
             + "\n",
             encoding="utf-8",
         )
-        return ExportResult(task_id, sink.written, sent, manifest, len(requests))
+        return ExportResult(
+            task_id, sink.written, sent, manifest, len(requests), tuple(run.oversized)
+        )
 
 
 def import_results(

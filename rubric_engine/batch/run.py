@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, cast
 
@@ -87,6 +87,18 @@ class BatchLimits:
     max_cost_usd: float | None = None
 
 
+def oversized_warning(oversized: Sequence[tuple[str, int]], max_bytes: int) -> str:
+    """The warning for requests over the per-file byte limit (``(rowId, bytes)`` each)."""
+    rows = ", ".join(row_id for row_id, _ in oversized[:5]) + (" …" if len(oversized) > 5 else "")
+    largest = max(size for _, size in oversized)
+    return (
+        f"warning: {len(oversized)} request(s) are larger than the {max_bytes:,}-byte file limit "
+        f"(largest {largest:,} bytes; row(s) {rows}); a request cannot be split, so each was "
+        "written to a file of its own, which a provider holding that limit refuses: raise "
+        "--batch-max-bytes"
+    )
+
+
 @dataclass
 class BatchRun:
     """One task's batch run. ``rows`` gives ``(seq, row)`` in input order on every call."""
@@ -108,6 +120,9 @@ class BatchRun:
     ledger: Ledger = field(init=False)
     done: set[str] = field(init=False)
     stop_reason: str | None = None
+    #: ``(rowId, bytes)`` of each request larger than ``limits.max_bytes``: written to a file
+    #: of its own (it cannot be split), which a provider with that limit would refuse
+    oversized: list[tuple[str, int]] = field(default_factory=list)
     _spent: float = 0.0
     _committed: int = 0
     _before_run: int = 0
@@ -266,6 +281,7 @@ class BatchRun:
         data: BinaryIO = tempfile.TemporaryFile()  # noqa: SIM115 - closed in the finally below
         size = 0
         sent = 0
+        oversized_before = len(self.oversized)
 
         async def flush() -> None:
             nonlocal chunk, size, sent
@@ -293,6 +309,8 @@ class BatchRun:
                     continue
                 if not self._affordable(encoded, len(chunk)):
                     continue
+                if len(encoded) > self.limits.max_bytes:
+                    self.oversized.append((row.row_id, len(encoded)))
                 if chunk and (
                     len(chunk) >= self.limits.max_requests
                     or size + len(encoded) > self.limits.max_bytes
@@ -314,6 +332,8 @@ class BatchRun:
             await flush()
         finally:
             data.close()
+        if len(self.oversized) > oversized_before and sink is not None:
+            self.say(oversized_warning(self.oversized[oversized_before:], self.limits.max_bytes))
         self.store.commit()
         return sent
 

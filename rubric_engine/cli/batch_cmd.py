@@ -85,6 +85,7 @@ def export(
 ) -> None:
     """Write the judge requests of INPUT rows (a new task) or of TASK as batch input files."""
     from rubric_engine.batch.files import ExportResult, export_requests
+    from rubric_engine.batch.run import oversized_warning
     from rubric_engine.dialogue.readers import InputFormat
     from rubric_engine.errors import ConfigurationError
     from rubric_engine.scoring import ScoreOptions
@@ -122,6 +123,8 @@ def export(
     names = ", ".join(p.name for p in result.files) or none
     typer.echo(f"task id: {result.task_id}")
     typer.echo(f"wrote {result.requests} request(s) to {out}: {names}; {result.manifest.name}")
+    if result.oversized:
+        typer.echo(oversized_warning(result.oversized, batch_max_bytes), err=True)
     if earlier:
         typer.echo(
             f"{earlier} request(s) exported before still await answers (manifest.json lists "
