@@ -772,7 +772,11 @@ def test_a_row_id_that_is_not_a_string_or_a_whole_number_is_refused_in_json_s_wo
     with pytest.raises(DatasetError) as info:
         DialogueSource(path).validate()
     said = [str(p) for p in info.value.problems]
-    shown = ["true", "5.0", "an array", "an object"]
+    whole = (  # 1e3 was shown as "not 1000.0" alone, a number the file never held
+        ": a number written with a fraction or an exponent (17.0, 1e3) is not a whole number "
+        'here; write it without one, or as a string ("5")'
+    )
+    shown = ["true", "5.0" + whole, "an array", "an object"]
     assert said == [
         f'{path}:{n}: rowId: must be a string or a whole number (e.g. "row-17" or 17), not {s}'
         for n, s in enumerate(shown, start=1)

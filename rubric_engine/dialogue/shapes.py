@@ -306,6 +306,11 @@ def row_from_object(obj: Any, default_id: str, storable_checked: bool = False) -
             if isinstance(row_id, bool | float)
             else {list: "an array", dict: "an object"}.get(type(row_id), type(row_id).__name__)
         )
+        if isinstance(row_id, float):  # 1e3 and 17.0 are read as 1000.0 and 17.0
+            shown += (
+                ": a number written with a fraction or an exponent (17.0, 1e3) is not a whole "
+                f'number here; write it without one, or as a string ("{row_id:g}")'
+            )
         raise RowShapeError(
             "rowId", f'must be a string or a whole number (e.g. "row-17" or 17), not {shown}'
         )
