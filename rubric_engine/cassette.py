@@ -272,6 +272,28 @@ def entry_problems(entry: CassetteEntry) -> list[str]:
     ]
 
 
+def repeated_key_problems(paths: Iterable[Path]) -> list[str]:
+    """One line per cassette line in ``paths`` with an object that names a key twice (two
+    ``response`` members of an attempt, two ``attempts``…): a replay reads such a line as
+    ``json.loads`` does, the last value winning, so which one was meant is ambiguous. For
+    ``cassette check``; the index load does not pay for this walk on every run. Lines that
+    are not JSON are the load's to report."""
+    problems = []
+    for path in paths:
+        with path.open("rb") as handle:
+            for n, raw in enumerate(handle, start=1):
+                try:
+                    jsonl.loads_strict(raw.decode("utf-8-sig" if n == 1 else "utf-8"))
+                except jsonl.DuplicateKeyError as exc:
+                    problems.append(
+                        f"{path}:{n}: {exc}; a replay would read only the last one, so the "
+                        "line is ambiguous: keep the one meant, or record the row again"
+                    )
+                except (ValueError, RecursionError):  # not UTF-8 or not JSON: the load says so
+                    continue
+    return problems
+
+
 class CassetteChanged(CassetteError):
     """A line the index loaded no longer reads as an entry: its file was changed during the
     run. The row it was asked for fails (a cassette miss); the batch goes on."""

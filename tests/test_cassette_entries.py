@@ -121,3 +121,21 @@ def test_the_v3_verdicts_keep_the_v1_judgments(name: str) -> None:
 
     verdicts = CASES / "verdicts"
     assert read(verdicts / f"{name}_v3.jsonl") == read(verdicts / f"{name}.jsonl")
+
+
+def test_cassette_check_names_a_line_whose_object_names_a_key_twice(tmp_path: Path) -> None:
+    # two "response" members in one attempt replayed the last one, and check passed the file
+    folder = tmp_path / "cassettes"
+    shutil.copytree(CASSETTES / "health_cs", folder / "health_cs")
+    path = folder / "health_cs" / CASSETTE.name
+    lines = path.read_text("utf-8").splitlines()
+    entry = json.loads(lines[1])
+    response = json.dumps(entry["attempts"][0]["response"], ensure_ascii=False)
+    head, _, _ = lines[1].rpartition('"attempts": ')
+    lines[1] = f'{head}"attempts": [{{"response": {response}, "response": {response}}}]}}'
+    assert json.loads(lines[1])["attempts"] == entry["attempts"]  # json alone sees nothing
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    code, out = run("cassette", "check", folder)
+    assert code == 2, out
+    assert f"{path}:2: the key 'response' appears twice in one object" in out
+    assert "so the line is ambiguous" in out and "1 bad cassette line(s)" in out

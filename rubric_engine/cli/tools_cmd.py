@@ -60,7 +60,7 @@ def cassette_check(
     """Validate every cassette under FOLDER and count entries by provenance."""
 
     def run() -> None:
-        from rubric_engine.cassette import CassetteIndex, entry_problems
+        from rubric_engine.cassette import CassetteIndex, entry_problems, repeated_key_problems
         from rubric_engine.errors import CassetteError
 
         if not folder.is_dir():
@@ -69,6 +69,7 @@ def cassette_check(
         index = CassetteIndex.load(folder, problems)
         for entry in index.entries():
             problems += entry_problems(entry)
+        problems += repeated_key_problems(index.files)
         counts = index.provenance_counts()
         replaced = f" ({index.replaced} older duplicate(s) ignored)" if index.replaced else ""
         if index.torn:
