@@ -438,5 +438,6 @@ def test_a_score_between_the_points_of_the_scale_is_refused_with_its_line(
          {"rowId": "r2", "score": 4.25, "reviewer": "ann", "rubricKey": "airline_cs"}],
     )  # fmt: skip
     code, out = run("labels", "import", pinned, "--store", store)
-    assert code == 2 and "1 problem(s)" in out and "(row r2): score: 4.25 is not a whole" in out, out
+    assert code == 2 and "1 problem(s)" in out, out
+    assert "(row r2): score: 4.25 is not a whole" in out
     assert "(row r1)" not in out  # 3.0 is a point of the scale
