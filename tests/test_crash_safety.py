@@ -3,9 +3,11 @@ row the judge already answered, and the resume asks only for the rows that had n
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -23,7 +25,7 @@ from rubric_engine.testing.openai_stub import (
     row_id_of,
     verdicts_responder,
 )
-from tests.conftest import CASES, RUBRICS
+from tests.conftest import CASES, ROOT, RUBRICS
 from tests.test_cli import run
 
 pytestmark = pytest.mark.live
@@ -167,8 +169,15 @@ def test_a_401_after_a_success_stops_the_run_at_once_and_the_rows_stay_resumable
         assert all(s.result.status == "SCORED" for s in opened.rows(task.id))
 
 
-def test_sigterm_is_handled_like_ctrl_c(tmp_path: Path) -> None:
-    # what CI cancellation sends: before, the process died at once and the task stayed RUNNING
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # as `cmd &` in a script or nohup start it
+
+
+@pytest.mark.parametrize("sigint", ["default", "ignored"])
+def test_sigterm_is_handled_like_ctrl_c(tmp_path: Path, sigint: str) -> None:
+    # what CI cancellation sends: before, the process died at once and the task stayed RUNNING;
+    # started with SIGINT ignored, it ended the same way but printed ~80 lines of "Task
+    # exception was never retrieved ... KeyboardInterrupt"
     store = tmp_path / "s.sqlite"
     answer = verdicts_responder(VERDICTS)
 
@@ -205,6 +214,7 @@ def test_sigterm_is_handled_like_ctrl_c(tmp_path: Path) -> None:
             stderr=subprocess.PIPE,
             text=True,
             env={**os.environ, "NO_COLOR": "1"},
+            preexec_fn=_ignore_sigint if sigint == "ignored" else None,
         )
         deadline = time.monotonic() + 60
         while len(server.requests) < 6 and time.monotonic() < deadline:
@@ -217,6 +227,7 @@ def test_sigterm_is_handled_like_ctrl_c(tmp_path: Path) -> None:
         assert task.state == "INTERRUPTED"
         kept = list(opened.rows(task.id))
     assert f"interrupted: task {task.id} keeps" in err and "score --resume" in err
+    assert "Traceback" not in err and "never retrieved" not in err, err
     assert 0 < len(kept) < 26
 
 
@@ -258,3 +269,39 @@ def test_after_ctrl_c_usage_calls_counts_every_request_the_provider_received(
     code, out = run("report", task.id, "--store", store, "--format", "json")
     assert code == 0, out
     assert json.loads(out)["usage"]["calls"] == received
+
+
+def test_sigterm_to_a_replay_started_with_sigint_ignored_ends_without_a_traceback(
+    tmp_path: Path,
+) -> None:
+    # `score … &` in a script starts Python with SIGINT ignored, so asyncio set no handler on
+    # it; SIGTERM's KeyboardInterrupt was raised inside a row's coroutine (a replay keeps
+    # the loop busy) and ~80 lines of "Task exception was never retrieved" followed
+    made = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "run.py"), "data", "--rows", "8000",
+         "--out", str(tmp_path / "data")],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stdout + made.stderr
+    data, store = tmp_path / "data" / "data-8000", tmp_path / "s.sqlite"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "rubric_engine.cli", "score", str(data / "rows.jsonl"),
+         "--cassettes", str(data / "cassettes"), "-r", str(RUBRICS / "health_cs.yaml"),
+         "--draft", "--store", str(store), "--out", str(tmp_path / "out"), "-q"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "NO_COLOR": "1"}, preexec_fn=_ignore_sigint,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    stored = 0
+    while stored < 200 and time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.02)
+        with (
+            contextlib.suppress(sqlite3.Error),
+            contextlib.closing(sqlite3.connect(store, timeout=1)) as db,
+        ):
+            stored = db.execute("SELECT count(*) FROM rows").fetchone()[0]
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    assert "Traceback" not in err and "never retrieved" not in err, err
+    assert "interrupted: task" in err and "score --resume" in err, err

@@ -412,6 +412,13 @@ def _run_score(options: ScoreOptions, display: str | None) -> ScoreResult:
         typer.echo(f"warning: {message}", err=True)
 
     previous = signal.signal(signal.SIGTERM, _as_ctrl_c)
+    # started with SIGINT ignored (`score … &` in a script, some supervisors), asyncio puts no
+    # handler of its own on SIGINT, so SIGTERM's KeyboardInterrupt was raised inside whichever
+    # coroutine ran and printed "Task exception was never retrieved" (~80 lines); with
+    # Python's default handler in place asyncio cancels the run as for Ctrl-C
+    ignored_sigint = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    if ignored_sigint:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with progress, warnings.catch_warnings():
             warnings.filterwarnings("ignore", "coroutine .* was never awaited", RuntimeWarning)
@@ -436,6 +443,8 @@ def _run_score(options: ScoreOptions, display: str | None) -> ScoreResult:
         raise typer.Exit(ExitCode.INTERRUPTED) from None
     finally:
         signal.signal(signal.SIGTERM, previous)
+        if ignored_sigint:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _stored_state(options: ScoreOptions, task_id: str) -> str | None:
