@@ -441,3 +441,44 @@ def test_a_score_between_the_points_of_the_scale_is_refused_with_its_line(
     assert code == 2 and "1 problem(s)" in out, out
     assert "(row r2): score: 4.25 is not a whole" in out
     assert "(row r1)" not in out  # 3.0 is a point of the scale
+
+
+def test_a_score_that_is_no_number_and_turns_outside_the_dialogue_are_refused(
+    tmp_path: Path,
+) -> None:
+    # `"score": true` was stored as 1.0 and "3" as 3.0; evidence turn 99 of a row of a few
+    # messages was imported
+    store, task = score_airline(tmp_path)
+    with TaskStore(store) as opened:
+        (dialogue,) = [d for r, d in opened.result_texts(task) if '"airline-3"' in r]
+    messages = len(json.loads(dialogue)["messages"])
+    path = write_jsonl(
+        tmp_path / "l.jsonl",
+        [
+            {"rowId": "airline-3", "score": True, "reviewer": "ann"},
+            {"rowId": "airline-3", "score": "3", "reviewer": "bob"},
+            {"rowId": "airline-3", "score": float("nan"), "reviewer": "cy"},
+        ],
+    )
+    code, out = run("labels", "import", path, "--task", task, "--store", store)
+    assert code == 2, out
+    assert f"{path}:1: score: true is not a number" in out
+    assert f"{path}:2: score: '3' is not a number" in out
+    assert f"{path}:3: score: nan is not a finite number" in out
+    turns = write_jsonl(
+        tmp_path / "t.jsonl",
+        [
+            {"rowId": "airline-3", "requirementId": "COMMON_NO_FABRICATED_INFO",
+             "status": "VIOLATED", "reviewer": "ann", "evidenceTurns": [0, messages - 1]},
+            {"rowId": "airline-3", "requirementId": "COMMON_NO_FABRICATED_INFO",
+             "status": "VIOLATED", "reviewer": "bob", "evidenceTurns": [1, messages, 99]},
+        ],
+    )  # fmt: skip
+    code, out = run("labels", "import", turns, "--task", task, "--store", store)
+    assert code == 2 and "1 problem(s)" in out, out
+    assert (
+        f"label 2 (row airline-3): evidenceTurns: {messages}, 99 not in row airline-3, whose "
+        f"{messages} message(s) are turns 0..{messages - 1} (0-based)"
+    ) in out
+    with TaskStore(store) as opened:
+        assert read_labels(opened.backend) == []

@@ -65,11 +65,21 @@ def _csv_record(record: dict[str, str | None]) -> dict[str, Any]:
             out[name] = json.loads(text)
         elif name == "sawJudgeVerdict":
             out[name] = text.lower() in ("true", "1", "yes")
-        elif name in ("score", "rubricVersion"):
-            out[name] = float(text) if name == "score" else int(text)
+        elif name == "score":
+            out[name] = _number(text)  # text that is no number: the model names the field
+        elif name == "rubricVersion":
+            out[name] = int(text)
         else:
             out[name] = text
     return out
+
+
+def _number(text: str) -> float | str:
+    """A CSV cell as the number it spells, else the text itself (refused by the model)."""
+    try:
+        return float(text)
+    except ValueError:
+        return text
 
 
 def _records(path: Path, text: str) -> list[tuple[int, Any]]:
@@ -330,6 +340,7 @@ def check_against_task(labels: Sequence[Label], task: StoredTask, path: Path) ->
     """
     rubric, record = task.rubric, task.record
     results = {row.result.row_id: row.result for row in task.rows}
+    turns = {row.result.row_id: row.facts.messages for row in task.rows}
     intents = list(rubric.intents_by_key)
     flags = list(rubric.red_flag_types)
     chosen = {lab.row_id: lab.intent_key for lab in labels if lab.intent_key}
@@ -381,6 +392,17 @@ def check_against_task(labels: Sequence[Label], task: StoredTask, path: Path) ->
                     )
                 )
         problems += _score_problems(where, lab.score, rubric.score_scale)
+        messages = turns.get(lab.row_id)
+        outside = [t for t in lab.evidence_turns if messages is not None and not 0 <= t < messages]
+        if outside and messages is not None:
+            problems.append(
+                Problem(
+                    where,
+                    "evidenceTurns",
+                    f"{', '.join(map(str, outside))} not in row {lab.row_id}, whose "
+                    f"{messages} message(s) are turns 0..{messages - 1} (0-based)",
+                )
+            )
         if lab.requirement_id is not None:
             valid = [b.requirement_id for b in result.reference_basis]
             intent = chosen.get(lab.row_id)

@@ -13,6 +13,8 @@ carry the row-level fields too. Labels are append-only: an edit is a new label w
 from __future__ import annotations
 
 import hashlib
+import json
+import math
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
@@ -106,6 +108,22 @@ class Label(BaseModel):
     def _ids_as_text(cls, value: Any) -> Any:
         # published sets often number their rows: 17 and "17" are the same row
         return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+    @field_validator("score", mode="before")
+    @classmethod
+    def _score_is_a_number(cls, value: Any) -> Any:
+        # pydantic's float took true as 1.0 and "3" as 3.0, and NaN compared unequal to itself
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            shown = json.dumps(value) if isinstance(value, bool) else repr(value)
+            raise ValueError(
+                f"{shown} is not a number; give the reviewer's score as a point of the pack's "
+                "scale, e.g. 4"
+            )
+        if not math.isfinite(value):
+            raise ValueError(f"{value} is not a finite number; give a point of the pack's scale")
+        return value
 
     @field_validator("time")
     @classmethod

@@ -59,12 +59,15 @@ class RowFacts:
         metadata: the row's metadata (scenario, risk_level, tags …) for ``--by`` slices.
         case_texts: the row's case-level requirements (``CASE_…`` IDs) and their texts, so the
             report can show what each one asks; empty for rows without any.
+        messages: the dialogue's number of messages (evidence turns are 0-based indexes of
+            them); ``None`` when not read.
     """
 
     tool_calls: int = 0
     duration_ms: float | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     case_texts: dict[str, str] = field(default_factory=dict)
+    messages: int | None = None
 
 
 def row_facts(dialogue: dict[str, Any]) -> RowFacts:
@@ -74,7 +77,8 @@ def row_facts(dialogue: dict[str, Any]) -> RowFacts:
     ``trace.session.totalDurationMs`` (the seed-001 trace fixture).
     """
     calls = 0
-    for m in dialogue.get("messages") or ():  # a loop, not a generator: every row (issue 18)
+    messages = dialogue.get("messages") or ()
+    for m in messages:  # a loop, not a generator: every row (issue 18)
         if m.get("toolCalls"):
             calls += len(m["toolCalls"])
     trace: dict[str, Any] = dialogue.get("trace") or {}
@@ -91,7 +95,8 @@ def row_facts(dialogue: dict[str, Any]) -> RowFacts:
             if as_number(value) is not None:  # numbers, or strings holding one, as checks do
                 duration = as_number(value)
                 break
-    return RowFacts(calls, duration, dict(dialogue.get("metadata") or {}), _case_texts(dialogue))
+    metadata = dict(dialogue.get("metadata") or {})
+    return RowFacts(calls, duration, metadata, _case_texts(dialogue), len(messages))
 
 
 def _case_texts(dialogue: dict[str, Any]) -> dict[str, str]:
