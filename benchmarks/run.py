@@ -594,8 +594,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.set_defaults(func=cmd_peer)
 
     p = sub.add_parser("data", help="make replica data and print one-shot floor/engine commands")
-    p.add_argument("--rows", type=int, default=100000)
-    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--rows", type=int, default=100000, help="replica rows (default 100000)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="folder to keep them in: OUT/data-ROWS/ gets rows.jsonl, verdicts.jsonl and "
+        "cassettes/ (the --data DIR of `replay`)",
+    )
     p.set_defaults(func=cmd_data)
 
     p = sub.add_parser("_child")
