@@ -67,8 +67,11 @@ def cassette_check(
             raise CassetteError(f"{folder}: cassette folder not found")
         problems: list[str] = []
         index = CassetteIndex.load(folder, problems)
-        for entry in index.entries():
-            problems += entry_problems(entry)
+        try:
+            for entry in index.entries():
+                problems += entry_problems(entry)
+        finally:  # its file handles, now: the error below keeps the index alive in a traceback
+            index.close()
         problems += repeated_key_problems(index.files)
         counts = index.provenance_counts()
         replaced = f" ({index.replaced} older duplicate(s) ignored)" if index.replaced else ""
