@@ -272,28 +272,6 @@ def entry_problems(entry: CassetteEntry) -> list[str]:
     ]
 
 
-def repeated_key_problems(paths: Iterable[Path]) -> list[str]:
-    """One line per cassette line in ``paths`` with an object that names a key twice (two
-    ``response`` members of an attempt, two ``attempts``…): a replay reads such a line as
-    ``json.loads`` does, the last value winning, so which one was meant is ambiguous. For
-    ``cassette check``; the index load does not pay for this walk on every run. Lines that
-    are not JSON are the load's to report."""
-    problems = []
-    for path in paths:
-        with path.open("rb") as handle:
-            for n, raw in enumerate(handle, start=1):
-                try:
-                    jsonl.loads_strict(raw.decode("utf-8-sig" if n == 1 else "utf-8"))
-                except jsonl.DuplicateKeyError as exc:
-                    problems.append(
-                        f"{path}:{n}: {exc}; a replay would read only the last one, so the "
-                        "line is ambiguous: keep the one meant, or record the row again"
-                    )
-                except (ValueError, RecursionError):  # not UTF-8 or not JSON: the load says so
-                    continue
-    return problems
-
-
 class CassetteChanged(CassetteError):
     """A line the index loaded no longer reads as an entry: its file was changed during the
     run. The row it was asked for fails (a cassette miss); the batch goes on."""
@@ -458,8 +436,16 @@ class CassetteIndex:
     _handles: dict[int, int] = field(default_factory=dict)  # file number -> open descriptor
 
     @classmethod
-    def load(cls, root: Path, problems: list[str] | None = None) -> CassetteIndex:
+    def load(
+        cls, root: Path, problems: list[str] | None = None, strict: bool = False
+    ) -> CassetteIndex:
         """Read ``root/**/*.jsonl``; ``problems`` collects bad lines instead of raising.
+
+        Args:
+            strict: a line whose JSON names a key twice in one object (two ``response``
+                members of an attempt, two ``attempts``…) is a bad line too: a replay reads
+                it as ``json.loads`` does, the last value winning, so which one was meant is
+                ambiguous. For ``cassette check``; a run's load does not pay for the walk.
 
         Raises:
             CassetteError: a line is not JSON, not an entry, or lacks provenance.
@@ -472,7 +458,8 @@ class CassetteIndex:
             index.files.append(path)
             file = (len(index.files) - 1) << _OFFSET_BITS
             # the lines as checked entries: only the key and provenance are kept
-            for (offset, size, n), entry, check in _objects_at(path, problems, index.torn):
+            lines = _objects_at(path, problems, index.torn, strict)
+            for (offset, size, n), entry, check in lines:
                 h, lo = _key_hash(entry["key"])
                 high.append(h)
                 low.append(lo)
@@ -826,10 +813,11 @@ def _entries_at(
 
 
 def _objects_at(
-    path: Path, problems: list[str] | None, torn: list[str] | None = None
+    path: Path, problems: list[str] | None, torn: list[str] | None = None, strict: bool = False
 ) -> Iterator[tuple[tuple[int, int, int], dict[str, Any], int]]:
     """:func:`_entries_at` with each entry as its decoded line (checked to be one), for a
-    reader that needs only some of its fields (the index load), and the line's CRC-32."""
+    reader that needs only some of its fields (the index load), and the line's CRC-32.
+    ``strict``: a key named twice in one object is a bad line (:meth:`CassetteIndex.load`)."""
     offset = 0
     name = str(path)
     with path.open("rb") as handle:
@@ -839,7 +827,13 @@ def _objects_at(
                 continue
             try:
                 try:
-                    obj = _loads(raw.decode("utf-8-sig" if n == 1 else "utf-8"))
+                    text = raw.decode("utf-8-sig" if n == 1 else "utf-8")
+                    obj = jsonl.loads_strict(text) if strict else _loads(text)
+                except jsonl.DuplicateKeyError as exc:
+                    raise CassetteError(
+                        f"{name}:{n}: {exc}; a replay would read only the last one, so the "
+                        "line is ambiguous: keep the one meant, or record the row again"
+                    ) from exc
                 except UnicodeDecodeError as exc:
                     raise CassetteError(
                         f"{name}:{n}: not UTF-8 text (byte {exc.start}); save the file as UTF-8"

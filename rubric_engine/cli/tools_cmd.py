@@ -60,19 +60,18 @@ def cassette_check(
     """Validate every cassette under FOLDER and count entries by provenance."""
 
     def run() -> None:
-        from rubric_engine.cassette import CassetteIndex, entry_problems, repeated_key_problems
+        from rubric_engine.cassette import CassetteIndex, entry_problems
         from rubric_engine.errors import CassetteError
 
         if not folder.is_dir():
             raise CassetteError(f"{folder}: cassette folder not found")
         problems: list[str] = []
-        index = CassetteIndex.load(folder, problems)
+        index = CassetteIndex.load(folder, problems, strict=True)
         try:
             for entry in index.entries():
                 problems += entry_problems(entry)
         finally:  # its file handles, now: the error below keeps the index alive in a traceback
             index.close()
-        problems += repeated_key_problems(index.files)
         counts = index.provenance_counts()
         replaced = f" ({index.replaced} older duplicate(s) ignored)" if index.replaced else ""
         if index.torn:
