@@ -339,8 +339,7 @@ def check_against_task(labels: Sequence[Label], task: StoredTask, path: Path) ->
             version or hash other than the task's; each problem lists the valid choices.
     """
     rubric, record = task.rubric, task.record
-    results = {row.result.row_id: row.result for row in task.rows}
-    turns = {row.result.row_id: row.facts.messages for row in task.rows}
+    rows = {row.result.row_id: row for row in task.rows}
     intents = list(rubric.intents_by_key)
     flags = list(rubric.red_flag_types)
     chosen = {lab.row_id: lab.intent_key for lab in labels if lab.intent_key}
@@ -348,13 +347,13 @@ def check_against_task(labels: Sequence[Label], task: StoredTask, path: Path) ->
     out: list[Label] = []
     for index, lab in enumerate(labels, start=1):
         where = f"{path}: label {index} (row {lab.row_id})"
-        result = results.get(lab.row_id)
-        if result is None:
+        row = rows.get(lab.row_id)
+        if row is None:
             problems.append(
                 Problem(
                     where,
                     "rowId",
-                    f"not a row of task {record.id}; valid: {_choices(sorted(results))}",
+                    f"not a row of task {record.id}; valid: {_choices(sorted(rows))}",
                 )
             )
             continue
@@ -392,7 +391,7 @@ def check_against_task(labels: Sequence[Label], task: StoredTask, path: Path) ->
                     )
                 )
         problems += _score_problems(where, lab.score, rubric.score_scale)
-        messages = turns.get(lab.row_id)
+        messages = row.facts.messages
         outside = [t for t in lab.evidence_turns if messages is not None and not 0 <= t < messages]
         if outside and messages is not None:
             problems.append(
@@ -404,11 +403,11 @@ def check_against_task(labels: Sequence[Label], task: StoredTask, path: Path) ->
                 )
             )
         if lab.requirement_id is not None:
-            valid = [b.requirement_id for b in result.reference_basis]
+            valid = [b.requirement_id for b in row.result.reference_basis]
             intent = chosen.get(lab.row_id)
             if intent in intents:
                 valid += [r.id for r in rubric.applicable_requirements(intent) if r.id not in valid]
-            if not result.reference_basis and intent is None:
+            if not row.result.reference_basis and intent is None:
                 valid = list(rubric.requirements_by_id)
             if lab.requirement_id not in valid:
                 problems.append(
