@@ -189,6 +189,19 @@ def lone_surrogate_at(text: str) -> int | None:
     return None
 
 
+def lone_surrogate_in(value: Any) -> str | None:
+    """``U+XXXX`` of the first lone surrogate among the strings of a decoded JSON ``value``
+    (what a ``\\ud800`` escape decodes to; :func:`lone_surrogate_at`), or ``None``; ``None``
+    too for a value JSON cannot write again (too deep, not JSON-shaped: its own reader says
+    what is wrong). Shared by the reply reader and the label reader."""
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        return None
+    at = lone_surrogate_at(text)
+    return None if at is None else f"U+{ord(text[at]):04X}"
+
+
 def long_number_problem() -> str:
     """What is wrong with a number too long for Python, and the fix (JSON and YAML readers)."""
     return (

@@ -33,7 +33,7 @@ from enum import StrEnum
 from functools import lru_cache
 from typing import Any
 
-from rubric_engine.jsonl import decode_whole, lone_surrogate_at, unreadable
+from rubric_engine.jsonl import decode_whole, lone_surrogate_at, lone_surrogate_in, unreadable
 
 _OPEN = re.compile(r"<(think|thinking|reasoning)>", re.IGNORECASE)
 _CLOSE = re.compile(r"</(think|thinking|reasoning)>", re.IGNORECASE)
@@ -241,13 +241,9 @@ def scan_reply(text: str, verdict_keys: Collection[str]) -> Scan:
     if scan.candidates and _SURROGATE_ESCAPE.search(text):
         # a \uD800-\uDFFF escape not part of a pair decodes to half a character
         for candidate in scan.candidates:
-            try:
-                decoded = json.dumps(candidate.value, ensure_ascii=False)
-            except (ValueError, RecursionError):  # read, but too deep to write again
-                continue
-            problem = _not_text(decoded, candidate.where)
-            if problem is not None:
-                return Scan((), problem)
+            found = lone_surrogate_in(candidate.value)  # None too for one too deep to write
+            if found is not None:
+                return Scan((), _not_text_problem(found, f"in the object at {candidate.where}"))
     return scan
 
 
@@ -256,21 +252,23 @@ def scan_reply(text: str, verdict_keys: Collection[str]) -> Scan:
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
-def _not_text(text: str, where: str | None = None) -> ReplyProblem | None:
+def _not_text(text: str) -> ReplyProblem | None:
     """A problem when ``text`` holds a lone surrogate (half of a UTF-16 pair, U+D800 to
     U+DFFF alone): no UTF-8 text holds one, so a verdict with one could be neither stored
-    nor shown (issue 18's newcomer: a whole run stopped on it). ``where``: the object's
-    place, for a surrogate decoded from an escape."""
+    nor shown (issue 18's newcomer: a whole run stopped on it)."""
     at = lone_surrogate_at(text)
-    if at is not None:
-        found = f"U+{ord(text[at]):04X}"
-        place = f"in the object at {where}" if where else f"at {_where(text, at)}"
-        return ReplyProblem(
-            ProblemKind.NOT_TEXT,
-            f"the reply is not text: it holds a lone surrogate ({found}, half of a UTF-16 "
-            f"pair) {place}; write every character whole; {ONE_OBJECT}",
-        )
-    return None
+    if at is None:
+        return None
+    return _not_text_problem(f"U+{ord(text[at]):04X}", f"at {_where(text, at)}")
+
+
+def _not_text_problem(found: str, place: str) -> ReplyProblem:
+    """``NOT_TEXT`` for the lone surrogate ``found`` (``U+XXXX``) at ``place``."""
+    return ReplyProblem(
+        ProblemKind.NOT_TEXT,
+        f"the reply is not text: it holds a lone surrogate ({found}, half of a UTF-16 "
+        f"pair) {place}; write every character whole; {ONE_OBJECT}",
+    )
 
 
 def _scan(text: str, verdict_keys: Collection[str], keys: frozenset[str]) -> Scan:

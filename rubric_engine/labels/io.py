@@ -24,7 +24,7 @@ from pydantic import ValidationError
 
 from rubric_engine.dialogue.csv_rows import allow_long_fields, repeated_columns
 from rubric_engine.errors import InputError, Problem, format_loc
-from rubric_engine.jsonl import loads_strict, lone_surrogate_at, not_utf8_problem
+from rubric_engine.jsonl import loads_strict, lone_surrogate_in, not_utf8_problem
 from rubric_engine.labels.model import Label
 
 if TYPE_CHECKING:
@@ -166,7 +166,7 @@ def read_label_file(path: Path) -> list[Label]:
         except RecursionError:  # the decoder recurses: ~1000 levels exhaust it
             problems.append(Problem(where, "", "not a valid label line (it nests too deep)"))
             continue
-        half = _lone_surrogate(data)
+        half = lone_surrogate_in(data)
         if half is not None:
             problems.append(
                 Problem(
@@ -197,17 +197,6 @@ def read_label_file(path: Path) -> list[Label]:
     if problems:
         raise InputError(f"{path}: {len(problems)} problem(s); nothing was imported", problems)
     return [label for _, label in labels]
-
-
-def _lone_surrogate(data: Any) -> str | None:
-    """``U+XXXX`` of the first lone surrogate in a decoded label line's strings, or ``None``:
-    UTF-8 (the store, the label's id hash) cannot hold one."""
-    try:
-        text = json.dumps(data, ensure_ascii=False)
-    except (TypeError, ValueError, RecursionError):
-        return None  # not JSON-shaped: the model's validation says what is wrong
-    at = lone_surrogate_at(text)
-    return None if at is None else f"U+{ord(text[at]):04X}"
 
 
 def _duplicates(path: Path, labels: list[tuple[int, Label]]) -> list[Problem]:
