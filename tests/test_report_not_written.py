@@ -41,20 +41,24 @@ def test_rows_stored_but_files_not_written_is_exit_9(tmp_path: Path) -> None:
     assert code == 0 and (tmp_path / "again" / "report.md").is_file(), printed
 
 
-@pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")
-def test_report_out_that_cannot_be_written_is_exit_9_without_a_traceback(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """`report TASK --out DIR` on a disk that fills up while the files are written says so
-    with exit 9, no traceback, and leaves the store as it was."""
+def _scored_demo(tmp_path: Path) -> tuple[Path, str]:
+    """The health demo scored from its cassettes into ``tmp_path/s.sqlite``: (store, task id)."""
     store = tmp_path / "s.sqlite"
     code, printed = run(
         "score", CASES / "health_consult_zh.jsonl", "-r", RUBRICS / "health_cs.yaml", "--draft",
         "--cassettes", CASSETTES, "--store", store, "--out", tmp_path / "first", "-q",
     )  # fmt: skip
     assert code == 0, printed
-    with TaskStore(store) as opened:
-        (task,) = opened.tasks()
+    return store, printed.rsplit("task id: ", 1)[1].split()[0]
+
+
+@pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")
+def test_report_out_that_cannot_be_written_is_exit_9_without_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`report TASK --out DIR` on a disk that fills up while the files are written says so
+    with exit 9, no traceback, and leaves the store as it was."""
+    store, task_id = _scored_demo(tmp_path)
     import os
 
     fdopen = os.fdopen
@@ -74,12 +78,12 @@ def test_report_out_that_cannot_be_written_is_exit_9_without_a_traceback(
                 raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(os, "fdopen", lambda *a, **k: FillsUp(fdopen(*a, **k)))
-    code, printed = run("report", task.id, "--store", store, "--out", tmp_path / "full")
+    code, printed = run("report", task_id, "--store", store, "--out", tmp_path / "full")
     monkeypatch.undo()
     assert code == ExitCode.REPORT_NOT_WRITTEN, printed
     assert "No space left on device" in printed and "could not be written to" in printed, printed
     assert "store is unchanged" in printed and "another --out" in printed, printed
-    code, printed = run("report", task.id, "--store", store, "--out", tmp_path / "again")
+    code, printed = run("report", task_id, "--store", store, "--out", tmp_path / "again")
     assert code == 0 and (tmp_path / "again" / "report.json").is_file(), printed
 
 
@@ -89,13 +93,7 @@ def test_printed_output_on_a_full_disk_is_exit_9_without_a_traceback(tmp_path: P
     import subprocess
     import sys
 
-    store = tmp_path / "s.sqlite"
-    code, printed = run(
-        "score", CASES / "health_consult_zh.jsonl", "-r", RUBRICS / "health_cs.yaml", "--draft",
-        "--cassettes", CASSETTES, "--store", store, "--out", tmp_path / "o", "-q",
-    )  # fmt: skip
-    assert code == 0, printed
-    task = printed.rsplit("task id: ", 1)[1].split()[0]
+    store, task = _scored_demo(tmp_path)
     for args in (("report", task, "--format", "html"), ("tasks",)):
         with open("/dev/full", "w") as full:
             done = subprocess.run(
