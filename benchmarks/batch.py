@@ -92,7 +92,7 @@ def main() -> None:
     from replicate import write_rows
 
     from rubric_engine.batch.pricing import rates
-    from rubric_engine.store import TaskStore
+    from rubric_engine.store.task_store import TaskStore
     from rubric_engine.testing.batch_stub import BatchStub, Delays
     from rubric_engine.testing.openai_stub import load_verdicts
 

@@ -40,7 +40,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from rubric_engine.rubric.loader import load_rubric
-    from rubric_engine.verdict import verdict_model
+    from rubric_engine.verdict.model import verdict_model
 
     rubric = load_rubric(args.rubric)
     model = verdict_model(rubric)

@@ -32,9 +32,9 @@ CLIENTS = ("engine", "litellm", "bare")
 def judge_requests(rows: Path, rubric_path: Path, model: str) -> list[dict[str, Any]]:
     """The litellm keyword arguments the engine would send for each row, in row order."""
     from rubric_engine.dialogue.readers import DialogueSource
+    from rubric_engine.engine.pipeline import RequestBuilder
     from rubric_engine.judge.instructor_judge import InstructorJudge
-    from rubric_engine.pipeline import RequestBuilder
-    from rubric_engine.prompt import load_prompt
+    from rubric_engine.judge.prompt import load_prompt
     from rubric_engine.rubric.loader import load_rubric
 
     rubric = load_rubric(rubric_path)

@@ -97,7 +97,7 @@ class _ReplicaBackend:
         return Answer(attempts=(attempt,))
 
     def finish(self, request: Any, key: Any, outcome: Any) -> None:
-        from rubric_engine.cassette import CassetteEntry
+        from rubric_engine.judge.cassettes.cassette import CassetteEntry
 
         if outcome.error is not None:
             raise RuntimeError(f"replica {request.row_id}: {outcome.error.message}")
@@ -121,9 +121,9 @@ class _ReplicaBackend:
 def make_replica(folder: Path, count: int) -> Replica:
     """Rows, verdicts and a replay cassette for ``count`` rows under ``folder``."""
     from rubric_engine.dialogue.readers import DialogueSource
+    from rubric_engine.engine.pipeline import RequestBuilder
     from rubric_engine.judge.instructor_judge import DEFAULT_PARAMS, InstructorJudge
-    from rubric_engine.pipeline import RequestBuilder
-    from rubric_engine.prompt import load_prompt
+    from rubric_engine.judge.prompt import load_prompt
     from rubric_engine.rubric.loader import load_rubric
 
     replica = write_rows(folder, count)

@@ -68,7 +68,7 @@ def memory_mb() -> dict[str, float]:
 def run_child(ns: argparse.Namespace) -> None:
     """One ``score()`` call; prints its wall/CPU time, the batch's, and memory at 10 %, 50 %
     and 100 % of the rows and after the report, as one JSON line."""
-    from rubric_engine.scoring import ScoreOptions, score
+    from rubric_engine.engine import ScoreOptions, score
 
     marks: dict[str, Any] = {"rows": 0, "memory": {}}
 
@@ -134,10 +134,10 @@ def run_child(ns: argparse.Namespace) -> None:
 def _decide_every_verdict() -> None:
     """Normalize every row's verdict afresh, as if no two rows repeated one. The replica data
     repeats the demo's 26 verdicts, so the engine's cache of normalization decisions (keyed
-    by the verdict's inputs, :func:`rubric_engine.normalize._decided`) answers nearly every
+    by the verdict's inputs, :func:`rubric_engine.results.normalize._decided`) answers nearly every
     row of it; real traffic repeats verdicts less, and this run shows the cost when none
     repeats (every basis entry a new object too)."""
-    from rubric_engine import normalize
+    from rubric_engine.results import normalize
 
     decide = getattr(normalize, "_decide", None)
     if decide is None or not hasattr(normalize, "_decided"):

@@ -98,12 +98,12 @@ def rubric_prose(rubric_path: Path) -> str:
 
 def pack_tokens(rubric_path: Path, cases: Path, cassettes: Path | None = None) -> dict[str, Any]:
     """Token figures of one pack over its demo rows (see module docstring)."""
-    from rubric_engine.cassette import CassetteIndex, key_parts, request_key
     from rubric_engine.dialogue.readers import DialogueSource
+    from rubric_engine.engine.pipeline import RequestBuilder
+    from rubric_engine.judge.cassettes.cassette import CassetteIndex, key_parts, request_key
     from rubric_engine.judge.instructor_judge import InstructorJudge
-    from rubric_engine.normalize import normalize_verdict
-    from rubric_engine.pipeline import RequestBuilder
-    from rubric_engine.prompt import load_prompt
+    from rubric_engine.judge.prompt import load_prompt
+    from rubric_engine.results.normalize import normalize_verdict
     from rubric_engine.rubric.loader import load_rubric
 
     rubric = load_rubric(rubric_path)
@@ -203,11 +203,11 @@ def caching_figures(rubric_path: Path, cases: Path, model: str, writes: int = 1)
             would not be one cache entry).
     """
     from rubric_engine.dialogue.readers import DialogueSource
+    from rubric_engine.engine.pipeline import RequestBuilder
     from rubric_engine.judge.cache_markers import mark_static_prefix, needs_markers
     from rubric_engine.judge.instructor_judge import InstructorJudge
+    from rubric_engine.judge.prompt import load_prompt
     from rubric_engine.judge.usage import TokenUsage, price
-    from rubric_engine.pipeline import RequestBuilder
-    from rubric_engine.prompt import load_prompt
     from rubric_engine.rubric.loader import load_rubric
 
     if not needs_markers(model):

@@ -7,7 +7,8 @@ a chaos run where workers are SIGKILLed and restarted at random times.
 Starts a throwaway PostgreSQL cluster (rubric_engine/testing/pg_cluster.py; durable settings:
 fsync on, unless --fast-pg) and the loopback stub (benchmarks/stub_server.py), queues tasks
 with ``score --workers-only``'s library call and runs each worker as its own process
-(``rubric_engine.work.work``). Prints Markdown tables with the load average before and after
+(``rubric_engine.engine.workers.work``). Prints Markdown tables with the load average before and
+after
 each run (the machine is shared: figures depend on it). Every process here refuses
 non-loopback connections (benchmarks/loopback.py).
 
@@ -54,9 +55,9 @@ def _pct(values: list[float], q: float) -> float:
 
 
 def queue(url: str, rows: Path, base_url: str, out: Path) -> str:
-    from rubric_engine.scoring import ScoreOptions
-    from rubric_engine.stores.location import PostgresUrl
-    from rubric_engine.work import queue_task
+    from rubric_engine.engine import ScoreOptions
+    from rubric_engine.engine.workers import queue_task
+    from rubric_engine.store.location import PostgresUrl
 
     options = ScoreOptions(
         inputs=[rows], rubric="health_cs", mode="live", api_base=base_url,
@@ -75,9 +76,9 @@ def spawn(url: str, task: str, base_url: str, ns: argparse.Namespace, log: Path)
 
 
 def run_worker(ns: argparse.Namespace) -> None:
+    from rubric_engine.engine.workers import WorkSettings, work
     from rubric_engine.judge.backends import import_litellm
-    from rubric_engine.stores.location import PostgresUrl
-    from rubric_engine.work import WorkSettings, work
+    from rubric_engine.store.location import PostgresUrl
 
     import_litellm()  # start-up apart from the judging: "ready" is after the heavy imports
     ready_at = time.time()
@@ -104,8 +105,8 @@ def run_worker(ns: argparse.Namespace) -> None:
 
 
 def check(url: str, task: str, expected_ids: set[str]) -> dict[str, Any]:
-    from rubric_engine.store import TaskStore
-    from rubric_engine.stores.work_queue import work_stats
+    from rubric_engine.store.task_store import TaskStore
+    from rubric_engine.store.work_queue import work_stats
 
     with TaskStore(url) as store:
         db = store.backend
@@ -234,8 +235,8 @@ def run_replay(ns: argparse.Namespace) -> None:
     """One replayed ``score()`` into ``--url`` (a SQLite path or a PostgreSQL URL)."""
     from replicate import RUBRIC
 
-    from rubric_engine.scoring import ScoreOptions, score
-    from rubric_engine.stores.location import parse_location
+    from rubric_engine.engine import ScoreOptions, score
+    from rubric_engine.store.location import parse_location
 
     marks: dict[str, float] = {}
     options = ScoreOptions(
@@ -289,8 +290,8 @@ def replay(ns: argparse.Namespace, cluster: Any, work: Path) -> None:
 def _publish(url: str) -> None:
     from replicate import RUBRIC
 
-    from rubric_engine.registry import RubricRegistry
-    from rubric_engine.store import TaskStore
+    from rubric_engine.rubric.versions import RubricRegistry
+    from rubric_engine.store.task_store import TaskStore
 
     with TaskStore(url) as store:
         RubricRegistry(store).publish(RUBRIC)

@@ -21,18 +21,24 @@ if TYPE_CHECKING:  # the real types for checkers; at run time each name loads on
     from rubric_engine.cases.seed000 import EvalCase
     from rubric_engine.dialogue.model import DialogueRow
     from rubric_engine.dialogue.readers import DialogueSource
+    from rubric_engine.engine.options import ScoreOptions
+    from rubric_engine.engine.run import (
+        ScoreResult,
+        score,
+        score_async,
+    )
     from rubric_engine.errors import ExitCode, RubricEvalError
-    from rubric_engine.normalize import normalize_verdict
     from rubric_engine.report import report_for_task
     from rubric_engine.report.gate import GateResult
     from rubric_engine.report.model import Diff, Report
     from rubric_engine.report.run import read_report, run_diff, run_gate
-    from rubric_engine.results import (
+    from rubric_engine.results.model import (
         CheckResult,
         RowResult,
         WarningCode,
     )
-    from rubric_engine.row_result import row_result
+    from rubric_engine.results.normalize import normalize_verdict
+    from rubric_engine.results.row_result import row_result
     from rubric_engine.rubric.loader import load_rubric, parse_rubric
     from rubric_engine.rubric.model import (
         EvalRubric,
@@ -42,15 +48,9 @@ if TYPE_CHECKING:  # the real types for checkers; at run time each name loads on
     from rubric_engine.rules.evaluate import evaluate_check
     from rubric_engine.rules.evidence import evidence_from_row
     from rubric_engine.rules.model import Check
-    from rubric_engine.scoring.options import ScoreOptions
-    from rubric_engine.scoring.run import (
-        ScoreResult,
-        score,
-        score_async,
-    )
-    from rubric_engine.store import TaskStore
-    from rubric_engine.task_state import TaskState
-    from rubric_engine.verdict import verdict_model
+    from rubric_engine.store.task_state import TaskState
+    from rubric_engine.store.task_store import TaskStore
+    from rubric_engine.verdict.model import verdict_model
 
 __version__ = "0.1.0"
 
@@ -65,18 +65,18 @@ _API = {
     "parse_rubric": "rubric_engine.rubric.loader",
     "DialogueRow": "rubric_engine.dialogue.model",
     "DialogueSource": "rubric_engine.dialogue.readers",
-    "verdict_model": "rubric_engine.verdict",
-    "normalize_verdict": "rubric_engine.normalize",
-    "RowResult": "rubric_engine.results",
-    "CheckResult": "rubric_engine.results",
-    "WarningCode": "rubric_engine.results",
-    "row_result": "rubric_engine.row_result",
-    "ScoreOptions": "rubric_engine.scoring.options",
-    "ScoreResult": "rubric_engine.scoring.run",
-    "score": "rubric_engine.scoring.run",
-    "score_async": "rubric_engine.scoring.run",
-    "TaskState": "rubric_engine.task_state",
-    "TaskStore": "rubric_engine.store",
+    "verdict_model": "rubric_engine.verdict.model",
+    "normalize_verdict": "rubric_engine.results.normalize",
+    "RowResult": "rubric_engine.results.model",
+    "CheckResult": "rubric_engine.results.model",
+    "WarningCode": "rubric_engine.results.model",
+    "row_result": "rubric_engine.results.row_result",
+    "ScoreOptions": "rubric_engine.engine.options",
+    "ScoreResult": "rubric_engine.engine.run",
+    "score": "rubric_engine.engine.run",
+    "score_async": "rubric_engine.engine.run",
+    "TaskState": "rubric_engine.store.task_state",
+    "TaskStore": "rubric_engine.store.task_store",
     "report_for_task": "rubric_engine.report",
     "Report": "rubric_engine.report.model",
     "Diff": "rubric_engine.report.model",

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from rubric_engine.batch.lines import parse_custom_id
-from rubric_engine.cassette import read_entries
+from rubric_engine.judge.cassettes.cassette import read_entries
 from rubric_engine.testing.openai_stub import row_id_of
 
 

@@ -33,11 +33,11 @@ def shoot(chromium: str, page: Path, png: Path, height: int, profile: Path) -> N
 
 def main() -> None:
     from benchmarks.replicate import make_replica
-    from rubric_engine.registry import RubricRegistry
-    from rubric_engine.report.html import render_diff_html
+    from rubric_engine.engine import ScoreOptions, score
+    from rubric_engine.report.render.html import render_diff_html
     from rubric_engine.report.run import run_diff
-    from rubric_engine.scoring import ScoreOptions, score
-    from rubric_engine.store import TaskStore
+    from rubric_engine.rubric.versions import RubricRegistry
+    from rubric_engine.store.task_store import TaskStore
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshots")
@@ -57,9 +57,15 @@ def main() -> None:
         with TaskStore(store) as opened:
             RubricRegistry(opened).publish(ROOT / "rubrics" / "health_cs.yaml")
         ids = [
-            score(ScoreOptions(inputs=[ROOT / "cases" / "health_consult_zh.jsonl"],
-                               rubric="health_cs", store=store, out=tmp / name,
-                               cassettes=ROOT / folder)).task_id  # fmt: skip
+            score(
+                ScoreOptions(
+                    inputs=[ROOT / "cases" / "health_consult_zh.jsonl"],
+                    rubric="health_cs",
+                    store=store,
+                    out=tmp / name,
+                    cassettes=ROOT / folder,
+                )
+            ).task_id
             for name, folder in (("base", "cassettes"), ("worse", "cassettes-worse"))
         ]
         diff_page = tmp / "diff.html"

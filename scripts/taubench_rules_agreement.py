@@ -23,12 +23,12 @@ from pathlib import Path
 
 from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.dialogue.readers import DialogueSource
-from rubric_engine.results import RequirementStatus
+from rubric_engine.engine.task import rules_only_rubric
+from rubric_engine.results.model import RequirementStatus
 from rubric_engine.rules.evaluate import evaluate_check
 from rubric_engine.rules.evidence import evidence_from_row
 from rubric_engine.rules.model import ToolSequence
 from rubric_engine.rules.run import run_rules
-from rubric_engine.scoring.task import rules_only_rubric
 
 VARIANTS = {
     "as shipped (unordered, successful calls, arguments included)": {},

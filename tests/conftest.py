@@ -128,8 +128,8 @@ _databases = iter(range(1, 1 << 30))
 @pytest.fixture()
 def pg_url(pg_cluster):  # type: ignore[no-untyped-def]
     """A fresh, empty database in the session's cluster (its URL)."""
-    from rubric_engine.stores.location import PostgresUrl
-    from rubric_engine.stores.postgres import close_pools
+    from rubric_engine.store.location import PostgresUrl
+    from rubric_engine.store.postgres import close_pools
 
     url = str(pg_cluster.create_database(f"t{next(_databases)}"))
     yield url

@@ -45,7 +45,7 @@ from rubric_engine.report.router import router_section
 from rubric_engine.report.rows import RowFacts, RowUsage
 from rubric_engine.report.rules_section import rules_section
 from rubric_engine.report.slices import MISSING, slice_names, status_counts
-from rubric_engine.results import RequirementStatus, RowResult, RowStatus
+from rubric_engine.results.model import RequirementStatus, RowResult, RowStatus
 from rubric_engine.rubric.model import EvalRubric
 
 DRILLDOWN_ROWS = 500

@@ -6,12 +6,12 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from rubric_engine.engine import ScoreOptions, score
 from rubric_engine.labels.model import LabelStatus
 from rubric_engine.report.stored import load_task
-from rubric_engine.results import RowResult
+from rubric_engine.results.model import RowResult
 from rubric_engine.rubric.model import EvalRubric
-from rubric_engine.scoring import ScoreOptions, score
-from rubric_engine.store import TaskStore
+from rubric_engine.store.task_store import TaskStore
 from tests.conftest import CASES, CASSETTES, ROOT, RUBRICS
 
 WORSE = ROOT / "cassettes-worse"

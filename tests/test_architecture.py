@@ -29,10 +29,9 @@ PACKAGE = "rubric_engine"
 #: the pure core; a trailing ``.*`` means every module of that package
 CORE = (
     "rubric_engine.rubric.*",
-    "rubric_engine.normalize",
     "rubric_engine.rules.*",
-    "rubric_engine.row_result",
-    "rubric_engine.results",
+    "rubric_engine.verdict.*",
+    "rubric_engine.results.*",
     "rubric_engine.report.aggregate",
     "rubric_engine.report.accumulate",
     "rubric_engine.report.slices",
@@ -49,8 +48,9 @@ CORE = (
     "rubric_engine.review.answers",
     "rubric_engine.review.queue",
 )
-#: core packages' modules that are edges by design: the loader reads YAML files
-CORE_EDGES = frozenset({"rubric_engine.rubric.loader"})
+#: core packages' modules that are edges by design: the loader reads YAML files, the version
+#: registry keeps versions in the task store
+CORE_EDGES = frozenset({"rubric_engine.rubric.loader", "rubric_engine.rubric.versions"})
 
 #: what the core must not reach: I/O libraries, the network, and the project's edges
 FORBIDDEN = (
@@ -67,13 +67,11 @@ FORBIDDEN = (
     "typer",
     "rich",
     "rubric_engine.store",
-    "rubric_engine.stores",
-    "rubric_engine.work",
-    "rubric_engine.registry",
+    "rubric_engine.rubric.versions",
     "rubric_engine.cli",
-    "rubric_engine.scoring",
-    "rubric_engine.cassette",
-    "rubric_engine.prompt",
+    "rubric_engine.engine",
+    "rubric_engine.judge.cassettes.cassette",
+    "rubric_engine.judge.prompt",
     "rubric_engine.dialogue.readers",
     "rubric_engine.judge.backends",
     "rubric_engine.judge.instructor_judge",
@@ -81,7 +79,6 @@ FORBIDDEN = (
     "rubric_engine.judge.retry",
     "rubric_engine.rubric.loader",
     "rubric_engine.report.render",
-    "rubric_engine.report.html",
     "starlette",
     "uvicorn",
     "rubric_engine.serve",
@@ -208,8 +205,8 @@ def test_pure_core_imports_no_edge_module() -> None:
 def test_the_core_list_covers_the_new_row_result_step_and_the_normalizer() -> None:
     modules = core_modules(ROOT)
     for module in (
-        "rubric_engine.normalize",
-        "rubric_engine.row_result",
+        "rubric_engine.results.normalize",
+        "rubric_engine.results.row_result",
         "rubric_engine.rules.run",
     ):
         assert module in modules
@@ -224,26 +221,28 @@ def package_copy(tmp_path: Path) -> Path:
 
 def test_an_sqlite3_import_in_the_normalizer_is_caught(package_copy: Path) -> None:
     # issue 11: "adding `import sqlite3` to the normalizer makes the architecture test fail"
-    normalize = package_copy / PACKAGE / "normalize.py"
+    normalize = package_copy / PACKAGE / "results" / "normalize.py"
     normalize.write_text(
         normalize.read_text(encoding="utf-8") + "\nimport sqlite3  # noqa\n", encoding="utf-8"
     )
     exceptions = frozenset(KNOWN_EXCEPTIONS)
-    assert violations(package_copy, "rubric_engine.normalize", exceptions) == [
-        "rubric_engine.normalize -> sqlite3"
+    assert violations(package_copy, "rubric_engine.results.normalize", exceptions) == [
+        "rubric_engine.results.normalize -> sqlite3"
     ]
     # and every core module that uses the normalizer is flagged through it
-    assert violations(package_copy, "rubric_engine.row_result", exceptions) == [
-        "rubric_engine.row_result -> rubric_engine.normalize -> sqlite3"
+    assert violations(package_copy, "rubric_engine.results.row_result", exceptions) == [
+        "rubric_engine.results.row_result -> rubric_engine.results.normalize -> sqlite3"
     ]
-    assert not violations(ROOT, "rubric_engine.normalize", exceptions)  # the real one is clean
+    # the real one is clean
+    assert not violations(ROOT, "rubric_engine.results.normalize", exceptions)
 
 
 def test_a_lazy_import_of_an_edge_inside_a_function_is_caught(package_copy: Path) -> None:
     rules = package_copy / PACKAGE / "rules" / "text.py"
     rules.write_text(
         rules.read_text(encoding="utf-8")
-        + "\n\ndef _sneak() -> None:\n    from rubric_engine.store import TaskStore  # noqa\n",
+        + "\n\ndef _sneak() -> None:\n"
+        + "    from rubric_engine.store.task_store import TaskStore  # noqa\n",
         encoding="utf-8",
     )
     found = violations(package_copy, "rubric_engine.rules.text")

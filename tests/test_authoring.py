@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from rubric_engine.authoring import author_cassette
 from rubric_engine.errors import CassetteError
+from rubric_engine.judge.cassettes.authoring import author_cassette
 
 ROOT = Path(__file__).resolve().parent.parent
 

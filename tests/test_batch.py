@@ -27,11 +27,11 @@ from rubric_engine.batch.client import BatchClient
 from rubric_engine.batch.ledger import Ledger
 from rubric_engine.batch.lines import custom_id, parse_custom_id, request_line, split_lines
 from rubric_engine.batch.mode import BatchSettings
+from rubric_engine.engine import ScoreOptions, score
 from rubric_engine.errors import InputError
 from rubric_engine.judge.backends import LiveSettings
 from rubric_engine.judge.retry import RetryPolicy
-from rubric_engine.scoring import ScoreOptions, score
-from rubric_engine.store import TaskStore
+from rubric_engine.store.task_store import TaskStore
 from rubric_engine.testing.batch_stub import BatchStub, Delays, Fate, Limits
 from rubric_engine.testing.openai_stub import (
     Responder,
@@ -601,7 +601,7 @@ def test_batch_mode_and_its_ledger_on_both_stores(tmp_path: Path, store_at: str)
     after its first batch resumes from the ledger and submits nothing twice."""
     from dataclasses import replace
 
-    from rubric_engine.stores.location import parse_location
+    from rubric_engine.store.location import parse_location
 
     verdicts = load_verdicts(CASES / "verdicts" / "health_cs.jsonl")
     with BatchStub(verdicts_responder(verdicts)) as stub:
@@ -634,8 +634,8 @@ class RefusingStub(BatchStub):
 def test_refused_credentials_stop_a_batch_run_at_once_and_it_stays_resumable(
     tmp_path: Path,
 ) -> None:
-    from rubric_engine.scoring.run import CredentialsRefusedError
-    from rubric_engine.task_state import TaskState
+    from rubric_engine.engine.run import CredentialsRefusedError
+    from rubric_engine.store.task_state import TaskState
 
     verdicts = load_verdicts(CASES / "verdicts" / "health_cs.jsonl")
     with RefusingStub(verdicts_responder(verdicts)) as stub:

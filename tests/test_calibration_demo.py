@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from rubric_engine.calibration.record import calibration_metrics
 from rubric_engine.cli import app
-from rubric_engine.store import TaskStore
+from rubric_engine.store.task_store import TaskStore
 from rubric_engine.testing.openai_stub import StubServer, load_verdicts, verdicts_responder
 from tests.conftest import CASES
 from tests.test_labels import score_airline

@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 
 from rubric_engine.dialogue.readers import DialogueSource
+from rubric_engine.engine import ScoreOptions, score
+from rubric_engine.engine.task import rules_only_rubric
 from rubric_engine.errors import DatasetError
-from rubric_engine.prompt import render_dialogue
+from rubric_engine.judge.prompt import render_dialogue
 from rubric_engine.rubric.case_level import case_requirements
 from rubric_engine.rules.evidence import evidence_from_row
-from rubric_engine.scoring import ScoreOptions, score
-from rubric_engine.scoring.task import rules_only_rubric
 from tests.conftest import ROOT
 
 DATA = ROOT / "tests" / "data"
@@ -175,7 +175,7 @@ def test_judge_none_imports_no_llm_library_and_needs_no_cassettes(
     code = (
         "import sys\n"
         "from pathlib import Path\n"
-        "from rubric_engine.scoring import ScoreOptions, score\n"
+        "from rubric_engine.engine import ScoreOptions, score\n"
         f"score(ScoreOptions(inputs=[Path({str(diagnosis_file)!r})], judge='none',"
         f" cassettes=Path({str(tmp_path / 'no-such-folder')!r}),"
         f" store=Path({str(tmp_path / 's.sqlite')!r}), out=Path({str(tmp_path / 'o')!r})))\n"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rubric_engine.cassette import response_problem
+from rubric_engine.judge.cassettes.cassette import response_problem
 from tests.conftest import CASES, CASSETTES, RUBRICS
 from tests.test_cli import run
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from rubric_engine.cassette import CassetteIndex
 from rubric_engine.errors import CassetteError
+from rubric_engine.judge.cassettes.cassette import CassetteIndex
 from tests.conftest import CASSETTES
 
 
@@ -135,7 +135,7 @@ def test_a_replay_reads_the_attempts_a_whole_line_gives(
     index = CassetteIndex.load(alone)
     entry = index.get(key[10])
     assert entry is not None
-    monkeypatch.setattr("rubric_engine.cassette._loads", lambda text: 1 / 0)
+    monkeypatch.setattr("rubric_engine.judge.cassettes.cassette._loads", lambda text: 1 / 0)
     assert _attempts(index, key[10]) == (entry.attempts, f"{alone / 'c.jsonl'}:2")
 
 
@@ -231,7 +231,7 @@ def test_a_replayed_row_stores_its_raw_replies_as_an_encoded_one_reads_back(
     report files are the same bytes."""
     import sqlite3
 
-    import rubric_engine.cassette as cassette
+    import rubric_engine.judge.cassettes.cassette as cassette
     from tests.test_store_backends import DEMOS, read_files, score_demo
 
     tasks = {"kept": score_demo(tmp_path / "kept.sqlite", *DEMOS[1], tmp_path / "kept")}
@@ -267,7 +267,7 @@ def test_a_reply_holding_a_lone_surrogate_is_written_escaped_and_reads_back(
     """A recorded reply with half of a UTF-16 pair (a provider's ``\\udfff`` escape, decoded)
     cannot be written as UTF-8: its line is written with ASCII escapes, in the writer's form,
     and replays the same attempts and response text."""
-    from rubric_engine.cassette import CassetteEntry
+    from rubric_engine.judge.cassettes.cassette import CassetteEntry
 
     fields = _entry("sha256:" + "c" * 64, "r0", content='{"score": 4} 中文 \udfff')
     entry = CassetteEntry(
@@ -307,7 +307,7 @@ def test_a_cassette_changed_during_a_replay_fails_its_rows_and_resume_scores_the
     scores every row."""
     import shutil
 
-    from rubric_engine.scoring import ScoreOptions, score
+    from rubric_engine.engine import ScoreOptions, score
     from tests.conftest import CASES, RUBRICS
 
     cassettes = tmp_path / "cassettes"

@@ -20,7 +20,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rubric_engine.cassette import (
+from rubric_engine.judge.backends import CallKey
+from rubric_engine.judge.cassettes.cassette import (
     _digest,
     _dumps,
     _message_json,
@@ -31,10 +32,9 @@ from rubric_engine.cassette import (
     request_key,
     static_key_parts,
 )
-from rubric_engine.judge.backends import CallKey
 from rubric_engine.judge.instructor_judge import InstructorJudge
 from rubric_engine.judge.usage import read_usage
-from rubric_engine.judge_reply import _load
+from rubric_engine.verdict.reply_scan import _load
 from tests.test_judge_equivalence import ScriptBackend, request
 
 #: text with what JSON escapes or keeps: quotes, backslashes, controls, line separators,
@@ -229,8 +229,8 @@ PROVENANCES = [
 @settings(max_examples=100, deadline=None)
 @given(st.lists(st.integers(0, 6), max_size=30))
 def test_answer_sources_in_one_pass_are_the_per_key_ones(tmp_path_factory: Any, picks: Any) -> None:
-    from rubric_engine.cassette import CassetteIndex
-    from rubric_engine.scoring.run import answer_sources, replay_extra
+    from rubric_engine.engine.run import answer_sources, replay_extra
+    from rubric_engine.judge.cassettes.cassette import CassetteIndex
 
     folder = tmp_path_factory.mktemp("cassettes")
     lines = []
@@ -297,7 +297,7 @@ def test_the_index_numbers_each_provenance_as_its_canonical_json(
 ) -> None:
     """The index's provenance table is one provenance per canonical JSON, the first seen, and
     each entry names its own (the load reads a line's key and provenance only)."""
-    from rubric_engine.cassette import CassetteIndex
+    from rubric_engine.judge.cassettes.cassette import CassetteIndex
 
     folder = tmp_path_factory.mktemp("cassettes")
     lines = [
@@ -351,7 +351,7 @@ def _decoded(loads: Any, text: str) -> Any:
 @settings(max_examples=600, deadline=None)
 @given(LINE_TEXT)
 def test_a_cassette_line_is_decoded_as_json_loads_decodes_it(text: str) -> None:
-    from rubric_engine.cassette import _loads
+    from rubric_engine.judge.cassettes.cassette import _loads
 
     assert _decoded(_loads, text) == _decoded(json.loads, text)
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from rubric_engine.store import COMMIT_INTERVAL_S, TaskStore
+from rubric_engine.store.task_store import COMMIT_INTERVAL_S, TaskStore
 from rubric_engine.testing.openai_stub import (
     StubReply,
     StubServer,

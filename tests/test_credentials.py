@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from rubric_engine.store import TaskStore
+from rubric_engine.store.task_store import TaskStore
 from rubric_engine.testing.openai_stub import (
     StubReply,
     StubServer,

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from rubric_engine.engine import ScoreOptions, score
 from rubric_engine.report import report_for_task, write_reports
-from rubric_engine.report.render import render_json, render_markdown
-from rubric_engine.scoring import ScoreOptions, score
-from rubric_engine.store import TaskStore
-from rubric_engine.stores.location import parse_location
+from rubric_engine.report.render.json_md import render_json, render_markdown
+from rubric_engine.store.location import parse_location
+from rubric_engine.store.task_store import TaskStore
 from tests.conftest import CASES, CASSETTES, RUBRICS
 
 DEMOS = [

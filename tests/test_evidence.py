@@ -13,14 +13,14 @@ from typing import Any
 import pytest
 
 from rubric_engine.dialogue.model import DialogueRow
+from rubric_engine.engine import ScoreOptions, score
+from rubric_engine.engine.pipeline import RequestBuilder
 from rubric_engine.judge.instructor_judge import InstructorJudge
-from rubric_engine.judge.parse import ParsedVerdict, ParseFailure, RowContext, parse_reply
-from rubric_engine.normalize import normalize_verdict
-from rubric_engine.pipeline import RequestBuilder
-from rubric_engine.prompt import load_prompt, render_user
-from rubric_engine.results import BasisEntry, BasisSource, RequirementStatus, WarningCode
-from rubric_engine.scoring import ScoreOptions, score
-from rubric_engine.verdict import verdict_model
+from rubric_engine.judge.prompt import load_prompt, render_user
+from rubric_engine.results.model import BasisEntry, BasisSource, RequirementStatus, WarningCode
+from rubric_engine.results.normalize import normalize_verdict
+from rubric_engine.verdict.model import verdict_model
+from rubric_engine.verdict.parse import ParsedVerdict, ParseFailure, RowContext, parse_reply
 from tests.conftest import CASES, CASSETTES, ROOT, RUBRICS
 from tests.serve_helpers import publish
 from tests.test_judge_equivalence import ScriptBackend
@@ -253,7 +253,7 @@ def test_review_page_marks_the_judges_evidence_apart_from_the_reviewers(
     from starlette.testclient import TestClient
 
     from rubric_engine.serve.app import REVIEWER_COOKIE, ServeConfig, create_app
-    from rubric_engine.store import TaskStore
+    from rubric_engine.store.task_store import TaskStore
 
     store = airline_runs["store"]
     with TaskStore(store) as opened:
@@ -274,8 +274,8 @@ def test_review_page_marks_the_judges_evidence_apart_from_the_reviewers(
 
 
 def test_authoring_refuses_a_v3_verdict_with_turns_outside_the_dialogue(tmp_path: Path) -> None:
-    from rubric_engine.authoring import author_cassette
     from rubric_engine.errors import CassetteError
+    from rubric_engine.judge.cassettes.authoring import author_cassette
 
     verdicts = [
         json.loads(line)
@@ -334,8 +334,8 @@ def test_renormalize_keeps_a_v3_tasks_evidence(
     airline_runs: dict[str, Path], tmp_path: Path
 ) -> None:
     # renormalize re-reads the stored reply: with the v1 model the evidence would be dropped
-    from rubric_engine.renormalize import renormalize
-    from rubric_engine.store import TaskStore
+    from rubric_engine.engine.renormalize import renormalize
+    from rubric_engine.store.task_store import TaskStore
 
     store = airline_runs["store"]
     with TaskStore(store) as opened:

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rubric_engine.cli import app
-from rubric_engine.scoring import ScoreOptions, score
+from rubric_engine.engine import ScoreOptions, score
 from tests.conftest import CASES, CASSETTES, RUBRICS
 
 runner = CliRunner()

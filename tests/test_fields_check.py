@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from rubric_engine.results import RequirementStatus
+from rubric_engine.results.model import RequirementStatus
 from rubric_engine.rules.evaluate import evaluate_check
 from rubric_engine.rules.evidence import Evidence
 from rubric_engine.rules.model import Check

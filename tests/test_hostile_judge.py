@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from rubric_engine.scoring import score
-from rubric_engine.store import TaskStore
+from rubric_engine.engine import score
+from rubric_engine.store.task_store import TaskStore
 from rubric_engine.testing.openai_stub import StubReply, StubServer, scripted_responder
 from tests.test_live import SCRIPT, options, rows_by_id
 
@@ -341,7 +341,7 @@ def test_retries_run_out_into_a_transport_error_and_the_batch_goes_on(tmp_path: 
 
 
 def test_renormalize_reads_a_stored_tool_call_verdict_as_the_judge_did(tmp_path: Path) -> None:
-    from rubric_engine.renormalize import renormalize
+    from rubric_engine.engine.renormalize import renormalize
     from tests.conftest import RUBRICS
 
     row, _ = run_row(tmp_path, [StubReply(content="", tool_calls=tool_call(OWN))])
@@ -360,7 +360,7 @@ def test_renormalize_reads_a_stored_tool_call_verdict_as_the_judge_did(tmp_path:
 def test_renormalize_keeps_the_reply_warnings_of_the_row(tmp_path: Path) -> None:
     """renormalize re-reads the stored reply with parse_reply: the ambiguity and clean-up
     warnings the row got when it was judged are on the renormalized row too."""
-    from rubric_engine.renormalize import renormalize
+    from rubric_engine.engine.renormalize import renormalize
     from tests.conftest import RUBRICS
 
     cleaned = json.dumps(body(intentKey="health_consultation", score="4"), ensure_ascii=False)

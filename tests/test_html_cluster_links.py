@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from jinja2 import Environment, select_autoescape
 
-from rubric_engine.report.html import LINKS_PER_CHUNK, _environment, _row_links
+from rubric_engine.report.render.html import LINKS_PER_CHUNK, _environment, _row_links
 
 #: the template's loop before issue 18, rendered with the report's own environment settings
 OLD_LOOP = (

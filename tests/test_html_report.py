@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rubric_engine.scoring import ScoreOptions, score
+from rubric_engine.engine import ScoreOptions, score
 from tests.conftest import CASES, CASSETTES, RUBRICS
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

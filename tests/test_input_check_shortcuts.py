@@ -1,6 +1,6 @@
 """Shortcuts of the input check (issue 18) that must not change an outcome:
 
-- :func:`~rubric_engine.jsonl.loads_strict` decodes without a Python hook per object and
+- :func:`~rubric_engine.formats.jsonl.loads_strict` decodes without a Python hook per object and
   counts keys instead: its value, or its error (type, message, place), is the one of the
   decoder with the duplicate-key hook (how it read every text before);
 - :func:`~rubric_engine.dialogue.storable.storable_keys` is ``None`` exactly when
@@ -31,7 +31,7 @@ from rubric_engine.dialogue.storable import (
     unescaped_storable_keys,
 )
 from rubric_engine.errors import DatasetError
-from rubric_engine.jsonl import DuplicateKeyError, _unique_keys, loads_strict, unreadable
+from rubric_engine.formats.jsonl import DuplicateKeyError, _unique_keys, loads_strict, unreadable
 
 _HOOKED = json.JSONDecoder(object_pairs_hook=_unique_keys)
 

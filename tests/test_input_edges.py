@@ -13,13 +13,13 @@ import pytest
 from pydantic import TypeAdapter
 from typer.testing import CliRunner
 
-from rubric_engine.agent_output import parse_agent_output
 from rubric_engine.cli import app
 from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.dialogue.readers import DialogueSource
 from rubric_engine.errors import DatasetError, RubricError
-from rubric_engine.prompt import load_prompt, render_user
-from rubric_engine.results import RequirementStatus
+from rubric_engine.judge.prompt import load_prompt, render_user
+from rubric_engine.results.agent_output import parse_agent_output
+from rubric_engine.results.model import RequirementStatus
 from rubric_engine.rubric import load_rubric, load_rubric_checked
 from rubric_engine.rubric.model import OutputParsing
 from rubric_engine.rules.evaluate import evaluate_check

@@ -15,9 +15,9 @@ import pytest
 
 from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.dialogue.readers import DialogueSource
+from rubric_engine.engine import ScoreOptions
+from rubric_engine.engine.preflight import read_inputs
 from rubric_engine.errors import DatasetError
-from rubric_engine.scoring import ScoreOptions
-from rubric_engine.scoring.preflight import read_inputs
 from tests.conftest import CASES
 from tests.test_cases import SEED_000_YAML
 

@@ -21,7 +21,7 @@ import pytest
 from rubric_engine.judge.instructor_adapter import InstructorAdapter
 from rubric_engine.judge.output_modes import OUTPUT_MODE_NAMES
 from rubric_engine.rubric.loader import load_rubric
-from rubric_engine.verdict import verdict_model
+from rubric_engine.verdict.model import verdict_model
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKS = ("airline_cs", "health_cs")
@@ -90,7 +90,7 @@ def test_a_replay_imports_neither_instructor_nor_the_openai_sdk(tmp_path: Path) 
     code = (
         "import sys\n"
         "from pathlib import Path\n"
-        "from rubric_engine.scoring import ScoreOptions, score\n"
+        "from rubric_engine.engine import ScoreOptions, score\n"
         f"root = Path({str(ROOT)!r}); work = Path({str(tmp_path)!r})\n"
         "options = ScoreOptions(inputs=[work / 'one.jsonl'],"
         " rubric=root / 'rubrics/health_cs.yaml', draft=True, mode='replay',"

@@ -22,14 +22,14 @@ from typing import Any
 
 import pytest
 
-from rubric_engine.cassette import _digest, key_parts, messages_digest, request_key
 from rubric_engine.dialogue.model import DialogueRow
+from rubric_engine.engine.pipeline import RequestBuilder
 from rubric_engine.judge.backends import Answer, CallKey, chat_completion
+from rubric_engine.judge.cassettes.cassette import _digest, key_parts, messages_digest, request_key
 from rubric_engine.judge.instructor_judge import InstructorJudge
+from rubric_engine.judge.prompt import load_prompt
 from rubric_engine.judge.protocol import Attempt, JudgeOutcome, JudgeRequest
-from rubric_engine.pipeline import RequestBuilder
-from rubric_engine.prompt import load_prompt
-from rubric_engine.results import JudgeErrorKind, WarningCode
+from rubric_engine.results.model import JudgeErrorKind, WarningCode
 
 
 class ProviderDown(Exception):

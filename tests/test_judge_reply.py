@@ -1,6 +1,6 @@
 """Reading what real judges send (judge_reply.py's rules and parse_reply, one case each).
 
-Pure tests of :func:`rubric_engine.judge.parse.parse_reply` on wire-format responses; the same
+Pure tests of :func:`rubric_engine.verdict.parse.parse_reply` on wire-format responses; the same
 shapes go through the live path in tests/test_hostile_judge.py.
 """
 
@@ -11,16 +11,16 @@ from typing import Any
 
 import pytest
 
-from rubric_engine.judge.parse import (
+from rubric_engine.results.model import WarningCode
+from rubric_engine.verdict.model import VERDICT_KEYS, verdict_model
+from rubric_engine.verdict.parse import (
     ParsedVerdict,
     ParseFailure,
     ParseFailureKind,
     RowContext,
     parse_reply,
 )
-from rubric_engine.judge_reply import ProblemKind, scan_reply
-from rubric_engine.results import WarningCode
-from rubric_engine.verdict import VERDICT_KEYS, verdict_model
+from rubric_engine.verdict.reply_scan import ProblemKind, scan_reply
 
 V = '{"intentKey": "CHAT", "score": 4}'
 ROW = RowContext("r-1")

@@ -10,9 +10,9 @@ import pytest
 from typer.testing import CliRunner
 
 from rubric_engine.cli import app
+from rubric_engine.engine import ScoreOptions, score
+from rubric_engine.engine.judge_when import parse_judge_when
 from rubric_engine.errors import ConfigurationError
-from rubric_engine.scoring import ScoreOptions, score
-from rubric_engine.scoring.judge_when import parse_judge_when
 from tests.conftest import CASES, CASSETTES, RUBRICS
 
 runner = CliRunner()

@@ -14,7 +14,7 @@ from rubric_engine.cli import app
 from rubric_engine.labels.io import read_label_file, render_labels
 from rubric_engine.labels.model import Label, LabelStatus
 from rubric_engine.labels.store import append_labels, read_labels
-from rubric_engine.store import TaskStore
+from rubric_engine.store.task_store import TaskStore
 from tests.conftest import CASES, CASSETTES, RUBRICS
 
 runner = CliRunner()
@@ -397,7 +397,7 @@ def test_times_are_stored_in_utc() -> None:
 def test_labels_are_append_only_and_superseded_on_both_backends(store_at: str) -> None:
     """The PostgreSQL store keeps the SQLite one's label semantics (issue 16 item 1): the
     migration's triggers refuse UPDATE and DELETE, an edit supersedes, a repeat adds nothing."""
-    from rubric_engine.stores.backend import driver_errors
+    from rubric_engine.store.backend import driver_errors
 
     with TaskStore(store_at) as store:
         db = store.backend

@@ -12,13 +12,13 @@ import pytest
 import yaml
 
 from rubric_engine.errors import RubricError, StoreError
-from rubric_engine.registry import LifecycleError, RubricRegistry, rubric_for_scoring
 from rubric_engine.rubric import load_rubric
 from rubric_engine.rubric.diff import diff_rubrics, renormalize_blockers
 from rubric_engine.rubric.model import RubricStatus
-from rubric_engine.store import TaskStore
-from rubric_engine.stores.location import is_postgres, parse_location, store_exists
-from rubric_engine.stores.migrations import SCHEMA_VERSION
+from rubric_engine.rubric.versions import LifecycleError, RubricRegistry, rubric_for_scoring
+from rubric_engine.store.location import is_postgres, parse_location, store_exists
+from rubric_engine.store.migrations import SCHEMA_VERSION
+from rubric_engine.store.task_store import TaskStore
 from tests.conftest import CASES, CASSETTES, MINI_RUBRIC, RUBRICS
 from tests.test_cli import run
 
@@ -480,7 +480,7 @@ def test_registry_errors_are_typed(tmp_path: Path, store_at: str) -> None:
     with pytest.raises(RubricError), TaskStore(store) as opened:
         RubricRegistry(opened).publish(write_pack(tmp_path / "x.yaml", {"key": "x"}))
     with pytest.raises(StoreError):
-        from rubric_engine.registry import verified_snapshot
+        from rubric_engine.rubric.versions import verified_snapshot
 
         verified_snapshot(load_rubric(RUBRICS / "health_cs.yaml").snapshot(), "sha256:0", "t")
 

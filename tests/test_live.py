@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from rubric_engine.engine import ScoreOptions, score
 from rubric_engine.judge.retry import RetryPolicy
-from rubric_engine.scoring import ScoreOptions, score
 from rubric_engine.testing.openai_stub import StubReply, StubServer, scripted_responder
 from tests.conftest import RUBRICS
 
@@ -216,10 +216,10 @@ def test_replay_miss_names_the_key_and_how_to_record(tmp_path: Path) -> None:
 
 
 def test_unreachable_judge_stops_the_run_early(tmp_path: Path) -> None:
+    from rubric_engine.engine import JudgeUnavailableError
     from rubric_engine.report import report_for_task
-    from rubric_engine.report.render import render_markdown
-    from rubric_engine.scoring import JudgeUnavailableError
-    from rubric_engine.store import TaskStore
+    from rubric_engine.report.render.json_md import render_markdown
+    from rubric_engine.store.task_store import TaskStore
 
     # (a 401/403 stops at the first row instead: tests/test_crash_safety.py)
     script = {row: [StubReply(status=404, content="no such model")] for row in SCRIPT}
@@ -297,7 +297,7 @@ def test_a_key_quoted_back_by_the_provider_is_never_written(
     # regression: a key read by litellm from OPENAI_API_KEY (not passed by us) was quoted in a
     # 401 message and stored verbatim in rows, reports and the terminal output (a 401 now
     # stops the run at once: CredentialsRefusedError, whose message quotes the provider's)
-    from rubric_engine.scoring import CredentialsRefusedError
+    from rubric_engine.engine import CredentialsRefusedError
 
     monkeypatch.setenv("OPENAI_API_KEY", SENTINEL)
     script = {

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rubric_engine.jsonl import loads, loads_strict
+from rubric_engine.formats.jsonl import loads, loads_strict
 from tests.conftest import CASES, CASSETTES, RUBRICS
 from tests.test_cli import run
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rubric_engine.store import TaskStore
+from rubric_engine.store.task_store import TaskStore
 from tests.conftest import RUBRICS
 from tests.test_labels import run
 

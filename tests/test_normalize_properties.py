@@ -7,10 +7,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rubric_engine.normalize import normalize_verdict
-from rubric_engine.results import RequirementStatus
+from rubric_engine.results.model import RequirementStatus
+from rubric_engine.results.normalize import normalize_verdict
 from rubric_engine.rubric import load_rubric
-from rubric_engine.verdict import verdict_model
+from rubric_engine.verdict.model import verdict_model
 from tests.conftest import MINI_RUBRIC, RUBRICS
 
 PACKS = [load_rubric(RUBRICS / "health_cs.yaml"), load_rubric(RUBRICS / "airline_cs.yaml")]

@@ -15,8 +15,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rubric_engine.normalize import _basis_entry, _evidence, normalize_applicable
-from rubric_engine.results import (
+from rubric_engine.results.model import (
     BasisSource,
     ProtocolWarning,
     RequirementStatus,
@@ -24,15 +23,17 @@ from rubric_engine.results import (
     RowStatus,
     WarningCode,
 )
+from rubric_engine.results.normalize import _basis_entry, _evidence, normalize_applicable
 from rubric_engine.rubric.case_level import applicable_requirements
 from rubric_engine.rubric.model import EvalRubric, HardRequirement
-from rubric_engine.verdict import QuestionsCheck, VerdictBase, verdict_model
+from rubric_engine.verdict.model import QuestionsCheck, VerdictBase, verdict_model
 from tests.test_normalize_properties import PACKS
 
 V = RequirementStatus
 
 
-# -- the reference: rubric_engine/normalize.py before its tables, unchanged ------------------
+# -- the reference: rubric_engine/results/normalize.py before its tables, unchanged
+# ------------------
 
 
 def _dedupe(ids: Sequence[str], warnings: list[ProtocolWarning]) -> list[str]:
@@ -331,10 +332,11 @@ def test_a_repeated_verdict_shares_its_decision_and_keeps_its_own_row_fields(
     row: tuple[Any, ...], data: st.DataObject
 ) -> None:
     """Rows whose verdicts repeat (lists, score, turns, questions check) share what the steps
-    decided (:func:`rubric_engine.normalize._decided`), yet each result is the reference's for
+    decided (:func:`rubric_engine.results.normalize._decided`), yet each result is the reference's
+    for
     its own rowId, explanation, questions issues and earlier warnings; and a decision found
     again equals the one worked out afresh."""
-    import rubric_engine.normalize as normalize
+    import rubric_engine.results.normalize as normalize
 
     rubric, fields, evidence, case_ids, applicable, warnings_in, rules = row
     model = verdict_model(rubric, evidence)
@@ -416,7 +418,7 @@ def test_values_validation_would_change_are_validated() -> None:
 def test_another_pydantic_layout_falls_back_to_validation(monkeypatch: Any) -> None:
     """Where pydantic's instances hold other attributes than the four the direct build sets,
     every result is validated: the same result either way."""
-    import rubric_engine.normalize as normalize
+    import rubric_engine.results.normalize as normalize
     from tests.test_normalize_properties import PACKS
 
     rubric = PACKS[0]

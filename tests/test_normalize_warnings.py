@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from rubric_engine.normalize import normalize_verdict
-from rubric_engine.results import BasisSource, RequirementStatus, WarningCode
+from rubric_engine.results.model import BasisSource, RequirementStatus, WarningCode
+from rubric_engine.results.normalize import normalize_verdict
 from rubric_engine.rubric.case_level import case_requirements
-from rubric_engine.verdict import verdict_model
+from rubric_engine.verdict.model import verdict_model
 
 S = RequirementStatus
 
@@ -189,9 +189,9 @@ def test_questions_check_without_card(mini_rubric: Any) -> None:
 
 def test_judge_reasked_is_carried_through(mini_rubric: Any) -> None:
     from rubric_engine.dialogue.model import DialogueRow
+    from rubric_engine.engine.pipeline import RequestBuilder, row_result
+    from rubric_engine.judge.prompt import load_prompt
     from rubric_engine.judge.protocol import JudgeOutcome
-    from rubric_engine.pipeline import RequestBuilder, row_result
-    from rubric_engine.prompt import load_prompt
 
     row = DialogueRow.model_validate(
         {
@@ -281,8 +281,8 @@ def test_a_partial_red_line_without_a_flag_is_violated_flagged_and_capped(
 
 def test_malformed_thinking_markers_are_row_warnings() -> None:
     # SPEC §6: the text around a stray or unclosed marker is kept, and the row says so
-    from rubric_engine.agent_output import thinking_warnings
     from rubric_engine.dialogue.model import DialogueRow
+    from rubric_engine.results.agent_output import thinking_warnings
     from rubric_engine.rubric.model import OutputParsing
 
     row = DialogueRow.model_validate(
@@ -311,11 +311,11 @@ def test_reply_warnings_reach_the_row_after_the_reasks(mini_rubric: Any) -> None
     import json
 
     from rubric_engine.dialogue.model import DialogueRow
-    from rubric_engine.judge.parse import ParsedVerdict, RowContext, parse_reply
+    from rubric_engine.engine.pipeline import RequestBuilder, row_result
+    from rubric_engine.judge.prompt import load_prompt
     from rubric_engine.judge.protocol import JudgeOutcome
-    from rubric_engine.pipeline import RequestBuilder, row_result
-    from rubric_engine.prompt import load_prompt
-    from rubric_engine.results import ProtocolWarning
+    from rubric_engine.results.model import ProtocolWarning
+    from rubric_engine.verdict.parse import ParsedVerdict, RowContext, parse_reply
 
     sent = {
         "intentKey": " refund",

@@ -68,7 +68,7 @@ def test_installed_wheel_runs_outside_the_checkout(wheel: Path, tmp_path: Path) 
     elsewhere.mkdir()
     env = {**os.environ, "PYTHONPATH": str(target)}
     probe = (
-        "import rubric_engine, rubric_engine.prompt as p, sys;"
+        "import rubric_engine, rubric_engine.judge.prompt as p, sys;"
         "print(rubric_engine.__file__);"
         "print(p.load_prompt('judge_v1').hash)"
     )

@@ -15,12 +15,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rubric_engine.canonical import SPACED, canonical_hash, canonical_json
+from rubric_engine.engine import task_lock
 from rubric_engine.errors import StoreError
+from rubric_engine.formats.canonical import SPACED, canonical_hash, canonical_json
 from rubric_engine.rubric import load_rubric
 from rubric_engine.rules.evaluate import case_rule_id, check_json
 from rubric_engine.rules.model import Check
-from rubric_engine.scoring import task_lock
 from tests.conftest import CASSETTES, ROOT, RUBRICS
 
 json_values = st.recursive(
@@ -74,7 +74,7 @@ def test_a_task_locked_by_another_process_is_refused(tmp_path: Path) -> None:
     store = tmp_path / "s.sqlite"
     holder = subprocess.Popen(
         [sys.executable, "-c",
-         "import time; from pathlib import Path; from rubric_engine.scoring import task_lock\n"
+         "import time; from pathlib import Path; from rubric_engine.engine import task_lock\n"
          f"with task_lock(Path({str(store)!r}), 't1'):\n"
          " print('held', flush=True); time.sleep(30)"],
         stdout=subprocess.PIPE, text=True, cwd=ROOT,

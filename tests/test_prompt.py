@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from rubric_engine.agent_output import parse_agent_output
 from rubric_engine.dialogue.model import DialogueRow
-from rubric_engine.pipeline import RequestBuilder
-from rubric_engine.prompt import block_tag, load_prompt
+from rubric_engine.engine.pipeline import RequestBuilder
+from rubric_engine.judge.prompt import block_tag, load_prompt
+from rubric_engine.results.agent_output import parse_agent_output
 from rubric_engine.rubric import load_rubric
 from rubric_engine.rubric.model import OutputParsing
 from tests.conftest import RUBRICS
@@ -239,7 +239,7 @@ def test_user_message_without_jinja_is_jinjas_text() -> None:
 
 def test_a_template_that_transforms_a_row_value_is_rendered_by_jinja() -> None:
     """A filter or attribute on a row value could not be filled in from pieces."""
-    from rubric_engine.prompt import PromptTemplate
+    from rubric_engine.judge.prompt import PromptTemplate
 
     for user in ("{{ transcript | upper }}", "{{ row_id[:3] }}", "{% if tag == 'x' %}{% endif %}"):
         assert PromptTemplate("custom", "s", user).user_fill is None

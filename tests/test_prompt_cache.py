@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from rubric_engine.engine import ScoreOptions, score
 from rubric_engine.judge.cache_markers import EPHEMERAL, mark_static_prefix, needs_markers
 from rubric_engine.judge.retry import RetryPolicy
 from rubric_engine.judge.usage import TokenUsage, price, read_usage, usage_of
-from rubric_engine.report.console import print_summary
-from rubric_engine.scoring import ScoreOptions, score
+from rubric_engine.report.render.console import print_summary
 from rubric_engine.testing.anthropic_stub import AnthropicStubServer
 from rubric_engine.testing.openai_stub import StubServer, load_verdicts, verdicts_responder
 from tests.conftest import CASES, RUBRICS

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from rubric_engine.engine import score
 from rubric_engine.judge.retry import RetryPolicy
-from rubric_engine.scoring import score
 from rubric_engine.testing.openai_stub import StubReply, StubServer, scripted_responder
 from tests.test_live import SCRIPT, options, rows_by_id
 
@@ -92,7 +92,7 @@ def test_a_rejected_temperature_is_learned_once_recorded_and_the_seed_is_sent(
     tmp_path: Path,
 ) -> None:
     # before: a reasoning model refusing temperature made every row a JUDGE_ERROR
-    from rubric_engine.store import TaskStore
+    from rubric_engine.store.task_store import TaskStore
     from tests.test_cli import run as cli
 
     answer = scripted_responder(SCRIPT)

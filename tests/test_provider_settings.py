@@ -12,10 +12,10 @@ from typer.testing import CliRunner
 
 from rubric_engine.cli import app
 from rubric_engine.cli.progress import PlainProgress
+from rubric_engine.engine import score
+from rubric_engine.engine.options import parse_judge_params
+from rubric_engine.engine.preflight import is_local
 from rubric_engine.errors import ConfigurationError
-from rubric_engine.scoring import score
-from rubric_engine.scoring.options import parse_judge_params
-from rubric_engine.scoring.preflight import is_local
 from rubric_engine.testing.openai_stub import StubServer, scripted_responder
 from tests.conftest import CASES, CASSETTES
 from tests.test_live import SCRIPT, options

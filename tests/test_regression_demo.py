@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rubric_engine.cli import app
-from rubric_engine.scoring import ScoreOptions, score
+from rubric_engine.engine import ScoreOptions, score
 from tests.conftest import CASES, CASSETTES, ROOT, RUBRICS
 
 WORSE = ROOT / "cassettes-worse"

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from rubric_engine.report.output import write_atomic
-from rubric_engine.scoring import ScoreOptions, score
-from rubric_engine.store import TaskStore
+from rubric_engine.engine import ScoreOptions, score
+from rubric_engine.report.render.output import write_atomic
+from rubric_engine.store.task_store import TaskStore
 from tests.conftest import CASES, CASSETTES, RUBRICS
 from tests.test_cli import run, score_demo
 
@@ -113,7 +113,7 @@ def test_score_checks_the_report_folder_before_judging(tmp_path: Path) -> None:
 def test_after_judging_a_write_failure_keeps_the_task_id_and_says_how_to_rebuild(
     tmp_path: Path,
 ) -> None:
-    from rubric_engine.scoring.run import ReportFilesError
+    from rubric_engine.engine.run import ReportFilesError
 
     out = tmp_path / "out"
 
@@ -184,7 +184,7 @@ def test_ctrl_c_while_the_report_files_are_written_says_the_task_is_complete(
     """Every row is stored and the task COMPLETED before the files are written; Ctrl-C there
     used to say "interrupted … --resume finishes the task". It now says the task is complete
     and how to write its files (exit 130 still: the command did not finish)."""
-    from rubric_engine.scoring import run as scoring_run
+    from rubric_engine.engine import run as scoring_run
 
     def interrupted(*_: object, **__: object) -> object:
         raise KeyboardInterrupt

@@ -10,17 +10,17 @@ from pathlib import Path
 
 import pytest
 
+from rubric_engine.engine import ScoreOptions, ScoreResult, score
 from rubric_engine.errors import ConfigurationError, StoreError
 from rubric_engine.report.aggregate import RowFacts
 from rubric_engine.report.diff import DIFF_METRICS, DiffSide, diff_tasks
 from rubric_engine.report.gate import check_parameters, check_threshold, parse_threshold
 from rubric_engine.report.metrics import METRICS, Better, MetricKind, find_metric, metric_table
 from rubric_engine.report.model import Report
-from rubric_engine.report.render import render_markdown
+from rubric_engine.report.render.json_md import render_markdown
 from rubric_engine.report.run import run_diff, run_gate
-from rubric_engine.results import RuleSummary
+from rubric_engine.results.model import RuleSummary
 from rubric_engine.rubric.model import EvalRubric
-from rubric_engine.scoring import ScoreOptions, ScoreResult, score
 from tests.conftest import CASES, CASSETTES, ROOT, RUBRICS
 from tests.test_report_rules import report, row
 
@@ -157,15 +157,15 @@ PURE = (
     "rubric_engine.report.diff_cases",
     "rubric_engine.report.rows",
     "rubric_engine.report.rules_section",
-    "rubric_engine.report.render",
-    "rubric_engine.report.junit",
+    "rubric_engine.report.render.json_md",
+    "rubric_engine.report.render.junit",
 )
 IO_MODULES = (
     "sqlite3",
     "httpx",
     "litellm",
     "instructor",
-    "rubric_engine.store",
+    "rubric_engine.store.task_store",
     "rubric_engine.cli",
     "rubric_engine.report.stored",
 )

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
+from rubric_engine.engine import ScoreOptions, score
+from rubric_engine.engine.run import ReportFilesError
 from rubric_engine.errors import ExitCode
-from rubric_engine.scoring import ScoreOptions, score
-from rubric_engine.scoring.run import ReportFilesError
-from rubric_engine.store import TaskStore
+from rubric_engine.store.task_store import TaskStore
 from tests.conftest import CASES, CASSETTES, RUBRICS
 from tests.test_cli import run
 

@@ -15,8 +15,8 @@ import pytest
 from typer.testing import CliRunner
 
 from rubric_engine.cli import app
-from rubric_engine.report.html import compliance_band
-from rubric_engine.scoring import ScoreOptions, score
+from rubric_engine.engine import ScoreOptions, score
+from rubric_engine.report.render.html import compliance_band
 from tests.conftest import CASES, CASSETTES, ROOT, RUBRICS
 from tests.test_html_report import needs_chromium, open_in_chromium
 

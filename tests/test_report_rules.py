@@ -19,7 +19,7 @@ from rubric_engine.report.gate import (
     slice_fields,
 )
 from rubric_engine.report.model import Diff, Report, TaskSection
-from rubric_engine.results import (
+from rubric_engine.results.model import (
     BasisEntry,
     BasisSource,
     JudgeError,
@@ -298,8 +298,8 @@ def test_readme_lists_every_gate_metric() -> None:
 
 
 def test_html_drilldown_keeps_the_worst_rows_when_a_task_is_large() -> None:
-    from rubric_engine.report.html import DRILLDOWN_ROWS, drilldown_rows
-    from rubric_engine.results import RowResult, RowStatus
+    from rubric_engine.report.render.html import DRILLDOWN_ROWS, drilldown_rows
+    from rubric_engine.results.model import RowResult, RowStatus
 
     def row(i: int, score: int, flags: tuple[str, ...] = ()) -> RowResult:
         return RowResult(

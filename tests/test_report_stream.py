@@ -20,13 +20,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tests.list_report as oracle
+from rubric_engine.engine import ScoreOptions, score
 from rubric_engine.errors import ConfigurationError
 from rubric_engine.report import load_task, task_section
 from rubric_engine.report.accumulate import ReportAccumulator, WorstRows
-from rubric_engine.report.render import json_chunks, render_json
+from rubric_engine.report.render.json_md import json_chunks, render_json
 from rubric_engine.report.rows import RowFacts, RowUsage
 from rubric_engine.report.stored import StoredTask
-from rubric_engine.results import (
+from rubric_engine.results.model import (
     BasisEntry,
     BasisSource,
     JudgeError,
@@ -38,8 +39,7 @@ from rubric_engine.results import (
     RuleSummary,
     WarningCode,
 )
-from rubric_engine.scoring import ScoreOptions, score
-from rubric_engine.store import TaskStore
+from rubric_engine.store.task_store import TaskStore
 from tests.conftest import CASES, CASSETTES, RUBRICS
 
 DEMOS = {
@@ -342,7 +342,7 @@ def test_report_rows_pages_give_every_row_once_in_input_order(
 ) -> None:
     """``report_rows`` reads in pages (a PostgreSQL cursor holds its whole result): a page of
     3 rows gives what one page of every row gives."""
-    from rubric_engine.stores.location import parse_location
+    from rubric_engine.store.location import parse_location
 
     where = parse_location(store_at)
     result = score(

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from rubric_engine.cassette import CassetteWriter
-from rubric_engine.scoring import ScoreOptions, score, task_lock
-from rubric_engine.store import TaskStore
+from rubric_engine.engine import ScoreOptions, score, task_lock
+from rubric_engine.judge.cassettes.cassette import CassetteWriter
+from rubric_engine.store.task_store import TaskStore
 from rubric_engine.testing.openai_stub import (
     StubReply,
     StubServer,

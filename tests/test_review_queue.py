@@ -7,7 +7,7 @@ import pytest
 
 from rubric_engine.errors import ConfigurationError
 from rubric_engine.labels.model import Label, LabelSource, LabelStatus
-from rubric_engine.results import BasisEntry, BasisSource, RowResult, RowStatus
+from rubric_engine.results.model import BasisEntry, BasisSource, RowResult, RowStatus
 from rubric_engine.review.answers import Answer, answers_of_labels, differences
 from rubric_engine.review.queue import (
     QueuePolicy,

@@ -1,5 +1,6 @@
 """The store's row columns are made without pydantic's JSON-mode conversion (issue 18, per-row
-CPU): :func:`~rubric_engine.store.result_json` encodes the result's plain Python dump, and the
+CPU): :func:`~rubric_engine.store.task_store.result_json` encodes the result's plain Python dump,
+and the
 dialogue and raw-attempt columns skip the encoder's cycle check. These tests pin that the
 bytes are those of the JSON-mode dump through ``json.dumps`` (what the store held before)
 for every kind of value a result holds: enums, tuples, absent and present optional blocks,
@@ -13,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from rubric_engine.canonical import canonical_json
-from rubric_engine.results import (
+from rubric_engine.formats.canonical import canonical_json
+from rubric_engine.results.model import (
     BasisEntry,
     BasisSource,
     CheckResult,
@@ -27,7 +28,7 @@ from rubric_engine.results import (
     RuleSummary,
     WarningCode,
 )
-from rubric_engine.store import StoredRow, row_values
+from rubric_engine.store.task_store import StoredRow, row_values
 
 TRICKY = 'quote " backslash \\ tab \t newline \n nul \x00 bell \x07 中文 “引号” \u2028 é'
 
@@ -134,7 +135,7 @@ def test_result_bytes_are_the_same_through_the_basis_text_cache() -> None:
     """referenceBasis entries are written from a cache of each distinct entry's text: a
     result written again, or another result holding equal entries (a status given as text
     or as the enum, evidence turns or none), gives the bytes of the JSON-mode dump."""
-    from rubric_engine.store import result_json
+    from rubric_engine.store.task_store import result_json
 
     results = _results()
     again = [

@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from rubric_engine.dialogue.model import DialogueRow
-from rubric_engine.judge.parse import validation_reason
+from rubric_engine.engine.pipeline import RequestBuilder, row_result, stored_row
 from rubric_engine.judge.protocol import Attempt, JudgeOutcome
-from rubric_engine.pipeline import RequestBuilder, row_result, stored_row
-from rubric_engine.verdict import verdict_model
+from rubric_engine.verdict.model import verdict_model
+from rubric_engine.verdict.parse import validation_reason
 from tests.test_normalize_properties import PACKS
 
 

@@ -9,24 +9,24 @@ from typing import Any
 import pytest
 
 from rubric_engine.dialogue.shapes import row_from_object
+from rubric_engine.engine.options import DEFAULTS, ScoreOptions, check_options
+from rubric_engine.engine.pipeline import RequestBuilder, judge_warnings
+from rubric_engine.engine.pipeline import row_result as pipeline_row_result
 from rubric_engine.errors import ConfigurationError, ExitCode, RubricEvalError
+from rubric_engine.judge.prompt import load_prompt
 from rubric_engine.judge.protocol import JudgeOutcome
-from rubric_engine.normalize import normalize_verdict
-from rubric_engine.pipeline import RequestBuilder, judge_warnings
-from rubric_engine.pipeline import row_result as pipeline_row_result
-from rubric_engine.prompt import load_prompt
-from rubric_engine.results import (
+from rubric_engine.results.model import (
     JudgeError,
     JudgeErrorKind,
     ProtocolWarning,
     RowStatus,
     WarningCode,
 )
-from rubric_engine.row_result import row_result
+from rubric_engine.results.normalize import normalize_verdict
+from rubric_engine.results.row_result import row_result
 from rubric_engine.rubric import load_rubric
 from rubric_engine.rubric.case_level import applicable_requirements, row_case_requirements
 from rubric_engine.rules.run import run_rules
-from rubric_engine.scoring.options import DEFAULTS, ScoreOptions, check_options
 from tests.test_normalize_warnings import judge
 from tests.test_rules_merge import CHECKED_PACK
 
@@ -136,9 +136,6 @@ def test_the_judges_cleanups_follow_its_reasks_on_the_row(pack: Any) -> None:
 def test_every_error_exits_with_a_code_from_the_one_table() -> None:
     def subclasses(cls: type[RubricEvalError]) -> list[type[RubricEvalError]]:
         return [cls, *(s for sub in cls.__subclasses__() for s in subclasses(sub))]
-
-    import rubric_engine.registry
-    import rubric_engine.scoring.run  # noqa: F401  (defines JudgeUnavailableError)
 
     for cls in subclasses(RubricEvalError):
         assert isinstance(cls.exit_code, ExitCode), cls

@@ -19,9 +19,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import rubric_engine.stores.sqlite as sqlite_backend
-from rubric_engine.canonical import encoder_built_once as _one_shot
-from rubric_engine.store import _RESULT_ENCODER, _ROW_ENCODER, TaskStore
+import rubric_engine.store.sqlite as sqlite_backend
+from rubric_engine.formats.canonical import encoder_built_once as _one_shot
+from rubric_engine.store.task_store import _RESULT_ENCODER, _ROW_ENCODER, TaskStore
 from tests.test_store_backends import DEMOS, read_files, score_demo
 
 
@@ -161,8 +161,8 @@ def test_result_text_is_the_same_through_the_identity_cache_and_when_it_fills(
     """Entries shared across rows (the normalizer's) are found by identity; entries made for
     one row each fill the cache, which is cleared when full and stays bounded; every result
     is still the bytes of ``json.dumps`` of its JSON dict."""
-    import rubric_engine.store as store
-    from rubric_engine.results import BasisEntry, RequirementStatus, RowResult, RowStatus
+    import rubric_engine.store.task_store as store
+    from rubric_engine.results.model import BasisEntry, RequirementStatus, RowResult, RowStatus
 
     monkeypatch.setattr(store, "_BASIS_CACHE_MAX", 8)
     monkeypatch.setattr(store, "_BASIS_BY_ID", {})
@@ -199,7 +199,7 @@ def test_a_stored_dialogue_is_the_json_mode_dump_of_its_row() -> None:
     dump ``model_dump(mode="json", by_alias=True)`` gives, for both demos' rows (tool calls,
     traces, metadata)."""
     from rubric_engine.dialogue.readers import DialogueSource
-    from rubric_engine.pipeline import _DUMP
+    from rubric_engine.engine.pipeline import _DUMP
     from tests.conftest import CASES
 
     rows = [row for cases, _ in DEMOS for row in DialogueSource(CASES / cases).read()]

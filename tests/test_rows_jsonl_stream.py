@@ -14,10 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rubric_engine.canonical import canonical_json
+from rubric_engine.engine import ScoreOptions, score
+from rubric_engine.formats.canonical import canonical_json
 from rubric_engine.report.stored import _metadata_text, load_task, rows_jsonl_line, rows_line
-from rubric_engine.scoring import ScoreOptions, score
-from rubric_engine.store import TaskStore, result_json
+from rubric_engine.store.task_store import TaskStore, result_json
 from tests.conftest import CASES, CASSETTES, RUBRICS
 
 
@@ -88,7 +88,7 @@ def test_the_outcome_read_from_the_result_head_is_the_pass_rule(
     field names give the line the validated row gives."""
     from rubric_engine.report.rows import RowUsage, row_facts
     from rubric_engine.report.stored import ReportRow
-    from rubric_engine.results import RowResult
+    from rubric_engine.results.model import RowResult
 
     result = RowResult.model_validate({"rowId": row_id, **fields})
     dialogue = {"rowId": row_id, "messages": [], "metadata": {"b": 1, "a": "é"}}
@@ -105,7 +105,7 @@ def test_the_metadata_read_from_its_place_in_the_dialogue_is_the_rows_own() -> N
     from rubric_engine.dialogue.model import DialogueRow
     from rubric_engine.report.rows import RowUsage, row_facts
     from rubric_engine.report.stored import ReportRow, _stored_metadata
-    from rubric_engine.results import RowResult
+    from rubric_engine.results.model import RowResult
 
     decoy = {"a": 0, "metadata": {"decoy": 1}, "negativeBehavior": [], "referenceOutput": None}
     decoy |= {"rowId": "q", "trace": None}

@@ -13,7 +13,7 @@ from rubric_engine.dialogue.readers import DialogueSource
 from rubric_engine.errors import DatasetError
 from rubric_engine.report import diff_side, load_task
 from rubric_engine.report.diff import diff_tasks
-from rubric_engine.store import TaskStore
+from rubric_engine.store.task_store import TaskStore
 from tests.test_cases import rules_only
 
 TURNS = [{"role": "user", "content": "退款多久到账？"}, {"role": "assistant", "content": "3天内"}]

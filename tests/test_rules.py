@@ -8,7 +8,7 @@ import pytest
 from pydantic import TypeAdapter, ValidationError
 
 from rubric_engine.dialogue.shapes import row_from_object
-from rubric_engine.results import CheckResult, RequirementStatus
+from rubric_engine.results.model import CheckResult, RequirementStatus
 from rubric_engine.rules.evaluate import evaluate_check
 from rubric_engine.rules.evidence import Evidence, ToolUse, evidence_from_row
 from rubric_engine.rules.model import Check

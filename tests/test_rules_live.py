@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rubric_engine.scoring import score
+from rubric_engine.engine import score
 from rubric_engine.testing.openai_stub import StubServer, scripted_responder
 from tests.conftest import RUBRICS
 from tests.test_live import SCRIPT, options

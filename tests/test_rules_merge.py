@@ -13,12 +13,12 @@ from hypothesis import strategies as st
 from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.dialogue.readers import DialogueSource
 from rubric_engine.dialogue.shapes import row_from_object
+from rubric_engine.engine.pipeline import RequestBuilder, row_result
 from rubric_engine.errors import DatasetError, RubricError
+from rubric_engine.judge.prompt import load_prompt
 from rubric_engine.judge.protocol import JudgeOutcome
-from rubric_engine.normalize import normalize_verdict
-from rubric_engine.pipeline import RequestBuilder, row_result
-from rubric_engine.prompt import load_prompt
-from rubric_engine.results import BasisSource, RequirementStatus, RowStatus
+from rubric_engine.results.model import BasisSource, RequirementStatus, RowStatus
+from rubric_engine.results.normalize import normalize_verdict
 from rubric_engine.rubric import load_rubric
 from rubric_engine.rules.evidence import evidence_from_row
 from tests.conftest import MINI_RUBRIC
@@ -199,7 +199,7 @@ def test_bad_check_in_a_case_names_the_case_the_field_and_the_choices(tmp_path: 
 
 def test_renormalize_applies_a_check_added_in_the_new_version(tmp_path: Path) -> None:
     # a rule check needs no judge: adding one in v2 is re-applied from the stored dialogues
-    from rubric_engine.store import TaskStore
+    from rubric_engine.store.task_store import TaskStore
     from tests.conftest import RUBRICS
     from tests.test_lifecycle import health, publish, requirement, run, score, task_id, write_pack
 

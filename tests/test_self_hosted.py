@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
+from rubric_engine.engine import RubricNotDeliveredError, ScoreOptions, score
 from rubric_engine.judge.server_checks import ContextLimitWarning, looping_unit
-from rubric_engine.scoring import RubricNotDeliveredError, ScoreOptions, score
-from rubric_engine.store import TaskStore
+from rubric_engine.store.task_store import TaskStore
 from rubric_engine.testing.openai_stub import (
     ServerQuirks,
     StubReply,
@@ -123,7 +123,7 @@ def test_like_llama_cpp_with_system_as_user_and_schema_mode(tmp_path: Path) -> N
     assert "output mode schema (json_object+schema; json_schema refused:" in markdown
     assert task.judge_params["systemAsUser"] is True
     # a CONTEXT_EXCEEDED row is not judged again by --resume (its options cannot change)
-    from rubric_engine.scoring import RETRIED_ON_RESUME
+    from rubric_engine.engine import RETRIED_ON_RESUME
 
     assert "CONTEXT_EXCEEDED" not in RETRIED_ON_RESUME
 

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from tenacity import RetryCallState
 
+from rubric_engine.engine import score
 from rubric_engine.judge.instructor_judge import InstructorJudge
 from rubric_engine.judge.retry import RetryPolicy
-from rubric_engine.scoring import score
-from rubric_engine.store import TaskStore
+from rubric_engine.store.task_store import TaskStore
 from rubric_engine.testing.openai_stub import ServerQuirks, StubServer, scripted_responder
 from tests.test_judge_equivalence import ScriptBackend, reply, request, verdict
 from tests.test_live import SCRIPT, options
@@ -94,9 +94,9 @@ def test_over_long_rows_do_not_count_as_an_unreachable_judge(tmp_path: Path) -> 
 
 
 def test_resume_keeps_the_tasks_output_mode_and_prompt_shape(tmp_path: Path) -> None:
+    from rubric_engine.engine import ScoreOptions
     from rubric_engine.errors import ConfigurationError
     from rubric_engine.judge.retry import RetryPolicy
-    from rubric_engine.scoring import ScoreOptions
 
     with StubServer(scripted_responder(SCRIPT)) as server:
         first = score(

@@ -19,7 +19,7 @@ from rubric_engine.labels.model import LabelSource
 from rubric_engine.labels.store import read_labels
 from rubric_engine.review.queue import QueuePolicy
 from rubric_engine.serve.app import REVIEWER_COOKIE, ServeConfig, create_app
-from rubric_engine.store import TaskStore
+from rubric_engine.store.task_store import TaskStore
 from tests.serve_helpers import (
     WORSE,
     confirm_form,

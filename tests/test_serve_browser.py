@@ -21,7 +21,7 @@ import pytest
 
 from rubric_engine.labels.model import LabelSource
 from rubric_engine.labels.store import read_labels
-from rubric_engine.store import TaskStore
+from rubric_engine.store.task_store import TaskStore
 from tests.conftest import ROOT
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -19,7 +19,7 @@ from starlette.testclient import TestClient
 
 from rubric_engine.labels.store import read_labels
 from rubric_engine.serve.app import REVIEWER_COOKIE, ServeConfig, create_app
-from rubric_engine.store import TaskStore
+from rubric_engine.store.task_store import TaskStore
 from tests.conftest import ROOT
 from tests.serve_helpers import confirm_form, publish, score_demo
 
@@ -30,7 +30,7 @@ from tests.serve_helpers import confirm_form, publish, score_demo
 CHECKPOINTS = (1, 9, 17)
 WRITER = f"""
 import dataclasses, sys, time
-from rubric_engine.store import TaskStore
+from rubric_engine.store.task_store import TaskStore
 store_path, source, target = sys.argv[1:4]
 with TaskStore(store_path) as store:
     task = store.task(source)

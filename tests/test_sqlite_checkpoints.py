@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from rubric_engine.stores import sqlite as sqlite_store
-from rubric_engine.stores.sqlite import SqliteBackend
+from rubric_engine.store import sqlite as sqlite_store
+from rubric_engine.store.sqlite import SqliteBackend
 
 PAGE = sqlite_store.NEW_STORE_PAGE_SIZE
 BLOB = b"x" * (PAGE // 2)  # two rows a page

@@ -6,9 +6,9 @@ from __future__ import annotations
 import multiprocessing
 from pathlib import Path
 
-from rubric_engine.scoring import task_lock
-from rubric_engine.store import TaskStore
-from rubric_engine.stores.location import parse_location
+from rubric_engine.engine import task_lock
+from rubric_engine.store.location import parse_location
+from rubric_engine.store.task_store import TaskStore
 from tests.test_cli import run
 from tests.test_store_backends import DEMOS, score_demo
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from rubric_engine.errors import StoreError
-from rubric_engine.registry import RubricRegistry
-from rubric_engine.store import TaskStore
-from rubric_engine.stores.location import PostgresUrl, parse_location
-from rubric_engine.stores.migrations import MIGRATIONS, SCHEMA_VERSION
+from rubric_engine.rubric.versions import RubricRegistry
+from rubric_engine.store.location import PostgresUrl, parse_location
+from rubric_engine.store.migrations import MIGRATIONS, SCHEMA_VERSION
+from rubric_engine.store.task_store import TaskStore
 from tests.conftest import CASES, CASSETTES, RUBRICS
 from tests.test_cli import run
 
@@ -216,7 +216,7 @@ def test_two_processes_publishing_the_same_file_at_once_one_wins_one_is_a_no_op(
 
 
 def test_a_task_runs_in_one_process_at_a_time_on_either_backend(store_at: str) -> None:
-    from rubric_engine.scoring import task_lock
+    from rubric_engine.engine import task_lock
 
     where = parse_location(store_at)
     TaskStore(where).close()
@@ -268,10 +268,12 @@ def test_rows_wait_for_their_commit_and_the_store_reads_what_it_wrote(
     see its rows at once."""
     import dataclasses
 
-    import rubric_engine.store
+    import rubric_engine.store.task_store
 
-    monkeypatch.setattr(rubric_engine.store, "COMMIT_INTERVAL_S", 3600.0)  # by count only
-    monkeypatch.setattr(rubric_engine.store, "SEND_EVERY_ROWS", send_every)
+    monkeypatch.setattr(
+        rubric_engine.store.task_store, "COMMIT_INTERVAL_S", 3600.0
+    )  # by count only
+    monkeypatch.setattr(rubric_engine.store.task_store, "SEND_EVERY_ROWS", send_every)
     source = score_demo(store_at, *DEMOS[0], tmp_path / "out")
     with TaskStore(store_at) as writer, TaskStore(store_at) as reader:
         task = writer.task(source)

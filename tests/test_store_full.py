@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from rubric_engine.store import TaskStore
-from rubric_engine.stores.sqlite import SqliteBackend
+from rubric_engine.store.sqlite import SqliteBackend
+from rubric_engine.store.task_store import TaskStore
 from tests.conftest import CASES, CASSETTES, RUBRICS
 from tests.test_cli import run
 
@@ -26,7 +26,7 @@ def test_a_full_store_stops_the_run_with_exit_3_and_resume_finishes_it(
     """The store fills at a commit (rows sent every 32, the demo's 26 at the commit), or
     while a worker sends its rows (every row sent at once: the error then comes out of the
     run's task group, where it was an ExceptionGroup traceback with exit 1)."""
-    monkeypatch.setattr("rubric_engine.store.SEND_EVERY_ROWS", send_every)
+    monkeypatch.setattr("rubric_engine.store.task_store.SEND_EVERY_ROWS", send_every)
     opened = SqliteBackend.__init__
 
     def capped(self: SqliteBackend, path: Path) -> None:

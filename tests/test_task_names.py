@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from rubric_engine.cli import app
 from rubric_engine.errors import ConfigurationError, TaskNotFoundError
-from rubric_engine.task_ref import check_name_and_tags, resolve_task
+from rubric_engine.store.task_ref import check_name_and_tags, resolve_task
 from tests.serve_helpers import WORSE, publish, score_demo
 
 runner = CliRunner()

@@ -16,8 +16,10 @@ from typing import Any
 import pytest
 
 from rubric_engine.dialogue.readers import DialogueSource
+from rubric_engine.engine.pipeline import RequestBuilder
 from rubric_engine.judge.backends import Answer, CallKey, LiveBackend, LiveSettings
 from rubric_engine.judge.instructor_judge import InstructorJudge
+from rubric_engine.judge.prompt import load_prompt
 from rubric_engine.judge.retry import RetryPolicy
 from rubric_engine.judge.transport import (
     plain_messages,
@@ -25,8 +27,6 @@ from rubric_engine.judge.transport import (
     route_for,
     transport_choice,
 )
-from rubric_engine.pipeline import RequestBuilder
-from rubric_engine.prompt import load_prompt
 from rubric_engine.rubric.loader import load_rubric
 from rubric_engine.testing.openai_stub import StubReply, StubServer
 from tests.conftest import CASES, RUBRICS

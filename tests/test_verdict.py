@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from rubric_engine.verdict import QuestionsCheck, coerce_score, verdict_model
+from rubric_engine.verdict.model import QuestionsCheck, coerce_score, verdict_model
 
 
 def validate(rubric: Any, row_id: str = "r1", case_ids: tuple[str, ...] = (), **fields: Any) -> Any:
@@ -127,7 +127,7 @@ def test_schema_enumerates_the_pack(mini_rubric: Any) -> None:
     ],
 )
 def test_every_invisible_format_character_is_removed(mini_rubric: Any, invisible: str) -> None:
-    from rubric_engine.verdict import clean_token
+    from rubric_engine.verdict.model import clean_token
 
     assert clean_token(f"REF{invisible}UND") == "REFUND"
     v = validate(
@@ -147,7 +147,7 @@ def test_every_cf_character_of_unicode_is_removed() -> None:
     import sys
     import unicodedata
 
-    from rubric_engine.verdict import clean_token
+    from rubric_engine.verdict.model import clean_token
 
     cf = [chr(c) for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)) == "Cf"]
     assert len(cf) > 150
@@ -156,7 +156,7 @@ def test_every_cf_character_of_unicode_is_removed() -> None:
 
 
 def test_a_duplicate_red_flag_type_is_kept_once_and_warned(mini_rubric: Any) -> None:
-    from rubric_engine.results import WarningCode
+    from rubric_engine.results.model import WarningCode
 
     cleanups: list[Any] = []
     v = verdict_model(mini_rubric).model_validate(

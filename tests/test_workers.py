@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from rubric_engine.store import StoredRow, TaskStore, row_values
-from rubric_engine.stores.work_queue import WorkQueue, work_stats
+from rubric_engine.store.task_store import StoredRow, TaskStore, row_values
+from rubric_engine.store.work_queue import WorkQueue, work_stats
 from tests.conftest import CASES, CASSETTES, RUBRICS
 from tests.test_cli import run
 from tests.test_store_backends import _mask, read_files, score_demo
@@ -238,8 +238,8 @@ def test_a_call_budget_holds_across_workers_and_stops_the_task(tmp_path: Path, p
     code, out = queue(pg_url, "--max-calls", "10", "--out", tmp_path / "out")
     assert code == 0, out
     task = out.rsplit("task id: ", 1)[1].split()[0]
-    from rubric_engine.stores.location import parse_location
-    from rubric_engine.work import WorkSettings, work
+    from rubric_engine.engine.workers import WorkSettings, work
+    from rubric_engine.store.location import parse_location
 
     summaries = []
 

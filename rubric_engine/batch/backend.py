@@ -1,7 +1,7 @@
 """Batch results as a judge backend: the live parse → validate → re-ask path, fed by batches.
 
 The judge (:class:`~rubric_engine.judge.instructor_judge.InstructorJudge`) asks its backend
-for one answer per request and reads it with :func:`~rubric_engine.judge.parse.parse_reply`.
+for one answer per request and reads it with :func:`~rubric_engine.verdict.parse.parse_reply`.
 This backend answers a row's requests, in order, from the results its batches brought back
 (stored in the ledger), exactly as replay answers from a cassette. When the judge asks for a
 request that has no result yet — the first ask, a re-ask of an invalid answer, a truncated
@@ -28,7 +28,7 @@ from typing import Any
 
 from rubric_engine.judge.backends import Answer, CallKey, LiveBackend, RecordBackend
 from rubric_engine.judge.protocol import Attempt, JudgeOutcome, JudgeRequest
-from rubric_engine.results import JudgeErrorKind
+from rubric_engine.results.model import JudgeErrorKind
 
 #: the failure an unanswered request reports to the judge; the outcome is discarded
 AWAITING = (JudgeErrorKind.TRANSPORT, "awaiting a batch result")

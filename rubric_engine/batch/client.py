@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO, TypeVar
 
 from rubric_engine.batch.lines import ENDPOINT
+from rubric_engine.engine.pipeline import AUTH_REFUSED, CredentialsRefused
 from rubric_engine.judge.backends import LiveSettings, describe_error, import_litellm
 from rubric_engine.judge.retry import RetryPolicy, status_of
 from rubric_engine.judge.secrets import redact, url_secrets
-from rubric_engine.pipeline import AUTH_REFUSED, CredentialsRefused
 
 T = TypeVar("T")
 

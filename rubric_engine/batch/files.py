@@ -31,25 +31,25 @@ from rubric_engine.batch.run import BatchLimits, BatchRun, batch_judge
 from rubric_engine.batch.settings import BATCH_PROVIDERS
 from rubric_engine.batch.sinks import FileSink
 from rubric_engine.dialogue.model import DialogueRow
-from rubric_engine.errors import ConfigurationError, InputError
-from rubric_engine.judge.instructor_judge import DEFAULT_PARAMS
-from rubric_engine.judge.retry import RetryPolicy
-from rubric_engine.pipeline import RequestBuilder
-from rubric_engine.prompt import DEFAULT_PROMPT, load_prompt
-from rubric_engine.registry import rubric_for_scoring
-from rubric_engine.report import load_task, report_from_task, write_reports
-from rubric_engine.report.model import Report
-from rubric_engine.scoring.options import (
+from rubric_engine.engine.options import (
     ScoreOptions,
     check_options,
     effective_output_mode,
     non_batch_provider,
 )
-from rubric_engine.scoring.plan import output_mode_of, stored_judge
-from rubric_engine.scoring.preflight import read_inputs
-from rubric_engine.scoring.task import check_inputs_unchanged, task_record
-from rubric_engine.store import TaskStore, new_task_id
-from rubric_engine.task_state import TaskState
+from rubric_engine.engine.pipeline import RequestBuilder
+from rubric_engine.engine.plan import output_mode_of, stored_judge
+from rubric_engine.engine.preflight import read_inputs
+from rubric_engine.engine.task import check_inputs_unchanged, task_record
+from rubric_engine.errors import ConfigurationError, InputError
+from rubric_engine.judge.instructor_judge import DEFAULT_PARAMS
+from rubric_engine.judge.prompt import DEFAULT_PROMPT, load_prompt
+from rubric_engine.judge.retry import RetryPolicy
+from rubric_engine.report import load_task, report_from_task, write_reports
+from rubric_engine.report.model import Report
+from rubric_engine.rubric.versions import rubric_for_scoring
+from rubric_engine.store.task_state import TaskState
+from rubric_engine.store.task_store import TaskStore, new_task_id
 
 FILE_MODE = "batch-file"
 
@@ -57,7 +57,8 @@ FILE_MODE = "batch-file"
 def _check_writable(folder: Path) -> None:
     """Create the export folder if needed and prove a file can be written in it.
 
-    Report folders have their own check (:func:`rubric_engine.report.output.check_report_folder`,
+    Report folders have their own check
+    (:func:`rubric_engine.report.render.output.check_report_folder`,
     which names the report files); an export folder holds batch input files and a manifest.
 
     Raises:

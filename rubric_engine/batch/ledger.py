@@ -19,7 +19,7 @@ state           meaning, and what ``--resume`` does with a job found in it
 ==============  ==========================================================================
 
 The tables (``batch_jobs``, ``batch_requests``) are the store's migration
-``m007_batch_ledger`` (:mod:`rubric_engine.stores.migrations`), on SQLite and PostgreSQL
+``m007_batch_ledger`` (:mod:`rubric_engine.store.migrations`), on SQLite and PostgreSQL
 alike; the SQL here is the backends' common ``?`` dialect.
 """
 
@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from rubric_engine.store import TaskStore
-from rubric_engine.stores.backend import Backend
+from rubric_engine.store.backend import Backend
+from rubric_engine.store.task_store import TaskStore
 
 JobState = Literal[
     "PLANNED", "UPLOADED", "SUBMITTING", "SUBMITTED", "ENDED", "DOWNLOADED", "EXPORTED"

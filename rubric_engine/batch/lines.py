@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from rubric_engine.batch.settings import MAX_BYTES, MAX_REQUESTS
-from rubric_engine.cassette import sanitize_response
 from rubric_engine.errors import InputError
+from rubric_engine.judge.cassettes.cassette import sanitize_response
 
 ENDPOINT = "/v1/chat/completions"
 _CUSTOM_ID = re.compile(r"^r(\d+)\.a(\d+)\.([0-9a-f]{10})$")

@@ -1,6 +1,6 @@
 """``score --mode batch``: the wiring between the score orchestrator and a batch run.
 
-The orchestrator (``rubric_engine.scoring``) checks everything and creates (or reopens) the
+The orchestrator (``rubric_engine.engine``) checks everything and creates (or reopens) the
 task as for a live run; then, instead of judging rows concurrently, it calls
 :func:`run_in_batches`, which builds the batch backend around the live judge and runs the
 pass/settle loop of :class:`~rubric_engine.batch.run.BatchRun` until every row has a result
@@ -19,12 +19,12 @@ from rubric_engine.batch.ledger import Ledger
 from rubric_engine.batch.pricing import pricer
 from rubric_engine.batch.run import BatchLimits, BatchRun, batch_judge
 from rubric_engine.batch.settings import BatchSettings
-from rubric_engine.commit_timer import committing
 from rubric_engine.dialogue.model import DialogueRow
+from rubric_engine.engine.pipeline import RequestBuilder
 from rubric_engine.judge.backends import LiveBackend, RecordBackend
-from rubric_engine.pipeline import RequestBuilder
-from rubric_engine.results import RowResult
-from rubric_engine.store import StoredRow, TaskStore
+from rubric_engine.results.model import RowResult
+from rubric_engine.store.commit_timer import committing
+from rubric_engine.store.task_store import StoredRow, TaskStore
 
 
 @dataclass

@@ -28,18 +28,18 @@ from rubric_engine.batch.lines import custom_id, read_output_line, request_line
 from rubric_engine.batch.settings import MAX_BYTES, MAX_REQUESTS
 from rubric_engine.batch.sinks import ProviderSink, Sink
 from rubric_engine.dialogue.model import DialogueRow
-from rubric_engine.judge.instructor_judge import InstructorJudge
-from rubric_engine.judge.output_modes import OutputMode
-from rubric_engine.judge.protocol import Judge
-from rubric_engine.pipeline import (
+from rubric_engine.engine.pipeline import (
     CredentialsRefused,
     RequestBuilder,
     refused_credentials,
     row_result,
     stored_row,
 )
-from rubric_engine.results import RowResult
-from rubric_engine.store import StoredRow, TaskStore
+from rubric_engine.judge.instructor_judge import InstructorJudge
+from rubric_engine.judge.output_modes import OutputMode
+from rubric_engine.judge.protocol import Judge
+from rubric_engine.results.model import RowResult
+from rubric_engine.store.task_store import StoredRow, TaskStore
 
 Progress = Callable[[str], None]
 

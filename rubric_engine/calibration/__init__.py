@@ -1,4 +1,4 @@
-"""Judge calibration against human labels (SPEC §12; issue 12).
+"""Judge calibration against human labels: agreement figures, intervals, records.
 
 Pure statistics (:mod:`binary`, :mod:`intervals`, :mod:`agreement`, :mod:`scores`,
 :mod:`correction`), the comparison of a judge with labels (:mod:`compare`), and the stored,

@@ -18,8 +18,8 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from rubric_engine.errors import StoreError
-from rubric_engine.store import TaskRecord
-from rubric_engine.stores.backend import Backend, driver_errors
+from rubric_engine.store.backend import Backend, driver_errors
+from rubric_engine.store.task_store import TaskRecord
 
 __all__ = [
     "CalibrationStatus",

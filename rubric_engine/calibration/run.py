@@ -16,7 +16,7 @@ from rubric_engine.errors import InputError
 from rubric_engine.labels.io import check_against_task, read_label_file, unknown_fields
 from rubric_engine.labels.model import Label
 from rubric_engine.labels.store import read_labels
-from rubric_engine.store import TaskStore
+from rubric_engine.store.task_store import TaskStore
 
 __all__ = ["calibrate_files", "calibrate_task", "compare_tasks"]
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from rubric_engine.labels.model import Label, LabelSource, LabelStatus
-from rubric_engine.results import RowResult, RowStatus
+from rubric_engine.results.model import RowResult, RowStatus
 from rubric_engine.rubric.model import EvalRubric
 
 __all__ = ["RowView", "by_reviewer", "view_of_labels", "view_of_result"]

@@ -1,4 +1,4 @@
-"""Eval cases in the seeds' shapes, mapped to dialogue rows (SPEC §8).
+"""Eval cases in the seeds' shapes, mapped to dialogue rows.
 
 * seed 000 (:mod:`.seed000`): the general eval-case schema, YAML or JSONL, with the agent's
   run (``messages`` or ``output``) alongside;

@@ -10,7 +10,7 @@ import typer
 from rubric_engine.errors import ConfigurationError, ExitCode, RubricEvalError
 
 # small and free of I/O; typer reads the annotations when the app is built
-from rubric_engine.stores.location import StoreLocation, parse_location
+from rubric_engine.store.location import StoreLocation, parse_location
 
 T = TypeVar("T")
 

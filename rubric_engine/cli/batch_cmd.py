@@ -87,8 +87,8 @@ def export(
     from rubric_engine.batch.files import ExportResult, export_requests
     from rubric_engine.batch.run import oversized_warning
     from rubric_engine.dialogue.readers import InputFormat
+    from rubric_engine.engine import ScoreOptions
     from rubric_engine.errors import ConfigurationError
-    from rubric_engine.scoring import ScoreOptions
 
     task_id = inputs[0] if len(inputs) == 1 and not Path(inputs[0]).exists() else None
     # a TASK keeps what it was exported with: an option given (not left at its default) would

@@ -59,7 +59,7 @@ def calibrate(
             render_calibration_text,
         )
         from rubric_engine.errors import ConfigurationError
-        from rubric_engine.store import TaskStore
+        from rubric_engine.store.task_store import TaskStore
 
         if format not in ("text", "json", "md"):
             raise ConfigurationError(f"--format {format!r} is not valid; use text, json or md")

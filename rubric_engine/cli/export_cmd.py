@@ -34,8 +34,13 @@ def export(
 
     def run() -> None:
         from rubric_engine.errors import ConfigurationError
-        from rubric_engine.report.export import FORMATS, long_records, wide_records, write_export
         from rubric_engine.report.outcome import default_pass_score
+        from rubric_engine.report.render.export import (
+            FORMATS,
+            long_records,
+            wide_records,
+            write_export,
+        )
         from rubric_engine.report.run import _load
 
         if format not in FORMATS:

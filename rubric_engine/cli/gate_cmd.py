@@ -48,7 +48,7 @@ def diff(
         _fail(ConfigurationError(f"--format {format!r} is not valid; use md, json or html"))
 
     def run() -> None:
-        from rubric_engine.report.render import render_diff_markdown, render_json
+        from rubric_engine.report.render.json_md import render_diff_markdown, render_json
         from rubric_engine.report.run import run_diff
 
         if out is not None and out.is_dir():
@@ -57,7 +57,7 @@ def diff(
             store, baseline, current, baseline_store=baseline_store, pass_score=pass_score
         )
         if format == "html":
-            from rubric_engine.report.html import render_diff_html
+            from rubric_engine.report.render.html import render_diff_html
 
             text = render_diff_html(built)
         else:
@@ -139,7 +139,7 @@ def gate(
     from rubric_engine.errors import ConfigurationError
 
     def run() -> bool:
-        from rubric_engine.report.junit import gate_junit
+        from rubric_engine.report.render.junit import gate_junit
         from rubric_engine.report.run import run_gate
 
         if junit is not None and junit.is_dir():

@@ -45,7 +45,7 @@ def labels_import(
         )
         from rubric_engine.labels.store import append_labels
         from rubric_engine.report import load_task
-        from rubric_engine.store import TaskStore
+        from rubric_engine.store.task_store import TaskStore
 
         if source is not None and source not in _SOURCES:
             raise ConfigurationError(f"--source {source!r} is not valid; use {', '.join(_SOURCES)}")
@@ -90,7 +90,7 @@ def _named_rubrics(store: Any, labels: Any) -> dict[tuple[str, int | None], Any]
     A label that names no version is checked against the key's newest version (a requirement
     ID valid there is taken as valid; a task check, ``--task``, is exact).
     """
-    from rubric_engine.registry import LifecycleError, RubricRegistry
+    from rubric_engine.rubric.versions import LifecycleError, RubricRegistry
 
     registry = RubricRegistry(store)
     found: dict[tuple[str, int | None], Any] = {}
@@ -129,13 +129,13 @@ def labels_export(
         from rubric_engine.errors import ConfigurationError
         from rubric_engine.labels.io import render_labels
         from rubric_engine.labels.store import read_labels
-        from rubric_engine.store import TaskStore
+        from rubric_engine.store.task_store import TaskStore
 
         if format not in ("jsonl", "csv"):
             raise ConfigurationError(f"--format {format!r} is not valid; use jsonl or csv")
         _require_store(store)
         with TaskStore(store) as opened:
-            from rubric_engine.task_ref import resolve_in_store
+            from rubric_engine.store.task_ref import resolve_in_store
 
             record = opened.task(resolve_in_store(opened, task))
             rows = set(opened.row_outcomes(record.id))

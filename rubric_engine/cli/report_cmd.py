@@ -12,7 +12,7 @@ from rubric_engine import DEFAULT_STORE
 from rubric_engine.cli._app import StoreOpt, _fail, _guard, _require_store, app, print_columns
 
 if TYPE_CHECKING:
-    from rubric_engine.store import TaskRecord, TaskStore
+    from rubric_engine.store.task_store import TaskRecord, TaskStore
 
 
 @app.command()
@@ -51,18 +51,18 @@ def report(
         _fail(ConfigurationError(f"--format {format!r} is not valid; use json, md or html"))
 
     def run() -> None:
-        from rubric_engine.report.render import render_json, render_markdown
+        from rubric_engine.report.render.json_md import render_json, render_markdown
         from rubric_engine.report.stored import (
             html_report,
             stream_report,
             with_calibration,
             write_reports,
         )
-        from rubric_engine.store import TaskStore
+        from rubric_engine.store.task_store import TaskStore
 
         _require_store(store)
         with TaskStore(store) as opened:
-            from rubric_engine.task_ref import resolve_in_store
+            from rubric_engine.store.task_ref import resolve_in_store
 
             resolved = resolve_in_store(opened, task_id)
             # one pass over the rows, a row at a time (issue 18)
@@ -76,7 +76,7 @@ def report(
                 try:
                     files = write_reports(opened, resolved, built, out, task=task)
                 except OSError as exc:  # a full disk, a file where the folder should be
-                    from rubric_engine.scoring.run import ReportFilesError
+                    from rubric_engine.engine.run import ReportFilesError
 
                     raise ReportFilesError(
                         f"the report files of task {resolved} could not be written to {out} "
@@ -110,8 +110,8 @@ def tasks(store: StoreOpt = DEFAULT_STORE) -> None:
     """List the tasks in the store."""
 
     def run() -> None:
-        from rubric_engine.store import TaskStore
-        from rubric_engine.task_ref import TAG_PREFIX, task_name, task_tags
+        from rubric_engine.store.task_ref import TAG_PREFIX, task_name, task_tags
+        from rubric_engine.store.task_store import TaskStore
 
         _require_store(store)
         rows = [("task", "created", "state", "rubric", "judge", "rows done/planned", "name/tags")]

@@ -67,7 +67,7 @@ def rubric_schema(
 
     def write() -> None:
         from rubric_engine.errors import ConfigurationError
-        from rubric_engine.report.output import check_output_file, write_atomic
+        from rubric_engine.report.render.output import check_output_file, write_atomic
 
         check_output_file(out)
         try:
@@ -91,8 +91,8 @@ def rubric_publish(
 
     def run() -> None:
         from rubric_engine.errors import RubricError
-        from rubric_engine.registry import RubricRegistry, load_for_publish
-        from rubric_engine.store import TaskStore
+        from rubric_engine.rubric.versions import RubricRegistry, load_for_publish
+        from rubric_engine.store.task_store import TaskStore
 
         if not file.is_file():
             raise RubricError(f"{file}: pack file not found")
@@ -116,8 +116,8 @@ def rubric_retire(
     """Retire a published version: no new tasks may use it; old tasks and reports stay readable."""
 
     def run() -> None:
-        from rubric_engine.registry import RubricRegistry
-        from rubric_engine.store import TaskStore
+        from rubric_engine.rubric.versions import RubricRegistry
+        from rubric_engine.store.task_store import TaskStore
 
         _require_store(store)
         with TaskStore(store) as opened:
@@ -138,8 +138,8 @@ def rubric_list(store: StoreOpt = DEFAULT_STORE) -> None:
     """List the published and retired rubric versions in the store."""
 
     def run() -> None:
-        from rubric_engine.registry import RubricRegistry
-        from rubric_engine.store import TaskStore
+        from rubric_engine.rubric.versions import RubricRegistry
+        from rubric_engine.store.task_store import TaskStore
 
         _require_store(store)
         with TaskStore(store) as opened:
@@ -189,7 +189,7 @@ def rubric_show(
 
         import yaml
 
-        from rubric_engine.registry import rubric_at
+        from rubric_engine.rubric.versions import rubric_at
 
         rubric, label = rubric_at(ref, store)
         if format == "json":
@@ -267,8 +267,8 @@ def rubric_diff(
     def run() -> None:
         import json
 
-        from rubric_engine.registry import rubric_at
         from rubric_engine.rubric.diff import diff_rubrics
+        from rubric_engine.rubric.versions import rubric_at
 
         (old, old_label), (new, new_label) = rubric_at(before, store), rubric_at(after, store)
         diff = diff_rubrics(old, new)
@@ -302,9 +302,9 @@ def renormalize(
     def run() -> None:
         from rich.console import Console
 
-        from rubric_engine.renormalize import renormalize as run_renormalize
-        from rubric_engine.report.console import print_summary
-        from rubric_engine.scoring import report_command
+        from rubric_engine.engine import report_command
+        from rubric_engine.engine.renormalize import renormalize as run_renormalize
+        from rubric_engine.report.render.console import print_summary
 
         _require_store(store)
         result = run_renormalize(store, task_id, rubric, draft, out)

@@ -1,7 +1,7 @@
-"""`rubric-eval score`: parse the options, call :func:`rubric_engine.scoring.score`, print.
+"""`rubric-eval score`: parse the options, call :func:`rubric_engine.engine.score`, print.
 
-Every default comes from :data:`rubric_engine.scoring.options.DEFAULTS` and every value is
-checked by :func:`~rubric_engine.scoring.options.check_options`, so the command and the
+Every default comes from :data:`rubric_engine.engine.options.DEFAULTS` and every value is
+checked by :func:`~rubric_engine.engine.options.check_options`, so the command and the
 library accept the same values with the same messages.
 """
 
@@ -16,16 +16,16 @@ from typing import TYPE_CHECKING, Annotated, cast
 import typer
 
 from rubric_engine.cli._app import StoreOpt, _guard, app
+from rubric_engine.engine.options import DEFAULTS as D
 from rubric_engine.errors import ExitCode
-from rubric_engine.scoring.options import DEFAULTS as D
 
 if TYPE_CHECKING:
     from types import FrameType
 
     from rich.progress import TaskID
 
-    from rubric_engine.results import RowResult
-    from rubric_engine.scoring import ScoreOptions, ScoreResult
+    from rubric_engine.engine import ScoreOptions, ScoreResult
+    from rubric_engine.results.model import RowResult
 
 
 @app.command()
@@ -261,8 +261,8 @@ def score(
     """
     from rubric_engine.batch.settings import BatchSettings, Fallback
     from rubric_engine.dialogue.readers import InputFormat
-    from rubric_engine.scoring import JudgeKind, Mode, ScoreOptions, resume_command
-    from rubric_engine.scoring.options import parse_judge_params
+    from rubric_engine.engine import JudgeKind, Mode, ScoreOptions, resume_command
+    from rubric_engine.engine.options import parse_judge_params
 
     params = _guard(lambda: parse_judge_params(judge_param or ()))
     options = ScoreOptions(
@@ -350,7 +350,7 @@ def score(
 
 
 def _queue(options: ScoreOptions) -> None:
-    from rubric_engine.work import queue_task
+    from rubric_engine.engine.workers import queue_task
 
     queued = _guard(lambda: queue_task(options))
     typer.echo(
@@ -365,9 +365,9 @@ def _run_score(options: ScoreOptions, display: str | None) -> ScoreResult:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from rubric_engine.cli.progress import DISPLAYS, PlainProgress
+    from rubric_engine.engine import report_command, resume_command, score
     from rubric_engine.errors import ConfigurationError
-    from rubric_engine.results import RowStatus
-    from rubric_engine.scoring import report_command, resume_command, score
+    from rubric_engine.results.model import RowStatus
 
     console = Console(stderr=True)
     shown = display or ("rich" if console.is_terminal else "plain")
@@ -449,7 +449,7 @@ def _run_score(options: ScoreOptions, display: str | None) -> ScoreResult:
 
 def _stored_state(options: ScoreOptions, task_id: str) -> str | None:
     """The task's state as stored, or ``None`` when the store cannot be read just now."""
-    from rubric_engine.store import TaskStore
+    from rubric_engine.store.task_store import TaskStore
 
     try:
         with TaskStore(options.store) as store:
@@ -482,7 +482,7 @@ class _Progress:
 def _print_summary(result: ScoreResult) -> None:
     from rich.console import Console
 
-    from rubric_engine.report.console import print_summary
+    from rubric_engine.report.render.console import print_summary
 
     console = Console()
     print_summary(result.report, console)

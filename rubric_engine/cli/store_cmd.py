@@ -44,7 +44,7 @@ def store_migrate(
     """
 
     def run() -> None:
-        from rubric_engine.stores.copy import copy_store
+        from rubric_engine.store.copy import copy_store
 
         _require_store(source)
         summary = copy_store(source, target)

@@ -29,10 +29,10 @@ def prompt_show(
 
     def run() -> None:
         from rubric_engine.dialogue.readers import DialogueSource
+        from rubric_engine.engine.pipeline import RequestBuilder
         from rubric_engine.errors import DatasetError
-        from rubric_engine.pipeline import RequestBuilder
-        from rubric_engine.prompt import DEFAULT_PROMPT, load_prompt
-        from rubric_engine.registry import rubric_at
+        from rubric_engine.judge.prompt import DEFAULT_PROMPT, load_prompt
+        from rubric_engine.rubric.versions import rubric_at
 
         pack, _ = rubric_at(rubric, store)
         source = DialogueSource(input_file, input_format)  # type: ignore[arg-type]
@@ -60,8 +60,8 @@ def cassette_check(
     """Validate every cassette under FOLDER and count entries by provenance."""
 
     def run() -> None:
-        from rubric_engine.cassette import CassetteIndex, entry_problems
         from rubric_engine.errors import CassetteError
+        from rubric_engine.judge.cassettes.cassette import CassetteIndex, entry_problems
 
         if not folder.is_dir():
             raise CassetteError(f"{folder}: cassette folder not found")
@@ -116,8 +116,8 @@ def cassette_author(
     """Turn hand-written verdicts into an `authored` cassette keyed like a real run."""
 
     def run() -> None:
-        from rubric_engine.authoring import author_cassette
-        from rubric_engine.prompt import DEFAULT_PROMPT
+        from rubric_engine.judge.cassettes.authoring import author_cassette
+        from rubric_engine.judge.prompt import DEFAULT_PROMPT
 
         count = author_cassette(
             inputs, rubric, verdicts, author, method, out, model, prompt or DEFAULT_PROMPT

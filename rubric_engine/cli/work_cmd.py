@@ -54,8 +54,8 @@ def work(
     COMPLETED once every row is stored: `rubric-eval report TASK --store URL`); 6 when the
     task's budget (score --max-calls/--max-cost) is used up (the task is STOPPED).
     """
-    from rubric_engine.work import WorkSettings
-    from rubric_engine.work import work as run_work
+    from rubric_engine.engine.workers import WorkSettings
+    from rubric_engine.engine.workers import work as run_work
 
     settings = WorkSettings(
         concurrency=concurrency,

@@ -1,0 +1,1 @@
+"""Dialogue rows: model, shapes, storable checks (pure); readers, spool, repeated rowIds (edges)."""

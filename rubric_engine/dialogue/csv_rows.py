@@ -16,9 +16,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from rubric_engine import jsonl
 from rubric_engine.dialogue.shapes import RowShapeError
-from rubric_engine.jsonl import json_problem
+from rubric_engine.formats import jsonl
+from rubric_engine.formats.jsonl import json_problem
 
 _CSV_USER = ("user", "query", "question", "input", "prompt")
 _CSV_ASSISTANT = ("assistant", "answer", "response", "output", "completion")

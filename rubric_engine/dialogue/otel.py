@@ -24,9 +24,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from rubric_engine import jsonl
 from rubric_engine.dialogue.errors import RowShapeError
 from rubric_engine.dialogue.storable import MAX_ROW_DEPTH, storable_problem
+from rubric_engine.formats import jsonl
 
 INPUT = "gen_ai.input.messages"
 OUTPUT = "gen_ai.output.messages"

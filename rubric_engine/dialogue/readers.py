@@ -58,15 +58,15 @@ from rubric_engine.dialogue.tau import (
     taubench_row,
 )
 from rubric_engine.errors import DatasetError, Problem, format_loc
-from rubric_engine.jsonl import (
+from rubric_engine.formats.jsonl import (
     DuplicateKeyError,
     json_problem,
     loads_counted,
     loads_strict,
     not_utf8_problem,
 )
+from rubric_engine.formats.safe_yaml import YamlLimitError, duplicate_keys, load_documents
 from rubric_engine.rules.model import check_error_message, check_model, strip_tags
-from rubric_engine.safe_yaml import YamlLimitError, duplicate_keys, load_documents
 
 InputFormat = Literal["auto", "jsonl", "json", "csv", "yaml"]
 #: rowIds already taken → their first place: :class:`SeenIds` (a run's), or a plain

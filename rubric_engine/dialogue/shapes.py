@@ -28,13 +28,13 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from rubric_engine import jsonl
 from rubric_engine.cases.seed000 import MARKER_KEYS, is_seed000, seed000_row
 from rubric_engine.cases.seed004 import is_seed004, seed004_row
 from rubric_engine.dialogue.errors import RowShapeError
 from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.dialogue.otel import otel_attributes, otel_message, otel_row
 from rubric_engine.dialogue.storable import storable_problem
+from rubric_engine.formats import jsonl
 from rubric_engine.rules.evidence import trace_problems
 
 __all__ = ["RowShapeError", "row_from_object"]

@@ -95,7 +95,7 @@ def storable_keys(value: Any) -> int | None:
 
     One walk answers both: the readers compare the count with the keys the row's JSON text
     names, so that a repeated key is found without a Python call per decoded object
-    (:func:`rubric_engine.jsonl.loads_counted`, issue 18)."""
+    (:func:`rubric_engine.formats.jsonl.loads_counted`, issue 18)."""
     keys = _storable_keys(value, 0)
     return keys if keys >= 0 else None
 

@@ -26,7 +26,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from rubric_engine import jsonl
+from rubric_engine.formats import jsonl
 
 
 def _unwrap_tau2_content(content: Any) -> Any:

@@ -1,0 +1,1 @@
+"""Calling the judge: prompts, backends, transport, retry, usage, cache markers, cassettes."""

@@ -6,7 +6,7 @@ there is none. It keeps no per-row state; the judge passes what a backend needs 
 row's canonical key, how many responses the row has had) and collects the answers. Replay
 returns exactly the raw response a live call returned when it was recorded, so replay and live
 differ only in where bytes come from, and both go through the same
-:func:`~rubric_engine.judge.parse.parse_reply`.
+:func:`~rubric_engine.verdict.parse.parse_reply`.
 
 litellm is imported only by the live backends, and only when first used. OpenAI-protocol
 providers are called directly (:mod:`rubric_engine.judge.transport`, one aiohttp session per
@@ -23,7 +23,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from rubric_engine.cassette import (
+from rubric_engine.errors import ConfigurationError
+from rubric_engine.judge.cache_markers import PrefixWarmup, mark_static_prefix, needs_markers
+from rubric_engine.judge.cassettes.cassette import (
     CassetteChanged,
     CassetteEntry,
     CassetteIndex,
@@ -33,8 +35,6 @@ from rubric_engine.cassette import (
     response_problem,
     sanitize_response,
 )
-from rubric_engine.errors import ConfigurationError
-from rubric_engine.judge.cache_markers import PrefixWarmup, mark_static_prefix, needs_markers
 from rubric_engine.judge.endpoints import endpoint_kind, is_context_exceeded, sends_provider_key
 from rubric_engine.judge.limiter import AdaptiveLimit
 from rubric_engine.judge.protocol import Attempt, JudgeOutcome, JudgeRequest
@@ -52,7 +52,7 @@ from rubric_engine.judge.transport import (
     transport_choice,
 )
 from rubric_engine.judge.usage import usage_of
-from rubric_engine.results import JudgeErrorKind
+from rubric_engine.results.model import JudgeErrorKind
 
 
 @dataclass(slots=True)
@@ -69,8 +69,10 @@ class CallKey:
     def of(
         cls, kwargs: dict[str, Any], request: JudgeRequest, static: dict[str, str] | None = None
     ) -> CallKey:
-        """The key of ``kwargs``; ``static``: its :func:`~rubric_engine.cassette.static_key_parts`
-        when the caller knows them (see :func:`~rubric_engine.cassette.key_parts`)."""
+        """The key of ``kwargs``; ``static``: its
+        :func:`~rubric_engine.judge.cassettes.cassette.static_key_parts`
+        when the caller knows them (see
+        :func:`~rubric_engine.judge.cassettes.cassette.key_parts`)."""
         parts = key_parts(kwargs, request.rubric_hash, request.prompt_hash, static)
         return cls(request_key(parts), parts)
 

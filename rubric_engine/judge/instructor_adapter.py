@@ -9,7 +9,7 @@ instructor (SPEC §4, "enforced through instructor") supplies, through its publi
   conversion) — byte for byte the requests the cassettes were recorded with, so their keys do
   not change — and the wording of a re-ask (the judge's reply, then "Correct your JSON ONLY
   RESPONSE, based on the following errors: …" with our reason).
-- Nothing else. Parsing and validating the reply is :func:`rubric_engine.judge.parse.parse_reply`
+- Nothing else. Parsing and validating the reply is :func:`rubric_engine.verdict.parse.parse_reply`
   (instructor's parser would call back into the model and cannot tell an ambiguous reply from
   a clear one); the bounded re-ask loop is the judge's; transport retries are the backend's.
 
@@ -41,9 +41,9 @@ from functools import cached_property
 from textwrap import dedent
 from typing import Any
 
-from rubric_engine.jsonl import lone_surrogate_at
+from rubric_engine.formats.jsonl import lone_surrogate_at
 from rubric_engine.judge.output_modes import OutputMode, constrained_schema, response_format
-from rubric_engine.verdict import VerdictBase
+from rubric_engine.verdict.model import VerdictBase
 
 #: our output mode name -> instructor.Mode member name
 OUTPUT_MODES: dict[str, str] = {"json": "JSON", "schema": "JSON_SCHEMA", "tools": "TOOLS"}
@@ -70,7 +70,7 @@ class InstructorAdapter:
     """Prepares verdict requests and re-asks for one verdict model in one output mode.
 
     Args:
-        verdict_model: the rubric's :func:`~rubric_engine.verdict.verdict_model`.
+        verdict_model: the rubric's :func:`~rubric_engine.verdict.model.verdict_model`.
         mode: one of :data:`OUTPUT_MODES`.
 
     Raises:
@@ -217,7 +217,7 @@ class InstructorAdapter:
         Args:
             kwargs: the request that got ``response``; not changed.
             response: the raw wire response (as stored).
-            reason: :attr:`~rubric_engine.judge.parse.ParseFailure.reason`.
+            reason: :attr:`~rubric_engine.verdict.parse.ParseFailure.reason`.
         """
         from openai.types.chat import ChatCompletion
 
@@ -238,7 +238,7 @@ def _whole_characters(response: dict[str, Any]) -> dict[str, Any]:
     """``response`` with each lone surrogate replaced by U+FFFD, the replacement character,
     for the re-ask that shows the judge its reply: a request must be UTF-8, which cannot
     hold one (the reply itself is stored as it came; its verdict is refused as not text,
-    :func:`rubric_engine.judge_reply.scan_reply`)."""
+    :func:`rubric_engine.verdict.reply_scan.scan_reply`)."""
     text = json.dumps(response, ensure_ascii=False)
     if lone_surrogate_at(text) is None:
         return response

@@ -2,7 +2,7 @@
 
 Each row's request is prepared by instructor's JSON mode (through
 :class:`~rubric_engine.judge.instructor_adapter.InstructorAdapter`: the verdict's JSON Schema in
-the system message); each answer is read by :func:`~rubric_engine.judge.parse.parse_reply`;
+the system message); each answer is read by :func:`~rubric_engine.verdict.parse.parse_reply`;
 an answer that gives no valid verdict is re-asked with its reason (which lists the valid
 choices, or says where the JSON broke, or that the reply was ambiguous), up to ``max_reasks``
 times. Transport retries happen below, in the backend, under the one
@@ -20,11 +20,10 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from rubric_engine.cassette import static_key_parts
 from rubric_engine.judge.backends import Answer, Backend, CallKey
+from rubric_engine.judge.cassettes.cassette import static_key_parts
 from rubric_engine.judge.instructor_adapter import InstructorAdapter
 from rubric_engine.judge.output_modes import FORM_REJECTED_STATUS, SCHEMA_FORMS, OutputMode
-from rubric_engine.judge.parse import ParsedVerdict, ParseFailureKind, RowContext, parse_reply
 from rubric_engine.judge.protocol import Attempt, JudgeOutcome, JudgeRequest
 from rubric_engine.judge.server_checks import (
     DeliveryCheck,
@@ -33,9 +32,10 @@ from rubric_engine.judge.server_checks import (
     reply_text,
     system_as_user,
 )
-from rubric_engine.results import JudgeError, JudgeErrorKind, ProtocolWarning, WarningCode
+from rubric_engine.results.model import JudgeError, JudgeErrorKind, ProtocolWarning, WarningCode
 from rubric_engine.rubric.model import EvalRubric
-from rubric_engine.verdict import VerdictBase, verdict_model
+from rubric_engine.verdict.model import VerdictBase, verdict_model
+from rubric_engine.verdict.parse import ParsedVerdict, ParseFailureKind, RowContext, parse_reply
 
 DEFAULT_PARAMS: dict[str, Any] = {"temperature": 0.0, "max_tokens": 1024}
 _PROBE = "\0rubric-eval probe row\0"
@@ -72,7 +72,7 @@ class InstructorJudge:
         params: sampling parameters (temperature, max_tokens …); part of the cassette key.
         max_reasks: re-asks after the first answer when it fails validation (SPEC §4: bounded).
         evidence: the prompt asks for evidence turns (``judge_v3``,
-            :attr:`~rubric_engine.prompt.PromptTemplate.asks_evidence`): the verdict model has
+            :attr:`~rubric_engine.judge.prompt.PromptTemplate.asks_evidence`): the verdict model has
             the ``evidence`` field. Off, the model and its schema are the older prompts' own.
         output_mode: see :mod:`rubric_engine.judge.output_modes`; ``json`` sends exactly the
             requests the cassettes were recorded with.
@@ -138,7 +138,8 @@ class InstructorJudge:
         return self._first_request(request)[0]
 
     def _first_request(self, request: JudgeRequest) -> tuple[dict[str, Any], dict[str, str] | None]:
-        """:meth:`request_kwargs`, and its :func:`~rubric_engine.cassette.static_key_parts`
+        """:meth:`request_kwargs`, and its
+        :func:`~rubric_engine.judge.cassettes.cassette.static_key_parts`
         when they are known: those of the task's prepared template, when the request is that
         template with the row's messages (``json`` mode leaves the rest as it is;
         ``system_as_user`` changes only the messages). ``None`` otherwise."""

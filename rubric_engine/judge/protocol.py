@@ -1,7 +1,8 @@
 """The judge as a small protocol of the core (STYLE.md "Shape").
 
 The pipeline hands a :class:`JudgeRequest` to anything with ``async judge(request)`` and gets a
-:class:`JudgeOutcome` back: a validated verdict, or a :class:`~rubric_engine.results.JudgeError`
+:class:`JudgeOutcome` back: a validated verdict, or a
+:class:`~rubric_engine.results.model.JudgeError`
 value — never an exception for a per-row failure. Live, record, replay and test judges
 implement it at the edge.
 """
@@ -11,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from rubric_engine.results import JudgeError, ProtocolWarning
-from rubric_engine.verdict import VerdictBase
+from rubric_engine.results.model import JudgeError, ProtocolWarning
+from rubric_engine.verdict.model import VerdictBase
 
 
 @dataclass(slots=True)

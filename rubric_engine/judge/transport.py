@@ -453,7 +453,8 @@ class DirectTransport:
 
     async def post(self, route: Route, body: bytes, timeout_s: float) -> Any:
         """POST ``body`` to ``route``; the parsed answer (a chat-completion object, or the text
-        of an answer that is not JSON, for :func:`~rubric_engine.cassette.response_problem`).
+        of an answer that is not JSON, for
+        :func:`~rubric_engine.judge.cassettes.cassette.response_problem`).
 
         ``timeout_s`` bounds connecting and each wait for response bytes (the openai SDK's
         ``timeout=`` meaning).

@@ -24,7 +24,7 @@ from pydantic import ValidationError
 
 from rubric_engine.dialogue.csv_rows import allow_long_fields, repeated_columns
 from rubric_engine.errors import InputError, Problem, format_loc
-from rubric_engine.jsonl import loads_strict, lone_surrogate_in, not_utf8_problem
+from rubric_engine.formats.jsonl import loads_strict, lone_surrogate_in, not_utf8_problem
 from rubric_engine.labels.model import Label
 
 if TYPE_CHECKING:

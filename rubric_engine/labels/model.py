@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from rubric_engine.canonical import canonical_json
+from rubric_engine.formats.canonical import canonical_json
 
 __all__ = ["UNMET", "Label", "LabelSource", "LabelStatus"]
 

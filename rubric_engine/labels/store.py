@@ -1,9 +1,9 @@
 """Append-only label storage in the task store (issue 12 item 1; SPEC §12, §13).
 
 The ``labels`` table is created by the store's migration ``m004_labels``
-(:mod:`rubric_engine.stores.migrations`), with triggers that make the database itself refuse
+(:mod:`rubric_engine.store.migrations`), with triggers that make the database itself refuse
 ``UPDATE`` and ``DELETE`` on SQLite and PostgreSQL alike. These functions take the store's
-:class:`~rubric_engine.stores.backend.Backend` (``TaskStore.backend``), so they work on either.
+:class:`~rubric_engine.store.backend.Backend` (``TaskStore.backend``), so they work on either.
 
 An edit is a new label whose ``supersedes`` names the label it replaces; the *current* labels
 are those no other label supersedes. Importing a label whose judgment equals the current one
@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 
 from rubric_engine.errors import StoreError
 from rubric_engine.labels.model import Label
-from rubric_engine.stores.backend import Backend, driver_errors
+from rubric_engine.store.backend import Backend, driver_errors
 
 __all__ = ["AppendOutcome", "append_labels", "read_labels"]
 

@@ -1,5 +1,4 @@
-"""Reports: a typed report built from a task's rows, its renderers, the metric table, gate and
-diff (SPEC §9).
+"""Reports: the typed report, aggregation, metrics, gate, diff; renderers in ``render``.
 
 The modules are pure (:mod:`~rubric_engine.report.model`, ``aggregate``, ``accumulate``, ``slices``,
 ``clusters``, ``outcome``, ``metrics``, ``gate``, ``diff`` and the renderers) except

@@ -56,7 +56,7 @@ from rubric_engine.report.row_ids import RowIds
 from rubric_engine.report.rows import RowFacts, RowUsage, Usage
 from rubric_engine.report.rules_section import rules_section_of
 from rubric_engine.report.slices import SliceAccumulator, status_counts
-from rubric_engine.results import (
+from rubric_engine.results.model import (
     BasisEntry,
     RequirementStatus,
     RowResult,

@@ -24,7 +24,7 @@ from rubric_engine.report.accumulate import LOWEST_ROWS, ReportAccumulator, accu
 from rubric_engine.report.model import Report, TaskSection
 from rubric_engine.report.outcome import OUTCOMES, default_pass_score, row_outcome
 from rubric_engine.report.rows import RowFacts, RowUsage, row_facts
-from rubric_engine.results import RowResult
+from rubric_engine.results.model import RowResult
 from rubric_engine.rubric.model import EvalRubric
 
 __all__ = [

@@ -27,7 +27,7 @@ from typing import Generic, TypeVar
 from rubric_engine.report.model import CoViolated, IssueCluster
 from rubric_engine.report.outcome import ROUNDED, Figures
 from rubric_engine.report.row_ids import CompactStrings, RowIds, append_int, positions_in
-from rubric_engine.results import RequirementStatus, RowResult
+from rubric_engine.results.model import RequirementStatus, RowResult
 from rubric_engine.rubric.model import EvalRubric
 
 EXAMPLE_ROWS = 5

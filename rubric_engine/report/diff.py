@@ -42,7 +42,7 @@ from rubric_engine.report.diff_cases import (
 from rubric_engine.report.metrics import METRICS, MetricDef, params
 from rubric_engine.report.model import Diff, DiffItem, Report, RubricComparison, RubricRef
 from rubric_engine.report.rows import RowFacts
-from rubric_engine.results import RowResult
+from rubric_engine.results.model import RowResult
 from rubric_engine.rubric.model import EvalRubric
 
 __all__ = [

@@ -11,7 +11,7 @@ from rubric_engine.report.metrics import Better
 from rubric_engine.report.model import DiffItem, ItemType
 from rubric_engine.report.outcome import row_outcome
 from rubric_engine.report.rows import RowFacts
-from rubric_engine.results import RequirementStatus, RowResult, RowStatus
+from rubric_engine.results.model import RequirementStatus, RowResult, RowStatus
 
 REGRESSION: ItemType = "REGRESSION"
 IMPROVEMENT: ItemType = "IMPROVEMENT"

@@ -26,7 +26,7 @@ from rubric_engine.report.calibration import (
 )
 from rubric_engine.report.model import IntentSummary, Report, SliceGroup
 from rubric_engine.report.outcome import EXACT
-from rubric_engine.results import JudgeErrorKind, WarningCode
+from rubric_engine.results.model import JudgeErrorKind, WarningCode
 
 Value = int | float | None
 Reader = Callable[[Report, str], Value]

@@ -4,7 +4,7 @@ Aggregation (:mod:`rubric_engine.report.aggregate`, :mod:`~rubric_engine.report.
 these frozen models; every renderer (JSON, Markdown, HTML, console, JUnit) and the metric table
 (:mod:`rubric_engine.report.metrics`) reads them by attribute. Python names are snake_case;
 the JSON keeps the camelCase spelling through the project's one alias generator
-(:class:`rubric_engine.results._Wire`), so ``report.json`` is :meth:`Report.to_json` of the
+(:class:`rubric_engine.results.model._Wire`), so ``report.json`` is :meth:`Report.to_json` of the
 model, byte for byte what the dict-built report was.
 
 Field order is the JSON key order. A field listed in a model's ``_omit_when_none`` is left out
@@ -24,7 +24,7 @@ from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 from pydantic.alias_generators import to_camel
 
 from rubric_engine.report.row_ids import RowIds
-from rubric_engine.results import RuleSummary, _Wire
+from rubric_engine.results.model import RuleSummary, _Wire
 
 #: a row's outcome in a report (see :mod:`rubric_engine.report.outcome`)
 RowOutcome = Literal["PASS", "FAIL", "RED_FLAG", "JUDGE_ERROR"]
@@ -408,7 +408,7 @@ class Report(_Document):
 
     The rowIds of ``red_flags`` and ``issue_clusters`` are
     :class:`~rubric_engine.report.row_ids.RowIds` (read like tuples, held without a ``str``
-    per id); :func:`rubric_engine.report.render.json_chunks` writes the file from
+    per id); :func:`rubric_engine.report.render.json_md.json_chunks` writes the file from
     :meth:`json_tree` without making them lists.
     """
 

@@ -36,7 +36,7 @@ from rubric_engine.report.gate import GateCheck
 from rubric_engine.report.metrics import Better, MetricKind
 from rubric_engine.report.model import Diff
 from rubric_engine.report.outcome import row_outcome
-from rubric_engine.results import RequirementStatus, RowResult, RowStatus
+from rubric_engine.results.model import RequirementStatus, RowResult, RowStatus
 
 #: the smallest drop that can count, by metric kind (a metric name may override it)
 MIN_EFFECT: dict[str, float] = {MetricKind.SHARE: 0.05, MetricKind.SCORE: 0.25}

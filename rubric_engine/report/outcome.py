@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rubric_engine.report.model import RowOutcome
-from rubric_engine.results import RequirementStatus, RowResult, RowStatus
+from rubric_engine.results.model import RequirementStatus, RowResult, RowStatus
 from rubric_engine.rubric.model import EvalRubric
 
 OUTCOMES: tuple[RowOutcome, ...] = ("PASS", "FAIL", "RED_FLAG", "JUDGE_ERROR")

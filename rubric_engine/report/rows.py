@@ -29,7 +29,7 @@ class RowUsage:
 
 class Usage(Protocol):
     """What :class:`RowUsage` holds, read as attributes: a :class:`RowUsage`, or a stored
-    row itself (:class:`~rubric_engine.store.StoredRow` has these fields), so a row just
+    row itself (:class:`~rubric_engine.store.task_store.StoredRow` has these fields), so a row just
     stored is counted without copying its usage into a new object (issue 18)."""
 
     @property

@@ -3,7 +3,7 @@
 Only rows that carry rule checks are cases here. ``passRate`` is 0.0–1.0; the verifier
 verdicts are counted with a missing one as ``"NONE"``; ``averageDurationMs`` averages the rows
 whose trace records a duration (``None`` if none). Each result is the row's
-:class:`~rubric_engine.results.RuleSummary`. Pure.
+:class:`~rubric_engine.results.model.RuleSummary`. Pure.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from rubric_engine.report.model import RulesSection
-from rubric_engine.results import RowResult, RuleSummary
+from rubric_engine.results.model import RowResult, RuleSummary
 
 NO_VERDICT = "NONE"
 

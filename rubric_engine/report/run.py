@@ -35,8 +35,8 @@ from rubric_engine.report.stored import (
     stream_report,
     with_calibration,
 )
-from rubric_engine.store import TaskStore
-from rubric_engine.stores.location import StoreLocation, store_exists
+from rubric_engine.store.location import StoreLocation, store_exists
+from rubric_engine.store.task_store import TaskStore
 
 
 def require_store(store: StoreLocation) -> None:
@@ -76,7 +76,7 @@ def read_report(
 
     Args:
         task_id: the task's id, as ``score`` printed it, or its name or ``tag:TAG``
-            (:mod:`rubric_engine.task_ref`).
+            (:mod:`rubric_engine.store.task_ref`).
         store: the store, a SQLite file or a PostgreSQL URL (default: the CLI's default store).
         pass_score: lowest passing final score (default: one below the scale's top).
         by: slices to add (``intent``, ``category`` or a row metadata field).

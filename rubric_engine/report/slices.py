@@ -19,7 +19,7 @@ from typing import Any
 from rubric_engine.errors import ConfigurationError
 from rubric_engine.report.model import Slice, SliceGroup, SliceRequirement
 from rubric_engine.report.outcome import ROUNDED, STATUS_FIELD, Figures, row_outcome
-from rubric_engine.results import RowResult, RowStatus
+from rubric_engine.results.model import RowResult, RowStatus
 from rubric_engine.rubric.model import EvalRubric
 
 BUILTIN_SLICES = ("intent", "category")

@@ -18,17 +18,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rubric_engine.canonical import encoder_built_once
 from rubric_engine.errors import StoreError
-from rubric_engine.registry import verified_snapshot
+from rubric_engine.formats.canonical import encoder_built_once
 from rubric_engine.report.accumulate import ReportAccumulator, WorstRows
 from rubric_engine.report.aggregate import build_report
 from rubric_engine.report.model import CalibrationSection, Report, TaskSection
-from rubric_engine.report.render import json_chunks, render_markdown
+from rubric_engine.report.render.json_md import json_chunks, render_markdown
 from rubric_engine.report.rows import RowFacts, RowUsage, row_facts
-from rubric_engine.results import RowResult, RowStatus
+from rubric_engine.results.model import RowResult, RowStatus
 from rubric_engine.rubric.model import EvalRubric
-from rubric_engine.store import (
+from rubric_engine.rubric.versions import verified_snapshot
+from rubric_engine.store.task_ref import resolve_in_store
+from rubric_engine.store.task_store import (
     RESULT_JSON_START,
     StoredRow,
     TaskRecord,
@@ -37,7 +38,6 @@ from rubric_engine.store import (
     parse_result,
     result_json,
 )
-from rubric_engine.task_ref import resolve_in_store
 
 if TYPE_CHECKING:
     from rubric_engine.report.diff import DiffSide
@@ -120,7 +120,7 @@ def add_stored(accumulator: ReportAccumulator, stored: StoredRow) -> None:
 def load_task(store: TaskStore, task_id: str) -> StoredTask:
     """Read a task, parse its rubric snapshot and load its rows in input order.
 
-    ``task_id`` may also be the task's name or ``tag:TAG`` (:mod:`rubric_engine.task_ref`), so
+    ``task_id`` may also be the task's name or ``tag:TAG`` (:mod:`rubric_engine.store.task_ref`), so
     every command that loads a task takes one; the loaded record carries the real id.
 
     The task's rubric snapshot is checked against the content hash recorded when the task ran
@@ -277,7 +277,7 @@ def write_reports(
 
     Raises:
         ConfigurationError: ``out`` cannot hold the files
-            (:func:`rubric_engine.report.output.check_report_folder`).
+            (:func:`rubric_engine.report.render.output.check_report_folder`).
         OSError: writing failed all the same (a full disk).
 
     Args:
@@ -285,7 +285,7 @@ def write_reports(
             the report is not built twice; rows.jsonl of a streamed task is read from the
             store a row at a time.
     """
-    from rubric_engine.report.output import check_report_folder, write_atomic
+    from rubric_engine.report.render.output import check_report_folder, write_atomic
 
     if task is None:
         task = stream_report(store, task_id, pass_score=report.totals.pass_score)
@@ -326,7 +326,8 @@ def rows_jsonl(store: TaskStore, task_id: str, pass_score: int) -> Iterator[str]
 def rows_jsonl_line(result: str, dialogue: str, pass_score: int, task_id: str = "") -> str:
     """The :func:`rows_line` of a stored row, as text, from its stored ``result`` and
     ``dialogue`` columns: the result's own stored bytes
-    (:func:`~rubric_engine.store.result_json`) with ``outcome`` and the sorted ``metadata``
+    (:func:`~rubric_engine.store.task_store.result_json`) with ``outcome`` and the sorted
+    ``metadata``
     added, so the line is byte for byte ``json.dumps(rows_line(...), ensure_ascii=False)``
     without building the result again.
 
@@ -381,7 +382,7 @@ _RED_FLAGS = ', "redFlagTypes": ['
 
 def _outcome_head(result: str) -> tuple[RowStatus, int | None, bool] | None:
     """``(status, finalScore, any red flag)`` read from the head of a result in
-    :func:`~rubric_engine.store.result_json`'s spelling; ``None`` for a CHECKED row (its
+    :func:`~rubric_engine.store.task_store.result_json`'s spelling; ``None`` for a CHECKED row (its
     outcome reads ``rules``) or a head not in that spelling (then the caller decodes it
     whole, which names the damage)."""
     start = result.find(_STATUS) + len(_STATUS)
@@ -452,7 +453,7 @@ def html_report_chunks(
     store: TaskStore, task: StoredTask | StreamedTask, report: Report
 ) -> Iterator[str]:
     """:func:`html_report`'s text in chunks, to write without holding the page."""
-    from rubric_engine.report.html import drilldown_rows, html_chunks
+    from rubric_engine.report.render.html import drilldown_rows, html_chunks
 
     report = with_calibration(store, task, report)
     pass_score = report.totals.pass_score

@@ -1,5 +1,4 @@
-"""Reviewing judge verdicts (issue 13): what a reviewer's answer is, which rows a reviewer is
-shown next, and the claims that keep two reviewers off the same row.
+"""Reviewing judge verdicts: a reviewer's answers, the review queue, claims on rows.
 
 :mod:`~rubric_engine.review.answers` and :mod:`~rubric_engine.review.queue` are pure (no I/O,
 no clock); :mod:`~rubric_engine.review.claims` is the store edge for claims. Every answer is

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from rubric_engine.errors import InputError
 from rubric_engine.labels.model import Label, LabelSource, LabelStatus
-from rubric_engine.results import RowResult, RowStatus
+from rubric_engine.results.model import RowResult, RowStatus
 from rubric_engine.rubric.model import EvalRubric, HardRequirement
 
 __all__ = [

@@ -5,14 +5,14 @@ A claim is (task, row, reviewer, expiry). Opening a row claims it for ``ttl_s`` 
 someone else holds a live claim; answering the row releases it. An expired claim is ignored, so
 a reviewer who walks away blocks nobody for long. The ``review_claims`` table is the store's
 migration ``m006_review_claims``; these functions take the store's
-:class:`~rubric_engine.stores.backend.Backend`, so they work on SQLite and PostgreSQL alike.
+:class:`~rubric_engine.store.backend.Backend`, so they work on SQLite and PostgreSQL alike.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from rubric_engine.stores.backend import Backend
+from rubric_engine.store.backend import Backend
 
 __all__ = ["DEFAULT_CLAIM_TTL_S", "claim_row", "live_claims", "release_claim"]
 

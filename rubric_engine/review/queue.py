@@ -29,7 +29,7 @@ from typing import Literal, get_args
 
 from rubric_engine.errors import ConfigurationError
 from rubric_engine.labels.model import UNMET, Label, LabelSource
-from rubric_engine.results import RowResult
+from rubric_engine.results.model import RowResult
 from rubric_engine.review.answers import (
     Answer,
     answer_of_result,

@@ -1,4 +1,4 @@
-"""Rubric packs: models, cross-field checks and YAML loading (SPEC §2).
+"""Rubric packs: model, checks, case level, diffs (pure); loader and versions (edges).
 
 The names are imported on first use (PEP 562): importing the pure model
 (:mod:`rubric_engine.rubric.model`) must not load the YAML loader, which is an edge module

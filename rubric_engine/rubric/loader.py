@@ -15,10 +15,10 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from rubric_engine.errors import Problem, RubricError, format_loc
+from rubric_engine.formats.safe_yaml import YamlLimitError, duplicate_keys, load_documents
 from rubric_engine.rubric.checks import rubric_problems, rubric_warnings
 from rubric_engine.rubric.model import EvalRubric
 from rubric_engine.rules.model import check_error_message, check_model, strip_tags
-from rubric_engine.safe_yaml import YamlLimitError, duplicate_keys, load_documents
 
 LineIndex = dict[tuple[str | int, ...], int]
 Found = tuple[int | None, str, str]  # line, field path, message
@@ -233,7 +233,8 @@ def load_rubric(path: str | Path) -> EvalRubric:
 
     Raises:
         RubricError: the file is missing, is not YAML, holds more than one document, exceeds
-            the limits of :mod:`rubric_engine.safe_yaml` (size, nesting, alias expansion), or
+            the limits of :mod:`rubric_engine.formats.safe_yaml` (size, nesting, alias expansion),
+            or
             fails validation (all problems).
     """
     return load_rubric_checked(path)[0]

@@ -27,7 +27,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from rubric_engine.canonical import canonical_hash as _canonical_hash
+from rubric_engine.formats.canonical import canonical_hash as _canonical_hash
 from rubric_engine.rules.model import Check
 
 ID_PATTERN = r"^[A-Z][A-Z0-9_]*$"

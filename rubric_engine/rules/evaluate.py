@@ -1,6 +1,6 @@
 """Evaluate one rule check against one row's evidence (SPEC §7). Pure.
 
-Every check returns a :class:`~rubric_engine.results.CheckResult` value and never raises for
+Every check returns a :class:`~rubric_engine.results.model.CheckResult` value and never raises for
 bad data: FOLLOWED when the check holds, VIOLATED with a ``detail`` saying what failed,
 NOT_APPLICABLE when the data the check needs is absent and the rule does not say that absence
 is a failure (no duration recorded for ``max_duration``, no cost for ``max_cost``, no retrieved
@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rubric_engine.canonical import SPACED, canonical_json, sha256_text
-from rubric_engine.results import CheckResult, RequirementStatus
+from rubric_engine.formats.canonical import SPACED, canonical_json, sha256_text
+from rubric_engine.results.model import CheckResult, RequirementStatus
 from rubric_engine.rules.evidence import Evidence, ToolUse, as_number
 from rubric_engine.rules.model import (
     AllowedVerdicts,

@@ -32,8 +32,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from rubric_engine.agent_output import parse_agent_output
 from rubric_engine.dialogue.model import DialogueRow
+from rubric_engine.results.agent_output import parse_agent_output
 from rubric_engine.rubric.model import OutputParsing
 
 

@@ -1,8 +1,8 @@
 """Run a row's rule checks: the pack's ``check:`` requirements and the case's ``expected:``.
 
 SPEC §5 step 6 / §7: a rule decides its requirement without the judge. This module only runs
-the checks and returns their :class:`~rubric_engine.results.CheckResult` values; merging them
-into a row result is :mod:`rubric_engine.row_result`'s job. Case checks (``expected:``) are
+the checks and returns their :class:`~rubric_engine.results.model.CheckResult` values; merging them
+into a row result is :mod:`rubric_engine.results.row_result`'s job. Case checks (``expected:``) are
 known by IDs derived from the check's canonical JSON, ``CASE_RULE_<8 hex>``
 (:func:`~rubric_engine.rules.evaluate.case_rule_id`), so the same check on many rows is
 counted as one rule. Pure: a leaf of the core that imports neither the normalizer nor the
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rubric_engine.dialogue.model import DialogueRow
-from rubric_engine.results import CheckResult, RequirementStatus
+from rubric_engine.results.model import CheckResult, RequirementStatus
 from rubric_engine.rubric.model import EvalRubric
 from rubric_engine.rules.evaluate import case_rule_id, check_json, evaluate_check
 from rubric_engine.rules.evidence import Evidence, evidence_from_row

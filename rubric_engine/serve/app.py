@@ -26,8 +26,8 @@ from rubric_engine.report.run import require_store
 from rubric_engine.report.stored import StoredTask, html_report, load_task, stream_report
 from rubric_engine.review.claims import DEFAULT_CLAIM_TTL_S
 from rubric_engine.review.queue import QueuePolicy
-from rubric_engine.store import TaskStore
-from rubric_engine.task_ref import resolve_in_store, task_name, task_tags
+from rubric_engine.store.task_ref import resolve_in_store, task_name, task_tags
+from rubric_engine.store.task_store import TaskStore
 
 __all__ = ["ServeConfig", "create_app"]
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.labels.model import LabelStatus
-from rubric_engine.results import RowResult
+from rubric_engine.results.model import RowResult
 from rubric_engine.review.answers import Answer
 from rubric_engine.rubric.case_level import row_case_requirements
 from rubric_engine.rubric.model import EvalRubric, HardRequirement

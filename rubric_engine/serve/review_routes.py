@@ -45,7 +45,7 @@ from rubric_engine.serve.pages import (
     requirement_rows,
     turns,
 )
-from rubric_engine.store import TaskStore
+from rubric_engine.store.task_store import TaskStore
 
 #: how many upcoming rows the queue page lists
 QUEUE_PAGE_ROWS = 50

@@ -1,4 +1,4 @@
-"""The eval suite (``rubric-eval.yaml``) and ``rubric-eval ci`` (seed 004 C.1, C.9).
+"""The eval suite (``rubric-eval.yaml``) and ``rubric-eval ci``: the release checklist.
 
 :mod:`.model` the file's models and tier defaults, :mod:`.load` reading it (``${VAR}``,
 ``.env``), :mod:`.checklist` the C.9 lines (pure), :mod:`.run` the run (scores, gates, records).

@@ -19,7 +19,7 @@ import yaml
 from pydantic import ValidationError
 
 from rubric_engine.errors import InputError, Problem, RubricEvalError, format_loc
-from rubric_engine.safe_yaml import YamlLimitError, load_documents
+from rubric_engine.formats.safe_yaml import YamlLimitError, load_documents
 from rubric_engine.suite.model import EvalSuite
 
 #: the name ``rubric-eval ci`` looks for in the current folder
@@ -95,7 +95,8 @@ def load_suite(path: Path, environ: Mapping[str, str] | None = None) -> EvalSuit
 
     Raises:
         SuiteError: no such file (names how to start one), not YAML, over the limits of
-            :mod:`rubric_engine.safe_yaml`, an unset variable, or invalid fields (all listed).
+            :mod:`rubric_engine.formats.safe_yaml`, an unset variable, or invalid fields (all
+            listed).
     """
     if not path.is_file():
         raise SuiteError(

@@ -1,7 +1,7 @@
 """``rubric-eval ci`` as a library call: publish, score every dataset, gate it all at once.
 
 The edge of the suite package: it publishes the suite's packs, scores each dataset through
-:func:`rubric_engine.scoring.score`, reads each task back with exact figures, builds the
+:func:`rubric_engine.engine.score`, reads each task back with exact figures, builds the
 seed-004 C.9 checklist (:mod:`rubric_engine.suite.checklist`) and records the run in
 ``suite-runs.jsonl`` beside the store, which is where "the last run of this suite on the main
 branch" is found next time (keep the store's folder as the CI artifact).
@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from rubric_engine.report.gate import check_parameters, parse_threshold, slice_fields
-from rubric_engine.report.junit import junit_xml
 from rubric_engine.report.model import Report
 from rubric_engine.report.noise import NoiseOptions, case_checks, paired_bootstrap
+from rubric_engine.report.render.junit import junit_xml
 from rubric_engine.report.stored import StoredTask, diff_side, report_from_task
 from rubric_engine.suite.checklist import (
     ITEMS,
@@ -81,7 +81,7 @@ def last_run(store: Path, suite: str, branch: str) -> dict[str, str]:
 
 
 def _score(suite: EvalSuite, dataset: Dataset) -> str:
-    from rubric_engine.scoring import ScoreOptions, score
+    from rubric_engine.engine import ScoreOptions, score
 
     judge = suite.judge
     options: dict[str, Any] = {
@@ -119,9 +119,9 @@ def run_suite(
         RubricEvalError: what ``score`` or ``rubric publish`` raise (bad input: exit 2, …), or a
             threshold parameter unknown to a dataset's task (the valid ones listed).
     """
-    from rubric_engine.registry import RubricRegistry, load_for_publish
     from rubric_engine.report.run import _load
-    from rubric_engine.store import TaskStore
+    from rubric_engine.rubric.versions import RubricRegistry, load_for_publish
+    from rubric_engine.store.task_store import TaskStore
 
     suite.store.parent.mkdir(parents=True, exist_ok=True)
     for pack in suite.rubrics:

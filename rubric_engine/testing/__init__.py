@@ -1,5 +1,4 @@
-"""Test helpers: ``assert_rubric`` (gate thresholds as an assertion; the pytest plugin's
-fixture) and a loopback OpenAI-compatible stub (:mod:`.openai_stub`)."""
+"""Test helpers: ``assert_rubric``, the pytest plugin, loopback judge stubs, PostgreSQL."""
 
 from rubric_engine.testing.assertions import assert_rubric
 

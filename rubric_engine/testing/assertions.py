@@ -30,9 +30,9 @@ def _score(
     pass_score: int | None,
     by: tuple[str, ...],
 ) -> Report:
+    from rubric_engine.engine import Mode, ScoreOptions, score
     from rubric_engine.report.run import _load
     from rubric_engine.report.stored import report_from_task
-    from rubric_engine.scoring import Mode, ScoreOptions, score
 
     draft = Path(rubric).is_file()
     with tempfile.TemporaryDirectory(prefix="rubric-eval-test-") as tmp:

@@ -1,0 +1,355 @@
+"""The row engine: judges a run's rows concurrently and stores each result as it ends.
+
+Rows come in validated (parsed once, before the task was created); ``concurrency`` workers
+judge them; each finished row becomes its result through
+:func:`rubric_engine.results.row_result.row_result` (normalized, or a ``JUDGE_ERROR`` value) and is
+written to the store at once, so an interrupted run keeps what it finished. The run around it
+(checks, task, report) is :mod:`rubric_engine.engine.run`, the one orchestrator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Container, Iterable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from rubric_engine.dialogue.model import DialogueRow
+from rubric_engine.errors import StoreError
+from rubric_engine.judge.prompt import PromptTemplate, render_system, render_user
+from rubric_engine.judge.protocol import Judge, JudgeOutcome, JudgeRequest
+from rubric_engine.judge.server_checks import RubricNotDelivered
+from rubric_engine.results.model import JudgeErrorKind, ProtocolWarning, RowResult, WarningCode
+from rubric_engine.results.row_result import row_result as _row_result
+from rubric_engine.rubric.case_level import CaseRequirements, row_case_requirements
+from rubric_engine.rubric.model import EvalRubric, HardRequirement
+from rubric_engine.rules.run import RuleRun, run_rules
+from rubric_engine.store.commit_timer import committing
+from rubric_engine.store.task_store import RowSink, StoredRow, raw_attempts_json
+
+
+@dataclass(slots=True)
+class PreparedRow:
+    """A row ready for the judge.
+
+    Attributes:
+        case: the row's case-level requirements, derived once: the behaviours the judge sees
+            and the case's rule checks (decided by the rules, not shown to the judge).
+        rules: the row's rule checks, already run (SPEC §7).
+    """
+
+    seq: int
+    row: DialogueRow
+    case: CaseRequirements
+    request: JudgeRequest
+    rules: RuleRun
+
+    @property
+    def case_requirements(self) -> tuple[HardRequirement, ...]:
+        """Every case-level requirement: the behaviours, then the rule checks."""
+        return self.case.all
+
+
+class RequestBuilder:
+    """Renders judge requests for one rubric and template; the system text is rendered once.
+
+    With ``template=None`` (``--judge none``) nothing is rendered: requests carry no messages
+    and rows are decided by their rule checks alone.
+    """
+
+    def __init__(self, rubric: EvalRubric, template: PromptTemplate | None) -> None:
+        self.rubric = rubric
+        self.template = template
+        self.system_text = render_system(template, rubric) if template else ""
+        self.rubric_hash = rubric.content_hash()
+        #: the prompt asks for evidence turns (``judge_v3``): the judge's verdict model has them
+        self.asks_evidence = bool(template and template.asks_evidence)
+
+    def prepare(self, seq: int, row: DialogueRow) -> PreparedRow:
+        case = row_case_requirements(row)
+        rules = run_rules(self.rubric, row)
+        messages: tuple[dict[str, str], ...] = ()
+        if self.template is not None:
+            user_text = render_user(self.template, self.rubric, row, case.behaviours)
+            messages = (
+                {"role": "system", "content": self.system_text},
+                {"role": "user", "content": user_text},
+            )
+        request = JudgeRequest(
+            row_id=row.row_id,
+            messages=messages,
+            case_requirement_ids=tuple([r.id for r in case.behaviours]) if case.behaviours else (),
+            rubric_hash=self.rubric_hash,
+            prompt_hash=self.template.hash if self.template else "",
+            turn_count=len(row.messages),
+        )
+        return PreparedRow(seq=seq, row=row, case=case, request=request, rules=rules)
+
+
+class NoJudge:
+    """``--judge none``: answers every row with neither verdict nor error, calling nothing."""
+
+    async def judge(self, request: JudgeRequest) -> JudgeOutcome:
+        return JudgeOutcome(verdict=None, error=None)
+
+
+_NO_JUDGE = NoJudge()
+
+
+def judge_warnings(outcome: JudgeOutcome) -> tuple[ProtocolWarning, ...]:
+    """The warnings a judge outcome brings to its row: one ``JUDGE_REASKED`` per re-ask, in
+    order (detail: why, at most 500 characters), then the parse warnings
+    (``AMBIGUOUS_REPLY``, then the accepted verdict's clean-ups of its values).
+    """
+    reasked = tuple(
+        ProtocolWarning(code=WarningCode.JUDGE_REASKED, detail=why[:500]) for why in outcome.reasks
+    )
+    return reasked + tuple(outcome.parse_warnings)
+
+
+def row_result(rubric: EvalRubric, prepared: PreparedRow, outcome: JudgeOutcome) -> RowResult:
+    """A judged (or ``--judge none``) row's result:
+    :func:`rubric_engine.results.row_result.row_result`
+    with the judge's verdict, error and warnings taken from ``outcome``.
+
+    An outcome with neither verdict nor error is a ``--judge none`` row (status CHECKED).
+    """
+    return _row_result(
+        rubric,
+        prepared.row,
+        prepared.case,
+        prepared.rules,
+        verdict=outcome.verdict,
+        error=outcome.error,
+        warnings=judge_warnings(outcome),
+    )
+
+
+#: what ``DialogueRow.model_dump`` calls, without its wrapper (every row of a run; the same
+#: defaults: ``tests/test_row_write.py`` compares the two)
+_DUMP = DialogueRow.__pydantic_serializer__.to_python
+
+
+def stored_row(prepared: PreparedRow, outcome: JudgeOutcome, result: RowResult) -> StoredRow:
+    """The row as the store keeps it. The attempts' counts are added up in one pass, each as
+    :class:`~rubric_engine.judge.protocol.JudgeOutcome`'s totals add them (``sum``: from 0,
+    in attempt order; the cost ``None`` when no attempt has one)."""
+    raw_attempts = []
+    spelled = []  # (error, latencyMs, response text) of responses a cassette spelled already
+    prompt = completion = cache_read = cache_creation = 0
+    latency: float = 0
+    cost: float | None = None
+    for a in outcome.attempts:
+        recorded = round(a.latency_ms, 1)
+        raw_attempts.append({"response": a.response, "error": a.error, "latencyMs": recorded})
+        if a.response_text is not None:
+            spelled.append((a.error, recorded, a.response_text))
+        prompt += a.prompt_tokens
+        completion += a.completion_tokens
+        cache_read += a.cache_read_tokens
+        cache_creation += a.cache_creation_tokens
+        latency += recorded
+        if a.cost_usd is not None:
+            cost = (0 if cost is None else cost) + a.cost_usd
+    return StoredRow(
+        seq=prepared.seq,
+        result=result,
+        dialogue=_DUMP(prepared.row, mode="json", by_alias=True),
+        raw_attempts=raw_attempts,
+        calls=len(raw_attempts),
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        cost_usd=cost,
+        # the sum of the attempts as stored (and recorded in cassettes), so a replay of the
+        # recorded attempts gives the row the same latency to the 0.1 ms
+        latency_ms=round(latency, 1),
+        cassette_key=outcome.cassette_key,
+        cache_read_tokens=cache_read,
+        cache_creation_tokens=cache_creation,
+        raw_attempts_json=(
+            raw_attempts_json(spelled) if spelled and len(spelled) == len(raw_attempts) else None
+        ),
+    )
+
+
+@dataclass
+class Budget:
+    """Per-run limits (``--max-calls``, ``--max-cost``); ``None`` = no limit.
+
+    A row is started only while the calls made plus one per row in flight stay within
+    ``max_calls`` (and likewise the cost, at the mean cost per call so far). Re-asks and
+    retries of rows already in flight may go past it; they are counted, never cut off.
+    """
+
+    max_calls: int | None = None
+    max_cost_usd: float | None = None
+    calls: int = 0
+    cost_usd: float = 0.0
+    #: which limit stopped new rows; ``None`` while within budget
+    exhausted: Literal["calls", "cost"] | None = None
+    #: set once the first row has finished, i.e. once a cost per call is known
+    first_spend: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def spend(self, outcome: JudgeOutcome) -> None:
+        self.calls += len(outcome.attempts)
+        self.cost_usd += outcome.cost_usd or 0.0
+        self.first_spend.set()
+
+    def allows_another_row(self, in_flight: int) -> bool:
+        if self.max_calls is not None and self.calls + in_flight + 1 > self.max_calls:
+            self.exhausted = "calls"
+        elif self.max_cost_usd is not None and self.calls:
+            per_call = self.cost_usd / self.calls
+            if self.cost_usd + (in_flight + 1) * per_call > self.max_cost_usd:
+                self.exhausted = "cost"
+        return self.exhausted is None
+
+    @property
+    def stop_reason(self) -> str | None:
+        """Why no more rows started, with the figures as they are now (after the batch)."""
+        if self.exhausted == "calls":
+            return f"--max-calls {self.max_calls} reached ({self.calls} call(s) made)"
+        if self.exhausted == "cost":
+            return (
+                f"--max-cost {self.max_cost_usd:g} USD reached ({self.cost_usd:.4f} USD spent in "
+                f"{self.calls} call(s))"
+            )
+        return None
+
+
+class JudgeUnavailable(Exception):
+    """The first rows of a run all failed in transport (see :func:`run_batch`)."""
+
+    def __init__(self, failed: int, first_error: str) -> None:
+        super().__init__(first_error)
+        self.failed = failed
+        self.first_error = first_error
+
+
+#: HTTP statuses that say the credentials are refused: no later row can do better
+AUTH_REFUSED = frozenset({401, 403})
+
+
+class CredentialsRefused(Exception):
+    """The provider answered a row with 401/403 (see :func:`run_batch`).
+
+    Attributes:
+        status: the HTTP status.
+        message: the row's error, with the provider's (redacted) message.
+    """
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def refused_credentials(outcome: JudgeOutcome) -> int | None:
+    """The 401/403 status of an outcome whose row failed in transport on one, else ``None``."""
+    if outcome.error is None or outcome.error.kind is not JudgeErrorKind.TRANSPORT:
+        return None
+    failed = [a for a in outcome.attempts if a.response is None]
+    status = failed[-1].status if failed else None
+    return status if status in AUTH_REFUSED else None
+
+
+async def run_batch(
+    rows: Iterable[DialogueRow],
+    builder: RequestBuilder,
+    judge: Judge,
+    store: RowSink,
+    task_id: str,
+    concurrency: int = 8,
+    on_row: Callable[[RowResult], None] | None = None,
+    stop_after_failures: int = 0,
+    skip: Container[str] = frozenset(),
+    budget: Budget | None = None,
+    on_stored: Callable[[StoredRow], None] | None = None,
+    judge_if: Callable[[DialogueRow], bool] | None = None,
+) -> None:
+    """Judge every row with at most ``concurrency`` calls in flight; store each as it ends.
+
+    A stored row is committed within ``COMMIT_INTERVAL_S`` (or every ``COMMIT_EVERY_ROWS``
+    rows), whatever the calls still in flight do
+    (:func:`rubric_engine.store.commit_timer.committing`).
+
+    Args:
+        rows: validated rows in input order.
+        concurrency: at least 1.
+        on_row: called after each row is stored (progress bars).
+        stop_after_failures: when the first this-many finished rows all failed in transport
+            (after the retry policy), stop instead of failing every row; 0 never stops.
+        skip: rowIds already finished (``--resume``); their ``seq`` numbers are kept.
+        budget: when it runs out no new row starts; rows in flight finish and are stored,
+            and ``budget.stop_reason`` says why.
+        on_stored: called with each row exactly as it was stored (a report built from these
+            equals one rebuilt from the store, without reading it back).
+        judge_if: when given, rows it rejects are not sent to ``judge``: their rule checks
+            decide them (CHECKED, as with ``--judge none``; ``--judge-when``).
+
+    Raises:
+        JudgeUnavailable: the stop above; the failed rows are stored.
+        CredentialsRefused: a row failed on HTTP 401/403; it is stored (a TRANSPORT error,
+            judged again on resume), the calls in flight are cancelled and no row starts.
+        RubricNotDelivered: the judge found the server dropped the system message; the
+            rows finished before it are stored.
+    """
+    queue: asyncio.Queue[PreparedRow | None] = asyncio.Queue(maxsize=2 * concurrency)
+    finished = [0, 0]  # rows, transport failures among the first rows
+    in_flight = [0]
+
+    async def worker() -> None:
+        while (prepared := await queue.get()) is not None:
+            in_flight[0] += 1
+            try:
+                chosen = judge if judge_if is None or judge_if(prepared.row) else _NO_JUDGE
+                outcome = await chosen.judge(prepared.request)
+            finally:
+                in_flight[0] -= 1
+            if budget is not None:
+                budget.spend(outcome)
+            result = row_result(builder.rubric, prepared, outcome)
+            stored = stored_row(prepared, outcome, result)
+            store.add_row(task_id, stored)
+            if on_stored is not None:
+                on_stored(stored)
+            if on_row is not None:
+                on_row(result)
+            finished[0] += 1
+            if outcome.error is not None and outcome.error.kind is JudgeErrorKind.TRANSPORT:
+                finished[1] += 1
+            refused = refused_credentials(outcome)
+            if refused is not None:  # every later row would be refused the same way
+                assert outcome.error is not None
+                raise CredentialsRefused(refused, outcome.error.message)
+            if stop_after_failures and finished == [stop_after_failures] * 2:
+                assert outcome.error is not None
+                raise JudgeUnavailable(finished[1], outcome.error.message)
+
+    async def produce() -> None:
+        for seq, row in enumerate(rows):
+            if row.row_id in skip:
+                continue
+            if budget is not None:
+                ahead = in_flight[0] + queue.qsize()  # rows waiting will make calls too
+                if budget.max_cost_usd is not None and ahead and not budget.first_spend.is_set():
+                    await budget.first_spend.wait()  # a cost budget starts with one probe row
+                    ahead = in_flight[0] + queue.qsize()
+                if not budget.allows_another_row(ahead):
+                    break
+            await queue.put(builder.prepare(seq, row))
+        for _ in range(workers):
+            await queue.put(None)
+
+    workers = max(1, concurrency)
+    try:
+        # rows are committed on a clock too, not only when a later row arrives: while the
+        # remaining calls are slow, answered rows must not wait uncommitted for a SIGKILL
+        async with committing(store), asyncio.TaskGroup() as group:
+            for _ in range(workers):
+                group.create_task(worker())
+            group.create_task(produce())
+    except* (JudgeUnavailable, CredentialsRefused, RubricNotDelivered) as stopped:
+        raise stopped.exceptions[0] from None
+    except* StoreError as unwritable:  # a worker's rows could not be sent: a full disk
+        raise unwritable.exceptions[0] from None

@@ -1,0 +1,1 @@
+"""Cassettes: recorded or authored judge answers, their keys, index, writer, authoring."""

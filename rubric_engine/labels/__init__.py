@@ -1,0 +1,1 @@
+"""Human labels: the label model, label files, dataset converters, the labels table."""

@@ -1,0 +1,1 @@
+"""Report renderers: JSON and Markdown, HTML, console, JUnit, export, report folders."""

@@ -1,0 +1,1 @@
+"""A row's result (pure): result types, normalization, row → result, the agent output."""

@@ -1,0 +1,1 @@
+"""Deterministic rule checks (pure): the check model, evaluation, evidence, text matching."""

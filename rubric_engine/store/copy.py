@@ -1,0 +1,121 @@
+"""``rubric-eval store migrate``: copy a whole store into another (issue 16, SQLite → PostgreSQL).
+
+Everything a report is rebuilt from is copied as stored — tasks, rows (with raw judge replies),
+rubric versions, work items, and any other table both stores know (e.g. review ``labels``) —
+column by column, JSON text unchanged, so every report rebuilds byte for byte from either
+store. The target is written in one transaction: a failure leaves it as it was.
+
+Conflicts are refused, never overwritten: a task id or a rubric version already in the target
+(a rubric version with the same content hash is the same publication and is skipped).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rubric_engine.errors import StoreError
+from rubric_engine.store.backend import Backend
+from rubric_engine.store.location import StoreLocation
+from rubric_engine.store.task_store import TaskStore
+
+#: tables copied first, in this order (rows and work items reference tasks); others follow
+_ORDER = ("rubric_versions", "tasks", "rows", "work_items")
+#: the store's own bookkeeping: each store keeps its own
+_NOT_COPIED = frozenset({"meta", "migrations"})
+_BATCH = 500
+
+
+@dataclass
+class CopySummary:
+    """Rows copied per table (``copied``) and rubric versions already there (``skipped``)."""
+
+    copied: dict[str, int] = field(default_factory=dict)
+    skipped_versions: list[str] = field(default_factory=list)
+
+
+def _columns(db: Backend, table: str) -> list[str]:
+    cursor = db.execute(f"SELECT * FROM {table} WHERE 1=0")
+    names = [d[0] for d in cursor.description]
+    cursor.fetchall()
+    return names
+
+
+def _select(db: Backend, table: str, columns: Sequence[str]) -> Iterator[tuple[Any, ...]]:
+    cursor = db.execute(f"SELECT {', '.join(columns)} FROM {table}")
+    while batch := cursor.fetchmany(_BATCH):
+        yield from (tuple(r) for r in batch)
+
+
+def _conflicts(source: Backend, target: Backend) -> tuple[list[str], set[tuple[str, int]]]:
+    theirs = {task_id for (task_id,) in target.execute("SELECT id FROM tasks")}
+    clash = sorted(t for (t,) in source.execute("SELECT id FROM tasks") if t in theirs)
+    problems = [f"task(s) already in the target: {', '.join(clash[:10])}"] if clash else []
+    query = "SELECT rubric_key, version, content_hash FROM rubric_versions"
+    there = {(k, int(v)): h for k, v, h in target.execute(query)}
+    same: set[tuple[str, int]] = set()
+    for key, version, content_hash in source.execute(query):
+        found = there.get((key, int(version)))
+        if found == content_hash:
+            same.add((key, int(version)))
+        elif found is not None:
+            problems.append(f"{key}@{version} is in the target with other content ({found[:19]}…)")
+    return problems, same
+
+
+def copy_store(source: StoreLocation, target: StoreLocation) -> CopySummary:
+    """Copy every task, row, rubric version and shared table from ``source`` into ``target``.
+
+    Both stores are opened (and migrated to this engine's schema) first.
+
+    Raises:
+        StoreError: either store cannot be opened; source and target are the same; a task id or
+            rubric version conflicts (all listed; nothing copied); the source has a table with
+            rows that the target does not know (upgrade the engine that opens the target).
+    """
+    if str(source) == str(target):
+        raise StoreError(f"--from and --to are the same store ({source}); nothing to copy")
+    summary = CopySummary()
+    with TaskStore(source) as src, TaskStore(target) as dst:
+        a, b = src.backend, dst.backend
+        problems, same = _conflicts(a, b)
+        theirs = b.tables()
+        extra = sorted(a.tables() - set(_ORDER) - _NOT_COPIED)
+        for table in extra:
+            if table not in theirs and a.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]:
+                problems.append(f"table {table!r} has rows but the target has no such table")
+        if problems:
+            raise StoreError(
+                f"cannot copy {source} into {target}; nothing was copied:\n  - "
+                + "\n  - ".join(problems)
+                + "\nCopy into an empty store, or remove the conflicting entries first"
+            )
+        summary.skipped_versions = sorted(f"{k}@{v}" for k, v in same)
+        with b.exclusive("rubric-eval store migrate"):
+            for table in (*_ORDER, *(t for t in extra if t in theirs)):
+                summary.copied[table] = _copy_table(a, b, table, same)
+    return summary
+
+
+def _copy_table(a: Backend, b: Backend, table: str, same: set[tuple[str, int]]) -> int:
+    columns = _columns(a, table)
+    wanted = set(_columns(b, table))
+    missing = [c for c in columns if c not in wanted]
+    if missing:
+        raise StoreError(f"table {table}: the target has no column(s) {', '.join(missing)}")
+    sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+    count, batch = 0, []
+    versioned = table == "rubric_versions"
+    key, version = (columns.index("rubric_key"), columns.index("version")) if versioned else (0, 0)
+    for row in _select(a, table, columns):
+        if versioned and (row[key], int(row[version])) in same:
+            continue
+        batch.append(row)
+        if len(batch) >= _BATCH:
+            b.executemany(sql, batch)
+            count, batch = count + len(batch), []
+    if batch:
+        b.executemany(sql, batch)
+        count += len(batch)
+    return count

@@ -1,0 +1,364 @@
+"""One ordered list of small, named migrations, applied in order and recorded in the store.
+
+The same list serves both backends (the simonw/llm ``migrations.py`` pattern, STYLE.md): each
+migration is a function of the backend that runs a few statements; :func:`migrate` applies the
+ones a store has not recorded, in list order, in one serialized write, and records each by name
+in ``migrations``. ``meta.schema`` keeps the number of migrations applied, which is what
+engines from before this list read: they refuse a store with a higher number, and this engine
+refuses a store that records a migration it does not know or a higher number (a newer engine
+wrote it; upgrade rubric-eval).
+
+Stores written before the list existed (schema 1: tasks and rows; schema 2: + rubric versions)
+open as they are: their tables match the first migrations, which only create what is missing.
+
+Adding a table or column: append a migration; never edit or reorder one that has shipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from rubric_engine.errors import StoreError
+from rubric_engine.store.backend import Backend
+
+Migration = Callable[[Backend], None]
+
+
+def _ddl(db: Backend, script: str) -> None:
+    """Run ``;``-separated DDL written in SQLite's words.
+
+    On PostgreSQL ``REAL`` is 4 bytes, so doubles are spelled out (a float must round-trip
+    exactly for reports to rebuild byte for byte), and text compares by code point (``COLLATE
+    "C"``) as SQLite's does, so ``ORDER BY`` lists tasks and versions in the same order whatever
+    the database's locale.
+    """
+    for statement in script.split(";"):
+        if statement.strip():
+            if db.dialect == "postgres":
+                statement = statement.replace(" REAL", " DOUBLE PRECISION")
+                statement = statement.replace(" TEXT", ' TEXT COLLATE "C"')
+            db.execute(statement)
+
+
+def m001_tasks_and_rows(db: Backend) -> None:
+    _ddl(
+        db,
+        """
+        CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE IF NOT EXISTS tasks (
+            id TEXT PRIMARY KEY,
+            created_at TEXT NOT NULL,
+            finished_at TEXT,
+            state TEXT NOT NULL,
+            rubric_key TEXT NOT NULL,
+            rubric_version INTEGER NOT NULL,
+            rubric_status TEXT NOT NULL,
+            rubric_hash TEXT NOT NULL,
+            rubric_snapshot TEXT NOT NULL,
+            prompt_version TEXT NOT NULL,
+            prompt_hash TEXT NOT NULL,
+            prompt_system TEXT NOT NULL,
+            engine_version TEXT NOT NULL,
+            analysis_version TEXT NOT NULL,
+            judge_mode TEXT NOT NULL,
+            model TEXT NOT NULL,
+            judge_params TEXT NOT NULL,
+            inputs TEXT NOT NULL,
+            row_count INTEGER NOT NULL,
+            extra TEXT NOT NULL DEFAULT '{}'
+        );
+        CREATE TABLE IF NOT EXISTS rows (
+            task_id TEXT NOT NULL REFERENCES tasks(id),
+            seq INTEGER NOT NULL,
+            row_id TEXT NOT NULL,
+            status TEXT NOT NULL,
+            final_score INTEGER,
+            result TEXT NOT NULL,
+            dialogue TEXT NOT NULL,
+            raw_attempts TEXT NOT NULL,
+            calls INTEGER NOT NULL,
+            prompt_tokens INTEGER NOT NULL,
+            completion_tokens INTEGER NOT NULL,
+            cost_usd REAL,
+            latency_ms REAL NOT NULL,
+            cassette_key TEXT,
+            PRIMARY KEY (task_id, row_id)
+        );
+        CREATE INDEX IF NOT EXISTS rows_by_seq ON rows (task_id, seq)
+        """,
+    )
+
+
+def m002_rubric_versions(db: Backend) -> None:
+    """The rubric registry (:mod:`rubric_engine.rubric.versions`)."""
+    _ddl(
+        db,
+        """
+        CREATE TABLE IF NOT EXISTS rubric_versions (
+            rubric_key TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            status TEXT NOT NULL,
+            content_hash TEXT NOT NULL,
+            snapshot TEXT NOT NULL,
+            source TEXT,
+            published_at TEXT NOT NULL,
+            retired_at TEXT,
+            PRIMARY KEY (rubric_key, version)
+        )
+        """,
+    )
+
+
+def m003_work_items(db: Backend) -> None:
+    """Rows of a ``--workers-only`` task waiting for ``rubric-eval work`` (issue 16).
+
+    ``token`` is the fencing token (+1 at every claim); ``lease_until`` is in seconds since the
+    epoch by the database's clock; ``claims`` counts how often the row was handed out.
+    """
+    _ddl(
+        db,
+        """
+        CREATE TABLE IF NOT EXISTS work_items (
+            task_id TEXT NOT NULL REFERENCES tasks(id),
+            seq INTEGER NOT NULL,
+            row_id TEXT NOT NULL,
+            dialogue TEXT NOT NULL,
+            state TEXT NOT NULL,
+            worker TEXT,
+            token INTEGER NOT NULL DEFAULT 0,
+            lease_until REAL,
+            claims INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY (task_id, seq)
+        );
+        CREATE INDEX IF NOT EXISTS work_open ON work_items (task_id, seq) WHERE state <> 'DONE'
+        """,
+    )
+
+
+def _append_only(db: Backend, table: str, refusal: str) -> None:
+    """Make the database itself refuse every UPDATE and DELETE on ``table`` (triggers)."""
+    if db.dialect == "postgres":
+        db.execute(
+            f"CREATE OR REPLACE FUNCTION {table}_append_only() RETURNS trigger AS $$ "
+            f"BEGIN RAISE EXCEPTION '{refusal}'; END; $$ LANGUAGE plpgsql"
+        )
+        db.execute(
+            f"CREATE OR REPLACE TRIGGER {table}_no_change BEFORE UPDATE OR DELETE ON {table} "
+            f"FOR EACH ROW EXECUTE FUNCTION {table}_append_only()"
+        )
+        return
+    for event in ("UPDATE", "DELETE"):
+        db.execute(
+            f"CREATE TRIGGER IF NOT EXISTS {table}_no_{event.lower()} BEFORE {event} ON {table} "
+            f"BEGIN SELECT RAISE(ABORT, '{refusal}'); END"
+        )
+
+
+def m004_labels(db: Backend) -> None:
+    """Human (or other judges') labels per row and requirement, append-only (issue 12, SPEC §12).
+
+    ``seq`` is the insertion order; ``label`` holds the whole label as JSON, the other columns
+    are for queries. An edit is a new label whose ``supersedes`` names the old one.
+    """
+    _ddl(
+        db,
+        """
+        CREATE TABLE IF NOT EXISTS labels (
+            label_id TEXT PRIMARY KEY,
+            seq INTEGER NOT NULL UNIQUE,
+            rubric_key TEXT,
+            row_id TEXT NOT NULL,
+            requirement_id TEXT,
+            status TEXT,
+            reviewer TEXT NOT NULL,
+            source TEXT NOT NULL,
+            labelled_at TEXT NOT NULL,
+            stored_at TEXT NOT NULL,
+            task_id TEXT,
+            supersedes TEXT REFERENCES labels(label_id),
+            label TEXT NOT NULL
+        );
+        CREATE INDEX IF NOT EXISTS labels_by_row ON labels (rubric_key, row_id);
+        CREATE INDEX IF NOT EXISTS labels_by_task ON labels (task_id)
+        """,
+    )
+    _append_only(db, "labels", "labels are append-only: add a label that supersedes it instead")
+
+
+def m005_calibrations(db: Backend) -> None:
+    """Calibration records, pinned to rubric hash, prompt hash, model and parameters (issue 12)."""
+    _ddl(
+        db,
+        """
+        CREATE TABLE IF NOT EXISTS calibrations (
+            id TEXT PRIMARY KEY,
+            created_at TEXT NOT NULL,
+            task_id TEXT NOT NULL,
+            rubric_key TEXT NOT NULL,
+            rubric_version INTEGER NOT NULL,
+            rubric_hash TEXT NOT NULL,
+            prompt_version TEXT NOT NULL,
+            prompt_hash TEXT NOT NULL,
+            model TEXT NOT NULL,
+            judge_params TEXT NOT NULL,
+            labels TEXT NOT NULL,
+            metrics TEXT NOT NULL,
+            result TEXT NOT NULL
+        );
+        CREATE INDEX IF NOT EXISTS calibrations_by_rubric ON calibrations (rubric_key, created_at)
+        """,
+    )
+    _append_only(
+        db,
+        "calibrations",
+        "calibration records are append-only: calibrate again to add a new one",
+    )
+
+
+def m006_review_claims(db: Backend) -> None:
+    """Claims on rows under review in ``rubric-eval serve`` (issue 13): one live claim a row."""
+    _ddl(
+        db,
+        """
+        CREATE TABLE IF NOT EXISTS review_claims (
+            task_id TEXT NOT NULL,
+            row_id TEXT NOT NULL,
+            reviewer TEXT NOT NULL,
+            expires_at TEXT NOT NULL,
+            PRIMARY KEY (task_id, row_id)
+        )
+        """,
+    )
+
+
+def m007_batch_ledger(db: Backend) -> None:
+    """Batch mode's ledger (issue 15): every provider batch of a task and every request in it,
+    written before and after each step so a resumed run never submits twice
+    (:mod:`rubric_engine.batch.ledger`)."""
+    _ddl(
+        db,
+        """
+        CREATE TABLE IF NOT EXISTS batch_jobs (
+            task_id TEXT NOT NULL REFERENCES tasks(id),
+            job_no INTEGER NOT NULL,
+            round INTEGER NOT NULL,
+            state TEXT NOT NULL,
+            provider_status TEXT,
+            input_file_id TEXT,
+            batch_id TEXT,
+            output_file_id TEXT,
+            error_file_id TEXT,
+            request_count INTEGER NOT NULL,
+            byte_count INTEGER NOT NULL,
+            counts TEXT NOT NULL DEFAULT '{}',
+            updated_at TEXT NOT NULL,
+            PRIMARY KEY (task_id, job_no)
+        );
+        CREATE TABLE IF NOT EXISTS batch_requests (
+            task_id TEXT NOT NULL REFERENCES tasks(id),
+            custom_id TEXT NOT NULL,
+            job_no INTEGER NOT NULL,
+            row_id TEXT NOT NULL,
+            attempt INTEGER NOT NULL,
+            result TEXT,
+            PRIMARY KEY (task_id, custom_id)
+        );
+        CREATE INDEX IF NOT EXISTS batch_requests_by_row
+            ON batch_requests (task_id, row_id, attempt);
+        """,
+    )
+
+
+def m008_cached_tokens(db: Backend) -> None:
+    """Each row's prompt tokens read from and written to the provider's prompt cache (issue
+    18; :mod:`rubric_engine.judge.usage`); rows stored before count 0 of each. Like every
+    migration it adds only what is missing (a store without a ``migrations`` record runs them
+    all again)."""
+    have = {column[0] for column in db.execute("SELECT * FROM rows WHERE 1=0").description}
+    for column in ("cache_read_tokens", "cache_creation_tokens"):
+        if column not in have:
+            _ddl(db, f"ALTER TABLE rows ADD COLUMN {column} INTEGER NOT NULL DEFAULT 0")
+
+
+#: every migration, in the order applied; append only
+MIGRATIONS: tuple[Migration, ...] = (
+    m001_tasks_and_rows,
+    m002_rubric_versions,
+    m003_work_items,
+    m004_labels,
+    m005_calibrations,
+    m006_review_claims,
+    m007_batch_ledger,
+    m008_cached_tokens,
+)
+#: what ``meta.schema`` says once every migration is applied
+SCHEMA_VERSION = len(MIGRATIONS)
+_BOOKKEEPING = (
+    "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
+)
+
+
+def _state(db: Backend) -> tuple[int | None, set[str]]:
+    tables = db.tables()
+    schema = None
+    if "meta" in tables:
+        found = db.execute("SELECT value FROM meta WHERE name='schema'").fetchone()
+        schema = int(found[0]) if found is not None else None
+    applied: set[str] = set()
+    if "migrations" in tables:
+        applied = {name for (name,) in db.execute("SELECT name FROM migrations")}
+    return schema, applied
+
+
+def _refuse_newer(db: Backend, schema: int | None, applied: set[str]) -> None:
+    known = {m.__name__ for m in MIGRATIONS}
+    unknown = sorted(applied - known)
+    if (schema is not None and schema > SCHEMA_VERSION) or unknown:
+        which = f" (migrations {', '.join(unknown)})" if unknown else ""
+        raise StoreError(
+            f"{db.label}: store schema {schema}{which} is newer than this rubric-eval "
+            f"understands ({SCHEMA_VERSION}); upgrade rubric-eval"
+        )
+
+
+def pending(db: Backend) -> list[str]:
+    """Names of the migrations this store has not recorded, in order.
+
+    Raises:
+        StoreError: a newer engine wrote the store.
+    """
+    schema, applied = _state(db)
+    _refuse_newer(db, schema, applied)
+    db.commit()
+    return [m.__name__ for m in MIGRATIONS if m.__name__ not in applied]
+
+
+def migrate(db: Backend) -> list[str]:
+    """Apply and record the pending migrations; returns their names (empty: up to date).
+
+    Two processes opening a new store at once are serialized (:meth:`Backend.exclusive`); the
+    second finds nothing left to do.
+
+    Raises:
+        StoreError: a newer engine wrote the store.
+    """
+    if not pending(db):
+        return []
+    done: list[str] = []
+    with db.exclusive("rubric-eval migrations"):
+        db.execute(_BOOKKEEPING)
+        schema, applied = _state(db)
+        _refuse_newer(db, schema, applied)
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        for migration in MIGRATIONS:
+            if migration.__name__ not in applied:
+                migration(db)
+                db.execute(
+                    "INSERT INTO migrations (name, applied_at) VALUES (?, ?)",
+                    (migration.__name__, now),
+                )
+                done.append(migration.__name__)
+        db.execute("DELETE FROM meta WHERE name='schema'")
+        db.execute("INSERT INTO meta (name, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+    return done

@@ -1,0 +1,643 @@
+"""The task store: one SQLite file, or a PostgreSQL database (SPEC §3, issues "task store", 16).
+
+A **task** keeps everything needed to rebuild its report without reading current files: the
+rubric key, version, status, full snapshot and content hash; the prompt version, hash and the
+rendered system prompt; the engine version; the judge mode, model and parameters; the inputs.
+Each **row** keeps its dialogue, the raw judge responses of every attempt, the normalized
+result (referenceBasis, scores, warnings), tokens, cost and latency.
+
+Rows are committed in small batches as they finish, so an interrupted run keeps its work.
+Both backends (:mod:`rubric_engine.store`) hold the same tables, made by one migration list
+(:mod:`rubric_engine.store.migrations`), and behave the same through this class.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import secrets
+import time
+from collections.abc import Collection, Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from itertools import islice
+from pathlib import Path
+from typing import Any, Protocol
+
+from pydantic import ValidationError
+
+from rubric_engine.errors import StoreError, TaskNotFoundError
+from rubric_engine.formats.canonical import COMPACT, canonical_json, encoder_built_once
+from rubric_engine.formats.jsonl import lone_surrogate_at
+from rubric_engine.results.model import BasisEntry, RowResult
+from rubric_engine.store.backend import Backend
+from rubric_engine.store.location import StoreLocation, parse_location
+from rubric_engine.store.migrations import SCHEMA_VERSION, migrate
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "RowSink",
+    "StoredRow",
+    "TaskRecord",
+    "TaskStore",
+    "new_task_id",
+    "result_json",
+    "row_values",
+]
+
+#: a finished row is committed at most this many seconds after it was stored
+COMMIT_INTERVAL_S = 0.5
+#: ... or once this many rows wait, whichever comes first. The clock bounds what a kill can
+#: lose; the count only saves commits: on PostgreSQL (durable) a commit every 25 rows cost
+#: ~200 µs of wall time per row, every 250 about nothing; SQLite (WAL, NORMAL) does not notice
+#: (issue 18, measured with 5,000 rows on each)
+COMMIT_EVERY_ROWS = 250
+#: SQLite rows waiting for their commit are sent (not committed) in runs of this many: one
+#: ``executemany`` per run instead of a statement per row, without holding a whole commit
+#: window's rows in memory (PostgreSQL sends a commit's rows at the commit: a round trip each)
+SEND_EVERY_ROWS = 32
+#: the row write: a resumed row replaces the one stored before (its columns are updated in
+#: place). One statement on both backends: SQLite's ``INSERT OR REPLACE`` did the same, and
+#: with foreign keys on it cost ~2.5 µs a row more in SQLite than this upsert (issue 18: a
+#: REPLACE must be ready to delete the old row, and checks the keys for it)
+_UPSERT = (
+    "INSERT INTO rows VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
+    "ON CONFLICT (task_id, row_id) DO UPDATE SET "
+    + ", ".join(
+        f"{c}=EXCLUDED.{c}"
+        for c in (
+            "seq",
+            "status",
+            "final_score",
+            "result",
+            "dialogue",
+            "raw_attempts",
+            "calls",
+            "prompt_tokens",
+            "completion_tokens",
+            "cost_usd",
+            "latency_ms",
+            "cassette_key",
+            "cache_read_tokens",
+            "cache_creation_tokens",
+        )
+    )
+)
+UPSERT_ROW = {"sqlite": _UPSERT, "postgres": _UPSERT}
+
+
+def _dumps(value: Any) -> str:
+    return canonical_json(value)
+
+
+def decode_column(text: str, what: str) -> Any:
+    """JSON from a store column; a column edited into non-JSON is a damaged store."""
+    try:
+        return json.loads(text)
+    except (TypeError, json.JSONDecodeError) as exc:
+        raise StoreError(
+            f"{what} in the store is not valid JSON ({exc}); the store was changed by hand. "
+            "Restore it from a backup or score again."
+        ) from exc
+
+
+def parse_result(text: str, task_id: str, row_id: str | None = None) -> RowResult:
+    """A stored result column as a :class:`RowResult`.
+
+    Args:
+        row_id: the row's ``row_id`` column, when read: the result must be that row's.
+
+    Raises:
+        StoreError: it is not a valid result, or another row's (the store was edited by hand).
+    """
+    row = f"row {row_id}" if row_id is not None else "a row"
+    try:
+        result = RowResult.model_validate_json(text)
+    except ValidationError as exc:
+        raise StoreError(
+            f"task {task_id}: the stored result of {row} is not a valid result "
+            f"({exc.errors()[0]['msg']}); the store was changed by hand. Restore it from a backup."
+        ) from exc
+    if row_id is not None and result.row_id != row_id:
+        raise StoreError(
+            f"task {task_id}: {row} holds the stored result of row {result.row_id}; the store "
+            "was changed by hand. Restore it from a backup."
+        )
+    return result
+
+
+def new_task_id() -> str:
+    """``YYYYMMDD-HHMMSS-xxxxxx`` (UTC time, 6 random hex digits)."""
+    return datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
+
+
+@dataclass(frozen=True)
+class TaskRecord:
+    """A task as stored. JSON columns are decoded."""
+
+    id: str
+    created_at: str
+    finished_at: str | None
+    state: str
+    rubric_key: str
+    rubric_version: int
+    rubric_status: str
+    rubric_hash: str
+    rubric_snapshot: dict[str, Any]
+    prompt_version: str
+    prompt_hash: str
+    prompt_system: str
+    engine_version: str
+    analysis_version: str
+    judge_mode: str
+    model: str
+    judge_params: dict[str, Any]
+    inputs: list[dict[str, Any]]
+    row_count: int
+    extra: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRow:
+    """One finished row as the store keeps it (slots: one is made per row, issue 18)."""
+
+    seq: int
+    result: RowResult
+    dialogue: dict[str, Any]
+    raw_attempts: list[dict[str, Any]]
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float | None
+    latency_ms: float
+    cassette_key: str | None
+    #: of ``prompt_tokens``, read from / written to the provider's prompt cache
+    cache_read_tokens: int = 0
+    cache_creation_tokens: int = 0
+    #: ``raw_attempts`` as the column's text when it was made without encoding them (each
+    #: response as its cassette line spells it: :func:`raw_attempts_json`), else ``None``
+    raw_attempts_json: str | None = None
+
+
+def raw_attempts_json(attempts: Sequence[tuple[str | None, float, str]]) -> str | None:
+    """The ``raw_attempts`` column of attempts whose responses are JSON text already:
+    ``(error, latencyMs, response text)`` each. It reads back (``json.loads``) as the
+    canonical text of ``[{"response", "error", "latencyMs"}, …]`` does, keys in the same
+    order, the response spelled as given (a replay: as its cassette line holds it, not
+    encoded again; issue 18). ``None`` when a latency is not a finite float (the caller
+    encodes them then)."""
+    parts = []
+    for error, latency, response in attempts:
+        if type(latency) is not float or not math.isfinite(latency):
+            return None
+        parts.append(
+            f'{{"error":{_encode_row(error)},"latencyMs":{float.__repr__(latency)},'
+            f'"response":{response}}}'
+        )
+    return "[" + ",".join(parts) + "]"
+
+
+def _utf8_text(text: str) -> str:
+    """JSON ``text`` as UTF-8 can hold it: a lone surrogate (U+D800 to U+DFFF alone, which a
+    reply may send as ``\\ud800`` and JSON decodes to half a character) is written as that
+    escape again; it reads back as the same value. Any other text is returned as it is. A
+    judge's raw reply is stored whatever it holds (its verdict is refused, :mod:`judge_reply`),
+    where the store's UTF-8 encoding raised for the whole batch of rows."""
+    if lone_surrogate_at(text) is None:
+        return text
+    # inside a JSON string: the only place a character can be
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def result_json(result: RowResult) -> str:
+    """A row result as the store keeps it and ``rows.jsonl`` shows it: ``json.dumps`` of
+    :meth:`~rubric_engine.results.model.RowResult.to_json_dict` (field order, ``", "`` and ``": "``,
+    UTF-8 kept). Made once per row; ``rows.jsonl`` copies these bytes from the store
+    (:func:`rubric_engine.report.stored.rows_jsonl_line`). Stores written before issue 18
+    hold the canonical form (:func:`~rubric_engine.formats.canonical.canonical_json`); both read
+    back
+    as the same result.
+
+    Encoded from the result's plain Python dump: its enums are ``StrEnum`` values, which
+    ``json`` writes as their text, and its tuples arrays, so the text equals that of the JSON-
+    mode dump without pydantic converting every value first (issue 18: a quarter of this
+    function's time; ``tests/test_row_columns.py`` compares the two).
+
+    The ``referenceBasis`` entries, a row's many small objects, are written from a cache of
+    each distinct entry's text (entries repeat across rows: a pack's requirements times
+    their statuses), and the fields around them encoded as two objects: the same text as
+    encoding the whole dump, at about half the time (issue 18)."""
+    if _BASIS_AT is not None and result.reference_basis and type(result) is RowResult:
+        texts = _basis_texts(result.reference_basis)
+        if texts is not None:
+            fields = iter(result.model_dump(by_alias=True, exclude=_NO_BASIS).items())
+            head = _encode_result(dict(islice(fields, _BASIS_AT)))
+            tail = _encode_result(dict(fields))
+            return f'{head[:-1]}, "referenceBasis": [{", ".join(texts)}], {tail[1:]}'
+    return _encode_result(result.model_dump(by_alias=True))
+
+
+def _basis_texts(basis: tuple[BasisEntry, ...]) -> list[str] | None:
+    """Each entry's JSON text (:data:`_RESULT_ENCODER` of its dump), from :data:`_BASIS_TEXT`;
+    ``None`` for an entry of another type or with a value that cannot be a key.
+
+    The normalizer hands out one shared object per distinct entry (frozen values,
+    ``normalize._basis_entry``), so a row's entries are first looked up by identity in
+    :data:`_BASIS_BY_ID` (about a sixth of the time of building and hashing each entry's
+    values: issue 18), which holds each entry it names: an id there is that live object's."""
+    by_id = _BASIS_BY_ID
+    try:
+        return [by_id[id(entry)][1] for entry in basis]
+    except KeyError:
+        pass
+    if len(by_id) >= _BASIS_CACHE_MAX:  # entries made for one row each (read from a store)
+        by_id.clear()
+    cache, texts = _BASIS_TEXT, []
+    try:
+        for entry in basis:
+            if type(entry) is not BasisEntry:
+                return None
+            # every field's value, in field order: equal values give equal text (validated
+            # values: strings, enums of strings, ints; never a bool for an int)
+            key = tuple(entry.__dict__.values())
+            text = cache.get(key)
+            if text is None:
+                text = _encode_result(entry.model_dump(by_alias=True))
+                if len(cache) < _BASIS_CACHE_MAX:
+                    cache[key] = text
+            by_id[id(entry)] = (entry, text)
+            texts.append(text)
+    except TypeError:  # an unhashable value
+        return None
+    return texts
+
+
+#: ``json.dumps(…, ensure_ascii=False)``'s encoder, built once; a result is a tree of fresh
+#: dicts and lists (never circular), so the encoder skips its cycle bookkeeping
+_RESULT_ENCODER = json.JSONEncoder(ensure_ascii=False, check_circular=False)
+_encode_result = encoder_built_once(_RESULT_ENCODER)
+#: :func:`~rubric_engine.formats.canonical.canonical_json`'s encoder for the other row columns,
+#: which
+#: are JSON-mode dumps or parsed JSON (never circular), likewise without the cycle check
+_ROW_ENCODER = json.JSONEncoder(
+    sort_keys=True, ensure_ascii=False, separators=COMPACT, check_circular=False
+)
+_encode_row = encoder_built_once(_ROW_ENCODER)
+#: how many result fields come before ``referenceBasis``; each is always in the dump (none
+#: is left out by ``exclude``/``exclude_if``), so the dump without the basis splits there.
+#: ``None`` if that ever stops holding: :func:`result_json` then encodes the whole dump
+_BASIS_AT: int | None = list(RowResult.model_fields).index("reference_basis")
+if any(
+    f.exclude or f.exclude_if is not None for f in list(RowResult.model_fields.values())[:_BASIS_AT]
+):
+    _BASIS_AT = None
+_NO_BASIS: set[str] = {"reference_basis"}  #: never changed
+#: a referenceBasis entry's field values → its JSON text; bounded (a pack has tens of
+#: requirements, four statuses, three sources; evidence turns vary more)
+_BASIS_TEXT: dict[tuple[Any, ...], str] = {}
+#: ``id(entry)`` → (that entry, its text), for entries seen before; cleared when full
+_BASIS_BY_ID: dict[int, tuple[BasisEntry, str]] = {}
+_BASIS_CACHE_MAX = 4096
+#: how every result made by :func:`result_json` starts (``rowId`` is the first field); a result
+#: in the older canonical form starts with its alphabetically first key, ``cappedBy``
+RESULT_JSON_START = '{"rowId": '
+
+
+def row_values(task_id: str, row: StoredRow) -> tuple[Any, ...]:
+    """The ``rows`` columns of one finished row, in table order (the result as
+    :func:`result_json`, the other JSON columns as canonical text)."""
+    r = row.result
+    return (
+        task_id,
+        row.seq,
+        r.row_id,
+        str(r.status),
+        r.final_score,
+        result_json(r),
+        _encode_row(row.dialogue),
+        row.raw_attempts_json or _utf8_text(_encode_row(row.raw_attempts)),
+        row.calls,
+        row.prompt_tokens,
+        row.completion_tokens,
+        row.cost_usd,
+        row.latency_ms,
+        row.cassette_key,
+        row.cache_read_tokens,
+        row.cache_creation_tokens,
+    )
+
+
+class RowSink(Protocol):
+    """Where the scoring pipeline puts finished rows: a :class:`TaskStore`, or a worker's
+    fenced writer (:mod:`rubric_engine.engine.workers`)."""
+
+    def add_row(self, task_id: str, row: StoredRow) -> None: ...
+
+    def commit(self) -> None: ...
+
+
+class TaskStore:
+    """The task store. Use as a context manager or call :meth:`close`.
+
+    Args:
+        path: a SQLite file path, or a ``postgresql://`` URL (str or
+            :class:`~rubric_engine.store.PostgresUrl`).
+
+    Raises:
+        StoreError: the store cannot be opened, is damaged (a core table missing) or was
+            written by a newer engine.
+    """
+
+    def __init__(self, path: str | StoreLocation) -> None:
+        self.path: StoreLocation = parse_location(path)
+        self._backend = _open_backend(self.path)
+        self._unsent: list[tuple[Any, ...]] = []  #: rows not sent yet (until the commit)
+        self._pending = 0
+        self._committed = time.monotonic()
+
+    @property
+    def backend(self) -> Backend:
+        """The open backend, for modules that keep their own tables in the store."""
+        return self._backend
+
+    @property
+    def connection(self) -> Any:
+        """The driver's open connection (``sqlite3`` or ``psycopg``)."""
+        return self._backend.connection
+
+    def __enter__(self) -> TaskStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        try:
+            self._send()
+        finally:
+            self._backend.close()
+
+    def task_lock(self, task_id: str) -> AbstractContextManager[None]:
+        """Held while a process runs the task; see :meth:`Backend.task_lock`."""
+        return self._backend.task_lock(task_id)
+
+    def task_held(self, task_id: str) -> bool:
+        """Whether a process holds :meth:`task_lock` now; see :meth:`Backend.task_held`."""
+        return self._backend.task_held(task_id)
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def create_task(self, task: TaskRecord) -> None:
+        self._backend.execute(
+            "INSERT INTO tasks VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                task.id,
+                task.created_at,
+                task.finished_at,
+                task.state,
+                task.rubric_key,
+                task.rubric_version,
+                task.rubric_status,
+                task.rubric_hash,
+                _dumps(task.rubric_snapshot),
+                task.prompt_version,
+                task.prompt_hash,
+                task.prompt_system,
+                task.engine_version,
+                task.analysis_version,
+                task.judge_mode,
+                task.model,
+                _dumps(task.judge_params),
+                _dumps(task.inputs),
+                task.row_count,
+                _dumps(task.extra),
+            ),
+        )
+        self._backend.commit()
+
+    def add_row(self, task_id: str, row: StoredRow, commit_every: int = COMMIT_EVERY_ROWS) -> None:
+        """Insert (or, on resume, replace) one finished row.
+
+        Commits every ``commit_every`` rows or every ``COMMIT_INTERVAL_S`` seconds, whichever
+        comes first, so a killed run loses at most that much work and never half a row
+        (transactions). Rows are sent in ``executemany`` runs, not a statement each: on
+        PostgreSQL a commit's rows at the commit (a round trip per row cost more than the
+        rest of a replayed row), on SQLite every :data:`SEND_EVERY_ROWS` rows and at the
+        commit (~10 µs a row less CPU in a replay, issue 18). A row not yet committed is lost
+        by a kill whether it was sent or not. This store's own reads send the rows first, so
+        it reads what it wrote.
+        """
+        self._unsent.append(row_values(task_id, row))
+        if len(self._unsent) >= SEND_EVERY_ROWS and self._backend.dialect == "sqlite":
+            self._send()  # a statement per row costs more; a commit's rows held cost memory
+        self._pending += 1
+        if self._pending >= commit_every or time.monotonic() - self._committed > COMMIT_INTERVAL_S:
+            self.commit()
+
+    def _send(self) -> None:
+        if self._unsent:
+            unsent, self._unsent = self._unsent, []
+            self._backend.executemany(UPSERT_ROW[self._backend.dialect], unsent)
+
+    def commit(self) -> None:
+        self._send()
+        self._backend.commit()
+        self._pending = 0
+        self._committed = time.monotonic()
+
+    def finish_task(self, task_id: str, state: str, extra: dict[str, Any]) -> None:
+        """Set the task's end state; ``extra`` is merged into what the task already holds."""
+        merged = {**self.task(task_id).extra, **extra}
+        self._backend.execute(
+            "UPDATE tasks SET state=?, finished_at=?, extra=? WHERE id=?",
+            (state, datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), _dumps(merged), task_id),
+        )
+        self.commit()
+
+    def set_state(self, task_id: str, state: str) -> None:
+        """Mark a task RUNNING again (``--resume``)."""
+        self._backend.execute("UPDATE tasks SET state=? WHERE id=?", (state, task_id))
+        self.commit()
+
+    def row_outcomes(self, task_id: str) -> dict[str, str | None]:
+        """rowId → the JUDGE_ERROR kind of each stored row (``None`` for a scored row)."""
+        self._send()  # rows this store holds back until the commit first
+        out: dict[str, str | None] = {}
+        query = "SELECT row_id, result FROM rows WHERE task_id=?"
+        for row_id, result in self._backend.execute(query, (task_id,)):
+            error = decode_column(result, f"task {task_id} row {row_id} result").get("error")
+            out[row_id] = error["kind"] if error else None
+        return out
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def task(self, task_id: str) -> TaskRecord:
+        """Raises: TaskNotFoundError: no such task; names the store and how to list tasks."""
+        cursor = self._backend.execute("SELECT * FROM tasks WHERE id=?", (task_id,))
+        found = cursor.fetchone()
+        if found is None:
+            raise TaskNotFoundError(
+                f"task {task_id!r} not found in {self.path}; "
+                "`rubric-eval tasks --store PATH` lists the tasks"
+            )
+        names = [d[0] for d in cursor.description]
+        data = dict(zip(names, found, strict=True))
+        for name in ("rubric_snapshot", "judge_params", "inputs", "extra"):
+            data[name] = decode_column(data[name], f"task {task_id} {name}")
+        return TaskRecord(**data)
+
+    def tasks(self) -> list[TaskRecord]:
+        ids = [r[0] for r in self._backend.execute("SELECT id FROM tasks ORDER BY created_at, id")]
+        return [self.task(i) for i in ids]
+
+    def finished_rows(self) -> dict[str, int]:
+        """How many rows each task has stored, by task id."""
+        self._send()  # rows this store holds back until the commit first
+        query = "SELECT task_id, COUNT(*) FROM rows GROUP BY task_id"
+        return {task_id: int(n) for task_id, n in self._backend.execute(query)}
+
+    def rows(self, task_id: str) -> Iterator[StoredRow]:
+        """Rows of a task in input order."""
+        self._send()  # rows this store holds back until the commit first
+        for found in self._backend.execute(
+            "SELECT seq, result, dialogue, raw_attempts, calls, prompt_tokens, completion_tokens,"
+            " cost_usd, latency_ms, cassette_key, cache_read_tokens, cache_creation_tokens,"
+            " row_id FROM rows WHERE task_id=? ORDER BY seq",
+            (task_id,),
+        ):
+            row = f"task {task_id} row {found[12]!r}"
+            yield StoredRow(
+                seq=found[0],
+                result=parse_result(found[1], task_id, found[12]),
+                dialogue=decode_column(found[2], f"{row} dialogue"),
+                raw_attempts=decode_column(found[3], f"{row} raw_attempts"),
+                calls=found[4],
+                prompt_tokens=found[5],
+                completion_tokens=found[6],
+                cost_usd=found[7],
+                latency_ms=found[8],
+                cassette_key=found[9],
+                cache_read_tokens=found[10],
+                cache_creation_tokens=found[11],
+            )
+
+    def result_texts(self, task_id: str) -> Iterator[tuple[str, str]]:
+        """``(result, dialogue)`` of each stored row as stored (JSON text, not decoded), in
+        input order: one cursor over the rows, for writers that copy them (``rows.jsonl``)."""
+        self._send()  # rows this store holds back until the commit first
+        yield from self._backend.execute(
+            "SELECT result, dialogue FROM rows WHERE task_id=? ORDER BY seq", (task_id,)
+        )
+
+    def cassette_keys(self, task_id: str) -> Iterator[str | None]:
+        """The cassette key of each stored row of a task, in input order."""
+        self._send()  # rows this store holds back until the commit first
+        for (key,) in self._backend.execute(
+            "SELECT cassette_key FROM rows WHERE task_id=? ORDER BY seq", (task_id,)
+        ):
+            yield key
+
+    def report_rows(
+        self, task_id: str, page: int = 500
+    ) -> Iterator[tuple[RowResult, int, int, int, float | None, float, dict[str, Any], int, int]]:
+        """What reports read, in input order: (result, calls, prompt tokens, completion tokens,
+        cost, latency ms, dialogue, cache-read tokens, cache-creation tokens); never the raw
+        judge attempts.
+
+        Read ``page`` rows per query (by ``seq``, on the ``rows_by_seq`` index), so memory
+        holds one page whatever the task's size: a PostgreSQL cursor keeps its whole result
+        client-side, and a streamed report (issue 18) must not hold every row."""
+        self._send()  # rows this store holds back until the commit first
+        columns = "seq, row_id, result, calls, prompt_tokens, completion_tokens, cost_usd, "
+        columns += "latency_ms, dialogue, cache_read_tokens, cache_creation_tokens"
+        after: tuple[Any, ...] = ()  # (seq, row_id) of the last row read
+        while True:
+            where = "task_id=? AND (seq>? OR (seq=? AND row_id>?))" if after else "task_id=?"
+            params = (task_id, after[0], after[0], after[1], page) if after else (task_id, page)
+            found = self._backend.execute(
+                f"SELECT {columns} FROM rows WHERE {where} ORDER BY seq, row_id LIMIT ?", params
+            ).fetchall()
+            for row in found:
+                dialogue = decode_column(row[8], f"task {task_id} row {row[1]!r} dialogue")
+                result = parse_result(row[2], task_id, row[1])
+                yield (result, *row[3:8], dialogue, *row[9:11])
+            if len(found) < page:
+                return
+            after = (found[-1][0], found[-1][1])
+
+    def dialogues(self, task_id: str, row_ids: Collection[str]) -> dict[str, dict[str, Any]]:
+        """The stored dialogues of some rows, by rowId."""
+        self._send()  # rows this store holds back until the commit first
+        wanted, out = list(row_ids), {}
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for row_id, text in self._backend.execute(
+                f"SELECT row_id, dialogue FROM rows WHERE task_id=? AND row_id IN ({marks})",
+                (task_id, *chunk),
+            ):
+                out[row_id] = decode_column(text, f"task {task_id} row {row_id} dialogue")
+        return out
+
+
+def _open_backend(location: StoreLocation) -> Backend:
+    """Connect, check the core tables, apply pending migrations.
+
+    Raises:
+        StoreError: see :class:`TaskStore`.
+    """
+    import sqlite3
+
+    errors: tuple[type[Exception], ...] = (sqlite3.DatabaseError, OSError)
+    if not isinstance(location, Path):
+        try:
+            import psycopg
+
+            errors += (psycopg.Error,)
+        except ImportError:
+            pass  # the backend says how to install it
+    backend: Backend
+    try:
+        if isinstance(location, Path):
+            from rubric_engine.store.sqlite import SqliteBackend
+
+            backend = SqliteBackend(location)
+        else:
+            from rubric_engine.store.postgres import PostgresBackend
+
+            backend = PostgresBackend(location)
+    except errors as exc:
+        raise _cannot_open(location, exc) from exc
+    try:
+        tables = backend.tables()
+        missing = sorted({"tasks", "rows"} - tables)
+        if "meta" in tables and missing:
+            raise StoreError(
+                f"{location}: the store is damaged (table(s) {', '.join(missing)} missing); "
+                "nothing is recreated over it. Restore it from a backup or pass another --store"
+            )
+        migrate(backend)
+    except BaseException as exc:
+        with contextlib.suppress(Exception):  # closing must not hide why opening failed
+            backend.close()
+        if isinstance(exc, errors):
+            raise _cannot_open(location, exc) from exc
+        raise
+    return backend
+
+
+def _cannot_open(location: StoreLocation, exc: Exception) -> StoreError:
+    if isinstance(exc, StoreError):  # already says what is wrong (a full disk)
+        return exc
+    if isinstance(location, Path):
+        from rubric_engine.store.sqlite import unwritable
+
+        full = unwritable(location, exc)  # the file is not broken
+        if full is not None:
+            return full
+    return StoreError(
+        f"{location}: cannot open task store ({exc}); pass another "
+        "--store path or move the broken file away"
+    )
