@@ -10,6 +10,7 @@ import pytest
 from rubric_engine.results.model import BasisSource, RequirementStatus, WarningCode
 from rubric_engine.results.normalize import normalize_verdict
 from rubric_engine.rubric.case_level import case_requirements
+from rubric_engine.rubric.compiled import CompiledRubric
 from rubric_engine.verdict.model import verdict_model
 
 S = RequirementStatus
@@ -206,7 +207,7 @@ def test_judge_reasked_is_carried_through(mini_rubric: Any) -> None:
     outcome = JudgeOutcome(
         verdict=judge(mini_rubric), error=None, reasks=["intentKey: 'REFUNDS' is not in the rubric"]
     )
-    result = row_result(mini_rubric, prepared, outcome)
+    result = row_result(CompiledRubric.of(mini_rubric), prepared, outcome)
     assert codes(result) == ["JUDGE_REASKED"]
     assert result.warnings[0].detail == "intentKey: 'REFUNDS' is not in the rubric"
     assert result.final_score == 4
@@ -337,7 +338,7 @@ def test_reply_warnings_reach_the_row_after_the_reasks(mini_rubric: Any) -> None
         reasks=["two objects"],
         parse_warnings=[ambiguous, *parsed.cleanups],
     )
-    result = row_result(mini_rubric, prepared, outcome)
+    result = row_result(CompiledRubric.of(mini_rubric), prepared, outcome)
     assert codes(result) == [
         "JUDGE_REASKED",
         "AMBIGUOUS_REPLY",

@@ -1,10 +1,9 @@
-"""The store's row columns are made without pydantic's JSON-mode conversion (issue 18, per-row
-CPU): :func:`~rubric_engine.store.task_store.result_json` encodes the result's plain Python dump,
-and the
-dialogue and raw-attempt columns skip the encoder's cycle check. These tests pin that the
-bytes are those of the JSON-mode dump through ``json.dumps`` (what the store held before)
-for every kind of value a result holds: enums, tuples, absent and present optional blocks,
-non-ASCII, quotes and control characters, integer and float milliseconds.
+"""The store's row columns, byte for byte: :func:`~rubric_engine.store.task_store.result_json`
+encodes the result's plain Python dump; these tests pin that the bytes are those of the
+JSON-mode dump through ``json.dumps`` (what every store has held) for every kind of value a
+result holds: enums, tuples, absent and present optional blocks, non-ASCII, quotes and
+control characters, integer and float milliseconds; the dialogue and raw attempts as
+canonical JSON.
 """
 
 from __future__ import annotations
@@ -129,26 +128,3 @@ def test_row_columns_are_the_bytes_of_the_json_mode_dump(result: RowResult) -> N
     assert values[5] == json.dumps(result.to_json_dict(), ensure_ascii=False)
     assert values[6] == canonical_json(dialogue)
     assert values[7] == canonical_json(attempts)
-
-
-def test_result_bytes_are_the_same_through_the_basis_text_cache() -> None:
-    """referenceBasis entries are written from a cache of each distinct entry's text: a
-    result written again, or another result holding equal entries (a status given as text
-    or as the enum, evidence turns or none), gives the bytes of the JSON-mode dump."""
-    from rubric_engine.store.task_store import result_json
-
-    results = _results()
-    again = [
-        r.model_copy(update={"row_id": f"{r.row_id}-again", "score_explanation": None})
-        for r in results
-    ]
-    for result in [*results, *again, *results]:
-        assert result_json(result) == json.dumps(result.to_json_dict(), ensure_ascii=False)
-    text_status = BasisEntry(requirement_id="A", status="FOLLOWED", source="default")
-    enum_status = BasisEntry(
-        requirement_id="A", status=RequirementStatus.FOLLOWED, source=BasisSource.DEFAULT
-    )
-    turns = enum_status.model_copy(update={"evidence_turns": (0,)})
-    for basis in ((text_status,), (enum_status, turns), (turns, text_status, turns)):
-        result = RowResult(row_id="r", status=RowStatus.SCORED, reference_basis=basis)
-        assert result_json(result) == json.dumps(result.to_json_dict(), ensure_ascii=False)

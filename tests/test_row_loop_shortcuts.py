@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.engine.pipeline import RequestBuilder, row_result, stored_row
 from rubric_engine.judge.protocol import Attempt, JudgeOutcome
+from rubric_engine.rubric.compiled import CompiledRubric
 from rubric_engine.verdict.model import verdict_model
 from rubric_engine.verdict.parse import validation_reason
 from tests.test_normalize_properties import PACKS
@@ -104,7 +105,7 @@ def test_stored_row_totals_are_the_outcomes(attempts: list[Attempt]) -> None:
     row = DialogueRow.model_validate({"rowId": "r", "messages": [{"role": "user", "content": "x"}]})
     prepared = RequestBuilder(rubric, None).prepare(0, row)
     outcome = JudgeOutcome(verdict=None, error=None, attempts=attempts)
-    stored = stored_row(prepared, outcome, row_result(rubric, prepared, outcome))
+    stored = stored_row(prepared, outcome, row_result(CompiledRubric.of(rubric), prepared, outcome))
     assert stored.calls == len(attempts)
     assert repr(stored.cost_usd) == repr(outcome.cost_usd)
     assert (stored.prompt_tokens, stored.completion_tokens) == (

@@ -25,7 +25,8 @@ from rubric_engine.results.model import (
 from rubric_engine.results.normalize import normalize_verdict
 from rubric_engine.results.row_result import row_result
 from rubric_engine.rubric import load_rubric
-from rubric_engine.rubric.case_level import applicable_requirements, row_case_requirements
+from rubric_engine.rubric.case_level import row_case_requirements
+from rubric_engine.rubric.compiled import CompiledRubric
 from rubric_engine.rules.run import run_rules
 from tests.test_normalize_warnings import judge
 from tests.test_rules_merge import CHECKED_PACK
@@ -62,13 +63,14 @@ def test_case_requirements_are_derived_once_behaviours_then_rule_checks(pack: An
 
 def test_a_scored_row_is_the_normalizer_with_the_rule_checks_merged(pack: Any) -> None:
     row = row_from_object(ROW, "r1")
-    case, rules = row_case_requirements(row), run_rules(pack, row)
+    compiled = CompiledRubric.of(pack)
+    case, rules = row_case_requirements(row), run_rules(compiled, row)
     verdict = judge(pack, score=4)
-    applicable = [r.id for r in applicable_requirements(pack, verdict.intent_key, case.all)]
+    applicable = [r.id for r in compiled.applicable(verdict.intent_key, case.all)]
     expected = normalize_verdict(
         pack, verdict, "r1", case.all, rule_results=rules.statuses(applicable)
     )
-    result = row_result(pack, row, case, rules, verdict)
+    result = row_result(compiled, row, case, rules, verdict)
     assert result.status is RowStatus.SCORED
     assert result.model_copy(update={"rules": None}) == expected
     assert result.rules is not None
@@ -81,6 +83,7 @@ def test_a_scored_row_is_the_normalizer_with_the_rule_checks_merged(pack: Any) -
 
 def test_the_same_row_gives_the_same_result_through_the_pipeline(pack: Any) -> None:
     row = row_from_object(ROW, "r1")
+    compiled = CompiledRubric.of(pack)
     prepared = RequestBuilder(pack, load_prompt()).prepare(0, row)
     for outcome in (
         JudgeOutcome(verdict=judge(pack, score=2), error=None, reasks=["why"]),
@@ -88,23 +91,24 @@ def test_the_same_row_gives_the_same_result_through_the_pipeline(pack: Any) -> N
         JudgeOutcome(verdict=None, error=None),
     ):
         direct = row_result(
-            pack,
+            compiled,
             row,
             row_case_requirements(row),
-            run_rules(pack, row),
+            run_rules(compiled, row),
             outcome.verdict,
             outcome.error,
             judge_warnings(outcome),
         )
-        assert pipeline_row_result(pack, prepared, outcome) == direct
+        assert pipeline_row_result(compiled, prepared, outcome) == direct
 
 
 def test_a_judge_error_row_has_no_score_but_keeps_its_rule_summary(pack: Any) -> None:
     row = row_from_object(ROW, "r1")
     error = JudgeError(kind=JudgeErrorKind.INVALID_OUTPUT, message="re-asks ran out", attempts=3)
     reask = ProtocolWarning(code=WarningCode.JUDGE_REASKED, detail="bad JSON")
+    compiled = CompiledRubric.of(pack)
     result = row_result(
-        pack, row, row_case_requirements(row), run_rules(pack, row), None, error, [reask]
+        compiled, row, row_case_requirements(row), run_rules(compiled, row), None, error, [reask]
     )
     assert result.status is RowStatus.JUDGE_ERROR and result.final_score is None
     assert result.warnings == (reask,) and result.error == error
@@ -115,8 +119,9 @@ def test_a_judge_error_row_has_no_score_but_keeps_its_rule_summary(pack: Any) ->
 def test_a_checked_row_carries_no_judge_warnings(pack: Any) -> None:
     row = row_from_object(ROW, "r1")
     reask = ProtocolWarning(code=WarningCode.JUDGE_REASKED, detail="never asked")
+    compiled = CompiledRubric.of(pack)
     result = row_result(
-        pack, row, row_case_requirements(row), run_rules(pack, row), warnings=[reask]
+        compiled, row, row_case_requirements(row), run_rules(compiled, row), warnings=[reask]
     )
     assert result.status is RowStatus.CHECKED and result.warnings == ()
     assert result.red_flag_types == ("BACKEND_EXPOSURE",)  # the rule-violated red line

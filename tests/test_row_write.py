@@ -1,27 +1,18 @@
-"""How a finished row is written (issue 18, per-row CPU of a replay): one upsert statement on
-both backends (SQLite's ``INSERT OR REPLACE`` checked the foreign key for a delete too), new
-SQLite files made with 32 KB pages (older stores keep theirs), and the row columns' JSON made
-by encoders built once (``canonical.encoder_built_once``). Each keeps what was stored and
-read before: the same rows after a row is written again, the same report files from an old
-store and a new one, and the same column text as ``json``'s own encoders give."""
+"""How a finished row is written: one upsert statement on both backends (SQLite's
+``INSERT OR REPLACE`` checked the foreign key for a delete too), new SQLite files made with
+32 KB pages (older stores keep theirs). Each keeps what was stored and read before: the same
+rows after a row is written again, the same report files from an old store and a new one."""
 
 from __future__ import annotations
 
 import dataclasses
-import enum
-import json
-import math
 import sqlite3
 from pathlib import Path
-from typing import Any
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 import rubric_engine.store.sqlite as sqlite_backend
-from rubric_engine.formats.canonical import encoder_built_once as _one_shot
-from rubric_engine.store.task_store import _RESULT_ENCODER, _ROW_ENCODER, TaskStore
+from rubric_engine.store.task_store import TaskStore
 from tests.test_store_backends import DEMOS, read_files, score_demo
 
 
@@ -91,107 +82,6 @@ def _masked(files: dict[str, bytes], task: str) -> dict[str, bytes]:
     from tests.test_store_backends import _mask
 
     return {name: _mask(data, task) for name, data in files.items()}
-
-
-# -- the encoders built once -----------------------------------------------------------------
-
-
-class Colour(enum.StrEnum):  # result dumps hold StrEnum values (statuses, sources)
-    RED = "RED"
-    BLUE = "蓝"
-
-
-_TEXT = st.text(st.characters(codec="utf-8") | st.sampled_from('"\\\x00\x1f\u2028\U0001f600é中'))
-_SCALARS = (
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.integers(min_value=-(10**30), max_value=10**30)
-    | st.floats(allow_nan=True, allow_infinity=True)
-    | st.sampled_from([0.0, -0.0, 1e-05, 1e16, 5e-324, 1.7976931348623157e308, 0.1])
-    | _TEXT
-    | st.sampled_from(list(Colour))
-)
-_VALUES = st.recursive(
-    _SCALARS,
-    lambda inner: (
-        st.lists(inner, max_size=4)
-        | st.lists(inner, max_size=4).map(tuple)
-        | st.dictionaries(_TEXT, inner, max_size=4)
-    ),
-    max_leaves=30,
-)
-
-
-@settings(max_examples=400, deadline=None)
-@given(_VALUES)
-def test_the_encoders_built_once_write_what_json_writes(value: Any) -> None:
-    """Every column written through ``_one_shot`` is the text ``JSONEncoder.encode`` gives
-    (the result's ``json.dumps`` spelling, the other columns' canonical text): same key order,
-    floats (``NaN``, ``-0.0``, ``1e-05``), big integers, enums, tuples and non-ASCII."""
-    for encoder in (_RESULT_ENCODER, _ROW_ENCODER):
-        assert _one_shot(encoder)(value) == encoder.encode(value)
-
-
-def test_the_encoders_built_once_refuse_what_json_refuses() -> None:
-    for encoder in (_RESULT_ENCODER, _ROW_ENCODER):
-        encode = _one_shot(encoder)
-        with pytest.raises(TypeError, match="not JSON serializable"):
-            encode({"a": {1, 2}})
-        with pytest.raises(TypeError, match="keys must be str"):
-            encode({("a",): 1})
-        assert encode({"nan": math.nan}) == encoder.encode({"nan": math.nan})
-        assert json.loads(encode({"k": [1.5, "中"]})) == {"k": [1.5, "中"]}
-
-
-def test_an_encoder_the_c_code_cannot_be_built_for_is_used_as_it_is() -> None:
-    """A cycle-checking or indenting encoder is not rebuilt: its own ``encode`` is returned."""
-    checking = json.JSONEncoder()
-    indenting = json.JSONEncoder(indent=2, check_circular=False)
-    assert _one_shot(checking) == checking.encode
-    assert _one_shot(indenting) == indenting.encode
-
-
-# -- the referenceBasis texts by identity ----------------------------------------------------
-
-
-def test_result_text_is_the_same_through_the_identity_cache_and_when_it_fills(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Entries shared across rows (the normalizer's) are found by identity; entries made for
-    one row each fill the cache, which is cleared when full and stays bounded; every result
-    is still the bytes of ``json.dumps`` of its JSON dict."""
-    import rubric_engine.store.task_store as store
-    from rubric_engine.results.model import BasisEntry, RequirementStatus, RowResult, RowStatus
-
-    monkeypatch.setattr(store, "_BASIS_CACHE_MAX", 8)
-    monkeypatch.setattr(store, "_BASIS_BY_ID", {})
-    monkeypatch.setattr(store, "_BASIS_TEXT", {})
-    shared = tuple(
-        BasisEntry(requirement_id=f"R{i}", status=RequirementStatus.FOLLOWED, source="default")
-        for i in range(5)
-    )
-
-    def fresh(n: int) -> tuple[BasisEntry, ...]:  # freed after each row: ids come again
-        return tuple(
-            BasisEntry(
-                requirement_id=f"F{n}-{i} “中”",
-                status=RequirementStatus.VIOLATED,
-                source="judge",
-                evidence_turns=(n, n + i),
-            )
-            for i in range(3)
-        )
-
-    def written(basis: tuple[BasisEntry, ...]) -> bool:
-        result = RowResult(row_id="r", status=RowStatus.SCORED, reference_basis=basis)
-        return store.result_json(result) == json.dumps(result.to_json_dict(), ensure_ascii=False)
-
-    for n in range(40):
-        assert written(shared)
-        assert written(fresh(n) + shared[:2])
-        assert written(shared[3:] + fresh(n + 100))
-        assert len(store._BASIS_BY_ID) <= 8 + 3 + len(shared)
 
 
 def test_a_stored_dialogue_is_the_json_mode_dump_of_its_row() -> None:

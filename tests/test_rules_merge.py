@@ -20,6 +20,7 @@ from rubric_engine.judge.protocol import JudgeOutcome
 from rubric_engine.results.model import BasisSource, RequirementStatus, RowStatus
 from rubric_engine.results.normalize import normalize_verdict
 from rubric_engine.rubric import load_rubric
+from rubric_engine.rubric.compiled import CompiledRubric
 from rubric_engine.rules.evidence import evidence_from_row
 from tests.conftest import MINI_RUBRIC
 from tests.test_normalize_warnings import judge, status
@@ -104,7 +105,9 @@ def test_pipeline_merges_pack_and_case_checks_and_keeps_them_from_the_judge(pack
     user_text = prepared.request.messages[1]["content"]
     assert "CASE_EXPECTED_" in user_text and "CASE_RULE_" not in user_text
     assert all(not i.startswith("CASE_RULE_") for i in prepared.request.case_requirement_ids)
-    result = row_result(pack, prepared, JudgeOutcome(verdict=judge(pack, score=4), error=None))
+    result = row_result(
+        CompiledRubric.of(pack), prepared, JudgeOutcome(verdict=judge(pack, score=4), error=None)
+    )
     basis = status(result)
     rule_id = next(i for i in basis if i.startswith("CASE_RULE_"))
     assert basis[rule_id] == (S.VIOLATED, BasisSource.RULE)
@@ -127,7 +130,7 @@ def test_judge_none_row_is_checked_with_rule_entries_only(pack: Any) -> None:
     )
     prepared = RequestBuilder(pack, None).prepare(0, row)
     assert prepared.request.messages == ()
-    result = row_result(pack, prepared, JudgeOutcome(verdict=None, error=None))
+    result = row_result(CompiledRubric.of(pack), prepared, JudgeOutcome(verdict=None, error=None))
     assert result.status is RowStatus.CHECKED and result.final_score is None
     assert status(result) == {
         "COMMON_LEAK": (S.FOLLOWED, BasisSource.RULE),

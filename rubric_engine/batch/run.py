@@ -350,7 +350,7 @@ class BatchRun:
                     return None
                 cid = custom_id(seq, pending.attempt, row.row_id)
                 return cid, pending.attempt, request_line(cid, pending.kwargs)
-            result = row_result(self.builder.rubric, prepared, outcome)
+            result = row_result(self.builder.compiled, prepared, outcome)
             stored = stored_row(prepared, outcome, result)
             self.store.add_row(self.task_id, stored)
             self.done.add(row.row_id)

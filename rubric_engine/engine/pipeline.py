@@ -22,6 +22,7 @@ from rubric_engine.judge.server_checks import RubricNotDelivered
 from rubric_engine.results.model import JudgeErrorKind, ProtocolWarning, RowResult, WarningCode
 from rubric_engine.results.row_result import row_result as _row_result
 from rubric_engine.rubric.case_level import CaseRequirements, row_case_requirements
+from rubric_engine.rubric.compiled import CompiledRubric
 from rubric_engine.rubric.model import EvalRubric, HardRequirement
 from rubric_engine.rules.run import RuleRun, run_rules
 from rubric_engine.store.commit_timer import committing
@@ -59,6 +60,8 @@ class RequestBuilder:
 
     def __init__(self, rubric: EvalRubric, template: PromptTemplate | None) -> None:
         self.rubric = rubric
+        #: what every row asks of the rubric, worked out once for the task
+        self.compiled = CompiledRubric.of(rubric)
         self.template = template
         self.system_text = render_system(template, rubric) if template else ""
         self.rubric_hash = rubric.content_hash()
@@ -67,7 +70,7 @@ class RequestBuilder:
 
     def prepare(self, seq: int, row: DialogueRow) -> PreparedRow:
         case = row_case_requirements(row)
-        rules = run_rules(self.rubric, row)
+        rules = run_rules(self.compiled, row)
         messages: tuple[dict[str, str], ...] = ()
         if self.template is not None:
             user_text = render_user(self.template, self.rubric, row, case.behaviours)
@@ -107,7 +110,7 @@ def judge_warnings(outcome: JudgeOutcome) -> tuple[ProtocolWarning, ...]:
     return reasked + tuple(outcome.parse_warnings)
 
 
-def row_result(rubric: EvalRubric, prepared: PreparedRow, outcome: JudgeOutcome) -> RowResult:
+def row_result(rubric: CompiledRubric, prepared: PreparedRow, outcome: JudgeOutcome) -> RowResult:
     """A judged (or ``--judge none``) row's result:
     :func:`rubric_engine.results.row_result.row_result`
     with the judge's verdict, error and warnings taken from ``outcome``.
@@ -308,7 +311,7 @@ async def run_batch(
                 in_flight[0] -= 1
             if budget is not None:
                 budget.spend(outcome)
-            result = row_result(builder.rubric, prepared, outcome)
+            result = row_result(builder.compiled, prepared, outcome)
             stored = stored_row(prepared, outcome, result)
             store.add_row(task_id, stored)
             if on_stored is not None:

@@ -24,6 +24,7 @@ from rubric_engine.report.model import Report
 from rubric_engine.results.model import RowResult, RowStatus, WarningCode
 from rubric_engine.results.row_result import row_result
 from rubric_engine.rubric.case_level import row_case_requirements
+from rubric_engine.rubric.compiled import CompiledRubric
 from rubric_engine.rubric.diff import RubricDiff, diff_rubrics, renormalize_blockers
 from rubric_engine.rubric.model import EvalRubric
 from rubric_engine.rubric.versions import LifecycleError, rubric_for_scoring, verified_snapshot
@@ -58,7 +59,7 @@ _JUDGE_CALL_WARNINGS = (WarningCode.JUDGE_REASKED, WarningCode.AMBIGUOUS_REPLY)
 
 
 def _renormalized(
-    stored: StoredRow, judged: EvalRubric, target: EvalRubric, evidence: bool = False
+    stored: StoredRow, judged: EvalRubric, target: CompiledRubric, evidence: bool = False
 ) -> RowResult:
     result = stored.result
     if result.status is not RowStatus.SCORED:
@@ -75,7 +76,7 @@ def _renormalized(
             "task ran"
         )
     verdict = parsed.verdict
-    known = set(target.requirements_by_id) | {r.id for r in case.behaviours}
+    known = set(target.rubric.requirements_by_id) | {r.id for r in case.behaviours}
     verdict = verdict.model_copy(
         update={
             "unmet_requirement_ids": [i for i in verdict.unmet_requirement_ids if i in known],
@@ -148,9 +149,10 @@ def renormalize(
                 extra={},
             )
         )
+        compiled = CompiledRubric.of(target)
         for stored in rows:
             result = _renormalized(
-                stored, judged, target, source.prompt_version in EVIDENCE_PROMPTS
+                stored, judged, compiled, source.prompt_version in EVIDENCE_PROMPTS
             )
             store.add_row(
                 new_id,

@@ -17,15 +17,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
 from typing import Any
 
 COMPACT = (",", ":")
 #: the spacing ``CASE_RULE_…`` IDs were derived with (see the module docstring); no new use
 SPACED = (", ", ": ")
-#: the encoder ``json.dumps`` builds for :func:`canonical_json`'s arguments, built once (it
-#: holds no state between calls; the several canonical texts of every row skip its set-up)
-_COMPACT_ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=COMPACT)
 
 
 def canonical_json(value: Any, separators: tuple[str, str] = COMPACT) -> str:
@@ -34,8 +30,6 @@ def canonical_json(value: Any, separators: tuple[str, str] = COMPACT) -> str:
     Raises:
         TypeError / ValueError: as :func:`json.dumps` for a value JSON cannot hold.
     """
-    if separators == COMPACT:
-        return _COMPACT_ENCODER.encode(value)
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=separators)
 
 
@@ -47,34 +41,3 @@ def sha256_text(text: str) -> str:
 def canonical_hash(value: Any) -> str:
     """``sha256:<64 hex>`` of :func:`canonical_json` of ``value``."""
     return sha256_text(canonical_json(value))
-
-
-def encoder_built_once(encoder: json.JSONEncoder) -> Callable[[Any], str]:
-    """``encoder.encode`` as one function built once: ``JSONEncoder.encode`` builds the C
-    encoder again for every value it encodes (about 0.6 µs, several times a row: issue 18),
-    while the C encoder it builds holds nothing between calls (no cycle markers: an encoder
-    without the cycle check is only given fresh trees, never circular). Used for the store's
-    row columns and ``rows.jsonl``'s metadata. The same text, from the same C code;
-    ``encoder.encode`` itself where the C encoder is missing or gives other text."""
-    import json.encoder as stdlib  # its C encoder (``c_make_encoder``) is not in typeshed
-
-    make = getattr(stdlib, "c_make_encoder", None)
-    if make is None or encoder.check_circular or encoder.indent is not None:
-        return encoder.encode
-    made = make(
-        None,
-        encoder.default,
-        stdlib.encode_basestring_ascii if encoder.ensure_ascii else stdlib.encode_basestring,
-        None,
-        encoder.key_separator,
-        encoder.item_separator,
-        encoder.sort_keys,
-        encoder.skipkeys,
-        encoder.allow_nan,
-    )
-
-    def encode(value: Any) -> str:
-        return "".join(made(value, 0))
-
-    probe = {"b": [1, 2.5, -0.0, 1e-05, 10**20, None, True], "a": {'中\n"': "é\x00"}}
-    return encode if encode(probe) == encoder.encode(probe) else encoder.encode

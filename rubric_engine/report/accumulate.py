@@ -57,7 +57,6 @@ from rubric_engine.report.rows import RowFacts, RowUsage, Usage
 from rubric_engine.report.rules_section import rules_section_of
 from rubric_engine.report.slices import SliceAccumulator, status_counts
 from rubric_engine.results.model import (
-    BasisEntry,
     RequirementStatus,
     RowResult,
     RowStatus,
@@ -271,10 +270,6 @@ class ReportAccumulator:
         self._intents = {i.key: [0, 0, 0, 0, 0, 0] for i in rubric.intents}
         self._req_counts: dict[str, Counter[str]] = {}
         self._shapes: dict[tuple[tuple[str, ...], tuple[RequirementStatus, ...]], _Shape] = {}
-        #: the shape of a referenceBasis tuple by its identity (the tuple kept beside it):
-        #: rows the normalizer decided alike share one tuple, so their shape is found without
-        #: reading their entries (issue 18)
-        self._basis_seen: dict[int, tuple[tuple[BasisEntry, ...], _Shape]] = {}
         self._req_first: dict[str, tuple[int, int]] = {}
         self._case_texts: dict[str, tuple[int, str]] = {}
         self._slices = [SliceAccumulator(n, rubric, threshold, self._fig) for n in by]
@@ -377,21 +372,13 @@ class ReportAccumulator:
             for position, flag in enumerate(r.red_flag_types):
                 _first_seen(self._flag_first, flag, (listed, position))
         basis = r.reference_basis
-        seen = self._basis_seen.get(id(basis))
-        shape: _Shape | None
-        if seen is not None and seen[0] is basis:  # a referenceBasis shared with an earlier row
-            shape = seen[1]
-        else:
-            key = (tuple(map(_REQUIREMENT_ID, basis)), tuple(map(_STATUS, basis)))
-            shape = self._shapes.get(key)
-            if shape is None:
-                if len(self._shapes) >= BASIS_SHAPES:
-                    self._count_entries(key, listed, 1)
-                    return None
-                shape = self._shapes[key] = _Shape(key, listed)
-            if len(self._basis_seen) >= BASIS_SHAPES:
-                self._basis_seen.clear()
-            self._basis_seen[id(basis)] = (basis, shape)
+        key = (tuple(map(_REQUIREMENT_ID, basis)), tuple(map(_STATUS, basis)))
+        shape = self._shapes.get(key)
+        if shape is None:
+            if len(self._shapes) >= BASIS_SHAPES:
+                self._count_entries(key, listed, 1)
+                return None
+            shape = self._shapes[key] = _Shape(key, listed)
         shape.rows += 1
         if listed < shape.first:
             shape.first = listed
@@ -416,7 +403,6 @@ class ReportAccumulator:
         """Fold the counted shapes into the per-requirement counts (once, at :meth:`finish`;
         the shapes are then empty)."""
         shapes, self._shapes = self._shapes, {}
-        self._basis_seen = {}
         for shape in shapes.values():
             self._count_entries(shape.key, shape.first, shape.rows)
 

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rubric_engine.errors import StoreError
-from rubric_engine.formats.canonical import encoder_built_once
 from rubric_engine.report.accumulate import ReportAccumulator, WorstRows
 from rubric_engine.report.aggregate import build_report
 from rubric_engine.report.model import CalibrationSection, Report, TaskSection
@@ -325,112 +324,29 @@ def rows_jsonl(store: TaskStore, task_id: str, pass_score: int) -> Iterator[str]
 
 def rows_jsonl_line(result: str, dialogue: str, pass_score: int, task_id: str = "") -> str:
     """The :func:`rows_line` of a stored row, as text, from its stored ``result`` and
-    ``dialogue`` columns: the result's own stored bytes
-    (:func:`~rubric_engine.store.task_store.result_json`) with ``outcome`` and the sorted
-    ``metadata``
-    added, so the line is byte for byte ``json.dumps(rows_line(...), ensure_ascii=False)``
-    without building the result again.
-
-    The pass rule's fields are read from the result's head (:func:`_outcome_head`) rather
-    than by decoding the whole result (issue 18: that decode was half of this function's
-    time); a CHECKED row, whose outcome needs ``rules.passed``, is decoded whole.
+    ``dialogue`` columns: ``json.dumps(rows_line(...), ensure_ascii=False)`` without
+    validating the result again (the pass rule reads only a few of its fields).
 
     Raises:
         StoreError: a column is not valid JSON or not a valid result (edited by hand).
     """
     from rubric_engine.report.outcome import outcome_of
 
-    if not result.startswith(RESULT_JSON_START):  # a store written before issue 18
+    if not result.startswith(RESULT_JSON_START):  # a store written in the older canonical form
         result = result_json(parse_result(result, task_id))
-    head = _outcome_head(result)
-    if head is not None:
-        status, final_score, red_flagged = head
-        outcome = outcome_of(status, final_score, red_flagged, None, pass_score)
-    else:
-        data = decode_column(result, f"task {task_id} row result")
-        rules = data.get("rules")
-        # the fields the pass rule reads (report/outcome.py), without validating the result
-        outcome = outcome_of(
-            RowStatus(data["status"]),
-            data.get("finalScore"),
-            bool(data.get("redFlagTypes")),
-            rules["passed"] if rules else None,
-            pass_score,
-        )
-    metadata = _stored_metadata(dialogue)
-    if metadata is None:
-        metadata = decode_column(dialogue, f"task {task_id} row dialogue").get("metadata") or {}
-    return f'{result[:-1]}, "outcome": "{outcome}", "metadata": {_metadata_text(metadata)}}}\n'
-
-
-#: ``json.dumps(…, sort_keys=True, ensure_ascii=False)``'s encoder, built once (decoded JSON
-#: is never circular)
-_METADATA_ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False, check_circular=False)
-#: ``_METADATA_ENCODER.encode``: a row's metadata as ``rows.jsonl`` writes it (keys sorted at
-#: every depth), without building the C encoder again for every row
-_metadata_text = encoder_built_once(_METADATA_ENCODER)
-
-
-#: the result fields before ``redFlagTypes`` (rowId, status, intentKey, judgeScore,
-#: finalScore, cappedBy) hold strings, numbers, null and a list of strings, never an object:
-#: so the first ``"status": `` (and so on) in a result is the top-level key, since a ``"``
-#: inside a JSON string is always escaped (``\"``) and so cannot close ``status"`` there
-_STATUS = ', "status": "'
-_FINAL_SCORE = ', "finalScore": '
-_RED_FLAGS = ', "redFlagTypes": ['
-
-
-def _outcome_head(result: str) -> tuple[RowStatus, int | None, bool] | None:
-    """``(status, finalScore, any red flag)`` read from the head of a result in
-    :func:`~rubric_engine.store.task_store.result_json`'s spelling; ``None`` for a CHECKED row (its
-    outcome reads ``rules``) or a head not in that spelling (then the caller decodes it
-    whole, which names the damage)."""
-    start = result.find(_STATUS) + len(_STATUS)
-    score_at = result.find(_FINAL_SCORE, start) + len(_FINAL_SCORE)
-    flags_at = result.find(_RED_FLAGS, score_at) + len(_RED_FLAGS)
-    if start < len(_STATUS) or score_at < len(_FINAL_SCORE) or flags_at < len(_RED_FLAGS):
-        return None
-    if flags_at >= len(result):
-        return None
-    status = _STATUSES.get(result[start : result.find('"', start)])
-    score = result[score_at : result.find(",", score_at)]
-    if status is None or status is RowStatus.CHECKED:
-        return None
-    if score == "null":
-        return status, None, result[flags_at] != "]"
-    if not score.lstrip("-").isdigit() or not score.isascii():
-        return None
-    return status, int(score), result[flags_at] != "]"
-
-
-_STATUSES = {str(s): s for s in RowStatus}
-_DECODER = json.JSONDecoder()
-#: the dialogue column is canonical JSON (keys sorted, compact): ``metadata`` follows the
-#: messages, which are most of its bytes, and is followed by the four last fields only
-_METADATA = ',"metadata":{'
-
-
-def _stored_metadata(dialogue: str) -> dict[str, Any] | None:
-    """The row's ``metadata`` decoded from where it starts in the canonical dialogue text,
-    without decoding the messages before it; ``None`` when it is not found that way (the
-    caller decodes the whole column).
-
-    A ``,"metadata":{`` in the text is a key (a ``"`` inside a string is escaped), maybe of
-    an object nested in the messages: it is the row's own when the rest of the text after
-    its value decodes as one object that ends where the text ends, i.e. when that key's
-    object is the outermost one.
-    """
-    at = dialogue.find(_METADATA)
-    while at >= 0:
-        try:
-            metadata, end = _DECODER.raw_decode(dialogue, at + len(_METADATA) - 1)
-            rest = "{" + dialogue[end + 1 :]
-            if dialogue[end : end + 1] == "," and _DECODER.raw_decode(rest)[1] == len(rest):
-                return metadata or {}
-        except json.JSONDecodeError:
-            pass
-        at = dialogue.find(_METADATA, at + 1)
-    return None
+    line = decode_column(result, f"task {task_id} row result")
+    rules = line.get("rules")
+    line["outcome"] = outcome_of(
+        RowStatus(line["status"]),
+        line.get("finalScore"),
+        bool(line.get("redFlagTypes")),
+        rules["passed"] if rules else None,
+        pass_score,
+    )
+    metadata = decode_column(dialogue, f"task {task_id} row dialogue").get("metadata") or {}
+    # keys sorted at every depth, as rows_line writes them
+    line["metadata"] = json.loads(json.dumps(metadata, sort_keys=True))
+    return json.dumps(line, ensure_ascii=False) + "\n"
 
 
 def diff_side(task: StoredTask, *, pass_score: int | None = None, exact: bool = True) -> DiffSide:

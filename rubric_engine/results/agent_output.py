@@ -109,13 +109,6 @@ def _cut_cards(text: str, start: str, end: str) -> tuple[str, list[str]]:
     return "".join(kept), cut
 
 
-#: the last outputs parsed, by the identity of (content, parsing): a row's assistant
-#: messages are parsed for its prompt and again for its thinking warnings, the same string
-#: objects both times; the objects themselves are kept, so an id is never taken for another's
-_RECENT: dict[tuple[int, int], tuple[str, OutputParsing, ParsedAgentOutput]] = {}
-_RECENT_MAX = 1024
-
-
 def parse_agent_output(content: str, parsing: OutputParsing) -> ParsedAgentOutput:
     """Strip thinking sections, then cut out questions cards, per the pack's settings.
 
@@ -127,18 +120,6 @@ def parse_agent_output(content: str, parsing: OutputParsing) -> ParsedAgentOutpu
         The visible text and the cards; ``content`` unchanged (trimmed) when both are off.
         Malformed thinking markers are counted, and the text around them kept.
     """
-    key = (id(content), id(parsing))
-    found = _RECENT.get(key)
-    if found is not None and found[0] is content and found[1] is parsing:
-        return found[2]
-    parsed = _parse(content, parsing)
-    if len(_RECENT) >= _RECENT_MAX:
-        _RECENT.clear()  # a row's two readings are a few rows apart at most
-    _RECENT[key] = (content, parsing, parsed)
-    return parsed
-
-
-def _parse(content: str, parsing: OutputParsing) -> ParsedAgentOutput:
     text = content
     removed = stray = unclosed = 0
     for marker in parsing.thinking_markers:

@@ -9,7 +9,7 @@ batch mode to come. It decides the row's status from what it is given:
 * a judge error → ``JUDGE_ERROR``: never a score; the rule checks are summarized;
 * neither → ``CHECKED`` (``--judge none``, SPEC §7): decided by the rule checks alone.
 
-The applicable set is worked out once per row (:func:`applicable_requirements`) and serves
+The applicable set is worked out once per row (:meth:`CompiledRubric.applicable`) and serves
 the normalizer, the rule statuses and the seed-001 rule summary. Pure: no I/O, no clock.
 """
 
@@ -30,8 +30,8 @@ from rubric_engine.results.model import (
     RuleSummary,
 )
 from rubric_engine.results.normalize import normalize_applicable
-from rubric_engine.rubric.case_level import CaseRequirements, applicable_requirements
-from rubric_engine.rubric.model import EvalRubric
+from rubric_engine.rubric.case_level import CaseRequirements
+from rubric_engine.rubric.compiled import CompiledRubric
 from rubric_engine.rules.run import RuleRun
 from rubric_engine.verdict.model import VerdictBase
 
@@ -41,7 +41,7 @@ S = RequirementStatus
 
 
 def row_result(
-    rubric: EvalRubric,
+    rubric: CompiledRubric,
     row: DialogueRow,
     case: CaseRequirements,
     rules: RuleRun,
@@ -52,7 +52,7 @@ def row_result(
     """The row's result from its judge answer (if any) and its rule checks.
 
     Args:
-        rubric: the task's snapshot (the version the row is normalized under).
+        rubric: the task's snapshot (the version the row is normalized under), compiled.
         row: the row; its ``rowId``, metadata title and trace feed the result.
         case: the row's case-level requirements
             (:func:`~rubric_engine.rubric.case_level.row_case_requirements`).
@@ -66,10 +66,10 @@ def row_result(
     Returns:
         ``SCORED`` with a verdict, ``JUDGE_ERROR`` with only an error, ``CHECKED`` with neither.
     """
-    marks = thinking_warnings(row, rubric.output_parsing)
+    marks = thinking_warnings(row, rubric.rubric.output_parsing)
     warnings = (*marks, *warnings)
     if verdict is not None:
-        applicable = applicable_requirements(rubric, verdict.intent_key, case.all)
+        applicable = rubric.applicable(verdict.intent_key, case.all)
         if not rules.results:  # most judged rows: no rule checks to merge or summarize
             return normalize_applicable(rubric, verdict, row.row_id, applicable, warnings)
         ids = [r.id for r in applicable]
@@ -78,7 +78,7 @@ def row_result(
         )
         summary = rule_summary(row, rules, ids)
         return result if summary is None else result.model_copy(update={"rules": summary})
-    ids = [r.id for r in applicable_requirements(rubric, None, case.all)]
+    ids = [r.id for r in rubric.applicable(None, case.all)]
     if error is not None:
         return RowResult(
             row_id=row.row_id,
@@ -90,20 +90,20 @@ def row_result(
     return _checked(rubric, row, rules, ids).with_warnings(marks)
 
 
-def _checked(rubric: EvalRubric, row: DialogueRow, rules: RuleRun, ids: list[str]) -> RowResult:
+def _checked(rubric: CompiledRubric, row: DialogueRow, rules: RuleRun, ids: list[str]) -> RowResult:
     """A ``--judge none`` row: no intent is chosen, so only the common and case checks count.
 
     The referenceBasis lists exactly the applicable requirements that have a check (source
     ``rule``). A VIOLATED critical requirement raises its red flag. There is no score.
     """
     statuses = rules.statuses(ids)
-    by_id = rubric.requirements_by_id
+    by_id = rubric.rubric.requirements_by_id
     flags = {
         by_id[rid].red_flag_type
         for rid, status in statuses.items()
         if status is S.VIOLATED and rid in by_id and by_id[rid].critical
     }
-    order = {t: i for i, t in enumerate(rubric.red_flag_types)}
+    order = rubric.flag_order
     return RowResult(
         row_id=row.row_id,
         status=RowStatus.CHECKED,

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from rubric_engine.rubric.model import EvalRubric, HardRequirement
+from rubric_engine.rubric.model import HardRequirement
 from rubric_engine.rules.evaluate import case_rule_id, check_json
 from rubric_engine.rules.model import Check
 
@@ -115,47 +115,3 @@ def row_case_requirements(row: DialogueRow) -> CaseRequirements:
         behaviours=case_requirements(row.expected_behavior, row.negative_behavior),
         rules=case_rule_requirements(row.expected),
     )
-
-
-def applicable_requirements(
-    rubric: EvalRubric, intent_key: str | None, case: tuple[HardRequirement, ...]
-) -> tuple[HardRequirement, ...]:
-    """The requirements that apply to a row (SPEC §5 step 1), in referenceBasis order.
-
-    Args:
-        rubric: the task's snapshot.
-        intent_key: the judge's chosen intent; ``None`` when no intent was chosen (a
-            ``--judge none`` row or a JUDGE_ERROR row), which leaves only the common ones.
-        case: the row's case-level requirements (:attr:`CaseRequirements.all`, or the
-            behaviours alone where a caller has no rule checks).
-
-    Returns:
-        Common requirements, then the intent's, then ``case``; each in declaration order.
-
-    Raises:
-        KeyError: ``intent_key`` is not one of the pack's intents.
-    """
-    pack = _pack_requirements(rubric, intent_key)
-    return (*pack, *case) if case else pack
-
-
-#: the pack's part of the applicable set by (rubric identity, intent): one tuple per intent,
-#: shared by its rows, so what is worked out per applicable set (the normalizer's table) is
-#: found again by identity. The rubric is kept beside it (a snapshot is frozen), so an
-#: identity is never another rubric's while its entry lives.
-_PACKS: dict[tuple[int, str | None], tuple[EvalRubric, tuple[HardRequirement, ...]]] = {}
-
-
-def _pack_requirements(rubric: EvalRubric, intent_key: str | None) -> tuple[HardRequirement, ...]:
-    found = _PACKS.get((id(rubric), intent_key))
-    if found is not None and found[0] is rubric:
-        return found[1]
-    pack = (
-        rubric.common_requirements
-        if intent_key is None
-        else rubric.applicable_requirements(intent_key)
-    )
-    if len(_PACKS) >= 256:
-        _PACKS.clear()
-    _PACKS[(id(rubric), intent_key)] = (rubric, tuple(pack))
-    return _PACKS[(id(rubric), intent_key)][1]

@@ -17,7 +17,7 @@ from typing import Any
 
 from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.results.model import CheckResult, RequirementStatus
-from rubric_engine.rubric.model import EvalRubric
+from rubric_engine.rubric.compiled import CompiledRubric
 from rubric_engine.rules.evaluate import case_rule_id, check_json, evaluate_check
 from rubric_engine.rules.evidence import Evidence, evidence_from_row
 
@@ -51,29 +51,13 @@ class RuleRun:
 _UNREAD = Evidence(final_answer="", assistant_texts=(), user_texts=(), tool_calls=())
 
 
-#: the pack's checked requirements by rubric identity (the rubric is kept beside them, so an
-#: identity is never another rubric's while its entry lives): worked out once per task
-_CHECKED: dict[int, tuple[EvalRubric, tuple[Any, ...]]] = {}
-
-
-def _checked(rubric: EvalRubric) -> tuple[Any, ...]:
-    found = _CHECKED.get(id(rubric))
-    if found is None or found[0] is not rubric:
-        if len(_CHECKED) >= 64:
-            _CHECKED.clear()
-        checked = tuple(r for r in rubric.requirements_by_id.values() if r.check is not None)
-        found = _CHECKED[id(rubric)] = (rubric, checked)
-    return found[1]
-
-
-def run_rules(rubric: EvalRubric, row: DialogueRow) -> RuleRun:
-    """Evaluate every check the pack and the row carry for this row."""
-    checked = _checked(rubric)
-    if not checked and not row.expected:
+def run_rules(rubric: CompiledRubric, row: DialogueRow) -> RuleRun:
+    """Evaluate every check the pack (:attr:`CompiledRubric.checked`) and the row carry."""
+    if not rubric.checked and not row.expected:
         return RuleRun(_UNREAD, {})  # most judged rows: skip reading the evidence
-    evidence = evidence_from_row(row, rubric.output_parsing)
+    evidence = evidence_from_row(row, rubric.rubric.output_parsing)
     results: dict[str, CheckResult] = {}
-    for req in checked:
+    for req in rubric.checked:
         if req.check is not None:
             results[req.id] = evaluate_check(req.check, evidence, req.id)
     for check in row.expected:

@@ -22,16 +22,15 @@ from collections.abc import Collection, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from itertools import islice
 from pathlib import Path
 from typing import Any, Protocol
 
 from pydantic import ValidationError
 
 from rubric_engine.errors import StoreError, TaskNotFoundError
-from rubric_engine.formats.canonical import COMPACT, canonical_json, encoder_built_once
+from rubric_engine.formats.canonical import canonical_json
 from rubric_engine.formats.jsonl import lone_surrogate_at
-from rubric_engine.results.model import BasisEntry, RowResult
+from rubric_engine.results.model import RowResult
 from rubric_engine.store.backend import Backend
 from rubric_engine.store.location import StoreLocation, parse_location
 from rubric_engine.store.migrations import SCHEMA_VERSION, migrate
@@ -193,7 +192,7 @@ def raw_attempts_json(attempts: Sequence[tuple[str | None, float, str]]) -> str 
         if type(latency) is not float or not math.isfinite(latency):
             return None
         parts.append(
-            f'{{"error":{_encode_row(error)},"latencyMs":{float.__repr__(latency)},'
+            f'{{"error":{canonical_json(error)},"latencyMs":{float.__repr__(latency)},'
             f'"response":{response}}}'
         )
     return "[" + ",".join(parts) + "]"
@@ -212,94 +211,14 @@ def _utf8_text(text: str) -> str:
 
 
 def result_json(result: RowResult) -> str:
-    """A row result as the store keeps it and ``rows.jsonl`` shows it: ``json.dumps`` of
-    :meth:`~rubric_engine.results.model.RowResult.to_json_dict` (field order, ``", "`` and ``": "``,
-    UTF-8 kept). Made once per row; ``rows.jsonl`` copies these bytes from the store
-    (:func:`rubric_engine.report.stored.rows_jsonl_line`). Stores written before issue 18
-    hold the canonical form (:func:`~rubric_engine.formats.canonical.canonical_json`); both read
-    back
-    as the same result.
-
-    Encoded from the result's plain Python dump: its enums are ``StrEnum`` values, which
-    ``json`` writes as their text, and its tuples arrays, so the text equals that of the JSON-
-    mode dump without pydantic converting every value first (issue 18: a quarter of this
-    function's time; ``tests/test_row_columns.py`` compares the two).
-
-    The ``referenceBasis`` entries, a row's many small objects, are written from a cache of
-    each distinct entry's text (entries repeat across rows: a pack's requirements times
-    their statuses), and the fields around them encoded as two objects: the same text as
-    encoding the whole dump, at about half the time (issue 18)."""
-    if _BASIS_AT is not None and result.reference_basis and type(result) is RowResult:
-        texts = _basis_texts(result.reference_basis)
-        if texts is not None:
-            fields = iter(result.model_dump(by_alias=True, exclude=_NO_BASIS).items())
-            head = _encode_result(dict(islice(fields, _BASIS_AT)))
-            tail = _encode_result(dict(fields))
-            return f'{head[:-1]}, "referenceBasis": [{", ".join(texts)}], {tail[1:]}'
-    return _encode_result(result.model_dump(by_alias=True))
+    """A row result as the store keeps it and ``rows.jsonl`` shows it: ``json.dumps`` of its
+    camelCase dump (field order, ``", "`` and ``": "``, UTF-8 kept). Its enums are ``StrEnum``
+    values, which ``json`` writes as their text. Stores written by engines before this form
+    hold the canonical form (:func:`~rubric_engine.formats.canonical.canonical_json`); both
+    read back as the same result."""
+    return json.dumps(result.model_dump(by_alias=True), ensure_ascii=False)
 
 
-def _basis_texts(basis: tuple[BasisEntry, ...]) -> list[str] | None:
-    """Each entry's JSON text (:data:`_RESULT_ENCODER` of its dump), from :data:`_BASIS_TEXT`;
-    ``None`` for an entry of another type or with a value that cannot be a key.
-
-    The normalizer hands out one shared object per distinct entry (frozen values,
-    ``normalize._basis_entry``), so a row's entries are first looked up by identity in
-    :data:`_BASIS_BY_ID` (about a sixth of the time of building and hashing each entry's
-    values: issue 18), which holds each entry it names: an id there is that live object's."""
-    by_id = _BASIS_BY_ID
-    try:
-        return [by_id[id(entry)][1] for entry in basis]
-    except KeyError:
-        pass
-    if len(by_id) >= _BASIS_CACHE_MAX:  # entries made for one row each (read from a store)
-        by_id.clear()
-    cache, texts = _BASIS_TEXT, []
-    try:
-        for entry in basis:
-            if type(entry) is not BasisEntry:
-                return None
-            # every field's value, in field order: equal values give equal text (validated
-            # values: strings, enums of strings, ints; never a bool for an int)
-            key = tuple(entry.__dict__.values())
-            text = cache.get(key)
-            if text is None:
-                text = _encode_result(entry.model_dump(by_alias=True))
-                if len(cache) < _BASIS_CACHE_MAX:
-                    cache[key] = text
-            by_id[id(entry)] = (entry, text)
-            texts.append(text)
-    except TypeError:  # an unhashable value
-        return None
-    return texts
-
-
-#: ``json.dumps(…, ensure_ascii=False)``'s encoder, built once; a result is a tree of fresh
-#: dicts and lists (never circular), so the encoder skips its cycle bookkeeping
-_RESULT_ENCODER = json.JSONEncoder(ensure_ascii=False, check_circular=False)
-_encode_result = encoder_built_once(_RESULT_ENCODER)
-#: :func:`~rubric_engine.formats.canonical.canonical_json`'s encoder for the other row columns,
-#: which
-#: are JSON-mode dumps or parsed JSON (never circular), likewise without the cycle check
-_ROW_ENCODER = json.JSONEncoder(
-    sort_keys=True, ensure_ascii=False, separators=COMPACT, check_circular=False
-)
-_encode_row = encoder_built_once(_ROW_ENCODER)
-#: how many result fields come before ``referenceBasis``; each is always in the dump (none
-#: is left out by ``exclude``/``exclude_if``), so the dump without the basis splits there.
-#: ``None`` if that ever stops holding: :func:`result_json` then encodes the whole dump
-_BASIS_AT: int | None = list(RowResult.model_fields).index("reference_basis")
-if any(
-    f.exclude or f.exclude_if is not None for f in list(RowResult.model_fields.values())[:_BASIS_AT]
-):
-    _BASIS_AT = None
-_NO_BASIS: set[str] = {"reference_basis"}  #: never changed
-#: a referenceBasis entry's field values → its JSON text; bounded (a pack has tens of
-#: requirements, four statuses, three sources; evidence turns vary more)
-_BASIS_TEXT: dict[tuple[Any, ...], str] = {}
-#: ``id(entry)`` → (that entry, its text), for entries seen before; cleared when full
-_BASIS_BY_ID: dict[int, tuple[BasisEntry, str]] = {}
-_BASIS_CACHE_MAX = 4096
 #: how every result made by :func:`result_json` starts (``rowId`` is the first field); a result
 #: in the older canonical form starts with its alphabetically first key, ``cappedBy``
 RESULT_JSON_START = '{"rowId": '
@@ -316,8 +235,8 @@ def row_values(task_id: str, row: StoredRow) -> tuple[Any, ...]:
         str(r.status),
         r.final_score,
         result_json(r),
-        _encode_row(row.dialogue),
-        row.raw_attempts_json or _utf8_text(_encode_row(row.raw_attempts)),
+        canonical_json(row.dialogue),
+        row.raw_attempts_json or _utf8_text(canonical_json(row.raw_attempts)),
         row.calls,
         row.prompt_tokens,
         row.completion_tokens,
