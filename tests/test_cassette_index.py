@@ -1,4 +1,4 @@
-"""The cassette index stays small and reads entries through one handle per file (issue 18)."""
+"""The cassette index stays small and reads entries through one handle per file."""
 
 from __future__ import annotations
 
@@ -92,8 +92,8 @@ def _entry(key: str, row: str, content: str = '{"score": 4}') -> dict[str, Any]:
 def test_a_replay_reads_the_attempts_a_whole_line_gives(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """:meth:`CassetteIndex.replayed` (only the attempts decoded, for a line in the writer's
-    form) against :meth:`get` (the whole line), on lines in and out of that form: another
+    """:meth:`CassetteIndex.replayed` against :meth:`get`, on lines in and out of the
+    writer's form: another
     spacing or member order, a second ``key`` or ``attempts`` member (``json.loads`` keeps
     the last), a key spelled with an escape, a nested ``attempts``, a BOM, a backslash in the
     provenance; and two keys sharing the 128 bits the index keeps (``sha256:`` keys are
@@ -128,15 +128,6 @@ def test_a_replay_reads_the_attempts_a_whole_line_gives(
     assert index.get(key[5]) is None and index.get(key[6]) is not None
     assert index.get(key[11]) is None and index.get(key[12]) is not None
     assert _attempts(index, key[8]) == ([{"response": {"n": 2}}], f"{tmp_path / 'c.jsonl'}:8")
-    # a line in the writer's form is read without decoding the whole line
-    alone = tmp_path / "alone"
-    alone.mkdir()
-    (alone / "c.jsonl").write_text("\n" + lines[-1] + "\n", encoding="utf-8")
-    index = CassetteIndex.load(alone)
-    entry = index.get(key[10])
-    assert entry is not None
-    monkeypatch.setattr("rubric_engine.judge.cassettes.cassette._loads", lambda text: 1 / 0)
-    assert _attempts(index, key[10]) == (entry.attempts, f"{alone / 'c.jsonl'}:2")
 
 
 def test_blank_lines_are_the_ascii_spaces_a_strip_removes(tmp_path: Path) -> None:
@@ -183,90 +174,12 @@ def test_an_entry_without_a_field_is_refused_naming_it(
     assert str(refused.value) == f"{tmp_path / 'c.jsonl'}:1: {message}"
 
 
-def test_the_response_text_a_replay_keeps_decodes_to_the_response(tmp_path: Path) -> None:
-    """:meth:`CassetteIndex.replayed` gives an entry's one response as the line spells it
-    (the store keeps that text, not the response encoded again) only where that text is
-    the response alone: one attempt whose only member is ``response``, whatever the spacing
-    around the closing brackets. A second attempt, another member beside ``response`` (a
-    recorded latency) or ``response`` twice (``json.loads`` keeps the last) give no text,
-    and the attempts are :meth:`get`'s either way."""
-    key = {n: f"sha256:{n:064x}" for n in range(8)}
-    one = json.dumps(_entry(key[0], "r0", content='{"score": 4} 中文 "q"'), ensure_ascii=False)
-    two = {**_entry(key[2], "r2"), "attempts": _entry(key[2], "r2")["attempts"] * 2}
-    timed = {**_entry(key[3], "r3")}
-    timed["attempts"] = [{**timed["attempts"][0], "latencyMs": 812.5}]
-    response = json.dumps(_entry(key[4], "r4")["attempts"][0]["response"])
-    lines = {
-        0: one,
-        1: json.dumps(_entry(key[1], "r1"))[:-3] + " } ] \t}",  # spaces before the brackets
-        2: json.dumps(two),
-        3: json.dumps(timed),
-        4: json.dumps(_entry(key[4], "r4"))[:-3] + f', "response": {response}}}]}}',
-        5: json.dumps(_entry(key[5], "r5"))[:-3] + ', "response": 7}]}',
-        6: json.dumps({**_entry(key[6], "r6"), "attempts": [{"response": [1, 2.50, "x"]}]}),
-        7: json.dumps(_entry(key[7], "r7"), separators=(",", ":")),  # not the writer's form
-    }
-    (tmp_path / "c.jsonl").write_text("\n".join(lines.values()) + "\n", encoding="utf-8")
-    index = CassetteIndex.load(tmp_path)
-    spelled = {}
-    for n, k in key.items():
-        entry = index.get(k)
-        assert entry is not None, n
-        attempts, where, text = index.replayed(k) or ([], "", None)
-        assert (attempts, where) == (entry.attempts, entry.where), n
-        if text is not None:
-            assert json.loads(text) == entry.attempts[0]["response"], n
-            spelled[n] = text
-    assert sorted(spelled) == [0, 1, 6]
-    assert '\\"q\\"' in spelled[0] and "中文" in spelled[0]  # as the line spells them
-    assert spelled[6] == '[1, 2.5, "x"]'  # json.dumps wrote 2.50 as 2.5
-
-
-def test_a_replayed_row_stores_its_raw_replies_as_an_encoded_one_reads_back(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The demo replayed twice, with the cassette's response text kept and with every
-    response encoded again (the engine before): each row's ``raw_attempts`` column reads
-    back the same (values and key order), every other column is the same text, and the
-    report files are the same bytes."""
-    import sqlite3
-
-    import rubric_engine.judge.cassettes.cassette as cassette
-    from tests.test_store_backends import DEMOS, read_files, score_demo
-
-    tasks = {"kept": score_demo(tmp_path / "kept.sqlite", *DEMOS[1], tmp_path / "kept")}
-    monkeypatch.setattr(cassette, "_one_response_in", lambda text, start: None)
-    tasks["encoded"] = score_demo(tmp_path / "encoded.sqlite", *DEMOS[1], tmp_path / "encoded")
-    monkeypatch.undo()
-    columns = {}
-    for name in tasks:
-        with sqlite3.connect(tmp_path / f"{name}.sqlite") as db:
-            columns[name] = db.execute("SELECT * FROM rows ORDER BY seq").fetchall()
-    names = [
-        d[1] for d in sqlite3.connect(tmp_path / "kept.sqlite").execute("PRAGMA table_info(rows)")
-    ]
-    raw, task_id = names.index("raw_attempts"), names.index("task_id")
-    assert len(columns["kept"]) == len(columns["encoded"]) > 20
-    spelled = 0
-    for kept, encoded in zip(columns["kept"], columns["encoded"], strict=True):
-        assert json.loads(kept[raw]) == json.loads(encoded[raw])
-        assert list(json.loads(kept[raw])[0]) == list(json.loads(encoded[raw])[0])
-        spelled += kept[raw] != encoded[raw]  # the cassette's spacing, not the encoder's
-        others = [v for i, v in enumerate(kept) if i not in (raw, task_id)]
-        assert others == [v for i, v in enumerate(encoded) if i not in (raw, task_id)]
-    assert spelled == len(columns["kept"])
-    from tests.test_store_backends import _mask
-
-    files = {n: {f: _mask(b, tasks[n]) for f, b in read_files(tmp_path / n).items()} for n in tasks}
-    assert len(files["kept"]) == 4 and files["kept"] == files["encoded"]
-
-
 def test_a_reply_holding_a_lone_surrogate_is_written_escaped_and_reads_back(
     tmp_path: Path,
 ) -> None:
     """A recorded reply with half of a UTF-16 pair (a provider's ``\\udfff`` escape, decoded)
     cannot be written as UTF-8: its line is written with ASCII escapes, in the writer's form,
-    and replays the same attempts and response text."""
+    and replays the same attempts."""
     from rubric_engine.judge.cassettes.cassette import CassetteEntry
 
     fields = _entry("sha256:" + "c" * 64, "r0", content='{"score": 4} 中文 \udfff')
@@ -280,7 +193,6 @@ def test_a_reply_holding_a_lone_surrogate_is_written_escaped_and_reads_back(
     index = CassetteIndex.load(tmp_path)
     found = index.replayed(entry.key)
     assert found is not None and found[0] == fields["attempts"]
-    assert found[2] is not None and json.loads(found[2]) == fields["attempts"][0]["response"]
     whole = _entry(entry.key, "r0", content="中文")["attempts"]
     plain = CassetteEntry(entry.key, entry.row_id, entry.key_parts, entry.provenance, whole)
     assert "中文" in plain.to_json()  # UTF-8 kept otherwise

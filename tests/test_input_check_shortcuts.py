@@ -1,13 +1,9 @@
-"""Shortcuts of the input check (issue 18) that must not change an outcome:
+"""The input check gives the same outcome however rows arrive and however a place is kept:
 
-- :func:`~rubric_engine.formats.jsonl.loads_strict` decodes without a Python hook per object and
-  counts keys instead: its value, or its error (type, message, place), is the one of the
-  decoder with the duplicate-key hook (how it read every text before);
-- :func:`~rubric_engine.dialogue.storable.storable_keys` is ``None`` exactly when
-  :func:`~rubric_engine.dialogue.storable.storable_problem` finds a problem, and else the
-  number of keys of every object in the value;
-- a JSONL row the reader found storable while decoding is not walked again: the rows, or
-  the problems, of a file are those of the same objects checked in full (as rows in memory).
+- the rows, or the problems, of a JSONL file are those of the same objects given in memory;
+- a place in the last file is packed as any place is;
+- a canonical ``{role, content}`` message is kept as the full reading makes it;
+- a BOM at the start of a JSONL file is dropped as ``utf-8-sig`` drops it.
 """
 
 from __future__ import annotations
@@ -25,42 +21,8 @@ from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.dialogue.readers import DialogueSource, MemorySource
 from rubric_engine.dialogue.seen_ids import SeenIds
 from rubric_engine.dialogue.shapes import row_from_object
-from rubric_engine.dialogue.storable import (
-    storable_keys,
-    storable_problem,
-    unescaped_storable_keys,
-)
 from rubric_engine.errors import DatasetError
-from rubric_engine.formats.jsonl import DuplicateKeyError, _unique_keys, loads_strict, unreadable
 
-_HOOKED = json.JSONDecoder(object_pairs_hook=_unique_keys)
-
-
-def _old_loads_strict(text: str) -> Any:
-    """:func:`loads_strict` as it was: every object's pairs through the hook."""
-    try:
-        if not isinstance(text, str) or text.startswith("\ufeff"):
-            return json.loads(text, object_pairs_hook=_unique_keys)
-        return _HOOKED.decode(text)
-    except (json.JSONDecodeError, DuplicateKeyError):
-        raise
-    except ValueError as exc:
-        raise unreadable(text, exc) from None
-
-
-def _outcome(read: Any, text: str) -> Any:
-    try:
-        return "value", read(text)
-    except json.JSONDecodeError as exc:
-        return "json", exc.msg, exc.pos
-    except DuplicateKeyError as exc:
-        return "duplicate", str(exc)
-    except RecursionError:
-        return "recursion"
-
-
-#: keys that collide, hold colons (literal or escaped on the way out) and other text
-KEYS = st.sampled_from(["a", "b", "a:b", ":", "é", "k\u003a", "rowId", "messages", ""])
 SCALARS = st.one_of(
     st.none(),
     st.booleans(),
@@ -68,122 +30,6 @@ SCALARS = st.one_of(
     st.floats(allow_nan=False, allow_infinity=False),
     st.text(alphabet=st.sampled_from(list('ab:é"\\\n\u2028 ')), max_size=6),
 )
-
-
-def _pairs(children: Any) -> Any:
-    return st.lists(st.tuples(KEYS, children), max_size=4).map(lambda p: ("object", p))
-
-
-TREES = st.recursive(
-    SCALARS.map(lambda s: ("scalar", s)),
-    lambda children: st.one_of(
-        st.lists(children, max_size=4).map(lambda items: ("array", items)), _pairs(children)
-    ),
-    max_leaves=20,
-)
-
-
-def _write(tree: Any, escape_colons: bool, space: str) -> str:
-    """JSON text of ``tree``; an object's pairs are written as given (repeats too)."""
-    kind, body = tree
-    if kind == "scalar":
-        text = json.dumps(body, ensure_ascii=False)
-    elif kind == "array":
-        text = "[" + f",{space}".join(_write(item, escape_colons, space) for item in body) + "]"
-    else:
-        pairs = (
-            json.dumps(key, ensure_ascii=False) + f"{space}:{space}"
-            + _write(value, escape_colons, space)
-            for key, value in body
-        )  # fmt: skip
-        text = "{" + ",".join(pairs) + "}"
-    if escape_colons and kind == "scalar" and isinstance(body, str):
-        text = text.replace(":", "\\u003a")
-    return text
-
-
-@settings(max_examples=1500, deadline=None)
-@given(TREES, st.booleans(), st.sampled_from(["", " ", "\n"]), st.integers(0, 400), st.booleans())
-def test_loads_strict_reads_every_text_as_the_hook_did(
-    tree: Any, escape: bool, space: str, cut: int, cut_it: bool
-) -> None:
-    text = _write(tree, escape, space) + "\n"
-    if cut_it:  # broken texts: their error and its place are the hook decoder's too
-        text = text[: cut % (len(text) + 1)]
-    assert _outcome(loads_strict, text) == _outcome(_old_loads_strict, text)
-
-
-@pytest.mark.parametrize(
-    "text",
-    [
-        '{"a": 1, "a": 2}',
-        '{"a": "x:y", "a": 2}',  # a colon in a string makes up for the repeated key's
-        '{"a": "\\u003a", "a": 2}',  # an escaped colon: the text has one fewer
-        '{"a": {"b": 1, "b": 1}, "c": "::"}',
-        '[{"k": 1}, {"k": 1, "k": 3}]',
-        '{"a": 1, "b": 2} {"c": 3}',  # extra data
-        '{"a": 1, "a": 2, "b": ]',  # a syntax error before the repeating object closes
-        "\ufeff" + '{"a": 1}',
-        '{"a": 1e400, "b": NaN, "c": -Infinity}',
-        "[" * 3000 + "]" * 3000,
-        '{"n": ' + "7" * 5000 + "}",
-    ],
-)
-def test_loads_strict_edges_read_as_the_hook_did(text: str) -> None:
-    assert _outcome(loads_strict, text) == _outcome(_old_loads_strict, text)
-
-
-def _keys(value: Any) -> int:
-    if isinstance(value, dict):
-        return len(value) + sum(_keys(v) for v in value.values())
-    if isinstance(value, list | tuple):
-        return sum(_keys(v) for v in value)
-    return 0
-
-
-UNSTORABLE = st.sampled_from([float("nan"), float("inf"), "\ud800", b"\xff", b"ok"])
-
-
-@settings(max_examples=800, deadline=None)
-@given(
-    st.recursive(
-        SCALARS | UNSTORABLE,
-        lambda children: (
-            st.lists(children, max_size=3)
-            | st.dictionaries(st.sampled_from(["a", "b", "\udc00", "é"]), children, max_size=3)
-        ),
-        max_leaves=15,
-    )
-)
-def test_storable_keys_is_the_check_and_the_count(value: Any) -> None:
-    found = storable_keys(value)
-    assert (found is None) is (storable_problem(value) is not None)
-    if found is not None:
-        assert found == _keys(value)
-
-
-@settings(max_examples=800, deadline=None)
-@given(TREES, st.booleans())
-def test_the_walk_of_an_unescaped_text_is_the_full_walk(tree: Any, escape: bool) -> None:
-    """A text without ``\\u`` escapes decodes to strings that are Unicode text: the walk
-    that does not look at them finds what the full walk finds."""
-    text = _write(tree, escape, " ")
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return
-    if "\\u" not in text:
-        assert unescaped_storable_keys(value) == storable_keys(value)
-
-
-def test_storable_keys_at_the_depth_limit() -> None:
-    for levels in (99, 100, 101):
-        value: Any = "x"
-        for i in range(levels):
-            value = [value] if i % 2 else {"k": value}
-        found = storable_keys(value)
-        assert (found is None) is (storable_problem(value) is not None)
-        assert found is None or found == _keys(value)
 
 
 TEXT = st.text(alphabet=st.sampled_from(list("ab: é\n")), max_size=8)
@@ -245,8 +91,8 @@ def _checked(read: Any, place: Any) -> Any:
 def test_a_file_s_rows_check_as_the_same_rows_in_memory(
     tmp_path: Path, rows: list[dict[str, Any]]
 ) -> None:
-    """The file's rows skip the second storable walk; the rows in memory are walked in full.
-    Their places differ (``file:1``, ``rows[0]``) and are compared as row numbers; the file
+    """A file's rows check as the same rows given in memory. Their places differ
+    (``file:1``, ``rows[0]``) and are compared as row numbers; the file
     is named ``row.jsonl``, so that ids made for rows without one (``row-1``) agree."""
     path = tmp_path / "row.jsonl"
     path.write_text("".join(_line(row) + "\n" for row in rows), encoding="utf-8")

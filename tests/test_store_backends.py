@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 from rubric_engine.errors import StoreError
 from rubric_engine.rubric.versions import RubricRegistry
 from rubric_engine.store.location import PostgresUrl, parse_location
-from rubric_engine.store.migrations import MIGRATIONS, SCHEMA_VERSION
+from rubric_engine.store.migrations import MIGRATIONS, SCHEMA_VERSION, raw_attempts_text
 from rubric_engine.store.task_store import TaskStore
 from tests.conftest import CASES, CASSETTES, RUBRICS
 from tests.test_cli import run
@@ -290,3 +291,46 @@ def test_rows_wait_for_their_commit_and_the_store_reads_what_it_wrote(
         assert [r.result for r in writer.rows(target)] == [r.result for r in rows[:4]]
     with TaskStore(store_at) as again:  # closing the writer committed its last row
         assert again.finished_rows()[target] == 4
+
+
+def test_raw_attempts_stored_in_another_spelling_are_rewritten_canonical(
+    store_at: str, tmp_path: Path
+) -> None:
+    """A store whose ``raw_attempts`` columns hold the attempts spelled another way (spaced,
+    keys in another order, a lone surrogate escaped: what engines of one period stored for a
+    replayed reply) is rewritten to the canonical text when it opens; the values read back
+    are the same, and the report files of the task are unchanged."""
+    task = score_demo(store_at, *DEMOS[0], tmp_path / "before")
+    with TaskStore(store_at) as opened:
+        db = opened.backend
+        rows = db.execute("SELECT row_id, raw_attempts FROM rows WHERE task_id = ?", (task,))
+        canonical = dict(rows.fetchall())
+        spelled = {}
+        for n, (row_id, text) in enumerate(canonical.items()):
+            attempts = json.loads(text)
+            if n == 0:  # a reply holding half a UTF-16 pair, escaped as the column holds it
+                attempts[0]["response"]["note"] = "\udfff"
+            attempts = [dict(reversed(a.items())) for a in attempts]
+            spelled[row_id] = json.dumps(attempts, ensure_ascii=n == 0)
+            if n == 0:
+                canonical[row_id] = raw_attempts_text(json.loads(spelled[row_id]))
+        for row_id, text in spelled.items():
+            db.execute(
+                "UPDATE rows SET raw_attempts = ? WHERE task_id = ? AND row_id = ?",
+                (text, task, row_id),
+            )
+        db.execute("DELETE FROM migrations WHERE name = 'm009_canonical_raw_attempts'")
+        db.commit()
+    with TaskStore(store_at) as opened:
+        rows = opened.backend.execute(
+            "SELECT row_id, raw_attempts FROM rows WHERE task_id = ?", (task,)
+        )
+        after = dict(rows.fetchall())
+        assert after == canonical
+        assert all(after[k] != spelled[k] for k in after)
+        assert "\\udfff" in next(iter(after.values()))
+        run("report", task, "--store", store_at, "--out", tmp_path / "after")
+    before, again = read_files(tmp_path / "before"), read_files(tmp_path / "after")
+    assert {n: _mask(b, task) for n, b in before.items()} == {
+        n: _mask(b, task) for n, b in again.items()
+    }

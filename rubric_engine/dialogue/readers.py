@@ -48,8 +48,6 @@ from rubric_engine.dialogue.seen_ids import SeenIds
 from rubric_engine.dialogue.shapes import ID_KEYS, RowShapeError, row_from_object
 from rubric_engine.dialogue.storable import (
     MAX_ROW_DEPTH,
-    storable_keys,
-    unescaped_storable_keys,
 )
 from rubric_engine.dialogue.tau import (
     is_taubench_trajectory,
@@ -61,7 +59,6 @@ from rubric_engine.errors import DatasetError, Problem, format_loc
 from rubric_engine.formats.jsonl import (
     DuplicateKeyError,
     json_problem,
-    loads_counted,
     loads_strict,
     not_utf8_problem,
 )
@@ -154,16 +151,6 @@ def _problem(where: str, case: str, err: Any, top_fields: str | None = None) -> 
     return Problem(where, format_loc(loc), case + message)
 
 
-class _Storable:
-    """A decoded row already found storable (``storable_problem`` is ``None``): the walk
-    that counted its keys for the duplicate-key check made that check too."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-
 @dataclass
 class DialogueSource:
     """A dialogue file, validated whole before it is streamed.
@@ -202,12 +189,8 @@ class DialogueSource:
                         line = line[1:]
                     if not line or line.isspace():  # blank (not line.strip(): no copy)
                         continue
-                    # the storable check's walk also counts the keys (loads_counted); without
-                    # a \u escape, the strings are pieces of the (UTF-8) line: text
-                    escaped = "\\" in line and "\\u" in line
-                    count = storable_keys if escaped else unescaped_storable_keys
                     try:
-                        obj, keys = loads_counted(line, count)
+                        obj = loads_strict(line)
                     except (json.JSONDecodeError, DuplicateKeyError) as exc:
                         yield f"{self.path}:{n}", exc, f"{stem}-{n}"
                         continue
@@ -219,8 +202,7 @@ class DialogueSource:
                             default = f"{stem}-{n}-{span_id or where}"
                             yield f"{self.path}:{n} {where}".rstrip(), row, default
                     else:  # the common row: its place from the path's text, made once
-                        walked = obj if keys is None else _Storable(obj)
-                        yield f"{place}{n}", walked, f"{stem}-{n}"
+                        yield f"{place}{n}", obj, f"{stem}-{n}"
         elif fmt == "csv":
             yield from csv_objects(self.path, stem)
         elif fmt == "yaml":
@@ -364,22 +346,17 @@ def _parse_objects(
         fmt: the input format, for the wording of a JSON syntax error.
     """
     for where, obj, default_id in objects:
-        if type(obj) is _Storable:  # the common row, decoded and walked: straight to its checks
-            obj, storable = obj.value, True
-        elif isinstance(obj, _UNREAD):
+        if isinstance(obj, _UNREAD):
             yield where, _unread(where, obj, fmt), False
             continue
         elif isinstance(obj, DialogueRow):
             yield where, obj, False
             continue
-        else:
-            storable = False
         given = obj  # the object as read: its case name is asked only for a message
         try:
             if is_diagnosis_case(obj):
                 obj = diagnosis_row(obj, load_fixture(str(obj["traceFixture"]), case_file))
-                storable = False  # the fixture's trace is new: checked in row_from_object
-            row = row_from_object(obj, default_id, storable_checked=storable)
+            row = row_from_object(obj, default_id)
             # asked only of a row whose id is its default: most rows name themselves
             yield where, row, row.row_id == default_id and not _names_itself(obj)
         except RowShapeError as exc:

@@ -239,15 +239,12 @@ def _conversation(obj: dict[str, Any]) -> list[dict[str, Any]]:
     )
 
 
-def row_from_object(obj: Any, default_id: str, storable_checked: bool = False) -> DialogueRow:
+def row_from_object(obj: Any, default_id: str) -> DialogueRow:
     """Map one input object (any supported shape) to a :class:`DialogueRow`.
 
     Args:
         obj: the decoded JSON object.
         default_id: the rowId when the object has none (``<file stem>-<line>``).
-        storable_checked: the caller found ``storable_problem(obj)`` to be ``None`` already
-            (the JSONL reader's walk for the duplicate-key check does it), so it is not
-            walked again.
 
     Raises:
         RowShapeError: the object's shape is not a dialogue, or it holds something the store
@@ -260,7 +257,7 @@ def row_from_object(obj: Any, default_id: str, storable_checked: bool = False) -
     # the store keeps the row as JSON: what it cannot keep is refused now, before the judge
     # is paid, and before any adapter walks it (adapters add a few levels, far below the
     # serializer's limit; the OTel adapter checks the JSON strings it decodes the same way)
-    if not storable_checked and (problem := storable_problem(obj)) is not None:
+    if (problem := storable_problem(obj)) is not None:
         raise RowShapeError(*problem)
     # each test asks first for a key its shape cannot lack (every input row, issue 18)
     if MARKER_KEYS[-1] in obj and is_seed000(obj):

@@ -89,57 +89,37 @@ def _storable(item: Any, depth: int) -> bool:
     return _storable_keys(item, depth) >= 0
 
 
-def storable_keys(value: Any) -> int | None:
-    """How many keys the objects (mappings) in ``value`` have, every level added up, when
-    :func:`storable_problem` finds nothing in it; ``None`` when it would find a problem.
-
-    One walk answers both: the readers compare the count with the keys the row's JSON text
-    names, so that a repeated key is found without a Python call per decoded object
-    (:func:`rubric_engine.formats.jsonl.loads_counted`, issue 18)."""
-    keys = _storable_keys(value, 0)
-    return keys if keys >= 0 else None
-
-
-def unescaped_storable_keys(value: Any) -> int | None:
-    """:func:`storable_keys` of a value decoded from JSON text that holds no ``\\u`` escape
-    (the caller looked). Its strings are then pieces of that text, which was decoded
-    strictly from UTF-8: they hold no lone surrogate, so only depth and numbers are
-    checked."""
-    keys = _storable_keys(value, 0, True)
-    return keys if keys >= 0 else None
-
-
-def _storable_keys(item: Any, depth: int, text: bool = False) -> int:
-    """:func:`storable_keys`, with ``-1`` for a problem (the recursion stops one level past
-    :data:`MAX_ROW_DEPTH`, far inside Python's limit).
+def _storable_keys(item: Any, depth: int) -> int:
+    """How many keys the objects (mappings) in ``item`` have, every level added up, when
+    :func:`storable_problem` finds nothing in it; ``-1`` for a problem (the recursion stops
+    one level past :data:`MAX_ROW_DEPTH`, far inside Python's limit).
 
     Plain loops, strings first: this runs over every value of every input row before the
     first judge call (issue 18; a generator per container cost half its time). Leaves are
     told by their exact type first (``str``, ``int``, ``None``, ``bool``: decoded JSON),
-    without a call; anything else takes the general path. ``text``: every string is known
-    to be Unicode text (:func:`unescaped_storable_keys`)."""
+    without a call; anything else takes the general path."""
     if depth > MAX_ROW_DEPTH:
         return -1
     kind = type(item)
     if kind is str:
-        return 0 if text or item.isascii() or _is_text(item) else -1
+        return 0 if item.isascii() or _is_text(item) else -1
     if kind is dict or (kind is not list and isinstance(item, dict)):
         if depth == MAX_ROW_DEPTH:
             # its children would be one level too deep, whatever they are
             return -1 if item else 0
         keys = len(item)
         for key, child in item.items():
-            if not text and isinstance(key, str) and not key.isascii() and not _is_text(key):
+            if isinstance(key, str) and not key.isascii() and not _is_text(key):
                 return -1
             leaf = type(child)
             if leaf is str:  # the common leaf, without a call
-                if not (text or child.isascii() or _is_text(child)):
+                if not (child.isascii() or _is_text(child)):
                     return -1
             elif leaf is int:
                 if not (child.bit_length() < _LONG_INT_BITS or _writable_int(child)):
                     return -1
             elif leaf is not bool and child is not None:
-                inner = _storable_keys(child, depth + 1, text)
+                inner = _storable_keys(child, depth + 1)
                 if inner < 0:
                     return -1
                 keys += inner
@@ -151,13 +131,13 @@ def _storable_keys(item: Any, depth: int, text: bool = False) -> int:
         for child in item:
             leaf = type(child)
             if leaf is str:
-                if not (text or child.isascii() or _is_text(child)):
+                if not (child.isascii() or _is_text(child)):
                     return -1
             elif leaf is int:
                 if not (child.bit_length() < _LONG_INT_BITS or _writable_int(child)):
                     return -1
             elif leaf is not bool and child is not None:
-                inner = _storable_keys(child, depth + 1, text)
+                inner = _storable_keys(child, depth + 1)
                 if inner < 0:
                     return -1
                 keys += inner

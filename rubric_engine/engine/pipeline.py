@@ -26,7 +26,7 @@ from rubric_engine.rubric.compiled import CompiledRubric
 from rubric_engine.rubric.model import EvalRubric, HardRequirement
 from rubric_engine.rules.run import RuleRun, run_rules
 from rubric_engine.store.commit_timer import committing
-from rubric_engine.store.task_store import RowSink, StoredRow, raw_attempts_json
+from rubric_engine.store.task_store import RowSink, StoredRow
 
 
 @dataclass(slots=True)
@@ -138,15 +138,12 @@ def stored_row(prepared: PreparedRow, outcome: JudgeOutcome, result: RowResult) 
     :class:`~rubric_engine.judge.protocol.JudgeOutcome`'s totals add them (``sum``: from 0,
     in attempt order; the cost ``None`` when no attempt has one)."""
     raw_attempts = []
-    spelled = []  # (error, latencyMs, response text) of responses a cassette spelled already
     prompt = completion = cache_read = cache_creation = 0
     latency: float = 0
     cost: float | None = None
     for a in outcome.attempts:
         recorded = round(a.latency_ms, 1)
         raw_attempts.append({"response": a.response, "error": a.error, "latencyMs": recorded})
-        if a.response_text is not None:
-            spelled.append((a.error, recorded, a.response_text))
         prompt += a.prompt_tokens
         completion += a.completion_tokens
         cache_read += a.cache_read_tokens
@@ -169,9 +166,6 @@ def stored_row(prepared: PreparedRow, outcome: JudgeOutcome, result: RowResult) 
         cassette_key=outcome.cassette_key,
         cache_read_tokens=cache_read,
         cache_creation_tokens=cache_creation,
-        raw_attempts_json=(
-            raw_attempts_json(spelled) if spelled and len(spelled) == len(raw_attempts) else None
-        ),
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +17,6 @@ class DuplicateKeyError(ValueError):
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    unique = dict(pairs)
-    if len(unique) == len(pairs):  # the common case, without a Python loop over the keys
-        return unique
     seen: dict[str, Any] = {}
     for key, value in pairs:
         if key in seen:
@@ -39,108 +36,12 @@ def loads_strict(text: str) -> Any:
             :func:`loads`).
         DuplicateKeyError: an object names a key twice (the message names the key).
     """
-    return loads_counted(text, _key_count)[0]
-
-
-def loads_counted(text: str, count: Callable[[Any], int | None]) -> tuple[Any, int | None]:
-    """:func:`loads_strict`, decoded without a Python call per object, and ``count(value)``.
-
-    The decoder's own dicts keep the last of a repeated key, so the keys are counted instead:
-    ``count(value)`` must be the number of keys of every object in ``value`` (all levels), or
-    ``None`` when it cannot tell (the caller's walk found a problem). A text that names more
-    keys than that (:func:`_repeats_no_key`) — or any text the quick decode does not read —
-    is decoded again the old way, with a hook that sees each object's pairs, which raises as
-    :func:`loads_strict` always did; the same value and errors either way (issue 18).
-
-    Returns:
-        ``(value, count(value))``; the count is ``None`` when the text was decoded again.
-
-    Raises:
-        as :func:`loads_strict`.
-    """
-    if isinstance(text, str) and not text.startswith("\ufeff"):
-        try:
-            value = decode_whole(text, _PLAIN_SCAN, _PLAIN.decode)
-        except (ValueError, RecursionError):
-            pass  # the strict decode below raises its own error
-        else:
-            keys = count(value)
-            if keys is not None and _repeats_no_key(text, value, keys):
-                return value, keys
     try:
-        if not isinstance(text, str) or text.startswith("\ufeff"):
-            return json.loads(text, object_pairs_hook=_unique_keys), None  # bytes and BOM
-        return _STRICT.decode(text), None  # what json.loads does with a str, no new decoder
+        return json.loads(text, object_pairs_hook=_unique_keys)
     except (json.JSONDecodeError, DuplicateKeyError):
         raise
     except ValueError as exc:  # a long number; RecursionError goes on to the caller, whose
         raise unreadable(text, exc) from None  # "too deep" names the place
-
-
-def _repeats_no_key(text: str, value: Any, keys: int) -> bool:
-    """Whether no object of ``text`` names a key twice, given the ``keys`` its decoded
-    ``value`` holds (every object's, added up); ``False`` when that cannot be told (then
-    the strict decoder decides).
-
-    Outside its strings, JSON text holds a colon only after an object's key, and every key
-    written has one; the decoded objects hold each key once. So ``text.count(":")`` is the
-    keys written plus the colons inside strings, and equal to ``keys`` only when nothing
-    repeats and no string holds a colon. Else the colons of the decoded strings are
-    subtracted: exact when none of them came from a ``\\u003a`` escape."""
-    colons = text.count(":")
-    if colons == keys:
-        return True
-    if "\\u003" in text:  # a colon written as an escape: not counted in the text
-        return False
-    try:
-        return colons - _string_colons(value) == keys
-    except RecursionError:
-        return False
-
-
-def _key_count(value: Any) -> int | None:
-    """The keys of every object in decoded JSON ``value``, added up (``None``: too deep to
-    walk here)."""
-    try:
-        return _keys_in(value)
-    except RecursionError:
-        return None
-
-
-def _keys_in(value: Any) -> int:
-    keys = 0
-    if type(value) is dict:
-        keys = len(value)
-        value = value.values()
-    elif type(value) is not list:
-        return 0
-    for child in value:
-        kind = type(child)
-        if kind is dict or kind is list:
-            keys += _keys_in(child)
-    return keys
-
-
-def _string_colons(value: Any) -> int:
-    """The colons in every string (keys too) of decoded JSON ``value`` (string leaves are
-    counted in the loop, without a call each; a dict's keys in one joined text)."""
-    kind = type(value)
-    if kind is str:
-        return str.count(value, ":")
-    if kind is dict:
-        colons = "".join(value).count(":")
-        children = value.values()
-    elif kind is list:
-        colons, children = 0, value
-    else:
-        return 0
-    for child in children:
-        kind = type(child)
-        if kind is str:
-            colons += child.count(":")
-        elif kind is dict or kind is list:
-            colons += _string_colons(child)
-    return colons
 
 
 def loads(text: str) -> Any:
@@ -208,34 +109,6 @@ def long_number_problem() -> str:
         f"a number has more than {sys.get_int_max_str_digits()} digits, more than can be "
         "read; write it as a string or shorten it"
     )
-
-
-#: JSON's whitespace (what ``json`` skips around a value)
-JSON_SPACE = " \t\n\r"
-
-
-def decode_whole(
-    text: str, scan: Callable[[str, int], tuple[Any, int]], decode: Callable[[str], Any]
-) -> Any:
-    """``decode(text)``, value for value, by calling a decoder's C scanner ``scan`` directly
-    (``JSONDecoder.scan_once``: without ``decode``'s Python around it, two whitespace matches
-    and its checks). A text that is not one JSON value from its first character to its end
-    (leading space, extra data, a syntax error, a value Python will not hold) goes to
-    ``decode`` itself, which raises its own error."""
-    try:
-        value, end = scan(text, 0)
-    except (StopIteration, ValueError, RecursionError):
-        return decode(text)
-    if end != len(text) and text[end:].strip(JSON_SPACE):
-        return decode(text)  # raises "Extra data"
-    return value
-
-
-#: the decoder :func:`json.loads` would build for every line, built once
-_STRICT = json.JSONDecoder(object_pairs_hook=_unique_keys)
-#: the same without the hook: its C scanner makes the dicts itself (:func:`loads_counted`)
-_PLAIN = json.JSONDecoder()
-_PLAIN_SCAN = _PLAIN.scan_once  # type: ignore[attr-defined]  # set in its __init__
 
 
 def json_problem(exc: json.JSONDecodeError, unit: str = "line") -> str:

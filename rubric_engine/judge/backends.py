@@ -155,7 +155,7 @@ class ReplayBackend:
                     f"{self.index.explain_miss(request.row_id, key.parts)}",
                 )
             )
-        attempts, where, text = found
+        attempts, where = found
         if served >= len(attempts):
             return Answer(
                 failure=(
@@ -185,7 +185,6 @@ class ReplayBackend:
             completion_tokens=usage.completion_tokens,
             cache_read_tokens=usage.cache_read_tokens,
             cache_creation_tokens=usage.cache_creation_tokens,
-            response_text=text,  # the entry's one response (served 0), or None
         )
         return Answer(attempts=(attempt,))
 

@@ -52,9 +52,6 @@ class Attempt:
         cost_usd: provider cost when the model's price is known, else ``None``.
         status: the HTTP status a server sent with a failed attempt, else ``None`` (a
             refused connection, a timeout, or an answer).
-        response_text: ``response``'s JSON text as a cassette line spells it (a replay),
-            which the store keeps as is instead of encoding ``response`` again; else
-            ``None``.
     """
 
     response: dict[str, Any] | None
@@ -66,7 +63,6 @@ class Attempt:
     status: int | None = None
     cache_read_tokens: int = 0
     cache_creation_tokens: int = 0
-    response_text: str | None = None
 
 
 @dataclass(slots=True)

@@ -16,10 +16,14 @@ Adding a table or column: append a migration; never edit or reorder one that has
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
 from rubric_engine.errors import StoreError
+from rubric_engine.formats.canonical import canonical_json
+from rubric_engine.formats.jsonl import lone_surrogate_at
 from rubric_engine.store.backend import Backend
 
 Migration = Callable[[Backend], None]
@@ -281,6 +285,61 @@ def m008_cached_tokens(db: Backend) -> None:
             _ddl(db, f"ALTER TABLE rows ADD COLUMN {column} INTEGER NOT NULL DEFAULT 0")
 
 
+def raw_attempts_text(attempts: Any) -> str:
+    """A row's ``raw_attempts`` column: the canonical JSON of its attempts, as UTF-8 can
+    hold it. A lone surrogate (U+D800 to U+DFFF alone, which a reply may send as ``\\ud800``
+    and JSON decodes to half a character) is written as that escape again; it reads back as
+    the same value. A judge's raw reply is stored whatever it holds (its verdict is refused),
+    where the store's UTF-8 encoding would raise for the whole batch of rows."""
+    text = canonical_json(attempts)
+    if lone_surrogate_at(text) is None:
+        return text
+    # inside a JSON string: the only place a character can be
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+#: rows rewritten per statement batch by :func:`m009_canonical_raw_attempts`
+_REWRITE_BATCH = 500
+
+
+def m009_canonical_raw_attempts(db: Backend) -> None:
+    """Every row's ``raw_attempts`` as :func:`raw_attempts_text` writes it. Engines of one
+    period stored a replayed response as its cassette line spelled it (spaced, keys in the
+    line's order) rather than encoding it again: the same value, other text. Rewritten so
+    that equal attempts are equal text in every store. Rows are read in key order, a batch
+    at a time, so memory does not grow with the store; a column that is not JSON (edited by
+    hand) is left as it is, for the reader to name."""
+    after: tuple[str, str] | None = None
+    while True:
+        if after is None:
+            batch = db.execute(
+                "SELECT task_id, row_id, raw_attempts FROM rows ORDER BY task_id, row_id "
+                f"LIMIT {_REWRITE_BATCH}"
+            ).fetchall()
+        else:
+            batch = db.execute(
+                "SELECT task_id, row_id, raw_attempts FROM rows "
+                "WHERE task_id > ? OR (task_id = ? AND row_id > ?) "
+                f"ORDER BY task_id, row_id LIMIT {_REWRITE_BATCH}",
+                (after[0], after[0], after[1]),
+            ).fetchall()
+        if not batch:
+            return
+        changed = []
+        for task_id, row_id, text in batch:
+            try:
+                canonical = raw_attempts_text(json.loads(text))
+            except (ValueError, RecursionError):
+                continue
+            if canonical != text:
+                changed.append((canonical, task_id, row_id))
+        if changed:
+            db.executemany(
+                "UPDATE rows SET raw_attempts = ? WHERE task_id = ? AND row_id = ?", changed
+            )
+        after = (batch[-1][0], batch[-1][1])
+
+
 #: every migration, in the order applied; append only
 MIGRATIONS: tuple[Migration, ...] = (
     m001_tasks_and_rows,
@@ -291,6 +350,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     m006_review_claims,
     m007_batch_ledger,
     m008_cached_tokens,
+    m009_canonical_raw_attempts,
 )
 #: what ``meta.schema`` says once every migration is applied
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -15,10 +15,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import secrets
 import time
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -29,11 +28,10 @@ from pydantic import ValidationError
 
 from rubric_engine.errors import StoreError, TaskNotFoundError
 from rubric_engine.formats.canonical import canonical_json
-from rubric_engine.formats.jsonl import lone_surrogate_at
 from rubric_engine.results.model import RowResult
 from rubric_engine.store.backend import Backend
 from rubric_engine.store.location import StoreLocation, parse_location
-from rubric_engine.store.migrations import SCHEMA_VERSION, migrate
+from rubric_engine.store.migrations import SCHEMA_VERSION, migrate, raw_attempts_text
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -175,39 +173,6 @@ class StoredRow:
     #: of ``prompt_tokens``, read from / written to the provider's prompt cache
     cache_read_tokens: int = 0
     cache_creation_tokens: int = 0
-    #: ``raw_attempts`` as the column's text when it was made without encoding them (each
-    #: response as its cassette line spells it: :func:`raw_attempts_json`), else ``None``
-    raw_attempts_json: str | None = None
-
-
-def raw_attempts_json(attempts: Sequence[tuple[str | None, float, str]]) -> str | None:
-    """The ``raw_attempts`` column of attempts whose responses are JSON text already:
-    ``(error, latencyMs, response text)`` each. It reads back (``json.loads``) as the
-    canonical text of ``[{"response", "error", "latencyMs"}, …]`` does, keys in the same
-    order, the response spelled as given (a replay: as its cassette line holds it, not
-    encoded again; issue 18). ``None`` when a latency is not a finite float (the caller
-    encodes them then)."""
-    parts = []
-    for error, latency, response in attempts:
-        if type(latency) is not float or not math.isfinite(latency):
-            return None
-        parts.append(
-            f'{{"error":{canonical_json(error)},"latencyMs":{float.__repr__(latency)},'
-            f'"response":{response}}}'
-        )
-    return "[" + ",".join(parts) + "]"
-
-
-def _utf8_text(text: str) -> str:
-    """JSON ``text`` as UTF-8 can hold it: a lone surrogate (U+D800 to U+DFFF alone, which a
-    reply may send as ``\\ud800`` and JSON decodes to half a character) is written as that
-    escape again; it reads back as the same value. Any other text is returned as it is. A
-    judge's raw reply is stored whatever it holds (its verdict is refused, :mod:`judge_reply`),
-    where the store's UTF-8 encoding raised for the whole batch of rows."""
-    if lone_surrogate_at(text) is None:
-        return text
-    # inside a JSON string: the only place a character can be
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def result_json(result: RowResult) -> str:
@@ -236,7 +201,7 @@ def row_values(task_id: str, row: StoredRow) -> tuple[Any, ...]:
         r.final_score,
         result_json(r),
         canonical_json(row.dialogue),
-        row.raw_attempts_json or _utf8_text(canonical_json(row.raw_attempts)),
+        raw_attempts_text(row.raw_attempts),
         row.calls,
         row.prompt_tokens,
         row.completion_tokens,

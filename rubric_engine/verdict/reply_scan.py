@@ -34,7 +34,6 @@ from functools import lru_cache
 from typing import Any
 
 from rubric_engine.formats.jsonl import (
-    decode_whole,
     lone_surrogate_at,
     lone_surrogate_in,
     unreadable,
@@ -111,10 +110,6 @@ def _unique_pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
 _UNIQUE = json.JSONDecoder(object_pairs_hook=_unique_pairs)
 
 
-#: its C scanner
-_UNIQUE_SCAN = _UNIQUE.scan_once  # type: ignore[attr-defined]  # set in its __init__
-
-
 def _load(text: str) -> tuple[Any, tuple[str, ...]]:
     """``json.loads`` that also lists duplicated keys.
 
@@ -133,8 +128,8 @@ def _load(text: str) -> tuple[Any, tuple[str, ...]]:
 
 def _load_json(text: str) -> tuple[Any, tuple[str, ...]]:
     if not text.startswith("\ufeff"):  # json.loads refuses a BOM; the decoder alone does not
-        try:  # the usual reply: the duplicate-raising decoder's C scanner, called directly
-            return decode_whole(text, _UNIQUE_SCAN, _UNIQUE.decode), ()
+        try:  # the usual reply: the decoder that raises on a repeated key
+            return _UNIQUE.decode(text), ()
         except _Duplicated:
             pass  # read again below, naming every repeated key
     duplicates: list[str] = []

@@ -25,7 +25,6 @@ from __future__ import annotations
 import codecs
 import hashlib
 import json
-import operator
 import os
 import zlib
 from array import array
@@ -33,7 +32,6 @@ from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
-from json.encoder import encode_basestring as _quote
 from pathlib import Path
 from typing import Any, Literal
 
@@ -73,18 +71,6 @@ def _dumps(value: Any) -> str:
     return canonical_json(value)
 
 
-def _message_json(message: Any) -> str:
-    """``_dumps(message)``, written directly for a plain ``{role, content}`` message of text
-    (keys sorted: ``content`` first; each string as the JSON encoder writes it,
-    :func:`json.encoder.encode_basestring`, UTF-8 kept). Any other value goes through
-    ``_dumps``. ``tests/test_cassette_key_bytes.py`` compares the two."""
-    if type(message) is dict and len(message) == 2:
-        role, content = message.get("role"), message.get("content")
-        if type(role) is str and type(content) is str:  # one copy of the long content
-            return "".join(('{"content":', _quote(content), ',"role":', _quote(role), "}"))
-    return _dumps(message)
-
-
 @lru_cache(maxsize=64)
 def _small_digest(text: str) -> str:
     """The digest of a short JSON text that repeats on every row (parameters, schema)."""
@@ -101,9 +87,10 @@ def _after_first(role: str, content: str) -> hashlib._Hash:
 def messages_digest(messages: Any) -> str:
     """``_digest(messages)``, byte for byte, without re-encoding a repeated first message.
 
-    Every row of a task starts with the same long system message (rubric + schema), so the
-    hash state after it is kept, by its plain ``role``/``content`` pair, and copied. The
-    compact JSON of a list is ``[`` + its items' JSON joined by ``,`` + ``]``.
+    Every row of a task starts with the same long system message (rubric + schema, tens of
+    kilobytes to encode and hash), so the hash state after it is kept, by its plain
+    ``role``/``content`` pair, and copied. The compact JSON of a list is ``[`` + its items'
+    JSON joined by ``,`` + ``]``.
     """
     first = messages[0] if isinstance(messages, list) and len(messages) > 1 else None
     if (
@@ -114,7 +101,7 @@ def messages_digest(messages: Any) -> str:
     ):
         return _digest(messages)
     digest = _after_first(first["role"], first["content"]).copy()
-    digest.update(",".join(map(_message_json, messages[1:])).encode("utf-8"))
+    digest.update(",".join(map(_dumps, messages[1:])).encode("utf-8"))
     digest.update(b"]")
     return "sha256:" + digest.hexdigest()
 
@@ -151,36 +138,8 @@ def key_parts(
     }
 
 
-#: :func:`key_parts`' names in canonical (sorted) order; ``messagesHash`` sorts first
-_PART_NAMES = ("messagesHash", "model", "paramsHash", "promptHash", "rubricHash", "schemaHash")
-_PART_SET = frozenset(_PART_NAMES)
-#: the values of the parts after ``messagesHash``, in :data:`_PART_NAMES` order
-_other_parts = operator.itemgetter(*_PART_NAMES[1:])
-
-
-@lru_cache(maxsize=64)
-def _key_tail(values: tuple[Any, ...]) -> str:
-    """The canonical JSON of key parts after ``messagesHash``'s value: ``,"model":…}`` (the
-    five other parts repeat on every row of a task; only the messages differ)."""
-    text = _dumps({"messagesHash": "", **dict(zip(_PART_NAMES[1:], values, strict=True))})
-    return text[len('{"messagesHash":""') :]
-
-
 def request_key(parts: dict[str, str]) -> str:
-    """The canonical key: a hash of :func:`key_parts`.
-
-    The canonical JSON of the usual six parts (``messagesHash`` text) is written as
-    ``{"messagesHash":<its JSON>`` + the rest, made once per task (:func:`_key_tail`); any
-    other value goes through ``_digest``. ``tests/test_cassette_key_bytes.py`` compares them.
-    """
-    messages = parts.get("messagesHash") if type(parts) is dict else None
-    if type(messages) is str and parts.keys() == _PART_SET:
-        try:
-            tail = _key_tail(_other_parts(parts))
-        except TypeError:  # an unhashable part: the long way
-            return _digest(parts)
-        text = '{"messagesHash":' + _quote(messages) + tail
-        return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """The canonical key: a hash of :func:`key_parts`."""
     return _digest(parts)
 
 
@@ -558,46 +517,29 @@ class CassetteIndex:
             number += 1
         return None
 
-    def replayed(self, key: str) -> tuple[list[dict[str, Any]], str, str | None] | None:
-        """``(entry.attempts, entry.where, response text)`` of :meth:`get`'s entry for
-        ``key``, or ``None`` as :meth:`get` gives it; what a replay reads of an entry.
-
-        A line in the writer's form (:meth:`CassetteEntry.to_json`) whose key is ``key`` has
-        only its ``attempts`` decoded (:func:`_attempts_in`); any other line is read whole, as
-        :meth:`get` reads it (``tests/test_cassette_index.py`` compares the two). The
-        response text is the JSON of the response of an entry that holds one attempt,
-        ``{"response": …}`` alone, as the line spells it (``None`` for any other entry): the
-        store keeps that text instead of encoding the decoded response again (issue 18; it
-        decodes to the same value, :func:`_one_response_in`).
+    def replayed(self, key: str) -> tuple[list[dict[str, Any]], str] | None:
+        """``(entry.attempts, entry.where)`` of :meth:`get`'s entry for ``key``, or ``None``
+        as :meth:`get` gives it; what a replay reads of an entry.
 
         Raises:
             CassetteChanged: the line no longer reads as it did at load (its CRC-32 differs,
                 or it is no longer an entry): its file was changed during the run.
         """
-        high, low = _key_hash(key)
-        keys = self._high
-        number, end = bisect_left(keys, high), len(keys)
-        while number < end and keys[number] == high:  # :meth:`get`'s search
-            if self._low[number] == low:
-                raw, file = self._raw(self._at[number], self._length[number])
-                where = f"{self.files[file]}:{self._line[number]}"
-                try:
-                    if zlib.crc32(raw) != self._crc[number]:  # edited in place, same length
-                        raise CassetteError("its bytes differ")
-                    text = _text(raw)
-                    found = _attempts_in(text, key)
-                    if found is not None:
-                        return found[0], where, found[1]
-                    entry = _entry_from(_loads(text), where)
-                except (ValueError, CassetteError) as exc:  # JSON and UTF-8 errors too
-                    raise CassetteChanged(
-                        f"cassette {where} no longer reads as it did when the run loaded it "
-                        f"({exc}); a cassette file was changed during the run: put it back, "
-                        "then `rubric-eval score --resume TASK` judges this row again"
-                    ) from None
-                if entry.key == key:
-                    return entry.attempts, entry.where, None
-            number += 1
+        for number in self._numbers(key):
+            raw, file = self._raw(self._at[number], self._length[number])
+            where = f"{self.files[file]}:{self._line[number]}"
+            try:
+                if zlib.crc32(raw) != self._crc[number]:  # edited in place, same length
+                    raise CassetteError("its bytes differ")
+                entry = _entry_from(_loads(_text(raw)), where)
+            except (ValueError, CassetteError) as exc:  # JSON and UTF-8 errors too
+                raise CassetteChanged(
+                    f"cassette {where} no longer reads as it did when the run loaded it "
+                    f"({exc}); a cassette file was changed during the run: put it back, "
+                    "then `rubric-eval score --resume TASK` judges this row again"
+                ) from None
+            if entry.key == key:
+                return entry.attempts, entry.where
         return None
 
     def _raw(self, at: int, length: int) -> tuple[bytes, int]:
@@ -705,91 +647,10 @@ class CassetteIndex:
         return counts
 
 
-#: the C scanner ``json.loads`` runs (its default decoder's)
-_SCAN = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # set in its __init__
-
-
 def _loads(text: str) -> Any:
-    """``json.loads(text)``, value for value (:func:`~rubric_engine.formats.jsonl.decode_whole`; a
-    too-long number is a JSON error too, :func:`~rubric_engine.formats.jsonl.loads`).
-    ``tests/test_cassette_key_bytes.py`` compares the two."""
-    return jsonl.decode_whole(text, _SCAN, jsonl.loads)
-
-
-#: how :meth:`CassetteEntry.to_json` starts a line, up to its key's value; and what it writes
-#: before the last member, ``attempts``
-_HEAD = '{"format": "' + FORMAT + '", "key": '
-_ATTEMPTS = ', "attempts": '
-
-
-def _attempts_in(text: str, key: str) -> tuple[list[dict[str, Any]], str | None] | None:
-    """The ``attempts`` of a line the index load checked, decoded alone, when the line is
-    proven to be an entry under ``key`` in the writer's form; ``None`` when it is not proven
-    (the caller then decodes the whole line).
-
-    Proven, for a line that is one JSON object (the load checked it is an entry): it starts
-    with :data:`_HEAD` and ``key``'s JSON (its first members are the format and this key);
-    the last :data:`_ATTEMPTS` is followed by one JSON value and the object's closing brace
-    alone (an ``attempts`` member that ends the outermost object: a nested one would be
-    followed by more closing brackets; text inside a string cannot hold its unescaped
-    quotes), so ``json.loads`` would give the same value, the last ``attempts`` winning; and
-    between the key and it no ``"key"`` and no backslash (no second ``key`` member, however
-    spelled, that ``json.loads`` would take instead). The attempts are tested again as the
-    load tested them (a non-empty list of objects with a ``response``); the rest of the
-    entry is as the load checked it.
-
-    Returns:
-        ``(attempts, response text)``: the text as :func:`_one_response_in` gives it.
-    """
-    start = len(_HEAD)
-    if not text.startswith(_HEAD):
-        return None
-    quoted = _quote(key)
-    if not text.startswith(quoted, start):
-        return None
-    start += len(quoted)
-    at = text.rfind(_ATTEMPTS)
-    if at < start or text.find('"key"', start, at) >= 0 or text.find("\\", start, at) >= 0:
-        return None
-    one = _one_response_in(text, at + len(_ATTEMPTS))
-    if one is not None:
-        return [{"response": one[0]}], one[1]
-    try:
-        attempts, end = _SCAN(text, at + len(_ATTEMPTS))
-    except (StopIteration, ValueError, RecursionError):
-        return None
-    if (
-        text[end:].strip(jsonl.JSON_SPACE) != "}"
-        or type(attempts) is not list
-        or not attempts
-        or not all(type(a) is dict and "response" in a for a in attempts)
-    ):
-        return None
-    return attempts, None
-
-
-#: how the writer (``json.dumps``) starts an ``attempts`` list of one ``{"response": …}``
-_ONE_RESPONSE = '[{"response": '
-
-
-def _one_response_in(text: str, start: int) -> tuple[Any, str] | None:
-    """``(response, its text)`` when ``text[start:]`` (the value of the line's last
-    ``attempts`` member, as :func:`_attempts_in` found it) is a list of one object whose
-    only member is ``response``, and nothing follows but the line's closing brace; else
-    ``None``. The response is decoded once, by the scanner ``json.loads`` runs, from where
-    its value starts; its text is the slice the scanner read, so it decodes to the same
-    value. Only JSON whitespace can stand between the closing brackets: the load decoded
-    the whole line."""
-    if not text.startswith(_ONE_RESPONSE, start):
-        return None
-    at = start + len(_ONE_RESPONSE)
-    try:
-        response, end = _SCAN(text, at)
-    except (StopIteration, ValueError, RecursionError):
-        return None
-    if "".join(text[end:].split()) != "}]}":  # a second member, or attempt, follows
-        return None
-    return response, text[at:end]
+    """``json.loads(text)``; a too-long number is a JSON error too
+    (:func:`~rubric_engine.formats.jsonl.loads`)."""
+    return jsonl.loads(text)
 
 
 def _text(raw: bytes) -> str:
