@@ -1,7 +1,6 @@
 """The input check gives the same outcome however rows arrive and however a place is kept:
 
 - the rows, or the problems, of a JSONL file are those of the same objects given in memory;
-- a place in the last file is packed as any place is;
 - a canonical ``{role, content}`` message is kept as the full reading makes it;
 - a BOM at the start of a JSONL file is dropped as ``utf-8-sig`` drops it.
 """
@@ -19,7 +18,6 @@ from hypothesis import strategies as st
 
 from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.dialogue.readers import DialogueSource, MemorySource
-from rubric_engine.dialogue.seen_ids import SeenIds
 from rubric_engine.dialogue.shapes import row_from_object
 from rubric_engine.errors import DatasetError
 
@@ -106,34 +104,6 @@ def test_a_file_s_rows_check_as_the_same_rows_in_memory(
     assert from_file == from_memory
 
 
-class _NoShortcut(SeenIds):
-    """Packs every place by the general path (the last file's template forgotten)."""
-
-    def _pack(self, where: str, generated: bool) -> int:
-        self._last = None
-        return super()._pack(where, generated)
-
-
-PLACE_TEXTS = st.sampled_from(["a.jsonl:", "a.jsonl:0", "b2", "", "x: [", "٣", "c.csv:1"])
-PLACES = st.tuples(
-    PLACE_TEXTS,
-    st.sampled_from(["", "0", "00", "7", "007", "12", "٣", str(2**40), "x"])
-    | st.integers(0, 99).map(str),
-    st.sampled_from(["", "", "]"]),
-).map("".join)
-
-
-@settings(max_examples=600, deadline=None)
-@given(st.lists(st.tuples(PLACES, st.booleans()), max_size=30))
-def test_a_place_in_the_last_file_packs_as_any_place(places: list[tuple[str, bool]]) -> None:
-    quick, full = SeenIds(), _NoShortcut()
-    for i, (where, generated) in enumerate(places):
-        quick.add(f"id-{i}", where, generated)
-        full.add(f"id-{i}", where, generated)
-    assert list(quick._places) == list(full._places)
-    assert [quick.first(f"id-{i}") for i in range(len(places))] == places
-
-
 @settings(max_examples=300, deadline=None)
 @given(
     st.lists(
@@ -197,21 +167,3 @@ def test_the_jsonl_reader_drops_one_bom_at_the_start_as_utf_8_sig_did(
         assert expected in got
     else:
         assert got == expected
-
-
-@pytest.mark.parametrize("first_bits", [64, 1 << 10])
-def test_seen_ids_answer_as_a_dict_while_their_filter_grows(
-    monkeypatch: pytest.MonkeyPatch, first_bits: int
-) -> None:
-    """The Bloom filter before the runs starts small here, so it is made again (twice its
-    size, marked from the runs) many times: no flushed id is ever missed."""
-    from rubric_engine.dialogue import seen_ids
-    from tests.test_seen_ids import _same_as_a_dict
-
-    monkeypatch.setattr(seen_ids, "_FILTER_FIRST_BITS", first_bits)
-    _same_as_a_dict(flush_every=5, n=3000, seed=first_bits)
-    seen = SeenIds(flush_every=5)
-    for i in range(3000):
-        seen.add(f"id-{i}", f"f.jsonl:{i + 1}")
-    assert len(seen._filter) * 8 >= 3000 * seen_ids.FILTER_BITS_PER_ID
-    assert all(f"id-{i}" in seen for i in range(3000)) and "id-3000" not in seen

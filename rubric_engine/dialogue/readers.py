@@ -419,8 +419,11 @@ class _DictSeen:
             return None
         return where.removesuffix(GENERATED), where.endswith(GENERATED)
 
-    def add(self, row_id: str, where: str, generated: bool = False) -> None:
-        self._seen[row_id] = where + (GENERATED if generated else "")
+    def claim(self, row_id: str, where: str, generated: bool = False) -> tuple[str, bool] | None:
+        first = self.first(row_id)
+        if first is None:
+            self._seen[row_id] = where + (GENERATED if generated else "")
+        return first
 
 
 def _duplicate(row_id: str, first: str, first_generated: bool, generated: bool) -> str:
@@ -464,15 +467,16 @@ def _checked_rows(
     for where, found, generated in parsed:
         if isinstance(found, list):
             problems.extend(found)
-        elif found.row_id in taken:
-            first, first_generated = taken.first(found.row_id) or ("", False)
+            continue
+        taken_at = taken.claim(found.row_id, where, generated)
+        if taken_at is not None:
+            first, first_generated = taken_at
             problems.append(
                 Problem(where, "rowId", _duplicate(found.row_id, first, first_generated, generated))
             )
         else:
             keep(found)
             count += 1
-            taken.add(found.row_id, where, generated)
     if problems:
         shown = problems[:MAX_PROBLEMS]
         more = len(problems) - len(shown)

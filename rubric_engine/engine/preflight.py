@@ -86,7 +86,7 @@ def read_inputs(options: ScoreOptions) -> Inputs:
         DatasetError: a file is missing or unreadable, or rows are malformed or repeat a
             rowId (across files and memory too); every problem of a file at once.
     """
-    seen = SeenIds()  # ~32 B an id plus its bytes, for the whole run (issue 18)
+    seen = SeenIds()  # every rowId of the run, in a temporary database: bounded memory
     spool = RowSpool()
     try:
         for path in options.inputs:
@@ -101,6 +101,8 @@ def read_inputs(options: ScoreOptions) -> Inputs:
     except BaseException:
         spool.close()
         raise
+    finally:
+        seen.close()
     return Inputs(tuple(Path(p) for p in options.inputs), spool, memory)
 
 
