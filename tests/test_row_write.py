@@ -82,17 +82,3 @@ def _masked(files: dict[str, bytes], task: str) -> dict[str, bytes]:
     from tests.test_store_backends import _mask
 
     return {name: _mask(data, task) for name, data in files.items()}
-
-
-def test_a_stored_dialogue_is_the_json_mode_dump_of_its_row() -> None:
-    """``pipeline.stored_row`` dumps the row through pydantic's serializer directly: the
-    dump ``model_dump(mode="json", by_alias=True)`` gives, for both demos' rows (tool calls,
-    traces, metadata)."""
-    from rubric_engine.dialogue.readers import DialogueSource
-    from rubric_engine.engine.pipeline import _DUMP
-    from tests.conftest import CASES
-
-    rows = [row for cases, _ in DEMOS for row in DialogueSource(CASES / cases).read()]
-    assert len(rows) == 51 and any(m.tool_calls for row in rows for m in row.messages)
-    for row in rows:
-        assert _DUMP(row, mode="json", by_alias=True) == row.model_dump(mode="json", by_alias=True)

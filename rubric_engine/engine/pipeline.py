@@ -128,11 +128,6 @@ def row_result(rubric: CompiledRubric, prepared: PreparedRow, outcome: JudgeOutc
     )
 
 
-#: what ``DialogueRow.model_dump`` calls, without its wrapper (every row of a run; the same
-#: defaults: ``tests/test_row_write.py`` compares the two)
-_DUMP = DialogueRow.__pydantic_serializer__.to_python
-
-
 def stored_row(prepared: PreparedRow, outcome: JudgeOutcome, result: RowResult) -> StoredRow:
     """The row as the store keeps it. The attempts' counts are added up in one pass, each as
     :class:`~rubric_engine.judge.protocol.JudgeOutcome`'s totals add them (``sum``: from 0,
@@ -154,7 +149,7 @@ def stored_row(prepared: PreparedRow, outcome: JudgeOutcome, result: RowResult) 
     return StoredRow(
         seq=prepared.seq,
         result=result,
-        dialogue=_DUMP(prepared.row, mode="json", by_alias=True),
+        dialogue=prepared.row.model_dump(mode="json", by_alias=True),
         raw_attempts=raw_attempts,
         calls=len(raw_attempts),
         prompt_tokens=prompt,
