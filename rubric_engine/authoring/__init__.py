@@ -1,0 +1,3 @@
+"""From expert prose to a pack and back (docs/authoring.md): the edges of ``rubric init``,
+``rubric draft`` and ``rubric validate --lint`` (files, the judge, the store). The pure parts
+are in :mod:`rubric_engine.rubric` (``criteria``, ``proposal``, ``pack_text``, ``lint``)."""
