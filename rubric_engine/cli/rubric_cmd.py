@@ -27,13 +27,40 @@ RefArg = Annotated[
 
 
 @rubric_app.command("validate")
-def rubric_validate(files: Annotated[list[Path], typer.Argument(help="Pack files.")]) -> None:
+def rubric_validate(
+    files: Annotated[list[Path], typer.Argument(help="Pack files.")],
+    lint: Annotated[
+        bool,
+        typer.Option(
+            "--lint",
+            help="Also list what will confuse judges: mixed or open-ended red lines, notes "
+            "that redefine a rule, uncapped or duplicate rules, overlapping intents "
+            "(docs/authoring.md).",
+        ),
+    ] = False,
+    task: Annotated[
+        str | None,
+        typer.Option(
+            help="With --lint: a task scored with this pack's key; adds what its rows show "
+            "(rules unmet in most rows, caps that never or always bind, rules unmet together) "
+            "and, where labels exist, the rules judge and labels disagree on most.",
+            metavar="TASK",
+        ),
+    ] = None,
+    store: StoreOpt = DEFAULT_STORE,
+    fail_on_lint: Annotated[
+        bool,
+        typer.Option("--fail-on-lint", help="Exit 7 when --lint finds anything (for CI)."),
+    ] = False,
+) -> None:
     """Validate rubric packs; every problem and warning of a file is listed with its line and
-    field (warnings do not fail validation)."""
-    from rubric_engine.errors import RubricError
+    field (warnings do not fail validation; lint findings only with --fail-on-lint)."""
+    from rubric_engine.errors import ConfigurationError, RubricError
     from rubric_engine.rubric import load_rubric_checked
 
-    failed = 0
+    if (task or fail_on_lint) and not lint:
+        _fail(ConfigurationError("--task and --fail-on-lint go with --lint; add --lint"))
+    failed = linted = 0
     for path in files:
         try:
             pack, warnings = load_rubric_checked(path)
@@ -49,8 +76,116 @@ def rubric_validate(files: Annotated[list[Path], typer.Argument(help="Pack files
         )
         for warning in warnings:
             typer.echo(f"  - {warning}")
+        if lint:
+            linted += _print_lint(pack, task, store)
     if failed:
         raise typer.Exit(ExitCode.BAD_INPUT)
+    if fail_on_lint and linted:
+        raise typer.Exit(ExitCode.GATE_FAILED)
+
+
+def _print_lint(pack: Any, task: str | None, store: Any) -> int:
+    """Print the lint of one pack (and of ``task`` when given); return the finding count."""
+    from rubric_engine.rubric.lint import lint_pack
+
+    found = lint_pack(pack)
+    said = "the pack's texts"
+    if task is not None:
+        from rubric_engine.authoring.lint_task import task_findings
+
+        more, read = _guard(lambda: task_findings(pack, store, task))
+        found += more
+        said += f" and {read}"
+    typer.echo(f"  lint: {len(found)} finding(s) from {said}")
+    for finding in found:
+        rid = f" {finding.requirement_id}" if finding.requirement_id else ""
+        typer.echo(f"  - {finding.code} {finding.path}{rid}: {finding.message}")
+        typer.echo(f"    fix: {finding.fix}")
+    return len(found)
+
+
+@rubric_app.command("init")
+def rubric_init(
+    criteria: Annotated[
+        str,
+        typer.Option(
+            "--criteria",
+            help="File of one-line criteria (`-` reads stdin): one rule a line, `!` for a red "
+            "line, `| cap N` for a cap, `## KEY: hints` for an intent (docs/authoring.md).",
+            metavar="FILE|-",
+        ),
+    ],
+    out: Annotated[
+        Path | None, typer.Option(help="Pack file to write (default: print it).")
+    ] = None,
+    key: Annotated[
+        str | None, typer.Option(help="Pack key (default: from the criteria file's name).")
+    ] = None,
+    name: Annotated[str | None, typer.Option(help="Pack title (default: from the key).")] = None,
+    language: Annotated[
+        str | None, typer.Option(help="zh, en, … (default: zh when the criteria hold CJK).")
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace --out if it exists.")] = False,
+) -> None:
+    """Turn one-line criteria into a DRAFT pack that validates and scores at once: IDs derived
+    from the text, categories and red-line types proposed and marked REVIEW, every field
+    commented."""
+
+    def run() -> None:
+        from rubric_engine.authoring.init import init_pack, key_from_name
+        from rubric_engine.errors import ConfigurationError, InputError
+
+        if criteria == "-":
+            text, source = sys.stdin.read(), "stdin"
+        else:
+            path = Path(criteria)
+            try:
+                text = path.read_text(encoding="utf-8-sig")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise InputError(
+                    f"{path}: cannot read the criteria ({exc}); pass a UTF-8 "
+                    "text file, or - for stdin"
+                ) from exc
+            source = path.name
+        if out is not None and out.exists() and not force:
+            raise ConfigurationError(f"--out {out} exists; pass --force to replace it")
+        made = init_pack(text, source, key or key_from_name(Path(source).stem), name, language)
+        if out is None:
+            sys.stdout.write(made.text)
+            return
+        _write(out, made.text)
+        pack = made.rubric
+        reqs = list(pack.requirements_by_id.values())
+        typer.echo(
+            f"wrote {out}: {pack.key} v{pack.version} (DRAFT), {len(pack.intents)} intent(s), "
+            f"{len(reqs)} requirement(s) ({sum(r.critical for r in reqs)} red line(s), "
+            f"{sum(r.check is not None for r in reqs)} with a check), {made.review} "
+            "proposal(s) marked REVIEW"
+        )
+        for warning in made.warnings:
+            typer.echo(f"  - {warning}")
+        typer.echo(f"next: rubric-eval rubric validate {out} --lint")
+        if any(r.check is not None for r in reqs):
+            typer.echo(
+                f"      rubric-eval score ROWS --rubric {out} --draft --judge none   "
+                "(the rules with a check, no judge)"
+            )
+        typer.echo(f"      rubric-eval score ROWS --rubric {out} --draft --mode live --model MODEL")
+
+    _guard(run)
+
+
+def _write(out: Path, text: str) -> None:
+    from rubric_engine.errors import ConfigurationError
+    from rubric_engine.report.render.output import check_output_file, write_atomic
+
+    check_output_file(out)
+    try:
+        write_atomic(out, text)
+    except OSError as exc:
+        raise ConfigurationError(
+            f"--out {out} cannot be written ({exc.strerror or exc}); pass a path you can write to"
+        ) from exc
 
 
 @rubric_app.command("schema")
