@@ -124,3 +124,17 @@ class ConfigurationError(RubricEvalError):
     """Options that cannot work together, or a missing prompt template or credential."""
 
     exit_code = ExitCode.BAD_INPUT
+
+
+class JudgeCallError(RubricEvalError):
+    """A command that makes one model call of its own (``rubric draft``, ``actions
+    --summarize``) got no valid answer: the call failed, or every answer failed its checks
+    after the re-asks. Nothing was written."""
+
+    exit_code = ExitCode.NOTHING_SCORED
+
+
+class CassetteMissError(JudgeCallError):
+    """Such a command's replay found no cassette entry for its request."""
+
+    exit_code = ExitCode.CASSETTE_MISS

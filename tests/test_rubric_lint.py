@@ -246,3 +246,26 @@ def test_validate_lint_prints_the_findings_and_fails_only_when_asked() -> None:
         app, ["rubric", "validate", str(RUBRICS / "health_cs.yaml"), "--task", "x"]
     )
     assert alone.exit_code == 2 and "add --lint" in alone.output
+
+
+def test_near_duplicates_in_two_intents_and_hints_a_note_settles_are_not_flagged() -> None:
+    same = "Never promise a refund before the order is checked."
+    intents = [
+        {
+            "key": "REFUND",
+            "name": "Refund",
+            "triggerHints": "the user wants a refund of an order",
+            "requirements": [req("REFUND_NO_PROMISE", same)],
+        },
+        {
+            "key": "RETURN",
+            "name": "Return",
+            "triggerHints": "the user wants to return an order",
+            "requirements": [req("RETURN_NO_PROMISE", same)],
+        },
+    ]
+    settled = pack([req("R", "Be polite.")], intents, notes=["REFUND wins over RETURN."])
+    found = codes(settled)
+    assert LintCode.NEAR_DUPLICATE not in found  # never both applicable to one dialogue
+    assert LintCode.OVERLAPPING_HINTS not in found  # the note says which intent wins
+    assert LintCode.OVERLAPPING_HINTS in codes(pack([req("R", "Be polite.")], intents))

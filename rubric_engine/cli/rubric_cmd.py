@@ -188,6 +188,93 @@ def _write(out: Path, text: str) -> None:
         ) from exc
 
 
+@rubric_app.command("draft")
+def rubric_draft(
+    policies: Annotated[
+        list[Path], typer.Argument(help="Policy documents (Markdown or text, UTF-8).")
+    ],
+    model: Annotated[
+        str,
+        typer.Option(
+            help="The model that proposes the pack (litellm name), e.g. "
+            "openai/gpt-4o-mini; part of the cassette key."
+        ),
+    ],
+    out: Annotated[
+        Path | None, typer.Option(help="DRAFT pack file to write (default: print it).")
+    ] = None,
+    key: Annotated[
+        str | None, typer.Option(help="Pack key (default: from the first policy's name).")
+    ] = None,
+    language: Annotated[
+        str | None,
+        typer.Option(help="Language of the rule texts (default: zh when the policy holds CJK)."),
+    ] = None,
+    mode: Annotated[
+        str, typer.Option(help="replay (from --cassettes), record (live, answers kept) or live.")
+    ] = "replay",
+    cassettes: Annotated[Path, typer.Option(help="Cassette folder.")] = Path("cassettes"),
+    api_base: Annotated[
+        str | None, typer.Option(help="An OpenAI-compatible server (live, record).")
+    ] = None,
+    api_key_env: Annotated[
+        str | None, typer.Option(help="Environment variable holding the key (live, record).")
+    ] = None,
+    max_reasks: Annotated[
+        int, typer.Option(min=0, help="Re-asks when an answer fails its checks.")
+    ] = 2,
+    timeout: Annotated[float, typer.Option(help="Seconds per call (live, record).")] = 600.0,
+    force: Annotated[bool, typer.Option("--force", help="Replace --out if it exists.")] = False,
+) -> None:
+    """Ask a model to propose a pack from policy documents: requirements (category, red line
+    and type, observability, cap) and intents (trigger hints), each rule quoting the policy
+    lines it comes from, checked to exist. Writes a DRAFT with the sources as comments;
+    nothing is published."""
+
+    def run() -> None:
+        from rubric_engine.authoring.draft import draft_pack
+        from rubric_engine.authoring.init import key_from_name
+        from rubric_engine.errors import ConfigurationError
+        from rubric_engine.judge.backends import LiveSettings
+        from rubric_engine.judge.one_call import CallSettings
+        from rubric_engine.rubric.criteria import language_of
+
+        if out is not None and out.exists() and not force:
+            raise ConfigurationError(f"--out {out} exists; pass --force to replace it")
+        pack_key = key or key_from_name(policies[0].stem)
+        lang = language or _policy_language(policies, language_of)
+        settings = CallSettings(
+            mode=mode,
+            cassettes=cassettes,
+            record_file="drafts/" + "+".join(p.stem for p in policies) + ".jsonl",
+            live=LiveSettings(api_base=api_base, api_key_env=api_key_env, timeout_s=timeout),
+        )
+        made = draft_pack(policies, model, pack_key, lang, settings, max_reasks)
+        if out is None:
+            sys.stdout.write(made.text)
+            return
+        _write(out, made.text)
+        pack = made.rubric
+        reqs = list(pack.requirements_by_id.values())
+        answer = made.answered.provenance or {"kind": mode}
+        typer.echo(
+            f"wrote {out}: {pack.key} v{pack.version} (DRAFT), {len(pack.intents)} intent(s), "
+            f"{len(reqs)} requirement(s) ({sum(r.critical for r in reqs)} red line(s)), every "
+            f"one quoting its policy lines; answer: {answer.get('kind')}"
+            + (f", {len(made.answered.reasks)} re-ask(s)" if made.answered.reasks else "")
+        )
+        typer.echo(f"next: review it, then rubric-eval rubric validate {out} --lint")
+
+    _guard(run)
+
+
+def _policy_language(policies: list[Path], language_of: Any) -> str:
+    try:
+        return str(language_of(" ".join(p.read_text("utf-8")[:2000] for p in policies)))
+    except (OSError, UnicodeDecodeError):
+        return "en"  # the draft reports the unreadable file
+
+
 @rubric_app.command("schema")
 def rubric_schema(
     out: Annotated[Path | None, typer.Option(help="Write here instead of stdout.")] = None,

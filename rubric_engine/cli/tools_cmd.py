@@ -125,3 +125,30 @@ def cassette_author(
         typer.echo(f"wrote {count} authored entries to {out}")
 
     _guard(run)
+
+
+@cassette_app.command("author-draft")
+def cassette_author_draft(
+    policies: Annotated[list[Path], typer.Argument(help="The policy documents drafted from.")],
+    proposal: Annotated[
+        Path, typer.Option(help="The hand-written proposal (the JSON a model would answer).")
+    ],
+    author: Annotated[str, typer.Option(help="Who wrote the proposal.")],
+    method: Annotated[str, typer.Option(help="How it was written.")],
+    out: Annotated[Path, typer.Option(help="Cassette file to write (replaced).")],
+    key: Annotated[str, typer.Option(help="Pack key the request names.")],
+    model: Annotated[
+        str, typer.Option(help="Model the request is keyed for.")
+    ] = "openai/gpt-4o-mini",
+    language: Annotated[str, typer.Option(help="Language of the rule texts.")] = "en",
+) -> None:
+    """Turn a hand-written pack proposal into an `authored` answer to `rubric draft`'s request
+    (checked as a replay checks it: shape, quotes, the pack's own validation)."""
+
+    def run() -> None:
+        from rubric_engine.authoring.draft import author_draft
+
+        entry = author_draft(policies, proposal, key, language, author, method, out, model)
+        typer.echo(f"wrote the authored draft answer for {entry.row_id} to {out}")
+
+    _guard(run)

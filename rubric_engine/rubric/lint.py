@@ -241,6 +241,8 @@ def _duplicates(rubric: EvalRubric) -> list[LintFinding]:
     similar = cosine_matrix([req.text for _, req in listed])
     found = []
     for i, j in combinations(range(len(listed)), 2):
+        if not _together(listed[i][0], listed[j][0]):
+            continue  # rules of two intents never apply to the same dialogue
         if similar[i, j] >= NEAR_DUPLICATE_COSINE:
             (path, a), (_, b) = listed[i], listed[j]
             found.append(
@@ -256,13 +258,24 @@ def _duplicates(rubric: EvalRubric) -> list[LintFinding]:
     return found
 
 
+def _together(path_a: str, path_b: str) -> bool:
+    """Whether two requirements can apply to one dialogue: not two intents' own rules."""
+    intent_a, intent_b = path_a.split(".")[0], path_b.split(".")[0]
+    common = "commonRequirements"
+    return intent_a == intent_b or common in (intent_a.split("[")[0], intent_b.split("[")[0])
+
+
 def _overlapping_hints(rubric: EvalRubric) -> list[LintFinding]:
     intents = rubric.intents
     if len(intents) < 2:
         return []
     similar = cosine_matrix([i.trigger_hints for i in intents])
+    guidance = [*rubric.scoring_notes, *(i.notes or "" for i in intents)]
     found = []
     for i, j in combinations(range(len(intents)), 2):
+        a, b = intents[i].key, intents[j].key
+        if any(a in text and b in text for text in guidance):
+            continue  # a note already says which one wins
         if similar[i, j] >= OVERLAPPING_HINTS_COSINE:
             found.append(
                 LintFinding(
