@@ -47,6 +47,10 @@ CORE = (
     "rubric_engine.report.diff_cases",
     "rubric_engine.review.answers",
     "rubric_engine.review.queue",
+    "rubric_engine.actions.model",
+    "rubric_engine.actions.clusters",
+    "rubric_engine.actions.failures",
+    "rubric_engine.actions.render",
 )
 #: core packages' modules that are edges by design: the loader reads YAML files, the version
 #: registry keeps versions in the task store

@@ -29,8 +29,18 @@ def run(*args: str) -> tuple[int, str]:
 
 
 def draft(out: Path, *more: str) -> tuple[int, str]:
-    return run("rubric", "draft", str(POLICY), "--model", MODEL, "--key", "retail_cs",
-               "--out", str(out), *more)  # fmt: skip
+    return run(
+        "rubric",
+        "draft",
+        str(POLICY),
+        "--model",
+        MODEL,
+        "--key",
+        "retail_cs",
+        "--out",
+        str(out),
+        *more,
+    )
 
 
 def test_the_shipped_draft_replays_into_a_pack_whose_every_source_line_is_in_the_policy(
@@ -49,9 +59,11 @@ def test_the_shipped_draft_replays_into_a_pack_whose_every_source_line_is_in_the
     proposal = json.loads(PROPOSAL.read_text("utf-8"))
     quotes = {
         r["id"]: [s["quote"] for s in r["sources"]]
-        for r in [*proposal["commonRequirements"],
-                  *(q for i in proposal["intents"] for q in i.get("requirements", []))]
-    }  # fmt: skip
+        for r in [
+            *proposal["commonRequirements"],
+            *(q for i in proposal["intents"] for q in i.get("requirements", [])),
+        ]
+    }
     assert set(quotes) == set(pack.requirements_by_id)
     for rid, req in pack.requirements_by_id.items():
         assert req.source and req.source.startswith("retail_policy.md:"), rid
@@ -79,9 +91,21 @@ def test_author_draft_refuses_a_proposal_whose_quote_is_not_in_the_policy(tmp_pa
     bad["commonRequirements"][0]["sources"][0]["quote"] = "Authenticate users by their phone."
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(bad), encoding="utf-8")
-    code, said = run("cassette", "author-draft", str(POLICY), "--proposal", str(path), "--key",
-                     "retail_cs", "--author", "t", "--method", "t", "--out",
-                     str(tmp_path / "c.jsonl"))  # fmt: skip
+    code, said = run(
+        "cassette",
+        "author-draft",
+        str(POLICY),
+        "--proposal",
+        str(path),
+        "--key",
+        "retail_cs",
+        "--author",
+        "t",
+        "--method",
+        "t",
+        "--out",
+        str(tmp_path / "c.jsonl"),
+    )
     assert code == 2
     assert (
         "COMMON_AUTHENTICATE_FIRST: the quote 'Authenticate users by their phone.' is not in "
@@ -90,9 +114,19 @@ def test_author_draft_refuses_a_proposal_whose_quote_is_not_in_the_policy(tmp_pa
 
 
 def test_another_model_is_a_cassette_miss_that_says_how_to_record(tmp_path: Path) -> None:
-    code, said = run("rubric", "draft", str(POLICY), "--model", "openai/gpt-4.1", "--key",
-                     "retail_cs", "--cassettes", str(CASSETTES), "--out",
-                     str(tmp_path / "x.yaml"))  # fmt: skip
+    code, said = run(
+        "rubric",
+        "draft",
+        str(POLICY),
+        "--model",
+        "openai/gpt-4.1",
+        "--key",
+        "retail_cs",
+        "--cassettes",
+        str(CASSETTES),
+        "--out",
+        str(tmp_path / "x.yaml"),
+    )
     assert code == 4, said
     assert "cassette miss for row 'draft:retail_policy'" in said and "--mode record" in said
     assert not (tmp_path / "x.yaml").exists()
@@ -112,8 +146,15 @@ def test_a_bad_answer_is_reasked_live_and_the_recording_replays(tmp_path: Path) 
 
     cassettes = tmp_path / "cassettes"
     with StubServer(respond) as server:
-        code, said = draft(tmp_path / "live.yaml", "--mode", "record", "--cassettes",
-                           str(cassettes), "--api-base", server.base_url)  # fmt: skip
+        code, said = draft(
+            tmp_path / "live.yaml",
+            "--mode",
+            "record",
+            "--cassettes",
+            str(cassettes),
+            "--api-base",
+            server.base_url,
+        )
     assert code == 0, said
     assert "1 re-ask(s)" in said
     assert len(seen) == 2
@@ -132,8 +173,15 @@ def test_a_bad_answer_is_reasked_live_and_the_recording_replays(tmp_path: Path) 
 @pytest.mark.live
 def test_answers_that_never_pass_end_with_every_problem_and_no_file(tmp_path: Path) -> None:
     with StubServer(lambda body: StubReply(content="not json")) as server:
-        code, said = draft(tmp_path / "x.yaml", "--mode", "live", "--api-base", server.base_url,
-                           "--max-reasks", "1")  # fmt: skip
+        code, said = draft(
+            tmp_path / "x.yaml",
+            "--mode",
+            "live",
+            "--api-base",
+            server.base_url,
+            "--max-reasks",
+            "1",
+        )
     assert code == 5, said
     assert "no valid answer after 1 re-ask(s)" in said and "Invalid JSON" in said
     assert not (tmp_path / "x.yaml").exists()

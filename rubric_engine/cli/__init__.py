@@ -31,6 +31,7 @@ COMMAND_MODULES = (
     "gate_cmd",
     "ci_cmd",
     "rubric_cmd",
+    "actions_cmd",
     "tools_cmd",
     "labels_cmd",
     "calibrate_cmd",

@@ -222,17 +222,24 @@ _GENERAL = {
 }
 _NOTES = {
     "en": [
-        "Scale 1-5. 5: every applicable rule followed; 4: no rule violated, small flaws; "
-        "3: a tone or style rule violated; 2: a process or content rule violated; "
-        "1: only with at least one red flag.",
+        "Scale 1-5 for the reply's overall quality: 5: ready to send as is; 4: small flaws; "
+        "3: clear weaknesses (incomplete, off the point, poor wording); 2: the reply fails the "
+        "user (wrong, unsafe or unhelpful); 1: only with at least one red flag. A violated "
+        "rule's cap lowers the score further.",
         "List only unmet requirement IDs (partly met ones in partialRequirementIds); every "
         "applicable rule you do not list counts as FOLLOWED.",
+        "scoreExplanation says what drove the score: the IDs of violated rules, and any "
+        "problem no rule names (a missing question, a factual error, no advice to see a "
+        "doctor).",
     ],
     "zh": [
-        "评分为 1–5 的整数。5：所有适用规则均遵循；4：没有违规，只有小瑕疵；3：违反了话术或风格"
-        "类规则；2：违反了流程或内容类规则；1：只能在命中至少一个红线时使用。",
+        "评分为 1–5 的整数，评的是回复的整体质量。5：可以直接发给用户；4：只有小瑕疵；3：有明显"
+        "不足（不完整、不够贴切、话术问题）；2：回复没有帮到用户，或有错误、有风险；1：只能在命中"
+        "至少一个红线时使用。违反规则时，分数还会被压到该规则的上限。",
         "只列出未满足的规则 ID（部分满足的列入 partialRequirementIds），未列出的适用规则默认视为"
         "遵循。",
+        "scoreExplanation 说明是什么决定了分数：违反的规则写出 ID；规则之外的问题（缺少追问、事实"
+        "错误、没有就医建议等）也要写清楚。",
     ],
 }
 

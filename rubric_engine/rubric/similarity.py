@@ -48,11 +48,15 @@ def terms(text: str) -> list[str]:
     return found
 
 
-def tfidf(texts: Sequence[str]) -> tuple[NDArray[np.float64], list[str]]:
+def tfidf(
+    texts: Sequence[str], background: DocumentFrequency | None = None
+) -> tuple[NDArray[np.float64], list[str]]:
     """One L2-normalised TF-IDF row per text, and the vocabulary (column order: sorted terms).
 
     Weights: raw term count × smoothed IDF ``ln((1 + n) / (1 + df)) + 1`` (as scikit-learn's
-    default ``TfidfVectorizer``). A text with no term is a zero row.
+    default ``TfidfVectorizer``), with ``n`` and ``df`` counted over ``texts``, or over
+    ``background`` when given (a larger set the texts belong to, so words every text of it
+    uses weigh little). A text with no term is a zero row.
     """
     counted = [Counter(terms(t)) for t in texts]
     vocabulary = sorted({term for counts in counted for term in counts})
@@ -61,11 +65,28 @@ def tfidf(texts: Sequence[str]) -> tuple[NDArray[np.float64], list[str]]:
     for row, counts in enumerate(counted):
         for term, n in counts.items():
             matrix[row, column[term]] = n
-    df = (matrix > 0).sum(axis=0)
-    matrix *= np.log((1 + len(texts)) / (1 + df)) + 1
+    if background is not None and background.docs:
+        df = np.array([background.df.get(term, 0) for term in vocabulary], dtype=float)
+        docs = background.docs
+    else:
+        df, docs = (matrix > 0).sum(axis=0), len(texts)
+    matrix *= np.log((1 + docs) / (1 + df)) + 1
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     np.divide(matrix, norms, out=matrix, where=norms > 0)
     return matrix, vocabulary
+
+
+class DocumentFrequency:
+    """In how many documents each term appears, counted one document at a time (the IDF of
+    :func:`tfidf` over a larger set than the texts clustered)."""
+
+    def __init__(self) -> None:
+        self.df: Counter[str] = Counter()
+        self.docs = 0
+
+    def add(self, text: str) -> None:
+        self.df.update(set(terms(text)))
+        self.docs += 1
 
 
 def cosine_matrix(texts: Sequence[str]) -> NDArray[np.float64]:
@@ -76,14 +97,16 @@ def cosine_matrix(texts: Sequence[str]) -> NDArray[np.float64]:
 
 
 def kmeans(
-    matrix: NDArray[np.float64], k: int, seed: int = 0, max_iter: int = 100
+    matrix: NDArray[np.float64], k: int, seed: int = 0, restarts: int = 10, max_iter: int = 100
 ) -> NDArray[np.int64]:
     """Cluster the rows of ``matrix`` into at most ``k`` groups; returns each row's label.
 
-    k-means++ seeding from ``numpy.random.default_rng(seed)``, then Lloyd's iterations until
-    no label changes (at most ``max_iter``). Labels are renumbered by cluster size (largest
-    first), ties by the first row in the cluster, so they do not depend on the seeding order.
-    ``k`` is lowered to the number of distinct rows.
+    ``restarts`` runs of k-means++ seeding (from one ``numpy.random.default_rng(seed)``) then
+    Lloyd's iterations until no label changes (at most ``max_iter``); the run with the least
+    within-cluster sum of squares wins (the first on a tie), as scikit-learn's ``n_init``.
+    Labels are renumbered by cluster size (largest first), ties by the first row in the
+    cluster, so they do not depend on the seeding order. ``k`` is lowered to the number of
+    distinct rows.
 
     Raises:
         ValueError: ``k`` < 1 or the matrix has no row.
@@ -91,19 +114,34 @@ def kmeans(
     if k < 1 or len(matrix) == 0:
         raise ValueError("k-means needs k >= 1 and at least one row")
     k = min(k, len(np.unique(matrix, axis=0)))
-    centers = _seed_centers(matrix, k, np.random.default_rng(seed))
+    rng = np.random.default_rng(seed)
+    best: tuple[float, NDArray[np.int64]] | None = None
+    for _ in range(max(1, restarts)):
+        labels, inertia = _lloyd(matrix, _seed_centers(matrix, k, rng), max_iter)
+        if best is None or inertia < best[0] - 1e-12:
+            best = (inertia, labels)
+    assert best is not None
+    return _renumbered(best[1])
+
+
+def _lloyd(
+    matrix: NDArray[np.float64], centers: NDArray[np.float64], max_iter: int
+) -> tuple[NDArray[np.int64], float]:
+    """Lloyd's iterations from ``centers``: the labels and their sum of squared distances."""
     labels = np.full(len(matrix), -1)
+    distances = np.zeros((len(matrix), len(centers)))
     for _ in range(max_iter):
         distances = ((matrix[:, None, :] - centers[None, :, :]) ** 2).sum(axis=2)
         new = distances.argmin(axis=1)
         if np.array_equal(new, labels):
             break
         labels = new
-        for c in range(k):
+        for c in range(len(centers)):
             members = matrix[labels == c]
             if len(members):
                 centers[c] = members.mean(axis=0)
-    return _renumbered(labels)
+    inertia = float(distances[np.arange(len(matrix)), labels].sum())
+    return labels.astype(np.int64), inertia
 
 
 def _seed_centers(
@@ -134,14 +172,19 @@ def _renumbered(labels: NDArray[np.int64]) -> NDArray[np.int64]:
 def top_terms(
     matrix: NDArray[np.float64], vocabulary: Sequence[str], rows: Sequence[int], n: int = 5
 ) -> list[str]:
-    """The ``n`` terms with the highest summed weight over ``rows`` (ties: term order)."""
+    """The ``n`` terms that best describe ``rows``: those most of the rows use first, then
+    by summed weight (ties: term order), so a word one row alone repeats does not name the
+    group."""
     if not rows or not len(vocabulary):
         return []
-    weight = matrix[list(rows)].sum(axis=0)
-    order = sorted(range(len(vocabulary)), key=lambda i: (-float(weight[i]), vocabulary[i]))
+    part = matrix[list(rows)]
+    weight, used = part.sum(axis=0), (part > 0).sum(axis=0)
+    order = sorted(
+        range(len(vocabulary)), key=lambda i: (-int(used[i]), -float(weight[i]), vocabulary[i])
+    )
     return [vocabulary[i] for i in order[:n] if weight[i] > 0]
 
 
 def auto_k(n: int, most: int = 8) -> int:
-    """A default cluster count for ``n`` texts: ``round(sqrt(n / 2))``, between 1 and ``most``."""
-    return max(1, min(most, round(math.sqrt(n / 2))))
+    """A default cluster count for ``n`` texts: ``round(sqrt(n))``, between 1 and ``most``."""
+    return max(1, min(most, round(math.sqrt(n))))
