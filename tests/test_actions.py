@@ -299,6 +299,24 @@ def demo_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "-q",
     )
     assert code == 0, out  # the starter pack's authored cassette replays: no miss
+    code, out = run(
+        "score",
+        rows,
+        "-r",
+        "health_cs",
+        "--store",
+        store,
+        "--name",
+        "v3",
+        "--prompt",
+        "judge_v3",
+        "--cassettes",
+        str(CASSETTES.parent / "cassettes-v3"),
+        "--out",
+        str(folder / "v3"),
+        "-q",
+    )
+    assert code == 0, out
     return folder / "s.sqlite"
 
 
@@ -430,3 +448,15 @@ def test_summaries_are_asked_live_recorded_and_replayed(demo_store: Path, tmp_pa
     assert summaries == ["回复须先追问关键信息再下结论 | cap 2 | category PROCESS"] * 3
     code, again = run(*args)  # replay from what was recorded, no server
     assert code == 0 and json.loads(again) == json.loads(out)
+
+
+def test_evidence_names_the_turns_the_judge_named_with_their_text(demo_store: Path) -> None:
+    code, out = run("actions", "v3", "--store", str(demo_store), "--format", "json")
+    assert code == 0, out
+    first = json.loads(out)["items"][0]
+    assert first["leadRequirementId"] == "INTENT_HEALTH_NO_REMOTE_DIAGNOSIS"
+    turns = {e["rowId"]: e["turns"] for e in first["evidence"]}
+    assert turns["medgpt-1"][0]["turn"] == 1 and turns["medgpt-1"][0]["role"] == "assistant"
+    assert "肾阳虚衰而痿" in turns["medgpt-1"][0]["text"]
+    code, md = run("actions", "v3", "--store", str(demo_store), "--top", "1")
+    assert "  - turn 1 assistant: 男子早泄" in md and "(11 more: `--top 0` lists them all)" in md

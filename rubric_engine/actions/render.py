@@ -23,7 +23,7 @@ def render(report: ActionsReport, format: str, top: int = 0, only: tuple[str, ..
     if format == "github":
         issues = [github_issue(report, item) for item in items]
         return json.dumps(issues, ensure_ascii=False, indent=2) + "\n"
-    return markdown(report, items)
+    return markdown(report, items, bool(only))
 
 
 def _movement(report: ActionsReport, item: ActionItem) -> str:
@@ -88,7 +88,7 @@ def _item_lines(report: ActionsReport, item: ActionItem) -> list[str]:
     return lines
 
 
-def markdown(report: ActionsReport, items: tuple[ActionItem, ...]) -> str:
+def markdown(report: ActionsReport, items: tuple[ActionItem, ...], filtered: bool = False) -> str:
     out = [f"# Action items: task {report.task_id} ({report.rubric})", ""]
     head = (
         f"{report.low_rows} low row(s) of {report.scored_rows} (not PASS at pass score "

@@ -6,7 +6,6 @@ written as a ``rubric init`` line: ``! text | cap N | category NAME``."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -14,6 +13,7 @@ from typing import Any
 from pydantic import Field, ValidationError
 
 from rubric_engine.actions.model import TextCluster
+from rubric_engine.formats.canonical import canonical_hash
 from rubric_engine.judge.backends import Backend
 from rubric_engine.judge.one_call import CallSettings, ask, backend_for
 from rubric_engine.judge.prompt import LANGUAGE_NAMES, PromptTemplate, block_tag, load_prompt
@@ -65,13 +65,12 @@ def summary_request(
     tag = block_tag(*(text for _, text in explanations))
     user = prompt.user.render(explanations=explanations, count=len(explanations), tag=tag)
     messages = ({"role": "system", "content": system}, {"role": "user", "content": user.strip()})
-    subject = json.dumps([rubric.content_hash(), list(explanations)], ensure_ascii=False)
     first = cluster.row_ids[0]
     request = JudgeRequest(
         row_id=f"summary:{first}" + (f"+{cluster.rows - 1}" if cluster.rows > 1 else ""),
         messages=messages,
         case_requirement_ids=(),
-        rubric_hash="sha256:" + hashlib.sha256(subject.encode("utf-8")).hexdigest(),
+        rubric_hash=canonical_hash([rubric.content_hash(), [list(e) for e in explanations]]),
         prompt_hash=prompt.hash,
     )
     return request, {"model": model, "messages": [dict(m) for m in messages], **SUMMARY_PARAMS}

@@ -17,7 +17,6 @@ the same request, checked as a replay will check it.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from rubric_engine.errors import CassetteError, InputError
+from rubric_engine.formats.canonical import canonical_hash
 from rubric_engine.formats.safe_yaml import load_documents
 from rubric_engine.judge.backends import CallKey
 from rubric_engine.judge.cassettes.cassette import CassetteEntry
@@ -119,9 +119,7 @@ def draft_request(
         documents=[{"name": name, "text": p.text} for name, p in policies.items()],
     ).strip()
     messages = ({"role": "system", "content": system}, {"role": "user", "content": user})
-    subject = (
-        "sha256:" + hashlib.sha256(json.dumps(sorted(hashes.items())).encode("utf-8")).hexdigest()
-    )
+    subject = canonical_hash(hashes)  # the policies drafted from, by name and content
     request = JudgeRequest(
         row_id="draft:" + "+".join(Path(n).stem for n in policies),
         messages=messages,
