@@ -459,4 +459,4 @@ def test_evidence_names_the_turns_the_judge_named_with_their_text(demo_store: Pa
     assert turns["medgpt-1"][0]["turn"] == 1 and turns["medgpt-1"][0]["role"] == "assistant"
     assert "肾阳虚衰而痿" in turns["medgpt-1"][0]["text"]
     code, md = run("actions", "v3", "--store", str(demo_store), "--top", "1")
-    assert "  - turn 1 assistant: 男子早泄" in md and "(11 more: `--top 0` lists them all)" in md
+    assert "  - turn 1 assistant: 男子早泄" in md and "(10 more: `--top 0` lists them all)" in md

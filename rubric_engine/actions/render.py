@@ -104,10 +104,8 @@ def markdown(report: ActionsReport, items: tuple[ActionItem, ...], filtered: boo
     for item in items:
         out += [f"## {item.rank}. {item.title}", "", *_item_lines(report, item), ""]
     if len(items) < len(report.items):
-        out += [
-            f"({len(report.items) - len(items)} more: `--top 0` and no `--state` list them all)",
-            "",
-        ]
+        how = "`--top 0` without `--state`" if filtered else "`--top 0`"
+        out += [f"({len(report.items) - len(items)} more: {how} lists them all)", ""]
     out += _failures(report)
     return "\n".join(out).rstrip() + "\n"
 
