@@ -1,4 +1,4 @@
-"""Batch mode at scale against the loopback fake (issue 15): figures, not pass/fail.
+"""Batch mode at scale against the loopback fake: figures, not pass/fail.
 
     .venv/bin/python benchmarks/batch.py --rows 20000 --kills 20
     .venv/bin/python benchmarks/batch.py --rows 100000 --max-requests 50000

@@ -18,7 +18,7 @@ For each shipped pack and its demo rows:
   floor of any such protocol) and once with a short ``reason``: the requirement's own text cut
   to its first 12 tokens, a stand-in of realistic length in the pack's language.
 
-**Prompt caching** (:func:`caching_figures`, issue 18's target: billed prompt tokens per row,
+**Prompt caching** (:func:`caching_figures`, the target: billed prompt tokens per row,
 priced at cached rates, ≤ 30% of today's on a provider with explicit caching): each row's
 request as the engine sends it to an Anthropic model (the static system message marked by
 ``rubric_engine.judge.cache_markers``), priced with the engine's own

@@ -1,4 +1,4 @@
-"""Workers on one PostgreSQL task (issue 16): throughput for 1/2/4 workers, claim latency, and
+"""Workers on one PostgreSQL task: throughput for 1/2/4 workers, claim latency, and
 a chaos run where workers are SIGKILLed and restarted at random times.
 
     .venv/bin/python benchmarks/workers.py --rows 2000 --chaos-rows 20000 --latency-ms 50

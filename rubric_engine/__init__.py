@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the real types for checkers; at run time each name loads on first use
-    from rubric_engine.cases.seed000 import EvalCase
+    from rubric_engine.cases.eval_case import EvalCase
     from rubric_engine.dialogue.model import DialogueRow
     from rubric_engine.dialogue.readers import DialogueSource
     from rubric_engine.engine.options import ScoreOptions
@@ -89,7 +89,7 @@ _API = {
     "Check": "rubric_engine.rules.model",
     "evaluate_check": "rubric_engine.rules.evaluate",
     "evidence_from_row": "rubric_engine.rules.evidence",
-    "EvalCase": "rubric_engine.cases.seed000",
+    "EvalCase": "rubric_engine.cases.eval_case",
 }
 
 #: the public names (kept in step with ``_API`` by tests/test_public_api.py)

@@ -5,7 +5,7 @@ subclass of :class:`RubricEvalError`. Per-row judge failures are *not* exception
 ``JUDGE_ERROR`` rows (see :mod:`rubric_engine.judge`), and the batch goes on.
 
 Every message names the thing, where it is (``file:line`` or a field path), the valid choices
-and the fix (STYLE.md "Errors").
+and the fix; all problems of a file are reported at once.
 """
 
 from __future__ import annotations
@@ -95,11 +95,11 @@ class InputError(RubricEvalError):
 
 
 class RubricError(InputError):
-    """A rubric pack failed validation (SPEC §2)."""
+    """A rubric pack failed validation (docs/rubric-packs.md)."""
 
 
 class DatasetError(InputError):
-    """A dialogue file has malformed rows (SPEC §8). Raised before any judge call."""
+    """A dialogue file has malformed rows (docs/inputs.md). Raised before any judge call."""
 
 
 class StoreError(RubricEvalError):
@@ -115,7 +115,7 @@ class TaskNotFoundError(StoreError):
 
 
 class CassetteError(RubricEvalError):
-    """A cassette file is malformed or lacks its provenance (SPEC §10)."""
+    """A cassette file is malformed or lacks its provenance (docs/judges.md)."""
 
     exit_code = ExitCode.BAD_INPUT
 

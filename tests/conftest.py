@@ -40,7 +40,8 @@ def _block_network() -> object:
 
 
 def shared_data(*parts: str) -> Path:
-    """A file under ../shared/data; tests that need it skip when it is absent."""
+    """A file of the public data sets kept beside the repository (``../shared/data``, not
+    shipped); tests that need it skip when it is absent."""
     path = SHARED_DATA.joinpath(*parts)
     if not path.exists():
         pytest.skip(f"shared data not available: {path}")
@@ -134,6 +135,16 @@ def pg_url(pg_cluster):  # type: ignore[no-untyped-def]
     url = str(pg_cluster.create_database(f"t{next(_databases)}"))
     yield url
     close_pools(PostgresUrl(url))  # the server's connection slots are not held to the end
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that needs the PostgreSQL cluster ``postgres``, so ``-m "not postgres"``
+    leaves them out: those asking for the cluster, and the PostgreSQL case of ``store_at``."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        on_store = callspec is not None and callspec.params.get("store_at") == "postgres"
+        if on_store or "pg_cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.postgres)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -76,7 +76,7 @@ def list_build_report(
 
     Returns:
         The report (sections in :class:`~rubric_engine.report.model.Report`; README
-        "Reports"), with ``rules`` (seed 001's report) when rows carry rule checks, and
+        "Reports"), with ``rules`` (the diagnosis report) when rows carry rule checks, and
         ``totals.checked`` when rows were decided by rules alone (``--judge none``: status
         CHECKED, no score; they count in ``redFlags``, ``requirements`` and the pass rate).
 
@@ -123,7 +123,7 @@ def list_build_report(
         judge_errors_by_kind=dict(
             sorted(Counter(str(r.error.kind) for r in errors if r.error).items())
         ),
-        # --judge none: rows decided by rule checks alone (SPEC §7)
+        # --judge none: rows decided by rule checks alone (docs/rule-checks.md)
         checked=len(checked) if checked else None,
     )
     slices = (
@@ -156,7 +156,7 @@ def list_build_report(
         warnings=dict(sorted(Counter(str(w.code) for r in results for w in r.warnings).items())),
         agent=_agent(facts),
         usage=_usage(usages),
-        # seed 001's DiagnosisEvalReport over the rows' rule checks
+        # the DiagnosisEvalReport over the rows' rule checks (docs/cases.md)
         rules=rules_section(results),
         router=router_section([f.metadata for f in facts], fig),
     )

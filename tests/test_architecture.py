@@ -1,4 +1,4 @@
-"""The pure core imports no I/O or edge module (STYLE.md "Shape"; docs/architecture.md).
+"""The pure core imports no I/O or edge module (docs/architecture.md).
 
 The core — the rubric model, normalization, rule checks, the row-result step and report
 aggregation — does no I/O, so same input gives the same output and property tests can lean on
@@ -224,7 +224,7 @@ def package_copy(tmp_path: Path) -> Path:
 
 
 def test_an_sqlite3_import_in_the_normalizer_is_caught(package_copy: Path) -> None:
-    # issue 11: "adding `import sqlite3` to the normalizer makes the architecture test fail"
+    # docs/architecture.md: adding `import sqlite3` to the normalizer makes this test fail
     normalize = package_copy / PACKAGE / "results" / "normalize.py"
     normalize.write_text(
         normalize.read_text(encoding="utf-8") + "\nimport sqlite3  # noqa\n", encoding="utf-8"

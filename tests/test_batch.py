@@ -1,4 +1,4 @@
-"""Batch mode (issue 15): the fake batch API, score --mode batch, kill -9 and resume, export and
+"""Batch mode: the fake batch API, score --mode batch, kill -9 and resume, export and
 import, budgets, live fallback, record mode and batch pricing.
 
 Real sockets and real litellm against :mod:`rubric_engine.testing.batch_stub` on 127.0.0.1;

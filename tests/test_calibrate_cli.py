@@ -1,4 +1,4 @@
-"""`rubric-eval calibrate` as a new user runs it (issue 12 "What it must show"): two label
+"""`rubric-eval calibrate` as a new user runs it: two label
 files give `overall` figures equal to scikit-learn's; the LLM-Rubric baselines come out to the
 printed precision; tau2's recorded verdicts and HealthBench's grader convert to labels."""
 

@@ -1,4 +1,4 @@
-"""The demo airline task scenario (issue 12 "What it must show"): import labels with one
+"""The demo airline task scenario: import labels with one
 override of the judge on a red line each way, calibrate, see the missed and the false red flag;
 judge the same rows with another model and see the calibration reported stale."""
 
@@ -108,7 +108,7 @@ def test_judge_against_judge_over_the_same_rows_counts_flips(tmp_path: Path) -> 
     store, task = score_airline(tmp_path)
     verdicts = load_verdicts(CASES / "verdicts" / "airline_cs.jsonl")
     # airline-12's only cap is DENY_AGAINST_POLICY (airline-4, used before, also has a critical
-    # PARTIAL, which caps it since issue 14 made a red line all or nothing); a judge that does
+    # PARTIAL, which caps it: a red line is all or nothing, docs/protocol.md §8); a judge that does
     # not see the violation also scores above that rule's cap
     changed = dict(verdicts["airline-12"])
     changed["unmetRequirementIds"] = []  # drops DENY_AGAINST_POLICY

@@ -1,4 +1,4 @@
-"""The calibration statistics are a pure core (STYLE.md "Shape"): no clock, file, database,
+"""The calibration statistics are a pure core (docs/architecture.md): no clock, file, database,
 environment or unseeded randomness; and `--help` does not pay for scipy."""
 
 from __future__ import annotations

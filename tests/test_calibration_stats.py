@@ -1,6 +1,6 @@
-"""Every calibration figure against an independent implementation on random data (issue 12
-item 7): scikit-learn for the binary figures and κ, the `krippendorff` package for α, scipy and
-plain numpy for the score figures. Test extras only; the engine does not import them."""
+"""Every calibration figure against an independent implementation on random data
+(docs/calibration.md): scikit-learn for the binary figures and κ, the `krippendorff` package for α,
+scipy and plain numpy for the score figures. Test extras only; the engine does not import them."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Eval cases in the seeds' shapes (000, 001, 004), ``--judge none``, and more input adapters."""
+"""Eval cases in the shapes of docs/cases.md, ``--judge none``, and more input adapters."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def rules_only(tmp_path: Path, *inputs: Path) -> dict[str, Any]:
     return result.report
 
 
-# -- seed 001: diagnosis cases with trace fixtures, no judge ----------------------------------
+# -- diagnosis cases with trace fixtures, no judge ---------------------------------------------
 
 
 def fixture(answer: str, verdict: str | None, summary: list[str], tools: list[str], ms: int) -> Any:
@@ -59,7 +59,7 @@ def fixture(answer: str, verdict: str | None, summary: list[str], tools: list[st
 
 @pytest.fixture()
 def diagnosis_file(tmp_path: Path) -> Path:
-    """A case file the project has never seen, in the seed's eval/cases + eval/fixtures layout."""
+    """A case file the project has never seen, in the eval/cases + eval/fixtures layout."""
     base = tmp_path / "eval"
     common = {
         "requiredEvidenceTools": ["lookup_knowledge", "query_logs", "query_metrics"],
@@ -96,7 +96,7 @@ def diagnosis_file(tmp_path: Path) -> Path:
     ]
     write_json(base / "cases" / "diagnosis-cases.json", cases)
     fixtures = base / "fixtures"
-    # tools seen only through the verifier's summary still count as evidence (seed 001 §2)
+    # tools seen only through the verifier's summary still count as evidence (docs/cases.md)
     write_json(
         fixtures / "cache-avalanche.json",
         fixture(
@@ -125,7 +125,7 @@ def diagnosis_file(tmp_path: Path) -> Path:
     return base / "cases" / "diagnosis-cases.json"
 
 
-def test_seed_001_cases_run_without_a_judge_and_report_as_the_seed_says(
+def test_diagnosis_cases_run_without_a_judge_and_report_as_docs_cases_says(
     tmp_path: Path, diagnosis_file: Path
 ) -> None:
     report = rules_only(tmp_path, diagnosis_file)
@@ -233,7 +233,7 @@ def test_unknown_diagnosis_field_is_named(tmp_path: Path) -> None:
     assert problem.message.startswith("case x: unknown field 'requiredTools'")
 
 
-# -- seed 000: the general eval-case schema ---------------------------------------------------
+# -- eval cases: the general eval-case schema ---------------------------------------------------
 
 SEED_000_YAML = """\
 case_id: refund_eligibility_001
@@ -276,7 +276,7 @@ messages:
 """
 
 
-def test_seed_000_yaml_case_becomes_a_row_with_case_requirements_and_checks(
+def test_eval_case_yaml_becomes_a_row_with_case_requirements_and_checks(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "case.yaml"
@@ -328,7 +328,7 @@ def test_seed_000_yaml_case_becomes_a_row_with_case_requirements_and_checks(
         (("scenario: 退款申请", "scenaro: 退款申请"), "scenaro", "unknown field"),
     ],
 )
-def test_seed_000_case_errors_name_the_case_the_field_and_the_choices(
+def test_eval_case_errors_name_the_case_the_field_and_the_choices(
     tmp_path: Path, change: tuple[str, str], field: str, needle: str
 ) -> None:
     path = tmp_path / "case.yaml"
@@ -341,10 +341,10 @@ def test_seed_000_case_errors_name_the_case_the_field_and_the_choices(
     assert needle in problems[field]
 
 
-# -- seed 004: RAG and agent rows -------------------------------------------------------------
+# -- RAG and agent rows -------------------------------------------------------------------------
 
 
-def test_seed_004_rag_and_agent_rows(tmp_path: Path) -> None:
+def test_rag_and_agent_rows(tmp_path: Path) -> None:
     rag = {
         "id": "rag-001",
         "category": "policy_lookup",
@@ -388,7 +388,7 @@ def test_seed_004_rag_and_agent_rows(tmp_path: Path) -> None:
             "final_state": {"claim_status": "approved", "approved_amount": 580},
         },
     }
-    path = tmp_path / "seed004.jsonl"
+    path = tmp_path / "rag_agent.jsonl"
     path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in (rag, agent)) + "\n")
     results = {r["caseId"]: r for r in rules_only(tmp_path, path)["rules"]["results"]}
     assert results["rag-001"]["failedChecks"] == [
@@ -405,7 +405,7 @@ def test_seed_004_rag_and_agent_rows(tmp_path: Path) -> None:
     ]
 
 
-def test_seed_004_unknown_expected_key_is_named(tmp_path: Path) -> None:
+def test_rag_agent_unknown_expected_key_is_named(tmp_path: Path) -> None:
     path = tmp_path / "bad.jsonl"
     row = {"id": "r", "input": "q", "output": "a", "expected": {"must_contains": ["x"]}}
     path.write_text(json.dumps(row) + "\n")
@@ -494,7 +494,7 @@ def test_judge_none_without_any_check_is_refused_before_anything_runs(tmp_path: 
     assert not (tmp_path / "store.sqlite").exists()
 
 
-def test_baseline_diff_of_two_rules_only_runs_names_lost_evidence_as_seed_001_says(
+def test_baseline_diff_of_two_rules_only_runs_names_lost_evidence(
     tmp_path: Path, diagnosis_file: Path
 ) -> None:
     from typer.testing import CliRunner
@@ -540,7 +540,7 @@ def test_baseline_diff_of_two_rules_only_runs_names_lost_evidence_as_seed_001_sa
     assert items[("cache-avalanche", "passed")]["type"] == "REGRESSION"
 
 
-def test_seed_000_case_reads_the_same_from_jsonl(tmp_path: Path) -> None:
+def test_eval_case_reads_the_same_from_jsonl(tmp_path: Path) -> None:
     import yaml
 
     case = yaml.safe_load(SEED_000_YAML)

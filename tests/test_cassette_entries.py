@@ -1,4 +1,4 @@
-"""One cassette entry the replay cannot read is that row's error, not the batch's (issue 14)."""
+"""One cassette entry the replay cannot read is that row's error, not the batch's."""
 
 from __future__ import annotations
 

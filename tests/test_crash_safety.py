@@ -1,4 +1,4 @@
-"""Nothing answered is lost (issue 14): a SIGKILL while calls are still in flight keeps every
+"""Nothing answered is lost: a SIGKILL while calls are still in flight keeps every
 row the judge already answered, and the resume asks only for the rows that had no answer."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""No credential in anything rubric-eval writes or prints (issue 14).
+"""No credential in anything rubric-eval writes or prints.
 
 Sentinel secrets are placed where users put keys: the query string and the ``user:password@``
 part of ``--api-base``, the variable named by ``--api-key-env`` (sent in the

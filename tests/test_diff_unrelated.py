@@ -1,4 +1,4 @@
-"""A diff of unrelated tasks is refused, not a list of regressions (issue 14)."""
+"""A diff of unrelated tasks is refused, not a list of regressions."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Evidence turns (issue 13 item 2): the ``judge_v3`` judge names, per unmet or partial
+"""Evidence turns: the ``judge_v3`` judge names, per unmet or partial
 requirement, the dialogue turns that show it; they are checked (re-asked when wrong), stored on
 the referenceBasis, listed in report.md and marked in the review page. ``judge_v1`` replays
 exactly as before."""

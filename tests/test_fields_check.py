@@ -1,4 +1,4 @@
-"""The field-level structured-extraction check (seed 004 C.5): per-field exact match, numeric
+"""The field-level structured-extraction check (docs/rule-checks.md): per-field exact match, numeric
 tolerance, nested fields, per-field weights, a weighted score and the failing fields."""
 
 from __future__ import annotations

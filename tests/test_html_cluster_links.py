@@ -1,4 +1,4 @@
-"""The HTML report's cluster row links (issue 18: joined in Python, not looped in jinja) are the
+"""The HTML report's cluster row links (joined in Python, not looped in jinja) are the
 text the template's loop gave, escaping and rowIds without a drill-down anchor included."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from jinja2 import Environment, select_autoescape
 
 from rubric_engine.report.render.html import LINKS_PER_CHUNK, _environment, _row_links
 
-#: the template's loop before issue 18, rendered with the report's own environment settings
+#: the template's loop the links replaced, rendered with the report's own environment settings
 OLD_LOOP = (
     '{% for rid in row_ids %}<a href="#{{ anchors[rid] }}">{{ rid }}</a>'
     "{% if not loop.last %}, {% endif %}{% endfor %}"

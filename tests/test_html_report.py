@@ -17,9 +17,12 @@ from rubric_engine.engine import ScoreOptions, score
 from tests.conftest import CASES, CASSETTES, RUBRICS
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-needs_chromium = pytest.mark.skipif(
-    CHROMIUM is None,
-    reason="chromium is not installed (Debian: apt-get install chromium; .ci/run installs it)",
+#: a test that opens a page in headless Chromium: marked ``browser``, skipped without it
+needs_chromium = pytest.mark.browser(
+    pytest.mark.skipif(
+        CHROMIUM is None,
+        reason="chromium is not installed (Debian: apt-get install chromium; .ci/run installs it)",
+    )
 )
 
 #: Injected first in <head>: records every error the page raises, then measures what rendered and

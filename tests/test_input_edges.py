@@ -1,4 +1,4 @@
-"""Hostile and edge-case inputs (issue 14): each gives a clear error or warning, no traceback,
+"""Hostile and edge-case inputs: each gives a clear error or warning, no traceback,
 and nothing is sent to a judge for a file that is refused."""
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def test_pack_cycle_or_deep_nesting_is_an_error_not_a_recursion_error(
 
 
 def test_case_yaml_alias_bomb_is_refused_with_its_line(tmp_path: Path) -> None:
-    """Guards: the seed-000 YAML reader had the same unlimited loader as the pack loader."""
+    """Guards: the eval-case YAML reader had the same unlimited loader as the pack loader."""
     path = tmp_path / "cases.yaml"
     path.write_text(
         "id: c1\ninput: hi\nactual_output: hello\nmetadata:\n"
@@ -230,7 +230,7 @@ def test_deep_metadata_is_refused_before_any_call_and_nothing_is_stored(tmp_path
 def test_the_quick_storable_check_agrees_with_the_walk_at_the_depth_limit(
     levels: int, leaf: Any
 ) -> None:
-    """Guards: the check without field paths (plain loops, string leaves inline, issue 18)
+    """Guards: the check without field paths (plain loops, string leaves inline)
     must refuse exactly what the walk with paths reports: a string or a non-empty container
     one level past the limit is too deep, an empty one at the limit is not."""
     from rubric_engine.dialogue.storable import _first_problem, _storable
@@ -369,8 +369,8 @@ def test_malformed_markers_are_kept_for_rules_and_judge_and_warned(tmp_path: Pat
 
 def test_judge_v2_says_reasoning_was_removed_only_when_it_was(mini_rubric: Any) -> None:
     """Guards: every prompt said "Reasoning the user never saw has been removed", also for
-    dialogues with no thinking at all (SPEC §6). judge_v1 keeps its bytes: its hash is in
-    every task and cassette key made with it."""
+    dialogues with no thinking at all (docs/protocol.md §12). judge_v1 keeps its bytes: its hash
+    is in every task and cassette key made with it."""
     pack = mini_rubric.model_copy(update={"output_parsing": THINK})
     v2 = load_prompt("judge_v2")
     plain = DialogueRow.model_validate(

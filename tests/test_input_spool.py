@@ -1,4 +1,4 @@
-"""The run's input rows are parsed once, checked whole, and not held in memory (issue 18).
+"""The run's input rows are parsed once, checked whole, and not held in memory.
 
 ``read_inputs`` checks every row of every file before the first judge call (a broken last row
 stops the run before anything is judged) and keeps the checked rows in a spool file, read back

@@ -1,5 +1,5 @@
 """The engine's own request preparation is instructor's, byte for byte, and a replay imports
-neither instructor nor the openai SDK (issue 18).
+neither instructor nor the openai SDK.
 
 :meth:`InstructorAdapter.prepare_pair` words a system + user request the way instructor's
 JSON, JSON_SCHEMA and TOOLS handlers do, so the cassette keys and the requests on the wire

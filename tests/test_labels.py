@@ -1,5 +1,5 @@
 """Labels: append-only storage, whole-file validation, supersede on edit, JSONL/CSV round trip
-(issue 12 items 1 and 2)."""
+(docs/calibration.md)."""
 
 from __future__ import annotations
 
@@ -395,7 +395,7 @@ def test_times_are_stored_in_utc() -> None:
 
 
 def test_labels_are_append_only_and_superseded_on_both_backends(store_at: str) -> None:
-    """The PostgreSQL store keeps the SQLite one's label semantics (issue 16 item 1): the
+    """The PostgreSQL store keeps the SQLite one's label semantics: the
     migration's triggers refuse UPDATE and DELETE, an edit supersedes, a repeat adds nothing."""
     from rubric_engine.store.backend import driver_errors
 

@@ -1,4 +1,4 @@
-"""Rubric lifecycle (SPEC §3): publish, retire, resolve, diff, renormalize, tamper checks."""
+"""Rubric lifecycle (docs/rubric-packs.md): publish, retire, resolve, diff, renormalize, tamper."""
 
 from __future__ import annotations
 

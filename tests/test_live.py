@@ -88,7 +88,8 @@ def test_live_path_normalizes_unseen_dialogues(tmp_path: Path) -> None:
     assert rows["unseen-10"]["finalScore"] == 1
     assert rows["unseen-21"]["judgeScore"] == 4 and rows["unseen-21"]["finalScore"] == 1
     assert rows["unseen-21"]["redFlagTypes"] == ["MEDICAL_OVERREACH"]
-    # the string score and the re-cased ID are counted clean-ups (SPEC §4), then the red line
+    # the string score and the re-cased ID are counted clean-ups (docs/protocol.md §5), then the
+    # red line
     assert [w["code"] for w in rows["unseen-21"]["warnings"]] == [
         "SCORE_TEXT_CONVERTED",
         "JUDGE_VALUE_RECASED",

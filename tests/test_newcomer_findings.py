@@ -1,4 +1,4 @@
-"""Regression tests for what a newcomer pass found on the merged issue 11/12/16 work.
+"""Regression tests for what a newcomer pass found on labels, calibration and the team store.
 
 Each test names the failure it guards; each failed on the code before its fix.
 """

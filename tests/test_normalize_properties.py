@@ -1,4 +1,4 @@
-"""Property tests of the normalizer's invariants (STYLE.md "Tests"; SPEC §5)."""
+"""Property tests of the normalizer's invariants (docs/protocol.md §6–§9)."""
 
 from __future__ import annotations
 
@@ -130,7 +130,7 @@ def test_deterministic(case: Any) -> None:
 @settings(max_examples=300, deadline=None)
 @given(verdicts())
 def test_a_critical_requirement_is_never_partial(case: Any) -> None:
-    # SPEC §5 step 4: a red line is all or nothing, whatever the judge reported
+    # docs/protocol.md §8: a red line is all or nothing, whatever the judge reported
     rubric, fields = case
     result = run(rubric, fields)
     reqs = rubric.requirements_by_id

@@ -1,4 +1,4 @@
-"""One example per protocol warning code, plus the worked examples of seed 003 §七/§八."""
+"""One example per protocol warning code, plus the worked examples of docs/protocol.md §9."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def status(result: Any) -> dict[str, tuple[S, BasisSource]]:
 
 
 def test_seed_example_cap_and_backfill(mini_rubric: Any) -> None:
-    # seed 003 §八: judge says 3 but lists a requirement capped at 1 -> final 1, red flag added
+    # docs/protocol.md §9: judge says 3, lists a requirement capped at 1 -> final 1, flag added
     result = normalize_verdict(
         mini_rubric, judge(mini_rubric, score=3, unmetRequirementIds=["COMMON_LEAK"]), "r1"
     )
@@ -281,7 +281,7 @@ def test_a_partial_red_line_without_a_flag_is_violated_flagged_and_capped(
 
 
 def test_malformed_thinking_markers_are_row_warnings() -> None:
-    # SPEC §6: the text around a stray or unclosed marker is kept, and the row says so
+    # docs/protocol.md §12: the text around a stray or unclosed marker is kept, and the row says so
     from rubric_engine.dialogue.model import DialogueRow
     from rubric_engine.results.agent_output import thinking_warnings
     from rubric_engine.rubric.model import OutputParsing

@@ -1,6 +1,6 @@
 """The built wheel is the `rubric-engine` distribution and works outside the repository.
 
-Guards the rename (issue 11 item 6): `rubric-eval` on the public index is an unrelated project,
+Guards the rename: `rubric-eval` on the public index is an unrelated project,
 so the wheel must be named `rubric-engine`, keep the `rubric-eval` command, ship the prompt
 templates and the `py.typed` marker, and run from a folder that is not the checkout.
 """

@@ -1,4 +1,4 @@
-"""Judge prompt rendering (SPEC §4, §6): static system prefix, unclosable data blocks."""
+"""Judge prompt rendering (docs/protocol.md §3, §12): static system prefix, closed data blocks."""
 
 from __future__ import annotations
 
@@ -90,7 +90,7 @@ def test_thinking_stripped_and_cards_cut_out() -> None:
         "<think>secret plan</think>Answer.<questions>Q1\nQ2</questions>", parsing
     )
     assert parsed.text == "Answer." and parsed.cards == ("Q1\nQ2",)
-    # SPEC §6 (issue 14): an unclosed opening marker is kept (the user may have seen it)
+    # docs/protocol.md §12: an unclosed opening marker is kept (the user may have seen it)
     unclosed = parse_agent_output("Visible.<think>never closed", parsing)
     assert unclosed.text == "Visible.<think>never closed" and unclosed.thinking_sections == 0
     assert unclosed.unclosed_thinking_starts == 1
@@ -99,7 +99,8 @@ def test_thinking_stripped_and_cards_cut_out() -> None:
 
 
 def test_lone_closing_marker_hides_the_reasoning_before_it() -> None:
-    # only when the pack says its agent template opens the section in the prompt (SPEC §6)
+    # only when the pack says its agent template opens the section in the prompt
+    # (docs/protocol.md §12)
     parsing = OutputParsing.model_validate({"thinkingMarkers": True, "thinkingOpensInPrompt": True})
     parsed = parse_agent_output("推理过程：用户可能……</think>您好，请问症状持续多久了？", parsing)
     assert parsed.text == "您好，请问症状持续多久了？" and parsed.thinking_sections == 1

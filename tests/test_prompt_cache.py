@@ -1,4 +1,4 @@
-"""Prompt caching (issue 18 part 3): the static rubric prefix is marked cacheable for providers
+"""Prompt caching: the static rubric prefix is marked cacheable for providers
 that need explicit markers, cached-token counts are read from usage and priced at the
 provider's cached rates, and the report shows cached vs uncached prompt tokens.
 

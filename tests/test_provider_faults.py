@@ -1,4 +1,4 @@
-"""What providers do that a judge run must take as it comes (issue 14): Retry-After hints,
+"""What providers do that a judge run must take as it comes: Retry-After hints,
 parameters a model rejects, the seed, reasoning tokens. Real sockets, real litellm."""
 
 from __future__ import annotations

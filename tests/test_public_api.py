@@ -1,4 +1,4 @@
-"""The library API (issue 11 item 5): typed top-level names, ``score_async`` inside a running
+"""The library API: typed top-level names, ``score_async`` inside a running
 event loop, and rows passed in memory."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Dialogue input (SPEC §8): adapters, and broken rows reported with line numbers first."""
+"""Dialogue input (docs/inputs.md): adapters, and broken rows reported with line numbers first."""
 
 from __future__ import annotations
 

@@ -80,7 +80,7 @@ def test_diff_lists_regressions_at_case_and_aggregate_scope(demo: tuple[Path, st
     assert ("REGRESSION", "aggregate", None, "redFlags.CARD_VIOLATION") in found
     assert ("REGRESSION", "aggregate", None, "compliance.COMMON_QUESTIONS_CARD_RELEVANT") in found
     # medgpt-42 and medgpt-46 were regressions while a red line judged PARTIAL stayed PARTIAL
-    # in the normal set; it is VIOLATED there too now (SPEC §5 step 4), so both sets agree
+    # in the normal set; it is VIOLATED there too now (docs/protocol.md §8), so both sets agree
     regressed_rows = {i["caseId"] for i in diff["items"] if i["scope"] == "case"}
     assert regressed_rows == {
         "medgpt-24",

@@ -1,4 +1,4 @@
-"""Report files and output paths (issue 14): checked before judging, written atomically, and
+"""Report files and output paths: checked before judging, written atomically, and
 a finished task's files can always be written again."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The typed report (issue 11): report.json is the model's JSON byte for byte, gate and diff read
+"""The typed report: report.json is the model's JSON byte for byte, gate and diff read
 one metric table, gate and diff are library calls, and the pure report modules load no I/O."""
 
 from __future__ import annotations

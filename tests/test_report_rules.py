@@ -1,5 +1,5 @@
 """Report rules on hand-built rows: pass rate, verdicts, slices, issue clusters, diff and gate
-(SPEC §9; seed 001 §4, §6; seed 003 closing paragraph)."""
+(docs/reports.md, docs/ci.md)."""
 
 from __future__ import annotations
 

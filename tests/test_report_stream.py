@@ -1,4 +1,4 @@
-"""The report built as a stream (issue 18) equals the list-based build it replaced.
+"""The report built as a stream equals the list-based build it replaced.
 
 The oracle is main's list-based builder kept verbatim in ``tests/list_report.py``. Rows are the
 demo tasks' real stored rows, varied by hypothesis (statuses, scores, red flags incl. orphans,

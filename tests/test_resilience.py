@@ -1,5 +1,5 @@
 """Runs that survive real networks and real operators: resume after a kill, budgets, adaptive
-concurrency under 429s, task locks and half-written cassette lines (issue 6)."""
+concurrency under 429s, task locks and half-written cassette lines."""
 
 from __future__ import annotations
 

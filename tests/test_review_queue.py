@@ -1,4 +1,4 @@
-"""The review queue's rules (issue 13), on small hand-made rows: strategies, N reviewers per row,
+"""The review queue's rules, on small hand-made rows: strategies, N reviewers per row,
 the second-review sample, overrides re-checked, claims, adjudication."""
 
 from __future__ import annotations

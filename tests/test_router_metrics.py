@@ -1,4 +1,4 @@
-"""Router / classification metrics (seed 004 C.4): rows with ``metadata.expectedRoute`` and
+"""Router / classification metrics (docs/ci.md): rows with ``metadata.expectedRoute`` and
 the agent's ``route`` give per-class precision/recall/F1, macro F1 and the confusion pairs;
 gate metrics ``router.macroF1`` and ``router.recall.<CLASS>``; a suite bounds a costly pair.
 The figures are checked against scikit-learn's definitions computed by hand here."""

@@ -1,4 +1,4 @@
-"""The report's compact rowId lists (issue 18, report/row_ids.py): they read as the tuples they
+"""The report's compact rowId lists (report/row_ids.py): they read as the tuples they
 replace, and :func:`json_chunks` writes exactly what ``json.dumps(..., indent=2)`` writes."""
 
 from __future__ import annotations

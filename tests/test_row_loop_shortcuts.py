@@ -1,4 +1,4 @@
-"""Shortcuts of the row loop (issue 18) that must not change an outcome:
+"""Shortcuts of the row loop that must not change an outcome:
 
 - a verdict value that is the pack's own spelling skips the clean-up lookups: the verdict,
   its clean-up warnings and its re-ask reasons are those of the full reading (the same model

@@ -1,4 +1,4 @@
-"""The one row → result step (issue 11 item 2): every producer gets the same result from the
+"""The one row → result step: every producer gets the same result from the
 same inputs, and the pieces it is built from are worked out once."""
 
 from __future__ import annotations

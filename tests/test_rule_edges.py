@@ -1,5 +1,5 @@
 """Rule checks on the inputs a newcomer got wrong first: numbers written as strings, malformed
-trace entries, seed-004 values in the wrong shape, thinking text, verifier verdict changes."""
+trace entries, RAG/agent row values in the wrong shape, thinking text, verifier verdict changes."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def test_malformed_trace_values_fail_when_the_row_is_read(
 
 
 @pytest.mark.parametrize("values", [{"order_id": "ORDER_123"}, "ORDER_123"])
-def test_seed004_params_must_include_must_be_a_list(tmp_path: Path, values: Any) -> None:
+def test_rag_agent_params_must_include_must_be_a_list(tmp_path: Path, values: Any) -> None:
     case = {
         "id": "agent-1",
         "category": "agent",

@@ -1,4 +1,4 @@
-"""Deterministic rule checks (SPEC §7): one example per check type and its failure."""
+"""Deterministic rule checks (docs/rule-checks.md): one example per check type and its failure."""
 
 from __future__ import annotations
 
@@ -184,7 +184,7 @@ def test_arguments_are_matched_by_inclusion_unless_exact() -> None:
     assert outcome.status is S.VIOLATED and "no call matches: update(" in (outcome.detail or "")
 
 
-def test_values_include_is_seed_004_params_must_include() -> None:
+def test_values_include_is_a_rag_agent_rows_params_must_include() -> None:
     check = {
         "type": "tool_sequence",
         "mode": "subset",
@@ -325,7 +325,7 @@ def test_bad_check_configuration_is_refused_with_the_valid_choices(
     assert needle in str(info.value)
 
 
-def test_evidence_from_a_seed_001_trace() -> None:
+def test_evidence_from_a_diagnosis_trace() -> None:
     row = row_from_object(
         {
             "rowId": "r",

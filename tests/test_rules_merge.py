@@ -1,4 +1,4 @@
-"""Rule results in the referenceBasis (SPEC §5 step 6): source ``rule``, they override the judge."""
+"""Rule results in the referenceBasis (docs/protocol.md §10): source ``rule``, over the judge."""
 
 from __future__ import annotations
 

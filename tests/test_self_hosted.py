@@ -1,6 +1,7 @@
-"""Issue 19: a judge on a self-hosted server, tried against the loopback fake configured like
-llama.cpp's server with a small model (drops system messages, refuses OpenAI's json_schema
-form with 500 but takes json_object + schema, a 16k context, one reply that loops)."""
+"""A judge on a self-hosted server (docs/self-hosted-judge.md), tried against the loopback
+fake configured like llama.cpp's server with a small model (drops system messages, refuses
+OpenAI's json_schema form with 500 but takes json_object + schema, a 16k context, one reply
+that loops)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Issue 19 units: re-ask wording, the timeout back-off, the schema form fallback in replay."""
+"""Self-hosted judge units (docs/self-hosted-judge.md): re-ask wording, the timeout back-off, the
+schema form fallback in replay."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`rubric-eval serve` pages over a demo store, through Starlette's test client (issue 13):
+"""`rubric-eval serve` pages over a demo store, through Starlette's test client:
 the task list, the report page, the comparison page, blind review, labels written by a review,
 reasons for overrides, claims and adjudication."""
 

@@ -1,4 +1,4 @@
-"""The review app end to end in a real headless Chromium (issue 13 "What it must show"): a demo
+"""The review app end to end in a real headless Chromium: a demo
 store scored as README's first block does it, `rubric-eval serve` started as a user starts it,
 five rows reviewed with the keyboard (one red line overridden with a reason), a second reviewer
 who disagrees, an adjudication; then the labels are in the store and `calibrate` counts the
@@ -25,9 +25,12 @@ from rubric_engine.store.task_store import TaskStore
 from tests.conftest import ROOT
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None, reason="chromium is not installed (Debian: apt-get install chromium)"
-)
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        CHROMIUM is None, reason="chromium is not installed (Debian: apt-get install chromium)"
+    ),
+]
 playwright_api = pytest.importorskip("playwright.sync_api", reason="pip install -e '.[test]'")
 BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 

@@ -1,4 +1,4 @@
-"""`serve` on a store another process is writing to (issue 13): new rows show on reload, and
+"""`serve` on a store another process is writing to: new rows show on reload, and
 reviews written meanwhile never corrupt the store (SQLite WAL, one short transaction each)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The SQLite store's checkpoint thread (issue 18): a commit no longer waits on the disk while
+"""The SQLite store's checkpoint thread: a commit no longer waits on the disk while
 the WAL is copied into the store file; the thread does it, the connection's own
 auto-checkpoint stays as a backstop, and nothing committed is lost."""
 

@@ -1,4 +1,4 @@
-"""Lint and type checks run with the tests, so CI fails on them too (STYLE.md "Typing")."""
+"""Lint and type checks run with the tests, so CI fails on them too (CONTRIBUTING.md)."""
 
 from __future__ import annotations
 

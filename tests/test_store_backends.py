@@ -1,4 +1,4 @@
-"""Both store backends (issue 16): migrations, the same reports from SQLite and PostgreSQL, and
+"""Both store backends: migrations, the same reports from SQLite and PostgreSQL, and
 ``store migrate`` of the demo store."""
 
 from __future__ import annotations
@@ -264,7 +264,7 @@ def test_rows_wait_for_their_commit_and_the_store_reads_what_it_wrote(
     store_at: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, send_every: int
 ) -> None:
     """Rows are sent in executemany runs (SQLite: every SEND_EVERY_ROWS rows and at the
-    commit; PostgreSQL: at the commit; issue 18): another connection sees none of a commit
+    commit; PostgreSQL: at the commit): another connection sees none of a commit
     window before its commit, sent or not, and all of it after; the writing store's own reads
     see its rows at once."""
     import dataclasses

@@ -1,4 +1,4 @@
-"""Task names and tags (issue 13 item 3): `score --name … --tag …`, then the name or
+"""Task names and tags: `score --name … --tag …`, then the name or
 ``tag:TAG`` is taken wherever a task id is (report, diff, gate, calibrate, labels export)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Verdict cleaning and enforcement (SPEC §4) and the accepted-score table of verdict.py."""
+"""Verdict cleaning and enforcement (docs/protocol.md §5) and the accepted-score table."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Many workers on one PostgreSQL task (issue 16): queue, claim, lease, fenced write."""
+"""Many workers on one PostgreSQL task: queue, claim, lease, fenced write."""
 
 from __future__ import annotations
 
@@ -272,7 +272,7 @@ def test_resume_refuses_a_task_that_workers_judge(tmp_path: Path, pg_url: str) -
 def test_a_worker_judges_in_the_task_s_output_mode_and_prompt_shape(
     tmp_path: Path, pg_url: str
 ) -> None:
-    # before the merge of issue 19 with issue 16, a worker built its judge with the default
+    # a worker once built its judge with the default
     # json mode and a system message, whatever `score --workers-only` had recorded
     from rubric_engine.testing.openai_stub import StubReply, StubServer
 

@@ -1,4 +1,4 @@
-"""``batch export`` and ``batch import``: batch files for any runner (issue 15).
+"""``batch export`` and ``batch import``: batch files for any runner (docs/batch.md).
 
 ``export`` creates a task (judge mode ``batch-file``) exactly as ``score`` would, and writes
 the requests its rows need — the very requests live mode sends — as OpenAI batch input files

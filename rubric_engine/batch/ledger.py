@@ -1,4 +1,4 @@
-"""The batch ledger: every batch job and request of a task, in the task store (issue 15).
+"""The batch ledger: every batch job and request of a task, in the task store (docs/batch.md).
 
 A job's state is written **before and after** each step, and committed at once, so a run
 killed at any point (``kill -9``) resumes without submitting anything twice:

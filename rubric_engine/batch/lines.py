@@ -1,4 +1,4 @@
-"""Batch input lines and output lines in OpenAI's batch file format (issue 15).
+"""Batch input lines and output lines in OpenAI's batch file format (docs/batch.md).
 
 An input line is the very chat request the live judge sends (instructor's JSON-mode kwargs:
 messages with the schema instructions, sampling parameters, ``response_format``), wrapped as::

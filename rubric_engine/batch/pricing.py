@@ -1,4 +1,4 @@
-"""Judge cost at batch rates, from litellm's price map (issue 15).
+"""Judge cost at batch rates, from litellm's price map (docs/batch.md).
 
 OpenAI, Anthropic and others charge about half the live price for batch requests; litellm's
 price map holds the batch rates of the models it knows (``input_cost_per_token_batches``,

@@ -1,4 +1,4 @@
-"""Batch mode's orchestrator: passes over the rows, batches between them (issue 15).
+"""Batch mode's orchestrator: passes over the rows, batches between them (docs/batch.md).
 
 A **pass** replays every unfinished row through the judge with the results its batches have
 brought back (:class:`~rubric_engine.batch.backend.BatchBackend`): a row the judge finishes is

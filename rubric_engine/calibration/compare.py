@@ -1,5 +1,5 @@
 """Compare a judge's row views with reference views: the calibration result (pure given the
-seed; issue 12 item 3).
+seed; docs/calibration.md).
 
 A (row, requirement) pair is compared when both sides give it FOLLOWED, PARTIAL or VIOLATED;
 "unmet" (PARTIAL or VIOLATED) is the positive class. NOT_APPLICABLE or UNSURE on either side,
@@ -204,7 +204,7 @@ def _alpha(
 def _category(rid: str, reqs: Mapping[str, Any]) -> str:
     if rid in reqs:
         return str(reqs[rid].category)
-    return "CASE" if rid.startswith("CASE_") else "(unknown)"  # case-level IDs (SPEC §8)
+    return "CASE" if rid.startswith("CASE_") else "(unknown)"  # case-level IDs (docs/inputs.md)
 
 
 def calibrate_views(

@@ -1,12 +1,13 @@
-"""Calibration records, pinned to what they were measured under (issue 12 items 4 and 5).
+"""Calibration records, pinned to what they were measured under (docs/calibration.md).
 
 A record keeps the rubric key, version and content hash, the prompt version and hash, the
 judge model and its parameters, the task it was measured on, which labels were used, the full
 result and its flat gate metrics (:mod:`rubric_engine.calibration.metrics`). A task borrows a
 calibration only when all four pins (rubric hash, prompt hash, model, parameters) are equal;
 otherwise its calibration is **stale** and :func:`calibration_metrics` says which pin differs
-(SPEC §12: "stale for anything else"). Records are append-only like labels: the table refuses
-UPDATE and DELETE (the store's migration ``m005_calibrations`` creates it on either backend).
+(docs/calibration.md: stale for anything else). Records are append-only like labels: the table
+refuses UPDATE and DELETE (the store's migration ``m005_calibrations`` creates it on either
+backend).
 """
 
 from __future__ import annotations

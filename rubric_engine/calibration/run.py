@@ -1,5 +1,6 @@
-"""The three ways to calibrate, wiring store, label files and the pure comparison (issue 12
-item 3): a task's judge against labels, two label files, or two tasks over the same rows."""
+"""The three ways to calibrate, wiring store, label files and the pure comparison
+(docs/calibration.md): a task's judge against labels, two label files, or two tasks over the
+same rows."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ intent, red-flag types and score. From labels, several reviewers of one row beco
 reference view: an ``adjudication`` label wins; otherwise the first reviewer in the given
 order (or in file order) who labelled that requirement. A reviewer's red flags are the types
 they stated plus those of the red lines (critical requirements) they marked VIOLATED, the way
-the normalizer backfills the judge's (SPEC §5 step 4).
+the normalizer backfills the judge's (docs/protocol.md §8).
 """
 
 from __future__ import annotations

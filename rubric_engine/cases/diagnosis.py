@@ -1,6 +1,6 @@
-"""Seed 001 diagnosis cases: a case file plus one trace fixture per case, no judge needed.
+"""Diagnosis cases: a case file plus one trace fixture per case, no judge needed (docs/cases.md).
 
-A case (seed 001 §1)::
+A case::
 
     {"id": "payment-timeout", "title": "Payment API timeout", "question": "…",
      "traceFixture": "payment-timeout-pass.json",
@@ -8,10 +8,10 @@ A case (seed 001 §1)::
      "requiredEvidenceTools": ["lookup_knowledge", "query_logs", "query_metrics"],
      "allowedVerdicts": ["PASS", "LOW_CONFID"], "forbiddenAnswerKeywords": ["无证据确定"]}
 
-The fixture (seed 001 §2) is the agent's recorded run: ``session.answer``,
+The fixture is the agent's recorded run: ``session.answer``,
 ``session.totalDurationMs``, ``session.selfEvaluation.verifier_evaluation.{verdict,
 tool_trace_summary[*].tool_name}``, ``toolInvocations[*].{toolName, success}``. It is looked
-up, in order, in ``fixtures/`` beside the case file, in ``../fixtures/`` (the seed's
+up, in order, in ``fixtures/`` beside the case file, in ``../fixtures/`` (the
 ``eval/cases`` + ``eval/fixtures`` layout) and beside the case file.
 
 Each case field becomes one named rule check, so ``failedChecks`` names the field that
@@ -37,7 +37,7 @@ FIXTURE_DIRS = ("fixtures", "../fixtures", ".")
 
 
 class DiagnosisCase(BaseModel):
-    """Seed 001 §1 ``diagnosis-cases.json`` entry. Unknown fields are rejected."""
+    """One ``diagnosis-cases.json`` entry. Unknown fields are rejected."""
 
     model_config = ConfigDict(
         alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
@@ -60,7 +60,7 @@ class DiagnosisCase(BaseModel):
 
 
 def diagnosis_fields() -> str:
-    """The field names a seed-001 case may have, as written in case files."""
+    """The field names a diagnosis case may have, as written in case files."""
     return ", ".join(f.alias or n for n, f in DiagnosisCase.model_fields.items())
 
 
@@ -169,7 +169,7 @@ def _messages(question: str, fixture: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def diagnosis_row(obj: dict[str, Any], fixture: dict[str, Any]) -> dict[str, Any]:
-    """Map a seed-001 case and its loaded fixture to a row object (pure).
+    """Map a diagnosis case and its loaded fixture to a row object (pure).
 
     Raises:
         pydantic.ValidationError: a case field is unknown or has the wrong type.

@@ -1,4 +1,4 @@
-"""`rubric-eval calibrate`: how often the judge agrees with human labels (issue 12 item 3)."""
+"""`rubric-eval calibrate`: how often the judge agrees with human labels (docs/calibration.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`rubric-eval ci`: every dataset of the suite file scored and gated at once (seed 004 C.9)."""
+"""`rubric-eval ci`: every dataset of the suite file scored and gated at once (docs/ci.md)."""
 
 from __future__ import annotations
 

@@ -41,7 +41,7 @@ def diff(
     out: Annotated[Path | None, typer.Option(help="Write here instead of stdout.")] = None,
     pass_score: PassScoreOpt = None,
 ) -> None:
-    """Baseline diff (seed 001): REGRESSION / IMPROVEMENT / CHANGED at aggregate and case scope."""
+    """Baseline diff: REGRESSION / IMPROVEMENT / CHANGED at aggregate and case scope."""
     from rubric_engine.errors import ConfigurationError
 
     if format not in ("md", "json", "html"):

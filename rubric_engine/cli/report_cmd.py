@@ -65,7 +65,7 @@ def report(
             from rubric_engine.store.task_ref import resolve_in_store
 
             resolved = resolve_in_store(opened, task_id)
-            # one pass over the rows, a row at a time (issue 18)
+            # one pass over the rows, a row at a time (memory does not grow with the task)
             # a name given twice (`--by intent --by intent`) is one slice, not two sections
             slices = tuple(dict.fromkeys(by or ()))
             task = stream_report(opened, resolved, pass_score=pass_score, by=slices)

@@ -1,5 +1,5 @@
 """`rubric-eval rubric …` (validate, list, show, publish, retire, diff, schema) and
-`rubric-eval renormalize`: the rubric lifecycle of SPEC §3."""
+`rubric-eval renormalize`: the rubric lifecycle of docs/rubric-packs.md."""
 
 from __future__ import annotations
 

@@ -34,7 +34,7 @@ def score(
         list[Path] | None,
         typer.Argument(
             help="Dialogue or case files: .jsonl rows, a .json array (or tau2-bench results, "
-            "tau-bench trajectories, seed-001 cases), .csv or .yaml. Not with --resume."
+            "tau-bench trajectories, diagnosis cases), .csv or .yaml. Not with --resume."
         ),
     ] = None,
     rubric: Annotated[

@@ -1,4 +1,4 @@
-"""`rubric-eval serve`: the review web app over a task store (issue 13 item 1)."""
+"""`rubric-eval serve`: the review web app over a task store (docs/review.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`rubric-eval store …`: whole-store operations (issue 16)."""
+"""`rubric-eval store …`: whole-store operations (docs/stores.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`rubric-eval work`: one worker on a queued task (issue 16)."""
+"""`rubric-eval work`: one worker on a queued task (docs/stores.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""CSV dialogue files (SPEC §8: "CSV with quoted multi-line fields accepted").
+"""CSV dialogue files (docs/inputs.md: "CSV with quoted multi-line fields accepted").
 
 A header row and one record per dialogue: ``rowId`` (optional), and either ``messages`` (a JSON
 array) or a user and an assistant column (aliases below); ``expected``, ``trace`` and ``metadata``
@@ -175,7 +175,7 @@ def _csv_object(record: dict[str, str]) -> dict[str, Any]:
 def _csv_text(record: dict[str, Any]) -> dict[str, Any]:
     """Field values with ``\\r\\n`` and lone ``\\r`` line breaks as ``\\n``: a file saved on
     Windows keeps CRLF inside quoted fields, and the same dialogue as JSONL has ``\\n``, so
-    without this the two sent different requests (issue 14)."""
+    without this the two sent different requests (and missed each other's cassettes)."""
     return {
         k: v.replace("\r\n", "\n").replace("\r", "\n") if isinstance(v, str) else v
         for k, v in record.items()

@@ -1,4 +1,4 @@
-"""Dialogue rows: the conversations under evaluation (SPEC §8).
+"""Dialogue rows: the conversations under evaluation (docs/inputs.md).
 
 One canonical shape, whatever the input format: a row has a ``rowId``, the ``messages`` in
 order (roles ``system``, ``user``, ``assistant``, ``tool``), and optional reference output,
@@ -59,12 +59,12 @@ class DialogueRow(_RowModel):
     Attributes:
         row_id: unique within the batch; rows are reported under this ID.
         messages: the conversation in order; at least one assistant turn.
-        reference_output: never a standard answer, only a source of hard constraints (seed 003
-            §五); shown to the judge in its own data block.
+        reference_output: never a standard answer, only a source of hard constraints
+            (docs/protocol.md §3); shown to the judge in its own data block.
         trace: optional tool/timing/cost trace (used by deterministic checks).
-        expected_behavior: case-level requirements the agent must meet (seed 000 §12.3).
-        negative_behavior: case-level behaviours the agent must avoid (seed 000 §12.3).
-        expected: deterministic rule checks of this case (SPEC §7; seed 001/004); each
+        expected_behavior: case-level requirements the agent must meet (docs/protocol.md §6).
+        negative_behavior: case-level behaviours the agent must avoid (docs/protocol.md §6).
+        expected: deterministic rule checks of this case (docs/rule-checks.md); each
             decides its own case-level requirement ``CASE_RULE_<hash>`` without the judge.
         metadata: free-form (scenario, risk_level, tags, dataset_id, case_id, source …).
     """
@@ -101,7 +101,7 @@ def check_row_id(value: str) -> str:
         ValueError: naming the first offending character (as ``U+XXXX``) and the fix.
     """
     # an ASCII character in those categories is a control character (Cc), which is exactly
-    # what str.isprintable refuses in ASCII: printable ASCII needs no walk (issue 18)
+    # what str.isprintable refuses in ASCII: printable ASCII needs no walk
     plain = value.isascii() and value.isprintable()
     for char in () if plain else value:
         if unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp"):

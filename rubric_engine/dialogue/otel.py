@@ -11,7 +11,7 @@ parts}``; parts map as follows: ``text`` → the message text; ``tool_call`` {id
 arguments} → a tool call; ``tool_call_response`` {id, response} → a ``tool`` turn answering
 that call; ``server_tool_call`` / ``server_tool_call_response`` (built-in tools such as
 ``code_interpreter``) → the same, named after the built-in tool; ``reasoning`` → dropped (the
-user never saw it, SPEC §6); any other part (``blob``, ``uri``, ``file``, …) → a
+user never saw it, docs/protocol.md §12); any other part (``blob``, ``uri``, ``file``, …) → a
 ``[<type> part]`` placeholder in the text.
 
 ``gen_ai.output.messages`` lists the model's *choices* (one message each); the user saw one,

@@ -1,4 +1,4 @@
-"""Read dialogue files into :class:`DialogueRow` s (SPEC §8).
+"""Read dialogue files into :class:`DialogueRow` s (docs/inputs.md).
 
 Formats (``--input-format``, default ``auto``: by file suffix, then content):
 
@@ -8,14 +8,14 @@ Formats (``--input-format``, default ``auto``: by file suffix, then content):
   tau2-bench results file ``{tasks, simulations}`` (see :mod:`rubric_engine.dialogue.tau`), or
   an OpenTelemetry OTLP/JSON trace export ``{resourceSpans}`` (one row per LLM-call span, see
   :mod:`rubric_engine.dialogue.otlp`; in ``jsonl``, one export per line).
-* ``yaml`` (``.yaml``/``.yml``) — seed-000 cases, one per document or a list per document.
+* ``yaml`` (``.yaml``/``.yml``) — eval cases, one per document or a list per document.
 * ``csv`` — a header row and quoted (possibly multi-line) fields: ``rowId`` (optional), and
   either ``messages`` (a JSON array) or a ``user`` and an ``assistant`` column (aliases
   ``query``/``question``/``input`` and ``answer``/``response``/``output``); ``expected``,
   ``trace`` and ``metadata`` (an object) columns are JSON; other columns become metadata.
 
-Rows may also be eval cases in the seeds' shapes (:mod:`rubric_engine.cases`); a seed-001
-case's ``traceFixture`` is read here, relative to the input file.
+Rows may also be eval cases in the shapes of docs/cases.md (:mod:`rubric_engine.cases`); a
+diagnosis case's ``traceFixture`` is read here, relative to the input file.
 
 A :class:`DialogueSource` validates the whole file first (every broken row reported with its
 line, before any judge call) and then streams rows, so memory stays flat on large JSONL files.
@@ -39,8 +39,8 @@ from rubric_engine.cases.diagnosis import (
     is_diagnosis_case,
     load_fixture,
 )
-from rubric_engine.cases.seed000 import is_seed000
-from rubric_engine.cases.seed004 import is_seed004
+from rubric_engine.cases.eval_case import is_eval_case
+from rubric_engine.cases.rag_agent import is_rag_agent_row
 from rubric_engine.dialogue.csv_rows import csv_objects
 from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.dialogue.otlp import is_otlp_export, otlp_rows
@@ -68,7 +68,7 @@ from rubric_engine.rules.model import check_error_message, check_model, strip_ta
 InputFormat = Literal["auto", "jsonl", "json", "csv", "yaml"]
 #: rowIds already taken → their first place: :class:`SeenIds` (a run's), or a plain
 #: ``dict[str, str]`` of id → place (ending in :data:`GENERATED` for an id made from the file
-#: name), as the readers took before issue 18; either is updated
+#: name), as the readers took before :class:`SeenIds`; either is updated
 Seen = SeenIds | dict[str, str]
 INPUT_FORMATS: tuple[str, ...] = ("auto", "jsonl", "json", "csv", "yaml")
 MAX_PROBLEMS = 50
@@ -95,10 +95,10 @@ def _too_deep() -> RowShapeError:
 
 
 def _case_name(obj: Any) -> str:
-    """``case <id>: `` for messages about an eval case (a row with checks or in a seed's
-    case shape) that names itself, else ``""``: a plain dialogue row is found by its line."""
+    """``case <id>: `` for messages about an eval case (a row with checks or in a case shape
+    of docs/cases.md) that names itself, else ``""``: a plain dialogue row is found by its line."""
     is_case = isinstance(obj, dict) and (
-        "expected" in obj or is_diagnosis_case(obj) or is_seed000(obj) or is_seed004(obj)
+        "expected" in obj or is_diagnosis_case(obj) or is_eval_case(obj) or is_rag_agent_row(obj)
     )
     if is_case:
         found = next((obj[k] for k in ID_KEYS if isinstance(obj.get(k), str | int)), None)
@@ -211,7 +211,7 @@ class DialogueSource:
             yield from self._json_objects(stem)
 
     def _yaml_objects(self, stem: str) -> Iterator[tuple[str, Any, str]]:
-        """Seed-000 cases in YAML: one per document, or a list per document."""
+        """Eval cases in YAML: one per document, or a list per document."""
         text = self.path.read_text(encoding="utf-8-sig")
         try:
             documents = load_documents(text, MAX_YAML_BYTES)
@@ -342,7 +342,7 @@ def _parse_objects(
 
     Args:
         objects: ``(where, raw object or read error, default rowId)`` in input order.
-        case_file: where a seed-001 case's ``traceFixture`` is looked up from.
+        case_file: where a diagnosis case's ``traceFixture`` is looked up from.
         fmt: the input format, for the wording of a JSON syntax error.
     """
     for where, obj, default_id in objects:
@@ -498,7 +498,7 @@ class MemorySource:
 
     Attributes:
         rows: :class:`DialogueRow` values, or mappings in any row shape a file may hold (a
-            ``messages`` row, a seed-000/001/004 case, a tau-bench trajectory …); checked
+            ``messages`` row, a case of docs/cases.md, a tau-bench trajectory …); checked
             like a file's rows. A row without ``rowId`` gets ``row-<n>`` (1-based).
         name: how messages name the input (``rows[3]: …``).
     """

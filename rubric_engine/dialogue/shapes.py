@@ -15,10 +15,10 @@ Shapes of the conversation:
 * ``messages_display`` — a flattened transcript, lines prefixed ``user:``/``assistant:``/``tool:``;
   ``assistant: None`` is a tool call whose name and arguments were not recorded.
 
-Case shapes of the seeds (:mod:`rubric_engine.cases`) are mapped first: a seed-000 case
-(``case_id`` + ``case_version``) or a seed-004 row (``id``, ``input``, an ``expected``
+The case shapes of docs/cases.md (:mod:`rubric_engine.cases`) are mapped first: an eval case
+(``case_id`` + ``case_version``) or a RAG/agent row (``id``, ``input``, an ``expected``
 mapping), each with the agent's run beside it. ``expected`` as a list holds rule checks
-(SPEC §7). Other top-level fields besides the row fields are kept in ``metadata``. Pure.
+(docs/rule-checks.md). Other top-level fields besides the row fields are kept in ``metadata``. Pure.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from rubric_engine.cases.seed000 import MARKER_KEYS, is_seed000, seed000_row
-from rubric_engine.cases.seed004 import is_seed004, seed004_row
+from rubric_engine.cases.eval_case import MARKER_KEYS, eval_case_row, is_eval_case
+from rubric_engine.cases.rag_agent import is_rag_agent_row, rag_agent_row
 from rubric_engine.dialogue.errors import RowShapeError
 from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.dialogue.otel import otel_attributes, otel_message, otel_row
@@ -259,22 +259,22 @@ def row_from_object(obj: Any, default_id: str) -> DialogueRow:
     # serializer's limit; the OTel adapter checks the JSON strings it decodes the same way)
     if (problem := storable_problem(obj)) is not None:
         raise RowShapeError(*problem)
-    # each test asks first for a key its shape cannot lack (every input row, issue 18)
-    if MARKER_KEYS[-1] in obj and is_seed000(obj):
-        obj = seed000_row(obj)
-    elif "expected" in obj and is_seed004(obj):
-        obj = seed004_row(obj)
+    # each test asks first for a key its shape cannot lack (this runs for every input row)
+    if MARKER_KEYS[-1] in obj and is_eval_case(obj):
+        obj = eval_case_row(obj)
+    elif "expected" in obj and is_rag_agent_row(obj):
+        obj = rag_agent_row(obj)
     elif "messages" not in obj and (attributes := otel_attributes(obj)) is not None:
         obj = otel_row(obj, attributes)
     if "expected" in obj and not isinstance(obj["expected"], list | None):
         raise RowShapeError(
             "expected",
-            "must be a list of rule checks ({type: …}, see docs/rule-checks.md), or a seed-004 "
-            "mapping on a row that also has `id` and `input`",
+            "must be a list of rule checks ({type: …}, see docs/rule-checks.md), or a RAG/agent "
+            "row's mapping (docs/cases.md) on a row that also has `id` and `input`",
         )
     messages = _conversation(obj)
     assistant, size = False, 0
-    for m in messages:  # plain loops here, not generators: every input row (issue 18)
+    for m in messages:  # plain loops here, not generators: this runs for every input row
         if m["role"] == "assistant":
             assistant = True
         content = m.get("content")

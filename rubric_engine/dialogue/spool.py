@@ -1,4 +1,4 @@
-"""Checked rows kept on disk between the input check and the run (issue 18).
+"""Checked rows kept on disk between the input check and the run, so memory stays flat.
 
 The whole input is checked before the first judge call (every broken row reported with its
 line), and each row is parsed from its source shape exactly once, in that check. Holding the

@@ -1,8 +1,8 @@
-"""Is a row's data storable? Checked at input validation, before any judge call (SPEC §8, §11).
+"""Is a row's data storable? Checked at input validation, before any judge call (docs/inputs.md, §11).
 
 A row is stored as JSON (the task store keeps the dialogue beside its result) and shown in
 reports. These kinds of value pass JSON decoding and pydantic but fail later, after the judge
-call was paid for (issue 14): nesting deeper than the serializer allows (pydantic stops at about
+call was paid for: nesting deeper than the serializer allows (pydantic stops at about
 255 levels; Python's JSON decoder raises RecursionError at about a thousand), numbers that are
 not JSON (``NaN``, ``Infinity``: Python's decoder accepts them, strict JSON readers and
 PostgreSQL's ``jsonb`` do not), integers too long to write (YAML reads ``0xfff…`` of any
@@ -95,7 +95,7 @@ def _storable_keys(item: Any, depth: int) -> int:
     one level past :data:`MAX_ROW_DEPTH`, far inside Python's limit).
 
     Plain loops, strings first: this runs over every value of every input row before the
-    first judge call (issue 18; a generator per container cost half its time). Leaves are
+    first judge call (a generator per container cost half its time). Leaves are
     told by their exact type first (``str``, ``int``, ``None``, ``bool``: decoded JSON),
     without a call; anything else takes the general path."""
     if depth > MAX_ROW_DEPTH:

@@ -1,4 +1,4 @@
-"""tau-bench adapters: tau2 results files and tau-bench (v1) trajectory arrays (SPEC §8).
+"""tau-bench adapters: tau2 results files and tau-bench (v1) trajectory arrays (docs/inputs.md).
 
 * tau2 ``{tasks, simulations}``: one row per simulation, ``rowId = {domain}-{task_id}``
   (``-t{trial}`` when a task ran more than once). The assertions and actions a simulation was
@@ -11,7 +11,7 @@
 * tau-bench v1 ``[{task_id, trial, reward, info, traj}]``: ``rowId = {domain}-{task_id}-t{trial}``
   (the domain from the file name: ``airline``/``retail``, else ``tau``); the expected tool
   calls and outputs of ``info.task`` become the ``referenceOutput`` and two rule checks
-  (SPEC §7), see :func:`taubench_checks`; the tool calls become ``trace.toolInvocations``,
+  (docs/rule-checks.md, :func:`taubench_checks`); the tool calls become ``trace.toolInvocations``,
   a call whose result starts with ``Error`` marked ``success: false`` (tau-bench's
   ``Env.step`` turns a tool's exception into ``"Error: …"``, and the database is unchanged).
 

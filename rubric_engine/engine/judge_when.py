@@ -1,5 +1,5 @@
-"""``--judge-when``: call the LLM judge only on the rows worth its cost (seed 004 C.2: "LLM-as-
-judge, the most expensive, for key cases"); rule checks run on every row.
+"""``--judge-when``: call the LLM judge only on the rows worth its cost (the LLM judge is the
+most expensive check, kept for the key cases; docs/judges.md); rule checks run on every row.
 
 A condition reads one row metadata field: ``FIELD=VALUE``, ``FIELD!=VALUE`` or
 ``FIELD in A,B,C`` (``risk_level=high``, ``tier in golden,adversarial``). A list value (``tags``)

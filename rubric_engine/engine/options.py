@@ -110,7 +110,7 @@ class ScoreOptions:
     #: the judge model's context length in tokens, for the pre-run size warning and the
     #: CONTEXT_EXCEEDED message; ``None``: litellm's model info, when it has one
     max_context: int | None = None
-    #: ``--mode batch``: batch sizes, polling, live fallback, recording (issue 15)
+    #: ``--mode batch``: batch sizes, polling, live fallback, recording (docs/batch.md)
     batch: BatchSettings = field(default_factory=BatchSettings)
     #: how live calls reach an OpenAI-protocol provider: ``direct`` (one HTTP session, the
     #: requests litellm would send) or ``litellm``; ``None``: ``$RUBRIC_EVAL_TRANSPORT``, else

@@ -36,7 +36,7 @@ class PreparedRow:
     Attributes:
         case: the row's case-level requirements, derived once: the behaviours the judge sees
             and the case's rule checks (decided by the rules, not shown to the judge).
-        rules: the row's rule checks, already run (SPEC §7).
+        rules: the row's rule checks, already run (docs/rule-checks.md).
     """
 
     seq: int

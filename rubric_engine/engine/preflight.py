@@ -226,6 +226,6 @@ def check_something_to_check(rubric: EvalRubric, rows: Iterable[DialogueRow]) ->
         return
     raise ConfigurationError(
         "--judge none runs rule checks only, and there are none: no row has `expected` checks "
-        "(or a seed 001/004 case shape) and no common requirement of the pack has a `check`. "
+        "(or a case shape of docs/cases.md) and no common requirement of the pack has a `check`. "
         "Add checks (see docs/rule-checks.md) or score with the LLM judge"
     )

@@ -1,11 +1,11 @@
 """What-if for rubric authors: a stored task's judge outputs under another rubric version.
 
-``rubric-eval renormalize TASK --rubric KEY@N`` parses each row's stored final judge reply with
-the verdict model of the rubric the judge actually saw, then runs normalization (SPEC §5) with
-version N: its caps, observability, red-line and red-flag mapping. No judge is called. The result
-is a new task (judge mode ``renormalize``, ``extra.renormalizedFrom`` = the source task) whose
-report can be compared with the original. Changes that would need the judge to answer again
-(see :func:`rubric_engine.rubric.diff.renormalize_blockers`) are refused up front.
+``rubric-eval renormalize TASK --rubric KEY@N`` parses each row's stored final judge reply with the
+verdict model of the rubric the judge actually saw, then runs normalization (docs/protocol.md) with
+version N: its caps, observability, red-line and red-flag mapping. No judge is called. The result is
+a new task (judge mode ``renormalize``, ``extra.renormalizedFrom`` = the source task) whose report
+can be compared with the original. Changes that would need the judge to answer again (see
+:func:`rubric_engine.rubric.diff.renormalize_blockers`) are refused up front.
 """
 
 from __future__ import annotations

@@ -451,7 +451,7 @@ def replay_extra(backend: ReplayBackend, store: TaskStore, task_id: str) -> dict
 
 
 def answer_sources(backend: ReplayBackend, keys: Iterable[str | None]) -> list[dict[str, Any]]:
-    """Where a replay's answers came from (SPEC §10 provenance), for the report's header.
+    """Where a replay's answers came from (docs/judges.md provenance), for the report's header.
 
     One entry per distinct provenance among the rows' cassette entries, most rows first:
     ``{"kind": "authored", "by": author, "method": method, "rows": n}`` or

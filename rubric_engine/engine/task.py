@@ -189,8 +189,8 @@ def check_inputs_unchanged(task: TaskRecord, files: list[Path]) -> None:
 def rules_only_rubric() -> EvalRubric:
     """The pack a ``--judge none`` task records when no ``--rubric`` is given: no requirements.
 
-    The task store keeps a snapshot of every task's pack (SPEC §3); with rules alone there is
-    none, so this placeholder says so. Its only intent exists because every pack needs one.
+    The task store keeps a snapshot of every task's pack (docs/rubric-packs.md); with rules alone
+    there is none, so this placeholder says so. Its only intent exists because every pack needs one.
     """
     return parse_rubric(
         {
@@ -204,7 +204,7 @@ def rules_only_rubric() -> EvalRubric:
             "intents": [
                 {"key": "RULES_ONLY", "name": "Rule checks only", "triggerHints": "every row"}
             ],
-            # the user never saw <think> sections (SPEC §6): checks must not read them either
+            # the user never saw <think> sections (docs/protocol.md §12): checks must not either
             "outputParsing": {"thinkingMarkers": True},
         },
         source="<rules only>",

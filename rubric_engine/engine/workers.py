@@ -1,4 +1,4 @@
-"""Many workers on one task (issue 16): ``score --workers-only`` queues, ``work`` judges.
+"""Many workers on one task (docs/stores.md): ``score --workers-only`` queues, ``work`` judges.
 
 ``queue_task`` makes the plan ``score`` makes (:func:`~rubric_engine.engine.plan.fresh_plan`,
 the same checks; the queueing machine's credentials are not needed), creates the task

@@ -1,4 +1,4 @@
-"""Read YAML with limits, so a small hostile file cannot run away (issue 14: the alias bomb).
+"""Read YAML with limits, so a small hostile file cannot run away (the alias bomb).
 
 A YAML alias (``*name``) repeats a whole anchored subtree. PyYAML builds the repeat as a shared
 reference, so *loading* a "billion laughs" file is cheap, but everything that walks the result

@@ -59,7 +59,7 @@ from rubric_engine.results.model import JudgeErrorKind
 class CallKey:
     """The canonical cassette key of a row's *first* request, and its named parts.
 
-    Re-asks and larger-budget rounds of the row reuse it (SPEC §10).
+    Re-asks and larger-budget rounds of the row reuse it (docs/judges.md).
     """
 
     key: str
@@ -127,7 +127,7 @@ class Backend(Protocol):
 
 
 class ReplayBackend:
-    """Answers from cassettes; never touches the network (SPEC §10)."""
+    """Answers from cassettes; never touches the network (docs/judges.md)."""
 
     def __init__(self, index: CassetteIndex) -> None:
         self.index = index
@@ -221,7 +221,7 @@ class LiveSettings:
     def transport_kwargs(self, model: str = "") -> dict[str, Any]:
         """litellm's transport arguments for a call to ``model``.
 
-        The key (SPEC: never stored) goes to an ``--api-base`` only when the user names it
+        The key (never stored) goes to an ``--api-base`` only when the user names it
         (``--api-key-env``) or the provider needs one (:func:`sends_provider_key`): an
         ``OPENAI_API_KEY`` set for OpenAI is not sent to a self-hosted ``openai/`` server.
         Such a server gets the placeholder ``no-key`` (the OpenAI client needs some value).

@@ -1,5 +1,6 @@
 """What a live call knows of its endpoint: which key it may carry, how it is recorded, and
-which of its errors mean "the prompt is too long" (issue 19). Pure; litellm is not imported.
+which of its errors mean "the prompt is too long" (docs/self-hosted-judge.md). Pure; litellm
+is not imported.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """The one module that imports instructor: how a verdict request and a re-ask are worded.
 
-instructor (SPEC §4, "enforced through instructor") supplies, through its public API only:
+instructor (docs/protocol.md §4: the allowed values are enforced) supplies, through its public
+API only:
 
 - ``instructor.response_schema`` and the handlers of its mode registry
   (``instructor.v2.mode_registry.get_handlers(instructor.v2.Provider.OPENAI, mode)``, the
@@ -14,7 +15,7 @@ instructor (SPEC §4, "enforced through instructor") supplies, through its publi
   a clear one); the bounded re-ask loop is the judge's; transport retries are the backend's.
 
 instructor (and the openai SDK under it, ~1 CPU-s of imports) is imported only when a request
-needs it (issue 18: a replay imports neither). The engine's own requests — a system message
+needs it (a replay imports neither). The engine's own requests — a system message
 and a user message, both text — are prepared by :meth:`InstructorAdapter.prepare_pair`, which
 words them as instructor's handlers do (``tests/test_instructor_wording.py`` compares both,
 byte for byte, in every output mode); any other message list, and every re-ask, goes through

@@ -1,4 +1,4 @@
-"""The judge: prepare → ask → parse → re-ask, around a backend call (SPEC §4).
+"""The judge: prepare → ask → parse → re-ask, around a backend call (docs/protocol.md §5).
 
 Each row's request is prepared by instructor's JSON mode (through
 :class:`~rubric_engine.judge.instructor_adapter.InstructorAdapter`: the verdict's JSON Schema in
@@ -70,7 +70,8 @@ class InstructorJudge:
         rubric: the task's snapshot; fixes the verdict model.
         model: litellm model name, e.g. ``openai/gpt-4o-mini``.
         params: sampling parameters (temperature, max_tokens …); part of the cassette key.
-        max_reasks: re-asks after the first answer when it fails validation (SPEC §4: bounded).
+        max_reasks: re-asks after the first answer when it fails validation (bounded,
+            docs/protocol.md §5).
         evidence: the prompt asks for evidence turns (``judge_v3``,
             :attr:`~rubric_engine.judge.prompt.PromptTemplate.asks_evidence`): the verdict model has
             the ``evidence`` field. Off, the model and its schema are the older prompts' own.

@@ -1,4 +1,4 @@
-"""How the verdict's shape is asked for: the output modes and their request forms (issue 19).
+"""How the verdict's shape is asked for: the output modes and their request forms.
 
 =========  =====================================================  ============================
 mode       what the request carries                               who enforces the shape

@@ -1,4 +1,4 @@
-"""Render the judge's messages from a versioned template in ``prompts/`` (SPEC §4).
+"""Render the judge's messages from a versioned template in ``prompts/`` (docs/protocol.md §5).
 
 The prompt is two messages. The **system** message holds only the static rubric (intents with
 trigger hints, common and per-intent requirements, red-flag enumeration, scoring notes, scale)
@@ -346,12 +346,12 @@ def render_user(
 ) -> str:
     """The per-row user message: case-level requirements and the delimited data blocks.
 
-    ``reasoning_removed`` tells the template whether any thinking section was cut from the
-    agent's replies (SPEC §6: the judge is told so only then). ``judge_v1`` predates it and
-    always says reasoning was removed; ``judge_v2`` says it only when true. ``user_actions``:
-    the dialogue has ``USER ACTION`` lines (tool calls the user made); ``judge_v2`` says that
-    they are not the agent's. ``judge_v3`` is ``judge_v2`` asking for evidence turns, with
-    ``first_turn`` and ``last_turn`` (the dialogue's numbering) to say so.
+    ``reasoning_removed`` tells the template whether any thinking section was cut from the agent's
+    replies (docs/protocol.md §12: the judge is told so only then). ``judge_v1`` predates it and
+    always says reasoning was removed; ``judge_v2`` says it only when true. ``user_actions``: the
+    dialogue has ``USER ACTION`` lines (tool calls the user made); ``judge_v2`` says that they are
+    not the agent's. ``judge_v3`` is ``judge_v2`` asking for evidence turns, with ``first_turn`` and
+    ``last_turn`` (the dialogue's numbering) to say so.
     """
     first_turn = template.first_turn
     dialogue = render_dialogue(row, rubric, first_turn)

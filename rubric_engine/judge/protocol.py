@@ -1,4 +1,4 @@
-"""The judge as a small protocol of the core (STYLE.md "Shape").
+"""The judge as a small protocol of the core; live, replay and test judges implement it.
 
 The pipeline hands a :class:`JudgeRequest` to anything with ``async judge(request)`` and gets a
 :class:`JudgeOutcome` back: a validated verdict, or a

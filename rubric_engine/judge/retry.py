@@ -1,4 +1,4 @@
-"""The one transport retry policy (STYLE.md: retries live in exactly one place).
+"""The one transport retry policy (retries live in exactly one place, or attempts multiply).
 
 litellm's own retries and the OpenAI client's are switched off (``num_retries=0``,
 ``max_retries=0``); instructor only re-asks on *invalid output*, never on transport errors.

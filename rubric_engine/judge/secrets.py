@@ -8,7 +8,7 @@ credentials, the values passed explicitly (the key, the secrets of ``--api-base`
 anything shaped like a bearer token, an ``sk-`` key, a ``user:password@`` in a URL or a
 credential-named query parameter (``?key=…``, ``&api_key=…``).
 
-A base URL is stored only as :func:`strip_url_credentials` leaves it (issue 14): a key in its
+A base URL is stored only as :func:`strip_url_credentials` leaves it: a key in its
 query string or its ``user:password@`` part is a credential, never a setting.
 """
 

@@ -1,4 +1,4 @@
-"""What a self-hosted judge server does silently, noticed (issue 19).
+"""What a self-hosted judge server does silently, noticed (docs/self-hosted-judge.md).
 
 - :func:`looping_unit`: a reply that repeats one short unit until ``max_tokens`` (small local
   models do this without a grammar) is a loop, not a truncated verdict: a larger budget only

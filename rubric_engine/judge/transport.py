@@ -1,7 +1,7 @@
 """The lean live path: OpenAI-protocol chat completions over one long-lived aiohttp session.
 
 litellm spends 5–6 ms of CPU on every call (logging objects, callbacks, its response model,
-pricing); at a few hundred calls in flight that, not the provider, bounds a run (issue 18).
+pricing); at a few hundred calls in flight that, not the provider, bounds a run.
 For the providers that speak OpenAI's chat-completions protocol themselves this module sends
 the request directly, and litellm keeps everything else (other providers, batch APIs, the
 price map).

@@ -1,4 +1,4 @@
-"""Label sets made elsewhere, turned into label files (issue 12 item 6).
+"""Label sets made elsewhere, turned into label files (docs/calibration.md).
 
 - **LLM-Rubric** (Hashemi et al., ACL 2024; ``microsoft/LLM-Rubric`` ``data/real_data``): the
   human rating of one question per dialogue (a row-level ``score``; 0 = the question did not

@@ -1,5 +1,5 @@
-"""Label files: JSONL and CSV, read with full validation before anything is stored (issue 12
-item 2).
+"""Label files: JSONL and CSV, read with full validation before anything is stored
+(docs/calibration.md).
 
 One label a line with at least ``rowId``, ``requirementId``, ``status``, ``reviewer`` (or a
 row-level line without ``requirementId``/``status``), plus optional ``intentKey``,

@@ -1,7 +1,7 @@
 """The label: a person's (or another judge's) judgment of one row under one rubric version.
 
-SPEC §12; issue 12 item 1; seed 000 12.9.6 (the review record: reviewer, result, reason) and
-seed 004 C.7 (experts correct the criteria; a second expert re-checks; then the set is locked).
+docs/calibration.md: a review record (reviewer, result, reason), kept while experts correct the
+criteria and a second expert re-checks, until the set is locked.
 This is the one type every module reads: the store, import/export and calibration.
 
 A label line is either **requirement-level** (``requirementId`` + ``status``) or **row-level**
@@ -38,7 +38,7 @@ class LabelStatus(StrEnum):
     UNSURE = "UNSURE"
 
 
-#: the positive class of calibration (SPEC §12: "unmet" = VIOLATED or PARTIAL)
+#: the positive class of calibration (docs/calibration.md: "unmet" = VIOLATED or PARTIAL)
 UNMET = frozenset({LabelStatus.VIOLATED, LabelStatus.PARTIAL})
 
 
@@ -65,7 +65,7 @@ class Label(BaseModel):
         reviewer / role: who (a name or an id; ``judge:<model>`` for another judge) and in what
             capacity (``expert``, ``second_reviewer``, ``adjudicator``, …).
         time: UTC, ISO 8601 ending in ``Z``; filled with the import time when a file has none.
-        reason: why (seed 000 12.9.6 ``required_fix`` / ``issue_type`` go here as text).
+        reason: why (an eval case's review ``required_fix`` / ``issue_type`` go here as text).
         evidence_turns: 0-based message indexes the reviewer relied on; no duplicates.
         rubric_key / rubric_version / rubric_hash: the rubric the label was made under; filled
             from the task on import when absent, refused when they differ from it.

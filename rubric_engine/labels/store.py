@@ -1,4 +1,4 @@
-"""Append-only label storage in the task store (issue 12 item 1; SPEC §12, §13).
+"""Append-only label storage in the task store (docs/calibration.md, docs/stores.md).
 
 The ``labels`` table is created by the store's migration ``m004_labels``
 (:mod:`rubric_engine.store.migrations`), with triggers that make the database itself refuse

@@ -1,7 +1,7 @@
-"""The report built as a stream: rows added one at a time, in any order (issue 18).
+"""The report built as a stream: rows added one at a time, in any order, in bounded memory.
 
 :class:`ReportAccumulator` gives the same :class:`~rubric_engine.report.model.Report` as
-aggregating the task's rows in input order (SPEC §9; the rules are in
+aggregating the task's rows in input order (docs/reports.md; the rules are in
 :mod:`rubric_engine.report.aggregate`), while holding only what the report needs:
 
 - counters and integer sums (totals, intents, requirements, slices, warnings, router pairs);

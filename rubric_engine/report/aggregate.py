@@ -1,4 +1,4 @@
-"""Aggregate a task's stored rows into the report structure (SPEC §9; seed 003 §四).
+"""Aggregate a task's stored rows into the report structure (docs/reports.md).
 
 Input is only what the store holds: the task section (from the task record), its rubric
 snapshot and its rows. Output is a :class:`~rubric_engine.report.model.Report` whose JSON key
@@ -7,13 +7,13 @@ bytes. Pure: no I/O, no clock.
 
 Rules: mean scores use SCORED rows only; compliance per requirement is
 FOLLOWED / (FOLLOWED + PARTIAL + VIOLATED) with NOT_APPLICABLE and JUDGE_ERROR rows outside
-every denominator (SPEC §5 step 7); ``null`` when the denominator is 0. Pass, pass rate and a
+every denominator (docs/protocol.md §14); ``null`` when the denominator is 0. Pass, pass rate and a
 row's outcome are defined in :mod:`rubric_engine.report.outcome`. A referenceBasis entry's
 ``source`` (judge, rule, default, backfill) does not change how it is counted.
 
 The report is built as a stream (:class:`~rubric_engine.report.accumulate.ReportAccumulator`,
-issue 18): :func:`build_report` feeds it rows in input order; a fresh run feeds it each row as
-it is stored, in any order, and gets the same report.
+in bounded memory): :func:`build_report` feeds it rows in input order; a fresh run feeds it
+each row as it is stored, in any order, and gets the same report.
 """
 
 from __future__ import annotations
@@ -62,8 +62,8 @@ def build_report(
             a gate or a diff to decide on; a written report rounds them to 4 places.
 
     Returns:
-        The report (sections in :class:`~rubric_engine.report.model.Report`; README
-        "Reports"), with ``rules`` (seed 001's report) when rows carry rule checks, and
+        The report (sections in :class:`~rubric_engine.report.model.Report`;
+        docs/reports.md), with ``rules`` (the diagnosis report) when rows carry rule checks, and
         ``totals.checked`` when rows were decided by rules alone (``--judge none``: status
         CHECKED, no score; they count in ``redFlags``, ``requirements`` and the pass rate).
 

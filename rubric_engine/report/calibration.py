@@ -1,5 +1,5 @@
-"""The report's calibration section and the gate's ``calibration.*`` readers (issue 12 items 3
-and 5; docs/calibration.md). Pure: the store read is the edge's
+"""The report's calibration section and the gate's ``calibration.*`` readers
+(docs/calibration.md). Pure: the store read is the edge's
 (:func:`rubric_engine.report.stored.task_calibration`), which hands the state, reason and flat
 metrics of :func:`rubric_engine.calibration.record.calibration_metrics` to
 :func:`calibration_section`.

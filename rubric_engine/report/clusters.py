@@ -1,5 +1,5 @@
-"""Issue clusters: low-scoring rows grouped by the requirements they violate (seed 003 closing
-paragraph: turn hundreds of low-score samples into problem clusters and then action items).
+"""Issue clusters: low-scoring rows grouped by the requirements they violate (docs/reports.md:
+turn hundreds of low-score samples into problem clusters and then action items).
 
 A **low row** is a SCORED row whose outcome is not ``PASS`` (below the pass score, or any red
 flag; see :mod:`rubric_engine.report.outcome`). Clusters are formed greedily and do not

@@ -1,7 +1,8 @@
-"""Baseline diff of two tasks (seed 001 §6, SPEC §9): what got worse, better, or only changed.
+"""Baseline diff of two tasks (docs/reports.md): what got worse, better, or only changed.
 
 Items are ``REGRESSION``, ``IMPROVEMENT`` or ``CHANGED`` at ``aggregate`` or ``case`` scope (a
-case is a row, matched by ``rowId``). The seed's rules, carried over to rubric scoring:
+case is a row, matched by ``rowId``). The rules (the diagnosis cases' baseline diff carried
+over to rubric scoring):
 
 - aggregate: pass rate or mean score down → REGRESSION (up → IMPROVEMENT); more rows of a red-flag
   type → REGRESSION (a type that was absent is a *new red flag*); a requirement's compliance down
@@ -90,7 +91,7 @@ def rubric_comparison(base: EvalRubric, cur: EvalRubric) -> RubricComparison:
 
 
 def diff_tasks(baseline: DiffSide, current: DiffSide) -> Diff:
-    """The diff: seed-001 summary fields, ``rubricComparison`` and ``items``.
+    """The diff: the baseline diff's summary fields, ``rubricComparison`` and ``items``.
 
     Raises:
         ConfigurationError: the tasks share neither a rowId nor a requirement ID, so nothing
@@ -200,7 +201,7 @@ def _aggregate_items(b: Report, c: Report, shared: set[str]) -> list[DiffItem]:
             )
         )
     items += _metric_items(b, c, shared)
-    # seed 001 §6: a change in the verifier's verdict distribution is recorded for a person
+    # a change in the verifier's verdict distribution is recorded for a person
     b_rules, c_rules = b.rules, c.rules
     distributions: tuple[tuple[str, dict[str, int] | None, dict[str, int] | None, str], ...] = (
         (

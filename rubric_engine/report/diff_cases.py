@@ -1,4 +1,4 @@
-"""Diff items: how one difference is written, and the case-scope comparisons (seed 001 §6).
+"""Diff items: how one difference is written, and the case-scope comparisons (docs/reports.md).
 
 Helpers for :mod:`rubric_engine.report.diff`, which documents the rules. Pure.
 """
@@ -275,7 +275,7 @@ def _row_items(
 
 
 def _rule_items(base: RowResult, cur: RowResult) -> list[DiffItem]:
-    """Seed 001 §6 on rule checks: an evidence tool lost, or fewer keywords matched."""
+    """Rule checks that got worse: an evidence tool lost, or fewer keywords matched."""
     if base.rules is None or cur.rules is None:
         return []
     rid = cur.row_id

@@ -1,4 +1,4 @@
-"""CI gate: thresholds on report metrics and the no-regression rule (SPEC §9; seed 004 C.2, C.9).
+"""CI gate: thresholds on report metrics and the no-regression rule (docs/ci.md).
 
 A threshold is ``METRIC OP NUMBER`` with OP one of ``>= <= == != > <``, e.g. ``passRate>=0.9``
 or ``redFlags.BACKEND_EXPOSURE==0``. The metrics are the one table of

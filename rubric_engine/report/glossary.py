@@ -1,5 +1,5 @@
 """The engine's terms in one short list, shown at the end of the HTML and Markdown reports so
-a reader who did not write the rubric can read them (issue 17: reports a PM can read). Pure."""
+a reader who did not write the rubric can read them (a product manager, say). Pure."""
 
 from __future__ import annotations
 

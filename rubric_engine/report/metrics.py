@@ -1,7 +1,7 @@
 """The one metric table: every named figure of a report, what it means and which way is better.
 
 ``gate`` checks thresholds on these metrics and ``diff`` compares them between two tasks, so
-both read this table (SPEC §9; seed 001 §6, seed 004 C.2, C.9). A definition names the metric
+both read this table (docs/reports.md, docs/ci.md). A definition names the metric
 (``passRate``; a name with ``<…>`` takes one parameter, e.g. ``compliance.<REQUIREMENT_ID>``),
 says what it is, its :class:`MetricKind` and :class:`Better` direction, and reads its value from
 a typed :class:`~rubric_engine.report.model.Report`. A value is ``None`` when the report has
@@ -70,7 +70,7 @@ class MetricDef:
             means the report cannot tell (no current calibration: the check fails and says
             why).
         label: the phrase a diff message uses, ``{param}`` replaced.
-        in_diff: ``diff`` compares it (the aggregate comparisons of seed 001 §6).
+        in_diff: ``diff`` compares it (an aggregate comparison of docs/reports.md).
         credits_improvement: a change the better way is an IMPROVEMENT; ``False`` for cost
             signals (fewer tool calls may mean a skipped step), where it is only CHANGED.
         unit: the unit of a QUANTITY.
@@ -317,7 +317,7 @@ METRICS: tuple[MetricDef, ...] = (
     MetricDef(
         "minPassRateBy.<FIELD>",
         "lowest pass rate over the groups of a slice (intent, category or a row metadata "
-        "field): every slice must pass (seed 004 C.9)",
+        "field): every slice must pass",
         S,
         HI,
         _worst_group(lambda g: g.pass_rate),
@@ -338,8 +338,7 @@ METRICS: tuple[MetricDef, ...] = (
     ),
     MetricDef(
         "router.macroF1",
-        "routing macro F1 over the expected classes, 0–1 (rows with metadata.expectedRoute; "
-        "seed 004 C.4)",
+        "routing macro F1 over the expected classes, 0–1 (rows with metadata.expectedRoute)",
         S,
         HI,
         _totals(lambda r: r.router.macro_f1 if r.router else None),

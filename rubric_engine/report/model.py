@@ -1,4 +1,4 @@
-"""The report's one type: every section of ``report.json`` and of a baseline diff (SPEC §9).
+"""The report's one type: every section of ``report.json`` and of a baseline diff (docs/reports.md).
 
 Aggregation (:mod:`rubric_engine.report.aggregate`, :mod:`~rubric_engine.report.diff`) builds
 these frozen models; every renderer (JSON, Markdown, HTML, console, JUnit) and the metric table
@@ -53,7 +53,7 @@ class _Section(_Wire):
         """:meth:`to_json_dict` with each :class:`~rubric_engine.report.row_ids.RowIds` left
         as it is instead of a list of ``str``, for
         :func:`~rubric_engine.report.row_ids.json_chunks` to write the same text without that
-        list (issue 18: a report lists every low row's id)."""
+        list (a report lists every low row's id)."""
         if not self._streamed:
             return self.to_json_dict()
         data = self.model_dump(mode="json", by_alias=True, exclude=set(self._streamed))
@@ -99,7 +99,7 @@ class _Document(_Section):
 
 
 class TaskSection(_Section):
-    """Identity of the task and every version that made its scores (SPEC §3)."""
+    """Identity of the task and every version that made its scores (docs/rubric-packs.md)."""
 
     _omit_when_none = frozenset(
         {
@@ -191,7 +191,7 @@ class IntentSummary(_Section):
 
 class StatusCounts(_Section):
     """referenceBasis entries per status; compliance = followed / (followed + partial +
-    violated), ``None`` when nothing was judged (SPEC §5 step 7)."""
+    violated), ``None`` when nothing was judged (docs/protocol.md §14)."""
 
     followed: int
     partial: int
@@ -302,7 +302,7 @@ class UsageSummary(_Section):
     """The judge calls of a task and what they used.
 
     ``cache_read_tokens`` / ``cache_creation_tokens``: of ``prompt_tokens``, those the
-    provider read from / wrote to its prompt cache (issue 18, :mod:`rubric_engine.judge.usage`);
+    provider read from / wrote to its prompt cache (:mod:`rubric_engine.judge.usage`);
     both are left out of the JSON when no call of the task reported either, so a task without
     prompt caching keeps the report it had before they existed.
     """
@@ -336,7 +336,7 @@ class UsageSummary(_Section):
 
 
 class RulesSection(_Section):
-    """Seed 001's ``DiagnosisEvalReport`` over the rows that carry rule checks."""
+    """The diagnosis report (``DiagnosisEvalReport``, docs/cases.md) of rows with rule checks."""
 
     total_cases: int
     passed_cases: int
@@ -360,7 +360,7 @@ class CalibrationFigure(_Section):
 
 
 class CalibrationSection(_Section):
-    """The judge calibration a task may use (issue 12; docs/calibration.md).
+    """The judge calibration a task may use (docs/calibration.md).
 
     ``state`` is ``current`` (a record pinned to the task's rubric hash, prompt hash, judge
     model and parameters: ``metrics`` holds its flat ``calibration.*`` figures), ``stale`` (the
@@ -394,7 +394,7 @@ class RouterConfusion(_Section):
 
 
 class RouterSection(_Section):
-    """Seed 004 C.4 over rows with ``metadata.expectedRoute`` (report/router.py)."""
+    """Routing metrics over rows with ``metadata.expectedRoute`` (report/router.py)."""
 
     rows: int
     accuracy: float | None
@@ -430,7 +430,7 @@ class Report(_Document):
     rules: RulesSection | None = None
     #: attached by the edge for the gate and the md/html section; never in ``report.json``
     calibration: CalibrationSection | None = Field(default=None, exclude=True)
-    #: seed 004 C.4, when rows carry ``metadata.expectedRoute``
+    #: routing metrics, when rows carry ``metadata.expectedRoute`` (docs/ci.md)
     router: RouterSection | None = None
 
 
@@ -464,7 +464,7 @@ class RubricComparison(_Section):
 
 
 class Diff(_Document):
-    """A baseline diff (seed 001 §6): summary fields, ``rubricComparison``, ``items``."""
+    """A baseline diff (docs/reports.md): summary fields, ``rubricComparison``, ``items``."""
 
     baseline_task_id: str
     current_task_id: str

@@ -1,14 +1,14 @@
-"""A row's outcome for reports, diffs and gates: pass score, outcome, rounding (SPEC §9).
+"""A row's outcome for reports, diffs and gates: pass score, outcome, rounding (docs/reports.md).
 
-**Pass** (seed 001 §3–§4 ``passed`` / ``passRate``, carried over to rubric scoring): a SCORED
+**Pass** (the diagnosis cases' ``passed`` / ``passRate``, carried over to rubric scoring): a SCORED
 row passes when it has no red flag and ``finalScore >= passScore``. ``passScore`` is one below
 the top of the pack's scale (4 on 1–5; the top itself on a two-point scale) unless the caller
 sets it. ``passRate = passed / scored``: JUDGE_ERROR rows have no outcome, so they are outside
-this denominator like every other (SPEC §5 step 7) and are counted on their own; a CI gate
+this denominator like every other (docs/protocol.md §14) and are counted on their own; a CI gate
 should bound ``judgeErrors`` next to ``passRate``.
 
 A row's **outcome** is one of :data:`OUTCOMES`: ``RED_FLAG`` (any red flag, whatever the
-score: seed 003 §四 puts red lines in their own bucket), ``PASS``, ``FAIL`` (scored below
+score: red lines have their own bucket, docs/reports.md), ``PASS``, ``FAIL`` (scored below
 ``passScore``) or ``JUDGE_ERROR``. "Verdict" is kept for the judge's answer; the report's
 ``totals.verdictDistribution`` key keeps its old name for readers of ``report.json``. Pure.
 """
@@ -41,7 +41,7 @@ def row_outcome(result: RowResult, pass_score: int) -> RowOutcome:
     """``JUDGE_ERROR``, ``RED_FLAG``, ``PASS`` or ``FAIL`` (see the module docstring).
 
     A CHECKED row (``--judge none``) has no score: it passes when its rule checks do
-    (``rules.passed``, seed 001 §3) and it has no red flag.
+    (``rules.passed``, docs/cases.md) and it has no red flag.
     """
     rules_passed = result.rules.passed if result.rules is not None else None
     return outcome_of(

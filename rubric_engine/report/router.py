@@ -1,10 +1,11 @@
-"""Router / classification metrics (seed 004 C.4) for rows that carry the agent's own routing.
+"""Router / classification metrics (docs/ci.md) for rows that carry the agent's own routing.
 
 A row takes part when its metadata has ``expectedRoute`` (the label a person gave) and
 ``route`` (what the agent chose; a missing one counts as the label ``(none)``). Per class:
 precision, recall, F1 and support (rows whose expected label it is); ``macroF1`` is the mean
-F1 over the expected classes, the seed's CI figure ("macro F1 ≥ 0.85, per-class recall ≥
-0.80"); ``confusions`` counts every (expected, predicted) pair that differ, most first, so the
+F1 over the expected classes, the usual CI figure of a router ("macro F1 ≥ 0.85, per-class
+recall ≥ 0.80"); ``confusions`` counts every (expected, predicted) pair that differ, most
+first, so the
 costly pairs a suite names can be bounded. Pure; no section when no row has ``expectedRoute``.
 """
 

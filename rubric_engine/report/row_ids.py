@@ -1,4 +1,4 @@
-"""The rowIds a report lists, held without a Python ``str`` per id (issue 18).
+"""The rowIds a report lists, held without a Python ``str`` per id (a report lists every low row).
 
 ``report.json`` lists every low row's id under its issue cluster and every red-flagged row's id
 under its flag, so those lists grow with the task. A ``tuple[str, ...]`` of them costs ~60 B an

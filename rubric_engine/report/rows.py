@@ -30,7 +30,7 @@ class RowUsage:
 class Usage(Protocol):
     """What :class:`RowUsage` holds, read as attributes: a :class:`RowUsage`, or a stored
     row itself (:class:`~rubric_engine.store.task_store.StoredRow` has these fields), so a row just
-    stored is counted without copying its usage into a new object (issue 18)."""
+    stored is counted without copying its usage into a new object."""
 
     @property
     def calls(self) -> int: ...
@@ -50,7 +50,7 @@ class Usage(Protocol):
 
 @dataclass(frozen=True)
 class RowFacts:
-    """What the agent did in a row, read from the stored dialogue (seed 001 §3).
+    """What the agent did in a row, read from the stored dialogue (docs/reports.md, ``agent``).
 
     Attributes:
         tool_calls: tool calls the agent made (assistant ``tool_calls``; else the trace's
@@ -74,11 +74,11 @@ def row_facts(dialogue: dict[str, Any]) -> RowFacts:
     """Read :class:`RowFacts` from a stored dialogue (camelCase JSON of ``DialogueRow``).
 
     Duration is the first number among ``trace.durationMs``, ``trace.totalDurationMs`` and
-    ``trace.session.totalDurationMs`` (the seed-001 trace fixture).
+    ``trace.session.totalDurationMs`` (a diagnosis case's trace fixture, docs/cases.md).
     """
     calls = 0
     messages = dialogue.get("messages") or ()
-    for m in messages:  # a loop, not a generator: every row (issue 18)
+    for m in messages:  # a loop, not a generator: this runs for every row
         if m.get("toolCalls"):
             calls += len(m["toolCalls"])
     trace: dict[str, Any] = dialogue.get("trace") or {}

@@ -1,4 +1,5 @@
-"""The report's ``rules`` section: a task's rule checks as seed 001's ``DiagnosisEvalReport``.
+"""The report's ``rules`` section: a task's rule checks as a ``DiagnosisEvalReport``
+(docs/cases.md).
 
 Only rows that carry rule checks are cases here. ``passRate`` is 0.0–1.0; the verifier
 verdicts are counted with a missing one as ``"NONE"``; ``averageDurationMs`` averages the rows

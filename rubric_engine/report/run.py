@@ -1,4 +1,4 @@
-"""``gate`` and ``diff`` as library calls over task stores (SPEC §9; seed 001 §6, seed 004 C.2).
+"""``gate`` and ``diff`` as library calls over task stores (docs/reports.md, docs/ci.md).
 
 :func:`run_diff` and :func:`run_gate` open the stores, rebuild the reports with exact figures
 (a gate decides 1,808 / 2,009 = 0.89995 against ``passRate>=0.9`` on the exact value; a diff

@@ -1,4 +1,4 @@
-"""Slices of a report: per-group outcomes and per-requirement compliance (SPEC §9, issue 5).
+"""Slices of a report: per-group outcomes and per-requirement compliance (docs/reports.md).
 
 ``--by intent`` groups rows by the intent the judge chose; ``--by <field>`` groups them by a row
 metadata field (``scenario``, ``risk_level`` …; a list value such as ``tags`` puts the row in one

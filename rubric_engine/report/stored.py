@@ -1,5 +1,5 @@
 """The report package's store edge: reports rebuilt from a stored task, never from current files
-(SPEC §3, §9).
+(docs/rubric-packs.md, §9).
 
 :func:`report_for_task` reads the task's own rubric snapshot and rows from the store and
 aggregates them a row at a time (:func:`stream_report`; :func:`load_task` keeps every row, for
@@ -123,7 +123,7 @@ def load_task(store: TaskStore, task_id: str) -> StoredTask:
     every command that loads a task takes one; the loaded record carries the real id.
 
     The task's rubric snapshot is checked against the content hash recorded when the task ran
-    (SPEC §3): a report is never rebuilt from rules edited afterwards.
+    (docs/rubric-packs.md): a report is never rebuilt from rules edited afterwards.
 
     Raises:
         TaskNotFoundError: no such task.
@@ -151,7 +151,7 @@ def check_row_count(record: TaskRecord, stored: int) -> None:
 
 @dataclass(frozen=True)
 class StreamedTask:
-    """A task whose report was built in one pass over its rows, one row at a time (issue 18):
+    """A task whose report was built in one pass over its rows, one row at a time:
     what the report files need besides the report, and no row list.
 
     Attributes:
@@ -231,7 +231,7 @@ def report_from_task(
 
 def with_unrowed_calls(report: Report, record: TaskRecord) -> Report:
     """Requests sent for rows that were cut off (Ctrl-C, a stop) and so are in no row, added to
-    ``usage.calls``: every request the provider received is a call (issue 14)."""
+    ``usage.calls``: every request the provider received is a call."""
     unrowed = int(record.extra.get("callsNotInRows") or 0)
     if unrowed:
         usage = report.usage.model_copy(update={"calls": report.usage.calls + unrowed})

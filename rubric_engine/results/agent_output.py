@@ -1,4 +1,4 @@
-"""Parse the *agent's* raw output before the judge sees it (SPEC §6, seed 003 §二 outputParsing).
+"""Parse the *agent's* raw output before the judge sees it (docs/protocol.md §12).
 
 * Thinking sections are removed only when well formed: an opening marker (``<think>`` or the
   pack's) and the closing marker after it. The user never saw such a section, so it is not
@@ -143,7 +143,7 @@ def parse_agent_output(content: str, parsing: OutputParsing) -> ParsedAgentOutpu
 
 
 def thinking_warnings(row: DialogueRow, parsing: OutputParsing) -> tuple[ProtocolWarning, ...]:
-    """One warning per assistant turn whose thinking markers are malformed (SPEC §6).
+    """One warning per assistant turn whose thinking markers are malformed (docs/protocol.md §12).
 
     Returns:
         In turn order: ``STRAY_THINKING_END`` (a closing marker with no opening one before it)

@@ -1,4 +1,6 @@
-"""Per-row results: the normalized ``referenceBasis`` and scores (SPEC §5), and JUDGE_ERROR rows.
+"""Per-row results: the normalized ``referenceBasis`` and scores, and JUDGE_ERROR rows.
+
+The rules that make them are docs/protocol.md.
 
 These are the values written to ``rows.jsonl`` and the task store; reports aggregate them.
 JSON spelling is camelCase through the shared alias generator.
@@ -24,12 +26,12 @@ class _Wire(BaseModel):
 class RowStatus(StrEnum):
     SCORED = "SCORED"
     JUDGE_ERROR = "JUDGE_ERROR"
-    #: ``--judge none``: decided by rule checks alone; no score, no intent (SPEC §7)
+    #: ``--judge none``: decided by rule checks alone; no score, no intent (docs/rule-checks.md)
     CHECKED = "CHECKED"
 
 
 class RequirementStatus(StrEnum):
-    """Status of one applicable requirement in a row's referenceBasis (seed 003 §七)."""
+    """Status of one applicable requirement in a row's referenceBasis (docs/protocol.md §7)."""
 
     FOLLOWED = "FOLLOWED"
     PARTIAL = "PARTIAL"
@@ -38,7 +40,7 @@ class RequirementStatus(StrEnum):
 
 
 class BasisSource(StrEnum):
-    """Who decided a referenceBasis entry (SPEC §5 step 3–4, 6)."""
+    """Who decided a referenceBasis entry (docs/protocol.md §7, §8, §10)."""
 
     JUDGE = "judge"
     RULE = "rule"
@@ -47,7 +49,7 @@ class BasisSource(StrEnum):
 
 
 class WarningCode(StrEnum):
-    """Protocol warnings, counted per run (SPEC §5 "Every warning has an enumerated code")."""
+    """Protocol warnings, counted per run (docs/protocol.md §13)."""
 
     #: an ID of the pack that belongs to another intent than the one chosen; dropped
     CROSS_INTENT_REQUIREMENT = "CROSS_INTENT_REQUIREMENT"
@@ -66,7 +68,7 @@ class WarningCode(StrEnum):
     ORPHAN_RED_FLAG = "ORPHAN_RED_FLAG"
     #: a critical requirement the judge called PARTIAL (and reported no flag of its type): a
     #: red line is all or nothing, so it is VIOLATED (source ``backfill``), its flag is added
-    #: and its cap applies (SPEC §5 step 4)
+    #: and its cap applies (docs/protocol.md §8)
     CRITICAL_PARTIAL_VIOLATED = "CRITICAL_PARTIAL_VIOLATED"
     #: the final score is the scale minimum but the row has no red flag
     MIN_SCORE_WITHOUT_RED_FLAG = "MIN_SCORE_WITHOUT_RED_FLAG"
@@ -78,14 +80,14 @@ class WarningCode(StrEnum):
     #: the judge's first answer failed validation and it was asked again (detail: why)
     JUDGE_REASKED = "JUDGE_REASKED"
     #: an agent reply has a closing thinking marker with no opening one before it; the text
-    #: was kept for the judge and the rule checks (SPEC §6; detail: the turn)
+    #: was kept for the judge and the rule checks (docs/protocol.md §12; detail: the turn)
     STRAY_THINKING_END = "STRAY_THINKING_END"
     #: an agent reply opens a thinking section and never closes it; the text was kept
     UNCLOSED_THINKING_START = "UNCLOSED_THINKING_START"
     #: a reply held more than one verdict-shaped JSON object (content or tool calls), or an
     #: object with a duplicated key; never resolved to one of them, re-asked (detail: where)
     AMBIGUOUS_REPLY = "AMBIGUOUS_REPLY"
-    # clean-ups applied to a judge value before it was checked (SPEC §4, verdict.py's table);
+    # clean-ups applied to a judge value before it was checked (docs/protocol.md §5);
     # detail names the field, what the judge sent and what was read
     #: leading or trailing whitespace trimmed from an ID, key or type
     JUDGE_VALUE_TRIMMED = "JUDGE_VALUE_TRIMMED"
@@ -147,7 +149,7 @@ class JudgeError(_Wire):
 
 
 class CheckResult(_Wire):
-    """One rule check of a row (SPEC §7): which requirement it decides and how.
+    """One rule check of a row (docs/rule-checks.md): which requirement it decides and how.
 
     The one type for a check's result: :func:`rubric_engine.rules.evaluate.evaluate_check`
     returns it and a row's :class:`RuleSummary` lists it.
@@ -159,7 +161,7 @@ class CheckResult(_Wire):
         name: the check's ``name``, else the pack requirement's ID, else the check type.
         status: FOLLOWED, VIOLATED or NOT_APPLICABLE (never PARTIAL: a rule holds or not).
         detail: why it failed or could not be decided; ``None`` when it held.
-        measures: numbers the seed-001 summary adds up: ``matchedKeywordCount``,
+        measures: numbers the diagnosis summary adds up: ``matchedKeywordCount``,
             ``requiredKeywordCount``, ``evidenceCoverage`` (``{tool: seen}``). Not written to
             JSON (the summary carries their totals), so a result read back from the store has
             none.
@@ -174,13 +176,13 @@ class CheckResult(_Wire):
 
 
 class RuleSummary(_Wire):
-    """A row's rule checks in the shape of seed 001's ``DiagnosisEvalResult``.
+    """A row's rule checks in the shape of a ``DiagnosisEvalResult`` (docs/cases.md).
 
     Attributes:
         passed: every check FOLLOWED or NOT_APPLICABLE.
         failed_checks: one ``"<name>: <why>"`` line per VIOLATED check, in check order.
         verifier_verdict: the verifier's verdict from the trace, or ``None``; JSON ``verdict``
-            (seed 001's spelling). Not the judge's verdict.
+            (the diagnosis cases' spelling). Not the judge's verdict.
         matched_keyword_count / required_keyword_count: summed over ``must_contain`` checks.
         evidence_coverage: ``{tool: seen}`` over ``required_tools`` checks.
         tool_call_count: tool invocations in the trace (or the messages).

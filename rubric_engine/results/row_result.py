@@ -4,13 +4,13 @@ Every producer of row results calls :func:`row_result`: live, replay and record 
 :func:`rubric_engine.engine.pipeline.row_result`), ``--judge none`` runs, ``renormalize`` and the
 batch mode to come. It decides the row's status from what it is given:
 
-* a validated verdict → ``SCORED``: normalized (SPEC §5), with the rule checks merged in
-  (SPEC §5 step 6: a checked requirement takes its rule's status, source ``rule``);
+* a validated verdict → ``SCORED``: normalized (docs/protocol.md), with the rule checks merged in
+  (docs/protocol.md §10: a checked requirement takes its rule's status, source ``rule``);
 * a judge error → ``JUDGE_ERROR``: never a score; the rule checks are summarized;
-* neither → ``CHECKED`` (``--judge none``, SPEC §7): decided by the rule checks alone.
+* neither → ``CHECKED`` (``--judge none``, docs/rule-checks.md): decided by the rule checks alone.
 
 The applicable set is worked out once per row (:meth:`CompiledRubric.applicable`) and serves
-the normalizer, the rule statuses and the seed-001 rule summary. Pure: no I/O, no clock.
+the normalizer, the rule statuses and the diagnosis rule summary. Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def row_result(
         error: why the judge gave no answer; ignored when ``verdict`` is given.
         warnings: raised before this step (re-asks, the judge's clean-ups of its values);
             kept on a SCORED or JUDGE_ERROR row. A CHECKED row has no judge, so none.
-            Every row starts with its malformed thinking markers (SPEC §6), worked out here.
+            Every row starts with its malformed thinking markers (docs/protocol.md §12), worked out here.
 
     Returns:
         ``SCORED`` with a verdict, ``JUDGE_ERROR`` with only an error, ``CHECKED`` with neither.
@@ -122,7 +122,7 @@ def _as_recorded(value: float | None) -> int | float | None:
 
 
 def rule_summary(row: DialogueRow, rules: RuleRun, applicable: Sequence[str]) -> RuleSummary | None:
-    """The seed-001 per-case result over the applicable checked requirements; ``None`` if none.
+    """The diagnosis per-case result over the applicable checked requirements; ``None`` if none.
 
     ``passed`` is true when no check is VIOLATED (NOT_APPLICABLE does not fail a case). Each
     ``failedChecks`` line starts with the check's name (see

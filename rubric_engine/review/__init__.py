@@ -2,5 +2,5 @@
 
 :mod:`~rubric_engine.review.answers` and :mod:`~rubric_engine.review.queue` are pure (no I/O,
 no clock); :mod:`~rubric_engine.review.claims` is the store edge for claims. Every answer is
-written as labels of :mod:`rubric_engine.labels` (the calibration issue's one label type).
+written as labels of :mod:`rubric_engine.labels` (the one label type).
 """

@@ -1,5 +1,5 @@
 """A reviewer's answer for one row, read from a review form or from labels, and turned into
-labels (issue 13 "Every action writes labels"; SPEC §12). Pure: no I/O, no clock.
+labels: every action writes labels (docs/review.md, docs/calibration.md). Pure: no I/O, no clock.
 
 An :class:`Answer` is one judgment of a row in the terms the review page asks for: a status per
 applicable requirement, the intent, the red-flag types and the final score. The judge's verdict
@@ -137,7 +137,7 @@ def differences(first: Answer, second: Answer) -> list[str]:
 def applicable(
     rubric: EvalRubric, intent_key: str | None, case: Sequence[HardRequirement]
 ) -> tuple[HardRequirement, ...]:
-    """Common requirements, the intent's, then the row's case-level ones (SPEC §5 step 1)."""
+    """Common requirements, the intent's, then the row's case-level ones (docs/protocol.md §6)."""
     pack = (
         rubric.common_requirements
         if intent_key is None
@@ -168,7 +168,7 @@ def answer_from_form(
     applicable requirement of the chosen intent, ``evidence.<REQUIREMENT_ID>`` (optional turn
     numbers from 0 to ``turn_count - 1``, e.g. ``"3, 7"``), ``reason`` (free text). A red
     line marked VIOLATED adds its red-flag type, the way the normalizer backfills the judge's
-    (SPEC §5 step 4); an ``observableInData: false`` requirement is always NOT_APPLICABLE.
+    (docs/protocol.md §8); an ``observableInData: false`` requirement is always NOT_APPLICABLE.
 
     Raises:
         InputError: every problem of the form at once, each naming the field and the valid
@@ -264,7 +264,7 @@ def labels_of_answer(answer: Answer, context: ReviewContext) -> list[Label]:
 
 
 def check_reason(answer: Answer, judge: Answer | None, saw_judge_verdict: bool) -> None:
-    """An override of a verdict the reviewer saw needs a reason (issue 13: "with a reason").
+    """An override of a verdict the reviewer saw needs a reason (docs/review.md).
 
     Raises:
         InputError: the answer differs from the judge's, the judge's verdict was shown and no

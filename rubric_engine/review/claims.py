@@ -1,5 +1,5 @@
-"""Claims on rows under review, kept in the task store (issue 13: "a claim on a row expires so
-two reviewers do not label the same row by accident"). An edge: it reads the clock and the store.
+"""Claims on rows under review, kept in the task store (docs/review.md: a claim on a row expires
+so two reviewers do not label the same row by accident). An edge: it reads the clock and the store.
 
 A claim is (task, row, reviewer, expiry). Opening a row claims it for ``ttl_s`` seconds unless
 someone else holds a live claim; answering the row releases it. An expired claim is ignored, so

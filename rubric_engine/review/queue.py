@@ -1,7 +1,7 @@
-"""Which rows a reviewer is shown next (issue 13 "Queues are drawn by strategy"). Pure.
+"""Which rows a reviewer is shown next: queues are drawn by strategy (docs/review.md). Pure.
 
 A row needs ``reviewers_per_row`` reviewers, one more when it is in the second-review sample
-(seed 004 C.7: a second expert re-checks a share of the set, default 20%) or when a reviewer
+(a second expert re-checks a share of the set, default 20%) or when a reviewer
 disagreed with the judge (an override is re-checked before it counts). A reviewer is offered
 the rows that still need reviewers, that they have not answered and that nobody else holds a
 live claim on; rows already answered by someone come first (they close out), then the
@@ -39,7 +39,7 @@ from rubric_engine.review.answers import (
 
 Strategy = Literal["disagreement", "red-flag", "low-score", "rare", "random"]
 STRATEGIES: tuple[str, ...] = get_args(Strategy)
-#: seed 004 C.7: a second expert re-checks a 20% sample
+#: a second expert re-checks a 20% sample of the set before it is locked (docs/review.md)
 DEFAULT_SECOND_REVIEW_SHARE = 0.2
 
 __all__ = [
@@ -241,5 +241,5 @@ def build_queue(
 
 def adjudication_rows(rows: Sequence[RowReviews]) -> list[RowReviews]:
     """Rows where reviewers disagree and no adjudication has settled them since, in input
-    order (issue 13; seed 004 C.7: disagreements are settled before a set is locked)."""
+    order (docs/review.md: disagreements are settled before a set is locked)."""
     return [r for r in rows if r.disputed and not r.adjudicated]

@@ -1,10 +1,10 @@
-"""The requirements that apply to a row, worked out in this one place (SPEC §5 step 1).
+"""The requirements that apply to a row, worked out in this one place (docs/protocol.md §6).
 
 Case-level requirements: a row's ``expectedBehavior`` / ``negativeBehavior`` as rules, and its
 rule checks (``expected:``) as requirements decided by the rule alone.
 
-Seed 000 §12.3 gives each eval case its own expected and forbidden behaviours; SPEC §5 step 1
-adds them to the applicable set next to the pack's rules. Each becomes a
+An eval case may carry its own expected and forbidden behaviours; docs/protocol.md §6 adds
+them to the applicable set next to the pack's rules. Each becomes a
 :class:`HardRequirement` with a *derived* ID that depends only on the text (NFKC, trimmed),
 so it stays the same when lines are reordered and is shared by rows that state the same rule,
 which lets reports count it across rows: ``CASE_EXPECTED_<8 hex>`` / ``CASE_NEGATIVE_<8 hex>``.

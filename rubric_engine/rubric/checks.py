@@ -1,4 +1,4 @@
-"""Cross-field rules of a rubric pack (SPEC §2 "Validation at load time").
+"""Cross-field rules of a rubric pack (docs/rubric-packs.md "Validation at load time").
 
 They run on the *raw* mapping read from YAML, so they still report when the structure is also
 broken, and a file's problems all come out at once. Each problem is ``(field path, message)``;

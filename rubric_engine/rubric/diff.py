@@ -1,4 +1,4 @@
-"""What changed between two rubric versions, in words a rubric author reads (SPEC §3).
+"""What changed between two rubric versions, in words a rubric author reads (docs/rubric-packs.md).
 
 :func:`diff_rubrics` compares requirements (by stable ID, including moves between the common
 list and an intent), intents (by key), red-flag types, the score scale and the pack-level fields.

@@ -245,7 +245,8 @@ def load_rubric_checked(path: str | Path) -> tuple[EvalRubric, list[Problem]]:
 
     Beyond :func:`parse_rubric`'s rules, a *file* must hold at least one requirement (a pack
     with none judges nothing: an error), and a ``status`` other than DRAFT in a file is a
-    warning: a file is a draft until ``rubric publish`` freezes it in the store (SPEC §3).
+    warning: a file is a draft until ``rubric publish`` freezes it in the store
+    (docs/rubric-packs.md).
 
     Raises:
         RubricError: as :func:`load_rubric`.
@@ -327,7 +328,8 @@ def _read_pack(path: Path) -> tuple[yaml.Node | None, Any]:
 
 
 def rubric_json_schema() -> dict[str, Any]:
-    """JSON Schema (draft 2020-12) of the pack format, for editor validation (SPEC §2)."""
+    """JSON Schema (draft 2020-12) of the pack format, for editor validation
+    (docs/rubric-packs.md)."""
     schema = EvalRubric.model_json_schema(by_alias=True)
     # the models accept `true`/`false` shorthands (see OutputParsing); say so to editors
     parsing = schema["$defs"]["OutputParsing"]["properties"]

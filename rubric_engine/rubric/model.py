@@ -1,4 +1,4 @@
-"""Rubric pack models: ``EvalRubric`` and its parts (SPEC §2, seed 003 §二).
+"""Rubric pack models: ``EvalRubric`` and its parts (docs/rubric-packs.md).
 
 A rubric pack is one YAML file per version. Python attributes are snake_case; the YAML/JSON
 spelling is camelCase through one alias generator, so each term has exactly two mechanical
@@ -61,7 +61,7 @@ class CamelModel(BaseModel):
 
 
 class RubricStatus(StrEnum):
-    """Lifecycle of a rubric version (SPEC §3)."""
+    """Lifecycle of a rubric version (docs/rubric-packs.md)."""
 
     DRAFT = "DRAFT"
     PUBLISHED = "PUBLISHED"
@@ -76,7 +76,7 @@ class ScoreScale(CamelModel):
 
 
 class HardRequirement(CamelModel):
-    """The smallest unit of statistics: one rule with a stable ID (seed 003 §二 table).
+    """The smallest unit of statistics: one rule with a stable ID (docs/protocol.md §2).
 
     Attributes:
         id: stable, unique within the pack (``COMMON_BACKEND_EXPOSURE``); upper snake case.
@@ -85,12 +85,12 @@ class HardRequirement(CamelModel):
         critical: ``True`` marks a red line; then ``red_flag_type`` is required.
         red_flag_type: one of the pack's ``redFlags[].type``.
         observable_in_data: ``False`` means the judge cannot see the facts this rule needs, so
-            it is always NOT_APPLICABLE and never enters a denominator (seed 003 §六).
-        violation_score: when VIOLATED, the final score is at most this (seed 003 §八).
+            it is always NOT_APPLICABLE and never enters a denominator (docs/protocol.md §7).
+        violation_score: when VIOLATED, the final score is at most this (docs/protocol.md §9).
         source: where the rule comes from in the expert document, for audits.
-        check: an optional deterministic check (SPEC §7, :mod:`rubric_engine.rules.model`)
-            that decides this requirement without the judge; its result overrides the
-            judge's and is recorded with source ``rule``.
+        check: an optional deterministic check (docs/rule-checks.md,
+            :mod:`rubric_engine.rules.model`) that decides this requirement without the judge; its
+            result overrides the judge's and is recorded with source ``rule``.
     """
 
     id: str = Field(pattern=ID_PATTERN)
@@ -113,7 +113,7 @@ class HardRequirement(CamelModel):
 
 
 class RubricIntent(CamelModel):
-    """One business intent; the judge picks exactly one key per dialogue (seed 003 §三)."""
+    """One business intent; the judge picks exactly one key per dialogue (docs/protocol.md §2)."""
 
     key: str = Field(pattern=ID_PATTERN)
     name: str = Field(min_length=1)
@@ -123,7 +123,7 @@ class RubricIntent(CamelModel):
 
 
 class RedFlag(CamelModel):
-    """One enumerated red-line type (seed 003 §四)."""
+    """One enumerated red-line type (docs/protocol.md §8)."""
 
     type: str = Field(pattern=ID_PATTERN)
     text: str = Field(min_length=1)
@@ -137,7 +137,7 @@ class MarkerPair(CamelModel):
 
 
 class QuestionsCard(CamelModel):
-    """Where the agent's suggested follow-up questions card sits in its output (SPEC §6)."""
+    """Where the agent's follow-up questions card sits in its output (docs/protocol.md §12)."""
 
     enabled: bool = True
     start: str = Field(default=DEFAULT_QUESTIONS_CARD[0], min_length=1)
@@ -145,7 +145,7 @@ class QuestionsCard(CamelModel):
 
 
 class OutputParsing(CamelModel):
-    """How to parse the *agent's* raw output before the judge sees it (SPEC §6).
+    """How to parse the *agent's* raw output before the judge sees it (docs/protocol.md §12).
 
     ``thinkingMarkers: true`` is shorthand for ``[{start: "<think>", end: "</think>"}]``;
     ``questionsCard: true`` for ``{enabled: true, start: "<questions>", end: "</questions>"}``.
@@ -193,7 +193,7 @@ class OutputParsing(CamelModel):
 
 
 class EvalRubric(CamelModel):
-    """A rubric pack: one version of an executable quality protocol (SPEC §2).
+    """A rubric pack: one version of an executable quality protocol (docs/rubric-packs.md).
 
     Build one with :func:`rubric_engine.rubric.load_rubric` (file) or
     :func:`rubric_engine.rubric.parse_rubric` (dict); both run the cross-field checks of
@@ -234,7 +234,7 @@ class EvalRubric(CamelModel):
         return tuple(f.type for f in self.red_flags)
 
     def applicable_requirements(self, intent_key: str) -> tuple[HardRequirement, ...]:
-        """Common requirements then the intent's, in pack order (SPEC §5 step 1).
+        """Common requirements then the intent's, in pack order (docs/protocol.md §6).
 
         Raises:
             KeyError: ``intent_key`` is not one of the pack's intents.
@@ -260,7 +260,8 @@ class EvalRubric(CamelModel):
         return content_hash(self.canonical_content())
 
     def snapshot(self) -> dict[str, Any]:
-        """Full JSON-ready snapshot, status included, as stored with every task (SPEC §3)."""
+        """Full JSON-ready snapshot, status included, as stored with every task
+        (docs/rubric-packs.md)."""
         return self.model_dump(mode="json", by_alias=True)
 
 

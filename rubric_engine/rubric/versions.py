@@ -1,4 +1,4 @@
-"""Rubric versions and their lifecycle, kept in the task store (SPEC §3; seed 003 §九).
+"""Rubric versions and their lifecycle, kept in the task store (docs/rubric-packs.md).
 
 A pack *file* is always a draft. ``publish`` freezes one version: it validates the file and
 records the version's canonical content hash and full snapshot in the store's
@@ -38,7 +38,8 @@ _PACK_SUFFIXES = (".yaml", ".yml", ".json")
 
 
 class LifecycleError(InputError):
-    """A lifecycle rule refused the request (SPEC §3); the message says what to do instead."""
+    """A lifecycle rule refused the request (docs/rubric-packs.md); the message says what
+    to do instead."""
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,10 @@
-"""Evaluate one rule check against one row's evidence (SPEC §7). Pure.
+"""Evaluate one rule check against one row's evidence (docs/rule-checks.md). Pure.
 
 Every check returns a :class:`~rubric_engine.results.model.CheckResult` value and never raises for
 bad data: FOLLOWED when the check holds, VIOLATED with a ``detail`` saying what failed,
 NOT_APPLICABLE when the data the check needs is absent and the rule does not say that absence
 is a failure (no duration recorded for ``max_duration``, no cost for ``max_cost``, no retrieved
-documents, no final state). A missing verifier verdict *is* a failure (seed 001 §2: "必须存在").
+documents, no final state). A missing verifier verdict *is* a failure (it must be present).
 """
 
 from __future__ import annotations

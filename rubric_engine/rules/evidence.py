@@ -1,7 +1,7 @@
 """What rule checks look at: one row's answer, tool calls, verifier, timing and cost.
 
 :func:`evidence_from_row` reads the row's messages and its optional ``trace``. Trace fields
-read (camelCase or snake_case; seed 001 §2, seed 004 C.3):
+read (camelCase or snake_case; the trace shapes of docs/cases.md):
 
 =====================================================  =========================================
 trace field                                            used as
@@ -14,13 +14,13 @@ success}``                                             the calls found in the me
 ``durationMs``
 ``session.selfEvaluation.verifier_evaluation.verdict``  the verifier's verdict (also
 / ``verifierVerdict``                                  ``verifier_evaluation.verdict`` at the top)
-``...verifier_evaluation.tool_trace_summary[*]         extra evidence of tools used (seed 001)
+``...verifier_evaluation.tool_trace_summary[*]         extra evidence of tools used
 .tool_name``
 ``totalCostUsd`` / ``costUsd`` / ``total_cost_usd``    cost in US dollars
 ``steps`` (int or list)                                step count (else the number of tool calls)
 ``retrievedDocs[*].{doc_id|docId|id}`` (or strings)    retrieved document IDs
 ``structuredOutput``                                   the structured answer for ``json_schema``
-``finalState``                                         the final business state (seed 004)
+``finalState``                                         the final business state
 =====================================================  =========================================
 
 Pure.
@@ -65,7 +65,7 @@ class Evidence:
 
     @property
     def tool_names(self) -> set[str]:
-        """Tools seen anywhere: invocations and the verifier's summary (seed 001 §2)."""
+        """Tools seen anywhere: invocations and the verifier's summary."""
         return {c.name for c in self.tool_calls} | set(self.verifier_tools)
 
 
@@ -202,7 +202,7 @@ def evidence_from_row(row: DialogueRow, parsing: OutputParsing | None = None) ->
     Args:
         row: the dialogue and its optional trace.
         parsing: the pack's ``outputParsing``; when given, assistant texts lose their thinking
-            sections first (SPEC §6: the user never saw them), questions cards stay.
+            sections first (docs/protocol.md §12: the user never saw them), questions cards stay.
     """
     trace = row.trace or {}
     session = _get(trace, "session") or {}

@@ -1,4 +1,5 @@
-"""Deterministic rule checks as configuration: one pydantic model per check type (SPEC §7).
+"""Deterministic rule checks as configuration: one pydantic model per check type
+(docs/rule-checks.md).
 
 A check is attached to a pack requirement (``check:``) or to a case (``expected:``) and is
 chosen by its ``type`` field (a discriminated union), so a misspelt type, a missing field or
@@ -6,11 +7,12 @@ an unknown field fails when the rubric or dataset is loaded, with the valid choi
 Field names follow the camelCase/snake_case convention of the rest of the project
 (``minKeywordMatches`` in YAML/JSON, ``min_keyword_matches`` in Python).
 
-Sources: seed 001 (keywords with ``minKeywordMatches``, required evidence tools, allowed
-verifier verdicts, forbidden answer keywords), seed 004 (tool calls with
-``params_must_include``, forbidden tools, ``max_steps``, ``max_cost_usd``, reference document,
-``final_state``), seed 000 §12.6 (expected tool sequence and arguments), §12.10 (privacy rule
-``no_privacy_leak``). Pure: models only; evaluation is in :mod:`rubric_engine.rules.evaluate`.
+The case formats of docs/cases.md name the same checks: diagnosis cases (keywords with
+``minKeywordMatches``, required evidence tools, allowed verifier verdicts, forbidden answer
+keywords), RAG/agent rows (tool calls with ``params_must_include``, forbidden tools,
+``max_steps``, ``max_cost_usd``, reference document, ``final_state``) and eval cases (expected
+tool sequence and arguments, the privacy rule ``no_privacy_leak``). Pure: models only;
+evaluation is in :mod:`rubric_engine.rules.evaluate`.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ class _CheckBase(BaseModel):
         alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
     )
 
-    #: optional label used in ``failedChecks`` (seed 001); defaults to the type
+    #: optional label used in ``failedChecks`` (docs/cases.md); defaults to the type
     name: str | None = Field(default=None, min_length=1)
 
     @property
@@ -115,7 +117,7 @@ class RegexCheck(_CheckBase):
 
 
 class RequiredTools(_CheckBase):
-    """Every tool in ``tools`` was invoked (seed 001 ``requiredEvidenceTools``)."""
+    """Every tool in ``tools`` was invoked (a diagnosis case's ``requiredEvidenceTools``)."""
 
     type: Literal["required_tools"]
     tools: tuple[str, ...] = Field(min_length=1)
@@ -124,7 +126,7 @@ class RequiredTools(_CheckBase):
 
 
 class ForbiddenTools(_CheckBase):
-    """No tool in ``tools`` was invoked (seed 004 ``tool_calls_must_not``)."""
+    """No tool in ``tools`` was invoked (a RAG/agent row's ``tool_calls_must_not``)."""
 
     type: Literal["forbidden_tools"]
     tools: tuple[str, ...] = Field(min_length=1)
@@ -138,7 +140,7 @@ class ExpectedCall(BaseModel):
     ``arguments`` is matched by inclusion by default: every key given must be present with an
     equal value, recursively; lists match element by element (same length); the call may carry
     more keys. ``argumentsMatch: exact`` asks for equality. ``valuesInclude`` lists values that
-    must appear anywhere in the arguments (seed 004 ``params_must_include``).
+    must appear anywhere in the arguments (a RAG/agent row's ``params_must_include``).
     """
 
     model_config = ConfigDict(
@@ -152,7 +154,7 @@ class ExpectedCall(BaseModel):
 
 
 class ToolSequence(_CheckBase):
-    """The tool calls match ``calls`` (seed 000 §12.6 ``expected_tool_sequence``/``expected_args``).
+    """The tool calls match ``calls`` (an eval case's ``expected_tool_sequence``/``expected_args``).
 
     Modes: ``strict`` — the same calls in the same order and nothing else; ``unordered`` — the
     same calls in any order and nothing else; ``subset`` — each expected call is matched by a
@@ -199,7 +201,7 @@ class MaxCost(_CheckBase):
 
 
 class AllowedVerdicts(_CheckBase):
-    """The verifier's verdict is present and one of ``verdicts`` (seed 001 ``allowedVerdicts``)."""
+    """The verifier's verdict is present and one of ``verdicts`` (``allowedVerdicts``)."""
 
     type: Literal["allowed_verdicts"]
     # the trace's verifier's verdicts, never the judge's: ``verdicts`` only in check files
@@ -209,7 +211,7 @@ class AllowedVerdicts(_CheckBase):
 
 
 class ReferenceDocument(_CheckBase):
-    """``docId`` is among the retrieved documents (seed 004 ``reference_doc_id``)."""
+    """``docId`` is among the retrieved documents (a RAG/agent row's ``reference_doc_id``)."""
 
     type: Literal["reference_document"]
     doc_id: str = Field(min_length=1)
@@ -256,7 +258,7 @@ class ExpectedField(BaseModel):
 
 
 class FieldsCheck(_CheckBase):
-    """Field-level check of a structured extraction (seed 004 C.5): per-field exact match,
+    """Field-level check of a structured extraction (docs/rule-checks.md): per-field exact match,
     numeric tolerance, nested fields, per-field weights; passes when the weighted share of
     matching fields is at least ``minScore`` (default 1: every field)."""
 
@@ -266,7 +268,7 @@ class FieldsCheck(_CheckBase):
 
 
 class PrivacyCheck(_CheckBase):
-    """The answer holds no phone number, ID number or email the user did not give (seed 000)."""
+    """The answer holds no phone number, ID number or email the user did not give."""
 
     type: Literal["privacy"]
     kinds: tuple[PrivacyKind, ...] = Field(default=("phone", "id_number", "email"), min_length=1)
@@ -274,7 +276,7 @@ class PrivacyCheck(_CheckBase):
 
 
 class FinalState(_CheckBase):
-    """The trace's ``finalState`` includes ``state`` (seed 004 ``final_state``; inclusion)."""
+    """The trace's ``finalState`` includes ``state`` (a RAG/agent row's ``final_state``)."""
 
     type: Literal["final_state"]
     state: dict[str, Any] = Field(min_length=1)

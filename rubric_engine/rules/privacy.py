@@ -1,4 +1,4 @@
-"""Personal data in the agent's answer that the user did not give (seed 000 ``no_privacy_leak``).
+"""Personal data in the agent's answer that the user did not give (``no_privacy_leak``).
 
 Three kinds, found in NFKC-folded text (so full-width digits count):
 

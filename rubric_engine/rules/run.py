@@ -1,6 +1,6 @@
 """Run a row's rule checks: the pack's ``check:`` requirements and the case's ``expected:``.
 
-SPEC §5 step 6 / §7: a rule decides its requirement without the judge. This module only runs
+docs/protocol.md §10: a rule decides its requirement without the judge. This module only runs
 the checks and returns their :class:`~rubric_engine.results.model.CheckResult` values; merging them
 into a row result is :mod:`rubric_engine.results.row_result`'s job. Case checks (``expected:``) are
 known by IDs derived from the check's canonical JSON, ``CASE_RULE_<8 hex>``

@@ -1,4 +1,4 @@
-"""Text normalization for rule checks (SPEC §7: "NFKC, full-width → half-width, case").
+"""Text normalization for rule checks (docs/rule-checks.md: "NFKC, full-width → half-width, case").
 
 Keywords and answers are compared after the same folding: NFKC (which maps full-width letters
 and digits such as ``２００`` / ``ＡＢ`` to ``200`` / ``AB`` and the ideographic space to a space),

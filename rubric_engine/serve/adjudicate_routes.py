@@ -1,5 +1,5 @@
 """Adjudication routes: the rows where reviewers disagree, and the form that settles one
-(issue 13; seed 004 C.7: disagreements are settled before a set is locked).
+(docs/review.md: disagreements are settled before a set is locked).
 
 An adjudication is written as labels with ``source: adjudication`` and ``role: adjudicator``;
 calibration takes it over the reviewers' labels. The adjudicator must give a reason and must

@@ -1,5 +1,5 @@
 """The web app: routes for the task list, reports, the comparison page, review and
-adjudication (issue 13 item 1). An edge: it reads and writes the task store.
+adjudication (docs/review.md). An edge: it reads and writes the task store.
 
 Every request opens the store anew and closes it, so rows another process commits show on the
 next reload, and every write (labels, claims) is one short SQLite transaction (WAL mode), so a

@@ -1,6 +1,6 @@
 """What the review pages show of one row, built from the stored row and the task's rubric
-snapshot (issue 13 "For each row: the dialogue with numbered turns and tool calls, the judge's
-intent, score, caps, explanation and referenceBasis with each rule's text"). Pure.
+snapshot (docs/review.md: the dialogue with numbered turns and tool calls, the judge's
+intent, score, caps, explanation and referenceBasis with each rule's text). Pure.
 
 The judge's side (:func:`judge_view`) is built separately from the rest, so a blind page simply
 never receives it: the verdict cannot leak into its HTML.

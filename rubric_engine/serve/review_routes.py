@@ -1,9 +1,9 @@
-"""The review routes: the queue, a row's review form and a row's page (issue 13).
+"""The review routes: the queue, a row's review form and a row's page (docs/review.md).
 
 A review page is built from the stored row and the task's own rubric snapshot. In blind mode
 the judge's verdict is not passed to the template at all; it is shown on the row's page after
-the reviewer has answered. Each answer is written as labels of the calibration issue's label
-model through :func:`rubric_engine.labels.store.append_labels` (append-only; an edit supersedes).
+the reviewer has answered. Each answer is written as labels (docs/calibration.md) through
+:func:`rubric_engine.labels.store.append_labels` (append-only; an edit supersedes).
 """
 
 from __future__ import annotations

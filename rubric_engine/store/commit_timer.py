@@ -1,4 +1,4 @@
-"""Commit finished rows on a clock, independent of later rows finishing (issue 14).
+"""Commit finished rows on a clock, independent of later rows finishing (docs/judges.md).
 
 :meth:`rubric_engine.store.task_store.TaskStore.add_row` commits every N rows, or when a row
 arrives more

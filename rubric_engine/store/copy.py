@@ -1,4 +1,5 @@
-"""``rubric-eval store migrate``: copy a whole store into another (issue 16, SQLite → PostgreSQL).
+"""``rubric-eval store migrate``: copy a whole store into another (SQLite → PostgreSQL;
+docs/stores.md).
 
 Everything a report is rebuilt from is copied as stored — tasks, rows (with raw judge replies),
 rubric versions, work items, and any other table both stores know (e.g. review ``labels``) —

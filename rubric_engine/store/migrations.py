@@ -1,6 +1,6 @@
 """One ordered list of small, named migrations, applied in order and recorded in the store.
 
-The same list serves both backends (the simonw/llm ``migrations.py`` pattern, STYLE.md): each
+The same list serves both backends (the simonw/llm ``migrations.py`` pattern): each
 migration is a function of the backend that runs a few statements; :func:`migrate` applies the
 ones a store has not recorded, in list order, in one serialized write, and records each by name
 in ``migrations``. ``meta.schema`` keeps the number of migrations applied, which is what
@@ -115,7 +115,7 @@ def m002_rubric_versions(db: Backend) -> None:
 
 
 def m003_work_items(db: Backend) -> None:
-    """Rows of a ``--workers-only`` task waiting for ``rubric-eval work`` (issue 16).
+    """Rows of a ``--workers-only`` task waiting for ``rubric-eval work`` (docs/stores.md).
 
     ``token`` is the fencing token (+1 at every claim); ``lease_until`` is in seconds since the
     epoch by the database's clock; ``claims`` counts how often the row was handed out.
@@ -160,7 +160,7 @@ def _append_only(db: Backend, table: str, refusal: str) -> None:
 
 
 def m004_labels(db: Backend) -> None:
-    """Human (or other judges') labels per row and requirement, append-only (issue 12, SPEC §12).
+    """Human (or other judges') labels per row and requirement, append-only (docs/calibration.md).
 
     ``seq`` is the insertion order; ``label`` holds the whole label as JSON, the other columns
     are for queries. An edit is a new label whose ``supersedes`` names the old one.
@@ -191,7 +191,7 @@ def m004_labels(db: Backend) -> None:
 
 
 def m005_calibrations(db: Backend) -> None:
-    """Calibration records, pinned to rubric hash, prompt hash, model and parameters (issue 12)."""
+    """Calibration records, pinned to rubric hash, prompt hash, model and parameters."""
     _ddl(
         db,
         """
@@ -221,7 +221,7 @@ def m005_calibrations(db: Backend) -> None:
 
 
 def m006_review_claims(db: Backend) -> None:
-    """Claims on rows under review in ``rubric-eval serve`` (issue 13): one live claim a row."""
+    """Claims on rows under review in ``rubric-eval serve`` (docs/review.md): one live each."""
     _ddl(
         db,
         """
@@ -237,7 +237,7 @@ def m006_review_claims(db: Backend) -> None:
 
 
 def m007_batch_ledger(db: Backend) -> None:
-    """Batch mode's ledger (issue 15): every provider batch of a task and every request in it,
+    """Batch mode's ledger (docs/batch.md): every provider batch of a task and every request in it,
     written before and after each step so a resumed run never submits twice
     (:mod:`rubric_engine.batch.ledger`)."""
     _ddl(
@@ -275,8 +275,8 @@ def m007_batch_ledger(db: Backend) -> None:
 
 
 def m008_cached_tokens(db: Backend) -> None:
-    """Each row's prompt tokens read from and written to the provider's prompt cache (issue
-    18; :mod:`rubric_engine.judge.usage`); rows stored before count 0 of each. Like every
+    """Each row's prompt tokens read from and written to the provider's prompt cache
+    (:mod:`rubric_engine.judge.usage`); rows stored before count 0 of each. Like every
     migration it adds only what is missing (a store without a ``migrations`` record runs them
     all again)."""
     have = {column[0] for column in db.execute("SELECT * FROM rows WHERE 1=0").description}

@@ -1,4 +1,4 @@
-"""The PostgreSQL backend (issue 16): a team store on psycopg 3 and its connection pool.
+"""The PostgreSQL backend (docs/stores.md): a team store on psycopg 3 and its connection pool.
 
 psycopg is an optional dependency (``pip install 'rubric-engine[postgres]'``), imported only
 when a ``postgresql://`` store is opened. One pool per URL and process hands out connections:

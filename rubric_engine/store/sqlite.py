@@ -18,13 +18,13 @@ from rubric_engine.store.location import folder_given
 #: dialogue and raw replies) overflows SQLite's default 4 KB page into a chain of pages; in
 #: 32 KB pages several rows share one: writing 20k replayed rows cost ~2 µs a row less CPU,
 #: reading them back ~0.5 µs less, for a file of the same size (16 KB: less gained, a file
-#: 14 % bigger; 64 KB: slower again). Issue 18, measured standalone and in the 20k replay
+#: 14 % bigger; 64 KB: slower again), measured standalone and in the 20k replay
 #: (-3 to -4 µs a row). A store made before keeps its own size (WAL cannot change it).
 NEW_STORE_PAGE_SIZE = 32768
 #: SQLite's page cache per connection, KiB (its default is 2000). With 32 KB pages the
 #: default cache raised a 100k-row replay's peak memory by ~14 MB (71 -> 85 MB, in the C
 #: heap; 20k rows 66 -> 79.5), with 1000 KiB it stays at the 4 KB pages' level (70 MB)
-#: and keeps the CPU saved; reads of a store a row at a time need few pages (issue 18)
+#: and keeps the CPU saved; reads of a store a row at a time need few pages
 PAGE_CACHE_KIB = 1000
 #: WAL pages past which the checkpoint thread copies the WAL into the store file: SQLite's
 #: own default auto-checkpoint threshold (``SQLITE_DEFAULT_WAL_AUTOCHECKPOINT``)
@@ -166,7 +166,7 @@ class Checkpointer:
     In WAL mode a commit only appends to ``NAME-wal``; a *checkpoint* copies those pages into
     the store file and syncs both (``synchronous=NORMAL``), which the committing connection
     otherwise does itself every 1000 pages, waiting on the disk. In a replay those waits were
-    ~5 % of the wall time (20 ``fdatasync`` of ~10 ms each per 20k rows; issue 18). SQLite's
+    ~5 % of the wall time (20 ``fdatasync`` of ~10 ms each per 20k rows). SQLite's
     WAL guide names this remedy: turn automatic checkpoints off (here: raise them to a
     backstop) and "run checkpoints … in a separate thread" (https://sqlite.org/wal.html,
     "Automatic Checkpoint"). The thread runs ``PRAGMA wal_checkpoint(PASSIVE)``, which never

@@ -1,4 +1,4 @@
-"""Task names and tags (issue 13 item 3): a task is referred to by its id, its name or a tag.
+"""Task names and tags (docs/commands.md): a task is referred to by its id, its name or a tag.
 
 ``score --name NAME --tag TAG …`` stores them in the task's ``extra`` JSON (``name``: text,
 ``tags``: a list of texts), so no column of the task table changes. Wherever a command takes a

@@ -1,4 +1,4 @@
-"""A task's lifecycle state, as stored and reported (SPEC §3).
+"""A task's lifecycle state, as stored and reported (docs/rubric-packs.md).
 
 A ``StrEnum``: stored and written to reports as its value, and equal to that string, so
 stores and reports written before the enum existed read the same.

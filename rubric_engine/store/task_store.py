@@ -1,4 +1,4 @@
-"""The task store: one SQLite file, or a PostgreSQL database (SPEC §3, issues "task store", 16).
+"""The task store: one SQLite file, or a PostgreSQL database (docs/rubric-packs.md, issues "task store", 16).
 
 A **task** keeps everything needed to rebuild its report without reading current files: the
 rubric key, version, status, full snapshot and content hash; the prompt version, hash and the
@@ -49,7 +49,7 @@ COMMIT_INTERVAL_S = 0.5
 #: ... or once this many rows wait, whichever comes first. The clock bounds what a kill can
 #: lose; the count only saves commits: on PostgreSQL (durable) a commit every 25 rows cost
 #: ~200 µs of wall time per row, every 250 about nothing; SQLite (WAL, NORMAL) does not notice
-#: (issue 18, measured with 5,000 rows on each)
+#: (measured with 5,000 rows on each)
 COMMIT_EVERY_ROWS = 250
 #: SQLite rows waiting for their commit are sent (not committed) in runs of this many: one
 #: ``executemany`` per run instead of a statement per row, without holding a whole commit
@@ -57,7 +57,7 @@ COMMIT_EVERY_ROWS = 250
 SEND_EVERY_ROWS = 32
 #: the row write: a resumed row replaces the one stored before (its columns are updated in
 #: place). One statement on both backends: SQLite's ``INSERT OR REPLACE`` did the same, and
-#: with foreign keys on it cost ~2.5 µs a row more in SQLite than this upsert (issue 18: a
+#: with foreign keys on it cost ~2.5 µs a row more in SQLite than this upsert (a
 #: REPLACE must be ready to delete the old row, and checks the keys for it)
 _UPSERT = (
     "INSERT INTO rows VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
@@ -158,7 +158,7 @@ class TaskRecord:
 
 @dataclass(frozen=True, slots=True)
 class StoredRow:
-    """One finished row as the store keeps it (slots: one is made per row, issue 18)."""
+    """One finished row as the store keeps it (slots: one is made per row)."""
 
     seq: int
     result: RowResult
@@ -309,7 +309,7 @@ class TaskStore:
         (transactions). Rows are sent in ``executemany`` runs, not a statement each: on
         PostgreSQL a commit's rows at the commit (a round trip per row cost more than the
         rest of a replayed row), on SQLite every :data:`SEND_EVERY_ROWS` rows and at the
-        commit (~10 µs a row less CPU in a replay, issue 18). A row not yet committed is lost
+        commit (~10 µs a row less CPU in a replay). A row not yet committed is lost
         by a kill whether it was sent or not. This store's own reads send the rows first, so
         it reads what it wrote.
         """
@@ -432,7 +432,7 @@ class TaskStore:
 
         Read ``page`` rows per query (by ``seq``, on the ``rows_by_seq`` index), so memory
         holds one page whatever the task's size: a PostgreSQL cursor keeps its whole result
-        client-side, and a streamed report (issue 18) must not hold every row."""
+        client-side, and a streamed report must not hold every row."""
         self._send()  # rows this store holds back until the commit first
         columns = "seq, row_id, result, calls, prompt_tokens, completion_tokens, cost_usd, "
         columns += "latency_ms, dialogue, cache_read_tokens, cache_creation_tokens"

@@ -1,4 +1,4 @@
-"""Budgets of a task shared by workers (issue 16): ``--max-calls`` / ``--max-cost`` per task.
+"""Budgets of a task shared by workers (docs/stores.md): ``--max-calls`` / ``--max-cost`` per task.
 
 The rule is the pipeline's (:class:`rubric_engine.engine.pipeline.Budget`), applied across every
 worker

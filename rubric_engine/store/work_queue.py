@@ -1,4 +1,4 @@
-"""Rows of one task shared by many workers: claim, lease, heartbeat, fenced write (issue 16).
+"""Rows of one task shared by many workers: claim, lease, heartbeat, fenced write (docs/stores.md).
 
 The ``work_items`` table (migration ``m003_work_items``) holds one item per input row of a
 ``score --workers-only`` task: the row's dialogue, its state (PENDING → CLAIMED → DONE), the

@@ -1,4 +1,4 @@
-"""The seed-004 C.9 release checklist: one line per check, with its figure and threshold.
+"""The release checklist (docs/ci.md): one line per check, with its figure and threshold.
 
 Pure: builds lines from reports already read. :mod:`rubric_engine.suite.run` reads the store.
 """
@@ -12,7 +12,7 @@ from typing import Any
 from rubric_engine.report.gate import GateCheck, Threshold, check_complete, check_threshold
 from rubric_engine.report.model import Report
 
-#: the C.9 lines, in the seed's order ("发布前必查")
+#: the checklist's lines, in the order a release check reads them
 ITEMS = {
     "seed": "seed set: every case passes",
     "golden": "golden set: main metrics meet their thresholds",
@@ -32,7 +32,7 @@ class CheckLine:
     """One line of the checklist (and one JUnit testcase).
 
     Attributes:
-        item: the C.9 line it belongs to (a key of :data:`ITEMS`, or ``<tier> set``).
+        item: the checklist line it belongs to (a key of :data:`ITEMS`, or ``<tier> set``).
         name: the testcase name, ``<dataset>: <threshold>``.
         figure: the measured value as shown, ``"—"`` when there is none.
         threshold: what it must meet.
@@ -104,6 +104,6 @@ def confusion_lines(dataset: str, report: Report, bounds: Sequence[Any]) -> list
 
 
 def ordered(lines: Sequence[CheckLine]) -> list[CheckLine]:
-    """Lines in the seed's order of items, then any other tier's; stable within an item."""
+    """Lines in the checklist's order of items, then any other tier's; stable within an item."""
     rank = {key: i for i, key in enumerate(ITEMS)}
     return sorted(lines, key=lambda line: rank.get(line.item, len(rank)))

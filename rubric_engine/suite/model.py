@@ -1,8 +1,8 @@
 """The eval suite file (``rubric-eval.yaml``): every dataset of a release check and its gates.
 
-Seed 004 C.1 names the tiers (seed, golden, adversarial, production; seed 000's
-``dataset_role`` values are accepted too) and C.9 the release checklist that ``rubric-eval ci``
-prints: the seed set all passes, the golden set meets its thresholds, the adversarial set
+The tiers are seed, golden, adversarial and production (an eval case's ``dataset_role``
+values are accepted too); the release checklist that ``rubric-eval ci`` prints (docs/ci.md)
+says: the seed set all passes, the golden set meets its thresholds, the adversarial set
 refuses at least 90%, cost within budget, latency within its SLO, every slice passes, no
 regression against the last version. A tier's default thresholds (:data:`TIER_DEFAULTS`)
 encode those lines; a dataset's own ``thresholds`` replace them. Thresholds are gate metrics
@@ -20,11 +20,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-#: seed 004 C.1 tiers, then the seed-000 ``dataset_role`` values not already among them
+#: the suite's tiers, then the eval cases' ``dataset_role`` values not already among them
 Tier = Literal["seed", "golden", "adversarial", "production", "regression", "hard_case", "red_team"]
 TIERS: tuple[str, ...] = Tier.__args__  # type: ignore[attr-defined]
 
-#: what a tier must meet when its dataset lists no thresholds (seed 004 C.9)
+#: what a tier must meet when its dataset lists no thresholds (docs/ci.md)
 TIER_DEFAULTS: dict[str, tuple[str, ...]] = {
     # "Seed 集每条都过": every row passes, and none is left unscored
     "seed": ("passRate==1", "judgeErrors==0"),
@@ -84,7 +84,7 @@ class Dataset(_SuiteModel):
 
 
 class CostlyConfusion(_SuiteModel):
-    """Seed 004 C.4: a routing mistake that costs more than the others, bounded on its own."""
+    """A routing mistake that costs more than the others, bounded on its own."""
 
     expected: str = Field(min_length=1)
     predicted: str = Field(min_length=1)
@@ -92,14 +92,14 @@ class CostlyConfusion(_SuiteModel):
 
 
 class Budget(_SuiteModel):
-    """Seed 004 C.9 "成本指标 ≤ 预算", summed over every dataset of the run."""
+    """The judge's cost within budget, summed over every dataset of the run."""
 
     cost_usd: float | None = Field(None, gt=0)
     total_tokens: int | None = Field(None, gt=0)
 
 
 class LatencySlo(_SuiteModel):
-    """Seed 004 C.9 "延迟指标 ≤ SLO": the agent's own duration (trace ``durationMs``)."""
+    """Latency within its SLO: the agent's own duration (trace ``durationMs``)."""
 
     percentile: float = Field(95, gt=0, le=100)
     max_ms: float = Field(gt=0)

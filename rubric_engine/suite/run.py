@@ -2,7 +2,7 @@
 
 The edge of the suite package: it publishes the suite's packs, scores each dataset through
 :func:`rubric_engine.engine.score`, reads each task back with exact figures, builds the
-seed-004 C.9 checklist (:mod:`rubric_engine.suite.checklist`) and records the run in
+release checklist (:mod:`rubric_engine.suite.checklist`) and records the run in
 ``suite-runs.jsonl`` beside the store, which is where "the last run of this suite on the main
 branch" is found next time (keep the store's folder as the CI artifact).
 """
@@ -38,7 +38,7 @@ HISTORY = "suite-runs.jsonl"
 
 @dataclass
 class SuiteResult:
-    """A ``ci`` run: the task of each dataset and the checklist lines in C.9 order."""
+    """A ``ci`` run: the task of each dataset and the checklist lines in order."""
 
     suite: str
     tasks: dict[str, str]

@@ -1,4 +1,4 @@
-"""A throwaway PostgreSQL cluster for tests and benchmarks (issue 16).
+"""A throwaway PostgreSQL cluster for tests and benchmarks (on its own unix socket).
 
 ``initdb`` in a temporary folder, a server that listens on a unix socket in that folder only
 (no TCP port, so parallel runs on one machine never collide), torn down with its folder

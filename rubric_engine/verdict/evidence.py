@@ -1,4 +1,5 @@
-"""The ``judge_v3`` verdict: evidence turns for each unmet or partial requirement (issue 13 item 2).
+"""The ``judge_v3`` verdict: evidence turns for each unmet or partial requirement
+(docs/protocol.md §4).
 
 A ``judge_v3`` judge adds one field to the verdict of :mod:`rubric_engine.verdict.model`::
 

@@ -1,6 +1,6 @@
-"""The judge's structured verdict and how its values are cleaned and enforced (SPEC §4).
+"""The judge's structured verdict and how its values are cleaned and enforced (docs/protocol.md §5).
 
-The judge returns only what is informative (seed 003 §七)::
+The judge returns only what is informative (docs/protocol.md §4)::
 
     {rowId, intentKey, score, redFlagTypes[], scoreExplanation,
      unmetRequirementIds[], partialRequirementIds[], questionsCheck, questionsIssues[]}
@@ -18,7 +18,7 @@ caller (:func:`rubric_engine.verdict.parse.parse_reply`)::
 
 ``cleanups`` is optional: when present, every clean-up a validator applies to a judge value
 (an ID, intent key, red-flag type, rowId or questionsCheck) is appended to it as a counted row
-warning (SPEC §4 "every clean-up is a counted warning"), one per kind of change:
+warning (docs/protocol.md §5 "every clean-up is a counted warning"), one per kind of change:
 
 - ``" REFUND "`` → ``REFUND``: ``JUDGE_VALUE_TRIMMED``
 - ``"refund"`` → ``REFUND``: ``JUDGE_VALUE_RECASED``

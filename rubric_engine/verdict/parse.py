@@ -1,4 +1,5 @@
-"""One provider reply → a validated verdict or a typed parse failure with its reason (SPEC §4).
+"""One provider reply → a validated verdict or a typed parse failure with its reason
+(docs/protocol.md §5).
 
 :func:`parse_reply` is the only place a judge's answer is read. The live, record and replay
 judges call it on every response (the raw OpenAI chat-completion wire dict, exactly as

@@ -1,4 +1,5 @@
-"""Find the judge's JSON verdict in one reply text, or say exactly why there is none (SPEC §4).
+"""Find the judge's JSON verdict in one reply text, or say exactly why there is none
+(docs/protocol.md §5).
 
 Judges wrap their verdict: in Markdown code fences, after prose, after a reasoning block
 (``<think>…</think>``, sometimes with only the closing tag when the opening one was in the
@@ -255,7 +256,7 @@ _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 def _not_text(text: str) -> ReplyProblem | None:
     """A problem when ``text`` holds a lone surrogate (half of a UTF-16 pair, U+D800 to
     U+DFFF alone): no UTF-8 text holds one, so a verdict with one could be neither stored
-    nor shown (issue 18's newcomer: a whole run stopped on it)."""
+    nor shown (a whole run once stopped on it)."""
     at = lone_surrogate_at(text)
     if at is None:
         return None

@@ -1,4 +1,4 @@
-"""Write ``authored`` cassettes from hand-written verdicts (SPEC §10).
+"""Write ``authored`` cassettes from hand-written verdicts (docs/judges.md).
 
 An authored verdict is a person's (or model's) careful judgment of one dialogue under one
 rubric. This module wraps each verdict in the provider's wire format (an OpenAI

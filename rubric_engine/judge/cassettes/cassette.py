@@ -1,4 +1,4 @@
-"""Cassettes: recorded or authored judge responses for offline runs (SPEC §10).
+"""Cassettes: recorded or authored judge responses for offline runs (docs/judges.md).
 
 A cassette is a JSONL file; each line is one entry for one judged row::
 
@@ -278,7 +278,7 @@ def _entry_problem(obj: Any) -> str | None:
     if kind not in _REQUIRED_PROVENANCE:
         return (
             "provenance.kind must be 'recorded' or 'authored'; every cassette says "
-            "where its responses came from (SPEC §10). Record the row again with --mode record, "
+            "where its responses came from (docs/judges.md). Record the row again with --mode record, "
             "or write hand judgments with `rubric-eval cassette author`"
         )
     assert isinstance(prov, dict)

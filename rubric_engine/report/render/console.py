@@ -135,7 +135,7 @@ def _kind_order(item: tuple[str | None, int]) -> str:
 
 
 def _print_rules(rules: RulesSection, console: Console) -> None:
-    """Seed 001's summary: pass rate, verdicts, averages, then each failed case's checks."""
+    """The diagnosis summary: pass rate, verdicts, averages, then each failed case's checks."""
     verdicts = ", ".join(f"{v} {n}" for v, n in rules.verdict_distribution.items())
     duration = rules.average_duration_ms
     console.print(

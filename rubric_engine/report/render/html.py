@@ -1,8 +1,8 @@
-"""The HTML report: one self-contained file to share (SPEC §9, issue 5).
+"""The HTML report: one self-contained file to share (docs/reports.md).
 
 Everything is inline (CSS, a few lines of JavaScript, SVG charts drawn here), and a Content
 Security Policy forbids any fetch, so the file opens offline and never calls out. Order: the
-red-flag bucket first (seed 003 §四: red lines sit on top even when rare), then totals, charts
+red-flag bucket first (red lines sit on top even when rare), then totals, charts
 (score distribution, per intent, per-requirement compliance), issue clusters, slices,
 requirements, errors and usage, and a drill-down per row (dialogue, referenceBasis, the judge's
 explanation, what capped the score). Rendered with jinja2 (autoescaped) from the typed report
@@ -226,7 +226,7 @@ def _row_links(
     """A cluster's rows as the page lists them, ``<a href="#anchor">rowId</a>`` joined by
     ``", "``: the text the template's loop gave (``{{ anchors[rid] }}``, escaped; a rowId
     without a drill-down anchor links to ``#``, as jinja's undefined renders), joined here
-    :data:`LINKS_PER_CHUNK` at a time because every low row is listed (issue 18: the loop was
+    :data:`LINKS_PER_CHUNK` at a time because every low row is listed (the template's loop was
     most of the page's time), and given in those chunks so a cluster of every row is never
     held whole."""
     links: list[str] = []

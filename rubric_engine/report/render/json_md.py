@@ -301,7 +301,7 @@ def _clusters(clusters: tuple[IssueCluster, ...]) -> list[str]:
 
 
 def _rules_section(rules: RulesSection) -> list[str]:
-    """Seed 001's report: pass rate, verdicts, and each failed case's failedChecks."""
+    """The diagnosis report: pass rate, verdicts, and each failed case's failedChecks."""
     verdicts = ", ".join(f"{v} {n}" for v, n in rules.verdict_distribution.items())
     out = [
         "## Rule checks",

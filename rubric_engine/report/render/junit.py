@@ -1,4 +1,4 @@
-"""JUnit XML for gate results, the format CI systems show as test results (seed 004 C.2).
+"""JUnit XML for gate results, the format CI systems show as test results (docs/ci.md).
 
 One ``<testsuite>`` per gate run; one ``<testcase>`` per check, named by the check (the threshold
 as written, or ``noRegression: case medgpt-3 finalScore``); a failed check carries a

@@ -1,4 +1,4 @@
-"""Where report files go: checked before any judge call, written atomically (issue 14).
+"""Where report files go: checked before any judge call, written atomically.
 
 A report folder given as an existing file, ``/dev/null`` or a folder holding a *folder* named
 like a report file used to end in a traceback after every judge call was paid for. These
@@ -70,7 +70,7 @@ def check_output_file(path: Path, flag: str = "--out") -> None:
 
 
 #: bytes buffered before each write to the file: report files run to tens of MB (rows.jsonl
-#: ~2.7 KB a row), and 1 MiB writes took a fifth less CPU than the default 8 KiB (issue 18)
+#: ~2.7 KB a row), and 1 MiB writes took a fifth less CPU than the default 8 KiB
 WRITE_BUFFER = 1 << 20
 
 

@@ -1,4 +1,4 @@
-"""Seed 000 eval cases (§12.10 general schema, §12.11 specialist fields) as dialogue rows.
+"""Eval cases (the general schema and its specialist fields, docs/cases.md) as dialogue rows.
 
 A case says what is tested; the agent's run (``messages``, or ``output``) sits next to it in
 the same object. Identity, judgement and governance fields are validated here
@@ -12,7 +12,7 @@ the same object. Identity, judgement and governance fields are validated here
   ``expected_tool_sequence`` + ``expected_args`` (tool calls in that order, other calls
   allowed, arguments by inclusion), ``gold_evidence`` entries with ``required: true``
   (the document is retrieved);
-* every other case field → the row's metadata (snake_case, as the seed spells it), with
+* every other case field → the row's metadata (snake_case, as the case spells it), with
   ``metadata``'s own fields (``dataset_role``, ``tags``, ``owner``, ``review_status``,
   ``usage_rights_status``) merged in.
 
@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from rubric_engine.cases.run import CONVERSATION_KEYS, run_fields
 from rubric_engine.dialogue.errors import RowShapeError
 
-#: a row object is a seed-000 case when it has both identity fields
+#: a row object is an eval case when it has both identity fields
 MARKER_KEYS = ("case_id", "case_version")
 RUN_KEYS = (
     *CONVERSATION_KEYS,
@@ -71,7 +71,7 @@ class Difficulty(StrEnum):
 
 
 class DatasetRole(StrEnum):
-    """§12.10 "Golden、Regression、Hard Case 或 Red Team 等"; seed 004 C.1 adds seed/production."""
+    """Golden, regression, hard case or red team; the suite's tiers add seed and production."""
 
     SEED = "seed"
     GOLDEN = "golden"
@@ -83,7 +83,7 @@ class DatasetRole(StrEnum):
 
 
 class ReviewStatus(StrEnum):
-    """§12.9.6 ``review_result``, plus ``pending`` for a case not reviewed yet."""
+    """The case review's ``review_result``, plus ``pending`` for a case not reviewed yet."""
 
     PENDING = "pending"
     APPROVED = "approved"
@@ -96,7 +96,7 @@ class _Case(BaseModel):
 
 
 class CaseMetadata(_Case):
-    """§12.10: ``metadata`` holds at least these; other keys are kept."""
+    """``metadata`` holds at least these; other keys are kept."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
 
@@ -118,7 +118,7 @@ class CaseMetadata(_Case):
 
 
 class EvalCase(_Case):
-    """One eval case (seed 000 §12.10; specialist fields of §12.11 optional).
+    """One eval case (docs/cases.md; the specialist fields optional).
 
     Required: identity (``case_id``, ``case_version``, ``dataset_id``, ``dataset_version``),
     classification (``title``, ``scenario``, ``user_task``, ``ability_tags``, ``risk_level``
@@ -146,17 +146,17 @@ class EvalCase(_Case):
     rubric: str | dict[str, Any] | list[Any]
     evaluator_config: dict[str, Any]
     metadata: CaseMetadata
-    # §12.4 LLM case
+    # an LLM case
     reference: Any = None
     constraints: dict[str, Any] | None = None
     generation_config: dict[str, Any] | None = None
-    # §12.5 RAG case
+    # a RAG case
     gold_evidence: tuple[dict[str, Any], ...] = ()
     environment_requirements: dict[str, Any] | None = None
     context_policy: str | None = None
     citation_requirement: str | None = None
     evaluation_metrics: tuple[str, ...] = ()
-    # §12.6 Tool case
+    # a tool case
     user_goal: str | None = None
     state: dict[str, Any] | None = None
     available_tools: tuple[str, ...] = ()
@@ -166,7 +166,7 @@ class EvalCase(_Case):
     expected_args: dict[str, dict[str, Any]] | None = None
     expected_result_usage: Any = None
     side_effect_policy: dict[str, Any] | None = None
-    # §12.7 Agent case
+    # an agent case
     goal: str | None = None
     initial_state: dict[str, Any] | None = None
     interaction: Any = None
@@ -175,7 +175,7 @@ class EvalCase(_Case):
     failure_criteria: tuple[str, ...] = ()
     safety_constraints: Any = None
     final_state_check: Any = None
-    # §12.8 business application case
+    # a business application case
     business_scenario: str | None = None
     user_journey: Any = None
     sop: Any = None
@@ -195,7 +195,7 @@ class EvalCase(_Case):
         return _canonical(value, Difficulty)
 
 
-def is_seed000(obj: Any) -> bool:
+def is_eval_case(obj: Any) -> bool:
     return isinstance(obj, dict) and all(k in obj for k in MARKER_KEYS)
 
 
@@ -243,8 +243,8 @@ def _rule_checks(case: EvalCase) -> list[Any]:
     return checks
 
 
-def seed000_row(obj: dict[str, Any]) -> dict[str, Any]:
-    """Map a seed-000 case plus its run to a row object.
+def eval_case_row(obj: dict[str, Any]) -> dict[str, Any]:
+    """Map an eval case plus its run to a row object.
 
     Raises:
         pydantic.ValidationError: a case field is missing or invalid (names the field and,
@@ -253,7 +253,7 @@ def seed000_row(obj: dict[str, Any]) -> dict[str, Any]:
             or ``output``).
     """
     case = EvalCase.model_validate({k: v for k, v in obj.items() if k not in RUN_KEYS})
-    fields = run_fields(obj, case.input, "seed-000 case")
+    fields = run_fields(obj, case.input, "eval case")
     metadata = case.model_dump(
         mode="json",
         exclude={

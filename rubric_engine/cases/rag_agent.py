@@ -1,4 +1,4 @@
-"""Seed 004 eval rows ``{id, category, input, expected, metadata}`` (RAG and agent templates).
+"""RAG/agent rows ``{id, category, input, expected, metadata}`` (docs/cases.md).
 
 The row describes the test; the agent's run sits next to it: ``output`` (the answer, or
 ``{answer, retrieved_docs}``) or ``messages``, and an optional ``trace`` (tool calls,
@@ -7,7 +7,7 @@ The row describes the test; the agent's run sits next to it: ``output`` (the ans
 =======================  ==================================================================
 ``expected`` key         check
 =======================  ==================================================================
-``must_contain_keywords``  ``must_contain`` (every keyword, as in the seed's ``all(...)``)
+``must_contain_keywords``  ``must_contain`` (every keyword must appear)
 ``must_not_contain``       ``must_not_contain``
 ``reference_doc_id``       ``reference_document``
 ``tool_calls``             ``tool_sequence`` mode ``subset``: each ``{tool,
@@ -49,7 +49,7 @@ _CHECK_KEYS = (
 )
 
 
-def is_seed004(obj: Any) -> bool:
+def is_rag_agent_row(obj: Any) -> bool:
     return (
         isinstance(obj, dict)
         and isinstance(obj.get("expected"), dict)
@@ -128,14 +128,14 @@ def _checks(expected: dict[str, Any]) -> list[Any]:
     return checks + extra
 
 
-def seed004_row(obj: dict[str, Any]) -> dict[str, Any]:
-    """Map a seed-004 row plus its run to a row object.
+def rag_agent_row(obj: dict[str, Any]) -> dict[str, Any]:
+    """Map a RAG/agent row plus its run to a row object.
 
     Raises:
         RowShapeError: an unknown ``expected`` key, a malformed tool call, or no run.
     """
     expected: dict[str, Any] = obj["expected"]
-    fields = run_fields(obj, obj["input"], "seed-004 row")
+    fields = run_fields(obj, obj["input"], "RAG/agent row")
     reference = {k: expected[k] for k in _REFERENCE_KEYS if k in expected}
     metadata = dict(obj.get("metadata") or {})
     metadata.setdefault("category", obj.get("category"))
