@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,13 +18,16 @@ from rubric_engine.engine import ScoreOptions, score
 from tests.conftest import CASES, CASSETTES, RUBRICS
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-#: a test that opens a page in headless Chromium: marked ``browser``, skipped without it
-needs_chromium = pytest.mark.browser(
-    pytest.mark.skipif(
-        CHROMIUM is None,
-        reason="chromium is not installed (Debian: apt-get install chromium; .ci/run installs it)",
-    )
+_without_chromium = pytest.mark.skipif(
+    CHROMIUM is None,
+    reason="chromium is not installed (Debian: apt-get install chromium; .ci/run installs it)",
 )
+
+
+def needs_chromium(test: Any) -> Any:
+    """A test that opens a page in headless Chromium: marked ``browser``, skipped without it."""
+    return pytest.mark.browser(_without_chromium(test))
+
 
 #: Injected first in <head>: records every error the page raises, then measures what rendered and
 #: writes it into the DOM, which ``--dump-dom`` prints.
