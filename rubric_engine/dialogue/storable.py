@@ -1,4 +1,4 @@
-"""Is a row's data storable? Checked at input validation, before any judge call (docs/inputs.md, §11).
+"""Is a row's data storable? Checked at input validation, before any judge call (docs/inputs.md).
 
 A row is stored as JSON (the task store keeps the dialogue beside its result) and shown in
 reports. These kinds of value pass JSON decoding and pydantic but fail later, after the judge

@@ -61,7 +61,8 @@ def row_result(
         error: why the judge gave no answer; ignored when ``verdict`` is given.
         warnings: raised before this step (re-asks, the judge's clean-ups of its values);
             kept on a SCORED or JUDGE_ERROR row. A CHECKED row has no judge, so none.
-            Every row starts with its malformed thinking markers (docs/protocol.md §12), worked out here.
+            Every row starts with its malformed thinking markers (docs/protocol.md §12),
+            worked out here.
 
     Returns:
         ``SCORED`` with a verdict, ``JUDGE_ERROR`` with only an error, ``CHECKED`` with neither.

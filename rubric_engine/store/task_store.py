@@ -1,4 +1,4 @@
-"""The task store: one SQLite file, or a PostgreSQL database (docs/rubric-packs.md, issues "task store", 16).
+"""The task store: one SQLite file, or a PostgreSQL database (docs/stores.md).
 
 A **task** keeps everything needed to rebuild its report without reading current files: the
 rubric key, version, status, full snapshot and content hash; the prompt version, hash and the

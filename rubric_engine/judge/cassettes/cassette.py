@@ -278,8 +278,8 @@ def _entry_problem(obj: Any) -> str | None:
     if kind not in _REQUIRED_PROVENANCE:
         return (
             "provenance.kind must be 'recorded' or 'authored'; every cassette says "
-            "where its responses came from (docs/judges.md). Record the row again with --mode record, "
-            "or write hand judgments with `rubric-eval cassette author`"
+            "where its responses came from (docs/judges.md). Record the row again with "
+            "--mode record, or write hand judgments with `rubric-eval cassette author`"
         )
     assert isinstance(prov, dict)
     required = _REQUIRED_PROVENANCE[kind]
