@@ -53,7 +53,7 @@ class UnmetSet(_Wire):
 
 
 class ActionItem(_Wire):
-    """One cluster of low rows as a schedulable action (seed 003's closing step).
+    """One cluster of low rows as a schedulable action (docs/actions.md).
 
     Attributes:
         key: ``lead|intent|field=value…``: what identifies the cluster in any task.
