@@ -103,7 +103,7 @@ def _scratch(folder: Path) -> dict[str, str]:
     env.update(
         PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
         HOME=str(folder),
-        COLUMNS="100",  # rich's width when stdout is not a terminal
+        COLUMNS="80",  # what rich prints to a pipe (its width when stdout is not a terminal)
         TERM="dumb",
         NO_COLOR="1",
         PYTHONIOENCODING="utf-8",
