@@ -216,3 +216,18 @@ def test_a_command_whose_output_differs_from_the_page_fails(tmp_path: Path) -> N
     checker = doctest.OutputChecker()
     assert checker.check_output("task ... · mean score 1.69\n", got, FLAGS)
     assert not checker.check_output("task ... · mean score 1.70\n", got, FLAGS)
+
+
+def test_no_page_hides_a_shell_example_the_test_would_not_run() -> None:
+    # a ```bash (or sh, shell) block is not run by the page test: only README's two set-up
+    # commands may use it (CI runs those); anything else runnable is a ```console block
+    found = []
+    for page in [
+        ROOT / "README.md",
+        ROOT / "CONTRIBUTING.md",
+        *sorted((ROOT / "docs").glob("*.md")),
+    ]:
+        for n, line in enumerate(page.read_text(encoding="utf-8").splitlines(), start=1):
+            if line.strip() in ("```bash", "```sh", "```shell", "```zsh"):
+                found.append(f"{page.relative_to(ROOT)}:{n}")
+    assert found == ["README.md:14", "README.md:20"], found
