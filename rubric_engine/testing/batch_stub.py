@@ -126,6 +126,8 @@ class BatchStub(LoopbackHTTP):
         log_path: when given, each submission is appended there as one JSON line (for runs
             where the client is another process that a test kills).
         clock: seconds, monotonic; the states advance by it (a test may step it by hand).
+        faults: step (:func:`step_of`) -> HTTP status: every request of that step is refused
+            with it, the error quoting the request's path and headers.
     """
 
     def __init__(
@@ -137,8 +139,12 @@ class BatchStub(LoopbackHTTP):
         port: int = 0,
         log_path: Path | None = None,
         clock: Callable[[], float] = time.monotonic,
+        faults: dict[str, int] | None = None,
     ) -> None:
         self.responder = responder
+        #: step (:func:`step_of`) -> the HTTP status every request of that step is answered
+        #: with; the error quotes the request's path and headers, as some providers do
+        self.faults = dict(faults or {})
         self.clock = clock
         self.fate = fate
         self.delays = delays
@@ -173,6 +179,11 @@ class BatchStub(LoopbackHTTP):
                 url = urlsplit(self.path)
                 with stub._lock:
                     stub.requests.append((method, url.path))
+                fault = stub.faults.get(step_of(method, url.path))
+                if fault is not None:
+                    echo = f"refused (request to {self.path}; headers: {dict(self.headers.items())})"
+                    self._send(fault, json.dumps({"error": {"message": echo}}).encode(), None)
+                    return
                 status, payload = stub.handle(
                     method, url.path, parse_qs(url.query), self.headers.get("Content-Type"), raw
                 )
@@ -463,6 +474,19 @@ class BatchStub(LoopbackHTTP):
             "request_counts": dict(batch.counts),
             "metadata": batch.metadata,
         }
+
+
+def step_of(method: str, path: str) -> str:
+    """The batch step a request is: ``upload``, ``create``, ``retrieve``, ``cancel``, ``list``,
+    ``content``, ``file`` or ``chat`` (``BatchStub(faults=…)`` keys)."""
+    parts = [p for p in path.split("/") if p and p != "v1"]
+    if parts[:1] == ["files"]:
+        return "upload" if method == "POST" else "content" if parts[2:] == ["content"] else "file"
+    if parts[:1] == ["batches"]:
+        if len(parts) == 1:
+            return "create" if method == "POST" else "list"
+        return "cancel" if parts[2:] == ["cancel"] else "retrieve"
+    return "chat"
 
 
 def _missing(what: str, ident: str) -> tuple[int, dict[str, Any]]:

@@ -41,7 +41,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
@@ -49,6 +49,8 @@ from typing import Any
 from rubric_engine.testing.loopback_http import LoopbackHTTP
 
 _ROW_ID = re.compile(r"^rowId: (.+)$", re.MULTILINE)
+#: where a 200 reply with ``echo_request`` quotes the request (see :class:`StubReply`)
+ECHO = "@ECHO@"
 
 
 @dataclass
@@ -65,9 +67,11 @@ class StubReply:
         usage: token counts; estimated from lengths when omitted.
         refusal: the OpenAI ``message.refusal`` text of a model that declines to answer.
         drop: close the connection without answering (a dropped connection).
-        echo_request: an error reply quotes the URL path it was sent to and the
-            ``Authorization`` header, as some providers do ("Incorrect API key provided:
-            …"): for tests that no credential reaches what rubric-eval writes.
+        echo_request: the reply quotes the URL path it was sent to and every request header
+            (``Authorization`` included), as some providers do ("Incorrect API key provided:
+            …"): an error reply adds it to its message; a 200 reply puts it where its content
+            says :data:`ECHO` (JSON-escaped). For tests that no credential reaches what
+            rubric-eval writes.
         error_code: the OpenAI error ``code`` of a non-200 answer.
     """
 
@@ -258,14 +262,18 @@ class StubServer(LoopbackHTTP):
                     self.close_connection = True
                     self.connection.shutdown(socket.SHUT_RDWR)
                     return
+                echo = f"(request to {self.path}; headers: {dict(self.headers.items())})"
                 if reply.status != 200:
                     message = reply.content or "error"
                     if reply.echo_request:
-                        message += f" (request to {self.path}; Authorization: {auth})"
+                        message += f" {echo}"
                     self._send(
                         reply.status, stub.error_payload(message, reply.error_code), reply.headers
                     )
                     return
+                if reply.echo_request and reply.content:
+                    quoted = json.dumps(echo, ensure_ascii=False)[1:-1]
+                    reply = replace(reply, content=reply.content.replace(ECHO, quoted))
                 self._send(200, stub.answer(body, view, reply, arrived), reply.headers)
 
             def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str]) -> None:
