@@ -13,9 +13,15 @@ second event loop inside a running one).
 
 from __future__ import annotations
 
+import os
 from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+# litellm's import reads the first .env found walking up from its own folder (inside the
+# virtualenv: the project's, or any folder above it) unless LITELLM_MODE says otherwise; which
+# .env is read is rubric-eval's decision (docs/security.md), so litellm reads none
+os.environ.setdefault("LITELLM_MODE", "PRODUCTION")
 
 if TYPE_CHECKING:  # the real types for checkers; at run time each name loads on first use
     from rubric_engine.cases.eval_case import EvalCase

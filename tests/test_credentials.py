@@ -95,12 +95,15 @@ def test_sentinel_keys_reach_the_provider_but_nothing_rubric_eval_writes_or_prin
         assert live.returncode == 0, live.stderr.decode()
         # failed runs: a key in the URL's query (the provider quotes the path it was sent to)
         # and in its user:password@ part
+        failing["*"] = 404
         in_query = score("live", "failed", f"{server.base_url}?key={IN_QUERY}&api-version=1")
         assert in_query.returncode == 5, in_query.stderr.decode()
+        # user:password@ is HTTP Basic: refused beside the key of --api-key-env, saying why
         in_userinfo = score("live", "failed2", f"http://judge:{IN_USERINFO}@{host}")
-        assert in_userinfo.returncode == 5, in_userinfo.stderr.decode()
+        assert in_userinfo.returncode == 2, in_userinfo.stderr.decode()
+        assert b"one Authorization header carries one credential" in in_userinfo.stderr
         with TaskStore(store) as opened:
-            failed_task = opened.tasks()[-2].id
+            failed_task = opened.tasks()[-1].id
         failing.clear()
         refused = rubric_eval("score", "--resume", failed_task, "--store", store)
         outputs.extend((refused.stdout, refused.stderr))
@@ -122,7 +125,7 @@ def test_sentinel_keys_reach_the_provider_but_nothing_rubric_eval_writes_or_prin
     assert "[redacted]" in errors["medgpt-22"]["message"]
     with TaskStore(store) as opened:
         bases = [t.extra["run"]["apiBase"] for t in opened.tasks()]
-    assert bases[2:4] == [f"{server.base_url}?api-version=1", server.base_url]
+    assert bases[2:] == [f"{server.base_url}?key=[redacted]&api-version=[redacted]"]
     written = [p for p in work.rglob("*") if p.is_file()]
     assert {"s.sqlite", "report.json", "rows.jsonl"} <= {p.name for p in written}
     assert any(p.suffix == ".jsonl" and "cassettes" in p.parts for p in written)
@@ -134,12 +137,16 @@ def test_sentinel_keys_reach_the_provider_but_nothing_rubric_eval_writes_or_prin
 
 
 def test_a_base_url_is_stored_without_its_credentials() -> None:
-    from rubric_engine.judge.secrets import redact, strip_url_credentials, url_secrets
+    from rubric_engine.judge.secrets import masked_url, redact, url_secrets
 
     url = "https://u:p4ssw0rd@llm.example/v1?api-version=2024-06-01&api_key=k3y-value&sig=abc"
-    assert strip_url_credentials(url) == ("https://llm.example/v1?api-version=2024-06-01", True)
-    assert strip_url_credentials("http://127.0.0.1:8000/v1") == ("http://127.0.0.1:8000/v1", False)
-    assert set(url_secrets(url)) == {"u", "p4ssw0rd", "k3y-value", "abc"}
+    assert masked_url(url) == (
+        "https://llm.example/v1?api-version=[redacted]&api_key=[redacted]&sig=[redacted]",
+        True,
+    )
+    assert masked_url("http://127.0.0.1:8000/v1") == ("http://127.0.0.1:8000/v1", False)
+    # every query value is a secret: ?code= is as much a key as ?key=
+    assert set(url_secrets(url)) == {"u", "p4ssw0rd", "2024-06-01", "k3y-value", "abc"}
     # shapes are redacted even when the value was never known to rubric-eval
     assert redact(f"failed at {url}") == (
         "failed at https://[redacted]@llm.example/v1?api-version=2024-06-01"

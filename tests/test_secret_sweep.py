@@ -149,7 +149,7 @@ def test_no_sentinel_on_disk_or_in_any_output(tmp_path: Path) -> None:
     # and the replies that quoted them were kept, redacted
     rows = [json.loads(x) for x in (work / "live" / "rows.jsonl").read_text("utf-8").splitlines()]
     by_id = {r["rowId"]: r for r in rows}
-    assert "[redacted]" in by_id["medgpt-01"]["scoreExplanation"]
+    assert "[redacted]" in by_id["medgpt-1"]["scoreExplanation"]
     assert "Incorrect API key provided" in by_id["medgpt-22"]["error"]["message"]
     with TaskStore(store) as opened:
         bases = [t.extra["run"]["apiBase"] for t in opened.tasks()]

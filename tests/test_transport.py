@@ -169,13 +169,18 @@ def test_which_calls_are_sent_directly(monkeypatch: pytest.MonkeyPatch) -> None:
     assert azure.url == (
         "https://r.openai.azure.com/openai/deployments/dep/chat/completions?api-version=2024-10-21"
     )
-    # litellm's: other providers, options this module does not imitate, URLs with credentials
+    # litellm's: other providers, options this module does not imitate
     assert route_for("anthropic/claude-3-5-haiku", None, "k", {}) is None
     assert route_for("gpt-4o-mini", None, "k", {}) is None
     assert route_for("hosted_vllm/qwen", None, "k", {}) is None  # no --api-base
     assert route_for("openai/m", local, "k", {"organization": "o"}) is None
-    assert route_for("openai/m", "http://u:p@127.0.0.1:8000/v1", "k", {}) is None
-    assert route_for("openai/m", local + "?key=abc", "k", {}) is None
+    # a base URL's user:password@ is HTTP Basic, its query follows the path
+    basic = route_for("openai/m", "http://u:p@127.0.0.1:8000/v1", "k", {})
+    assert basic is not None and basic.url == f"{local}/chat/completions"
+    assert basic.headers["Authorization"] == "Basic dTpw"
+    query = route_for("openai/m", local + "?code=abc&x=1", "k", {})
+    assert query is not None and query.url == f"{local}/chat/completions?code=abc&x=1"
+    assert route_for("azure/dep", "https://r.openai.azure.com?code=abc", "k", {}) is None
     assert route_for("azure/dep", "https://r.openai.azure.com", None, {}) is None  # no key
     monkeypatch.setenv("OPENAI_ORG_ID", "org-1")  # the SDK would add its header
     assert route_for("openai/gpt-4o-mini", None, "sk-x", {}) is None
@@ -334,7 +339,8 @@ def test_keys_never_reach_an_error_text(monkeypatch: pytest.MonkeyPatch) -> None
         answer = asyncio.run(
             LiveBackend(settings).complete(kwargs, request, CallKey.of(kwargs, request), 0)
         )
-    assert answer.failure is not None and "Authorization: Bearer [redacted]" in answer.failure[1]
+    assert answer.failure is not None
+    assert "'Authorization': 'Bearer [redacted]'" in answer.failure[1]
     assert "abcdef123456" not in answer.failure[1]
 
 

@@ -1,4 +1,4 @@
-"""Submit and poll provider batches through litellm's batch functions (docs/batch.md).
+"""Submit and poll provider batches through litellm's batch functions (issue 15).
 
 litellm has ``acreate_file``, ``acreate_batch``, ``aretrieve_batch``, ``acancel_batch``,
 ``alist_batches`` and ``afile_content`` (openai, azure, vertex_ai, bedrock, hosted_vllm …)
@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO, TypeVar
 
 from rubric_engine.batch.lines import ENDPOINT
-from rubric_engine.engine.pipeline import AUTH_REFUSED, CredentialsRefused
+from rubric_engine.engine.pipeline import AUTH_REFUSED, BatchStepFailed, CredentialsRefused
 from rubric_engine.judge.backends import LiveSettings, describe_error, import_litellm
 from rubric_engine.judge.retry import RetryPolicy, status_of
-from rubric_engine.judge.secrets import redact, url_secrets
+from rubric_engine.judge.secrets import redact
 
 T = TypeVar("T")
 
@@ -74,29 +74,37 @@ class BatchClient:
         self.calls = 0
 
     def _kwargs(self) -> dict[str, Any]:
-        # the provider prefix decides whether a self-hosted --api-base gets the key
+        # the provider prefix decides whether a self-hosted --api-base gets the key (issue 19)
         out = self.settings.transport_kwargs(f"{self.provider}/")
         out.pop("num_retries", None)
         out["custom_llm_provider"] = self.provider
         return out
 
     async def _call(self, fn: Callable[..., Awaitable[T]], **kwargs: Any) -> T:
-        async for attempt in self.retry.retrying():
-            with attempt:
-                self.calls += 1
-                try:
-                    return await fn(**kwargs, **self._kwargs())
-                except Exception as exc:  # 401/403: no later step can do better
-                    status = status_of(exc)
-                    if status in AUTH_REFUSED:
-                        raise CredentialsRefused(status, self._describe(exc)) from exc
-                    raise
+        """``fn`` under the retry policy. A failure that outlasts it is raised as
+        :class:`BatchStepFailed` with the provider's error redacted, never as the library's
+        exception (whose text and traceback quote the provider's body)."""
+        try:
+            async for attempt in self.retry.retrying():
+                with attempt:
+                    self.calls += 1
+                    try:
+                        return await fn(**kwargs, **self._kwargs())
+                    except Exception as exc:  # 401/403: no later step can do better
+                        status = status_of(exc)
+                        if status in AUTH_REFUSED:
+                            raise CredentialsRefused(status, self._describe(exc)) from None
+                        raise
+        except CredentialsRefused:
+            raise
+        except Exception as exc:
+            step = getattr(fn, "__name__", "call").removeprefix("a")
+            raise BatchStepFailed(step, self._describe(exc)) from None
         raise AssertionError("unreachable: tenacity re-raises the last error")
 
     def _describe(self, exc: BaseException) -> str:
-        """The provider's error, without the key or the base URL's secrets."""
-        key = self._kwargs().get("api_key")
-        return redact(describe_error(exc), key, *url_secrets(self.settings.api_base))
+        """The provider's error, without any credential the run knows."""
+        return redact(describe_error(exc), self._kwargs().get("api_key"))
 
     @property
     def litellm(self) -> Any:
@@ -108,11 +116,13 @@ class BatchClient:
         """Upload a batch input file (read from its start, streamed); returns its file id."""
         start = data.tell()
 
-        async def create(**kwargs: Any) -> Any:
+        async def upload_file(**kwargs: Any) -> Any:
             data.seek(start)  # a retried upload sends the whole file again
             return await self.litellm.acreate_file(**kwargs)
 
-        found = await self._call(create, file=(name, data, "application/jsonl"), purpose="batch")
+        found = await self._call(
+            upload_file, file=(name, data, "application/jsonl"), purpose="batch"
+        )
         return str(found.id)
 
     async def create(self, input_file_id: str, metadata: dict[str, str]) -> BatchStatus:

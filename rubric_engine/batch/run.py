@@ -237,6 +237,8 @@ class BatchRun:
         """Match output lines to the job's requests and store them; returns lines used."""
         import json
 
+        from rubric_engine.judge.secrets import redact, scrub
+
         planned = self.ledger.job_requests(self.task_id, job_no)
         results: dict[str, dict[str, Any]] = {}
         for n, raw in enumerate(lines, start=1):
@@ -255,9 +257,10 @@ class BatchRun:
                     if self.price
                     else None
                 )
-                results[got.custom_id] = {"response": got.response, "costUsd": cost}
+                # a reply may quote a credential: never stored (docs/security.md)
+                results[got.custom_id] = {"response": scrub(got.response), "costUsd": cost}
             else:
-                results[got.custom_id] = {"error": got.error}
+                results[got.custom_id] = {"error": redact(got.error or "")}
         used = len(results)
         for cid in planned:
             results.setdefault(cid, {"error": missing})

@@ -52,11 +52,12 @@ def main() -> None:
     # instead of a BrokenPipeError traceback; the task was already stored by then
     if hasattr(signal, "SIGPIPE"):
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    read_dotenv()
     try:
         app()
     except OSError as exc:
         if not _stdout_failed(exc):
-            raise
+            _unexpected(exc)
         # `report … > /dev/full`: what was printed could not be written; what the command
         # stored is kept (the store is written before anything is printed about it)
         with contextlib.suppress(OSError):
@@ -66,6 +67,40 @@ def main() -> None:
                 "the command has it\n"
             )
         os._exit(ExitCode.REPORT_NOT_WRITTEN)  # stdout's buffer cannot be flushed either
+    except Exception as exc:
+        _unexpected(exc)
+
+
+#: the one ``.env`` file the command line reads (docs/security.md)
+DOTENV = ".env"
+
+
+def read_dotenv() -> None:
+    """Read ``.env`` in the current folder, if there is one, into the environment; variables
+    already set win. No other ``.env`` is read: not a parent folder's, and not the one
+    litellm's import would find above the virtualenv (``LITELLM_MODE=PRODUCTION`` is set
+    before it is imported, rubric_engine/__init__.py)."""
+    from pathlib import Path
+
+    if Path(DOTENV).is_file():
+        from dotenv import load_dotenv
+
+        load_dotenv(DOTENV, override=False)
+
+
+def _unexpected(exc: BaseException) -> None:
+    """A bug's traceback, with every credential the run knows redacted, and exit 1."""
+    import traceback
+
+    from rubric_engine.judge.secrets import redact
+
+    with contextlib.suppress(OSError):
+        sys.stderr.write(redact("".join(traceback.format_exception(exc))))
+        sys.stderr.write(
+            "error: an unexpected error (a bug in rubric-eval: please report it with the "
+            "traceback above; credentials in it are shown as [redacted])\n"
+        )
+    sys.exit(ExitCode.UNEXPECTED)
 
 
 def _stdout_failed(exc: OSError) -> bool:

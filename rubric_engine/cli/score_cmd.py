@@ -263,6 +263,7 @@ def score(
     from rubric_engine.dialogue.readers import InputFormat
     from rubric_engine.engine import JudgeKind, Mode, ScoreOptions, resume_command
     from rubric_engine.engine.options import parse_judge_params
+    from rubric_engine.judge.secrets import redact
 
     params = _guard(lambda: parse_judge_params(judge_param or ()))
     options = ScoreOptions(
@@ -312,7 +313,7 @@ def score(
     _print_summary(result)
     for name, message in result.dropped_params.items():
         typer.echo(
-            f"note: the provider rejected {name} ({message}); it was not sent again after "
+            f"note: the provider rejected {name} ({redact(message)}); it was not sent again after "
             "that (the task records it as droppedParams)",
             err=True,
         )
@@ -367,6 +368,7 @@ def _run_score(options: ScoreOptions, display: str | None) -> ScoreResult:
     from rubric_engine.cli.progress import DISPLAYS, PlainProgress
     from rubric_engine.engine import report_command, resume_command, score
     from rubric_engine.errors import ConfigurationError
+    from rubric_engine.judge.secrets import redact
     from rubric_engine.results.model import RowStatus
 
     console = Console(stderr=True)
@@ -398,6 +400,7 @@ def _run_score(options: ScoreOptions, display: str | None) -> ScoreResult:
             plain.row(row.status is RowStatus.JUDGE_ERROR)
 
     def event(text: str) -> None:
+        text = redact(text)  # a batch's provider error may quote a credential
         if shown == "none":
             return
         if shown == "rich":
@@ -409,7 +412,7 @@ def _run_score(options: ScoreOptions, display: str | None) -> ScoreResult:
     warnings.filterwarnings("ignore", "coroutine .* was never awaited", RuntimeWarning)
 
     def show(message: Warning | str, category: type[Warning], *_: object, **__: object) -> None:
-        typer.echo(f"warning: {message}", err=True)
+        typer.echo(f"warning: {redact(str(message))}", err=True)
 
     previous = signal.signal(signal.SIGTERM, _as_ctrl_c)
     # started with SIGINT ignored (`score … &` in a script, some supervisors), asyncio puts no

@@ -207,6 +207,10 @@ def check_options(options: ScoreOptions) -> None:
     Raises:
         ConfigurationError: the first problem, naming the flag, the valid values and the fix.
     """
+    from rubric_engine.judge.secrets import remember_run
+
+    # first: any message from here on may quote them (docs/security.md)
+    remember_run(options.api_base, options.api_key_env, options.judge_params)
     _check_resume(options)
     _check_name(options)
     if options.judge not in JUDGES:
@@ -232,6 +236,7 @@ def check_options(options: ScoreOptions) -> None:
         raise ConfigurationError(
             f"--api-base {options.api_base!r} needs a scheme, e.g. http://127.0.0.1:8000/v1"
         )
+    _check_api_base(options)
     # a resumed task takes its mode from the task: --api-base is checked against that one
     if options.api_base and options.mode == "replay" and options.resume is None:
         raise ConfigurationError(
@@ -242,6 +247,61 @@ def check_options(options: ScoreOptions) -> None:
     if twice:
         raise ConfigurationError(
             f"{', '.join(sorted(twice))} given more than once; pass each input file once"
+        )
+
+
+#: providers whose calls the direct transport sends (judge/transport.py): the only ones that
+#: can send a query string on --api-base
+_QUERY_CAPABLE = ("openai", "hosted_vllm")
+
+
+def _check_api_base(options: ScoreOptions) -> None:
+    """A base URL with a query or ``user:password@`` works where it can be sent as given, and
+    is refused with the reason elsewhere (docs/security.md).
+
+    Raises:
+        ConfigurationError: a query that litellm would send after the path (``--transport
+            litellm``, batch mode, another provider), or ``user:password@`` (sent as HTTP
+            Basic) together with a key sent as a bearer token.
+    """
+    from urllib.parse import urlsplit
+
+    from rubric_engine.judge.endpoints import sends_provider_key
+    from rubric_engine.judge.transport import transport_choice
+
+    if not options.api_base:
+        return
+    parts = urlsplit(options.api_base)
+    model = effective_model(options)
+    provider = model.split("/", 1)[0]
+    if parts.query:
+        try:
+            litellm_sends = transport_choice(options.transport) == "litellm"
+        except ValueError:
+            litellm_sends = False  # check_transport names the bad transport
+        why = (
+            "--transport litellm"
+            if litellm_sends
+            else "--mode batch (its files and batches APIs go through litellm)"
+            if options.mode == "batch"
+            else f"a {provider}/ model (sent through litellm)"
+            if provider not in _QUERY_CAPABLE
+            else None
+        )
+        if why is not None:
+            raise ConfigurationError(
+                f"--api-base has a query string, which {why} cannot send: litellm appends "
+                "/chat/completions after it. Only the direct transport of openai/ and "
+                "hosted_vllm/ judges sends it as given; else pass the key with --api-key-env "
+                "or a header with --judge-param extra_headers"
+            )
+    if (parts.username is not None or parts.password is not None) and (
+        options.api_key_env or sends_provider_key(model, options.api_base, None)
+    ):
+        raise ConfigurationError(
+            "--api-base has user:password@, sent as HTTP Basic authorization, and a key is "
+            "sent too (--api-key-env, or the provider's own key as a bearer token); one "
+            "Authorization header carries one credential: drop one of them"
         )
 
 

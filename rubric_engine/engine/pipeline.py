@@ -236,6 +236,16 @@ class CredentialsRefused(Exception):
         self.message = message
 
 
+class BatchStepFailed(Exception):
+    """A step of the provider's batch API (upload, create, poll, download) failed for good,
+    after the retry policy; ``message`` is the provider's error, redacted."""
+
+    def __init__(self, step: str, message: str) -> None:
+        super().__init__(f"{step}: {message}")
+        self.step = step
+        self.message = message
+
+
 def refused_credentials(outcome: JudgeOutcome) -> int | None:
     """The 401/403 status of an outcome whose row failed in transport on one, else ``None``."""
     if outcome.error is None or outcome.error.kind is not JudgeErrorKind.TRANSPORT:

@@ -395,6 +395,10 @@ def make_backend(options: ScoreOptions, rubric: EvalRubric) -> ReplayBackend | L
     if options.mode == "replay":
         check_cassette_folder(options)
         return ReplayBackend(CassetteIndex.load(options.cassettes))
+    from rubric_engine.judge.secrets import remember_run
+
+    # a resumed task's --api-key-env comes from the task: its value joins the redaction list
+    remember_run(options.api_base, options.api_key_env, options.judge_params)
     limiter = AdaptiveLimit(options.concurrency)
     retry = options.retry
     if not retry.after_timeout_s:  # a timed-out server may still be generating: let it finish

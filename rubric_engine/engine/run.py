@@ -25,6 +25,7 @@ from rubric_engine.engine.options import (
     effective_output_mode,
 )
 from rubric_engine.engine.pipeline import (
+    BatchStepFailed,
     Budget,
     CredentialsRefused,
     JudgeUnavailable,
@@ -126,6 +127,23 @@ class CredentialsRefusedError(RubricEvalError):
             f"so no further row was sent. {message}. Check the API key (--api-key-env or the "
             f"provider's usual variable) and --api-base; the rows without a result are "
             f"judged by `{resume_command(task_id, store)}`"
+        )
+        self.task_id = task_id
+
+
+class BatchApiError(RubricEvalError):
+    """A step of the provider's batch API failed for good (``--mode batch``); the task is
+    STOPPED and resumable."""
+
+    exit_code = ExitCode.NOTHING_SCORED
+
+    def __init__(self, task_id: str, failed: BatchStepFailed, store: StoreLocation) -> None:
+        super().__init__(
+            f"stopped task {task_id}: the provider's batch API failed at its {failed.step} "
+            f"step after the retries: {failed.message}. Rows already answered are kept "
+            f"({report_command(task_id, store)}); once the batch API answers, "
+            f"`{resume_command(task_id, store)}` goes on (batches already sent are adopted, "
+            "never sent twice)"
         )
         self.task_id = task_id
 
@@ -339,6 +357,13 @@ async def _run(
         raise JudgeUnavailableError(
             task_id, stop.failed, total, stop.first_error, options.store
         ) from stop
+    except BatchStepFailed as failed:
+        store.finish_task(
+            task_id,
+            TaskState.STOPPED,
+            {"stopReason": f"the batch API failed ({failed.step})", **cut_off()},
+        )
+        raise BatchApiError(task_id, failed, options.store) from None
     except CredentialsRefused as refused:
         store.finish_task(
             task_id,

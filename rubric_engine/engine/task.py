@@ -20,7 +20,7 @@ from rubric_engine.engine.preflight import Inputs
 from rubric_engine.errors import ConfigurationError
 from rubric_engine.formats.canonical import canonical_hash
 from rubric_engine.judge.prompt import PromptTemplate
-from rubric_engine.judge.secrets import strip_url_credentials
+from rubric_engine.judge.secrets import masked_url
 from rubric_engine.results.model import JudgeErrorKind
 from rubric_engine.rubric.loader import parse_rubric
 from rubric_engine.rubric.model import EvalRubric
@@ -145,10 +145,8 @@ def judge_params(
 
 def run_settings(options: ScoreOptions) -> dict[str, JsonValue]:
     """What ``--resume`` needs beyond the task's own fields. Names of secrets only."""
-    base, had_credentials = (
-        strip_url_credentials(options.api_base) if options.api_base else (None, False)
-    )
-    # credentials in the URL (user:password@, ?key=…) are never stored: --resume then needs
+    base, had_credentials = masked_url(options.api_base) if options.api_base else (None, False)
+    # user:password@ and query values (?code=…) are never stored: --resume then needs
     # --api-base again, and says so
     return {
         "inputs": [str(Path(p).resolve()) for p in options.inputs],

@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 from rubric_engine.errors import ConfigurationError
 from rubric_engine.judge.cache_markers import PrefixWarmup, mark_static_prefix, needs_markers
@@ -39,16 +40,18 @@ from rubric_engine.judge.endpoints import endpoint_kind, is_context_exceeded, se
 from rubric_engine.judge.limiter import AdaptiveLimit
 from rubric_engine.judge.protocol import Attempt, JudgeOutcome, JudgeRequest
 from rubric_engine.judge.retry import RetryPolicy, status_of
-from rubric_engine.judge.secrets import redact, url_secrets
+from rubric_engine.judge.secrets import credential_values, redact, scrub
 from rubric_engine.judge.transport import (
     DIRECT_PARAMS,
     APIConnectionError,
+    BadRequestError,
     DirectTransport,
     Route,
     plain_messages,
     refused_message,
     request_body,
     route_for,
+    split_base,
     transport_choice,
 )
 from rubric_engine.judge.usage import usage_of
@@ -236,10 +239,18 @@ class LiveSettings:
         if self.api_base:
             out["api_base"] = self.api_base
             if key is None and not sends_provider_key(model, self.api_base, self.api_key_env):
-                key = "no-key"  # OpenAI-compatible local servers need none
+                key = NO_KEY  # OpenAI-compatible local servers need none
+            base, query, basic = split_base(self.api_base)
+            if basic is not None:  # user:password@ is HTTP Basic; litellm would send it as is
+                out["api_base"] = f"{base}?{query}" if query else base
+                out["extra_headers"] = {**(out.get("extra_headers") or {}), "Authorization": basic}
         if key is not None:
             out["api_key"] = key
         return out
+
+
+#: the key sent to a self-hosted server that needs none (the OpenAI client needs some value)
+NO_KEY = "no-key"
 
 
 def import_litellm() -> Any:
@@ -289,7 +300,7 @@ class LiveBackend:
         #: per model: litellm's per-token prices when linear (see :meth:`_rates`)
         self._linear: dict[str, tuple[float, float] | None] = {}
         #: per model: litellm's transport arguments, the secrets an error may echo, the route
-        self._calls: dict[str, tuple[dict[str, Any], tuple[str | None, ...], Route | None]] = {}
+        self._calls: dict[str, tuple[dict[str, Any], tuple[str, ...], Route | None]] = {}
 
     async def complete(
         self,
@@ -313,15 +324,15 @@ class LiveBackend:
             answer = Answer(answer.attempts + again.attempts, again.failure, again.status)
         return answer
 
-    def _call_settings(
-        self, model: str
-    ) -> tuple[dict[str, Any], tuple[str | None, ...], Route | None]:
+    def _call_settings(self, model: str) -> tuple[dict[str, Any], tuple[str, ...], Route | None]:
         """What every call to ``model`` shares, worked out on its first call."""
         known = self._calls.get(model)
         if known is None:
             transport = self.settings.transport_kwargs(model)
-            # what a provider's error may echo: the key it was sent, the secrets of the base URL
-            secrets = (transport.get("api_key"), *url_secrets(self.settings.api_base))
+            # what a provider's error or reply may echo: the key it was sent, the run's other
+            # credentials (docs/security.md)
+            key = transport.get("api_key")
+            secrets = tuple(credential_values(None if key == NO_KEY else key))
             route = None
             if self._direct is not None:
                 route = route_for(
@@ -386,6 +397,7 @@ class LiveBackend:
                         dumped = response.model_dump(mode="json")
                     problem = response_problem(dumped)
                     if problem is not None:  # refused here, so it is never recorded
+                        problem = redact(problem, *secrets)
                         tries.append(Attempt(response=None, error=problem, latency_ms=latency))
                         return Answer(
                             tuple(tries),
@@ -394,7 +406,8 @@ class LiveBackend:
                                 f"the provider's response cannot be read: {problem}",
                             ),
                         )
-                    raw = sanitize_response(dumped)
+                    # a reply may quote the key it was sent: never recorded or stored
+                    raw = scrub(sanitize_response(dumped), secrets)
                     usage = usage_of(raw)
                     tries.append(
                         Attempt(
@@ -431,6 +444,13 @@ class LiveBackend:
         self, kwargs: dict[str, Any], transport: dict[str, Any], route: Route | None
     ) -> Any:
         """``litellm.acompletion``; a refused connection is raised as one, naming the URL."""
+        if urlsplit(str(transport.get("api_base") or "")).query:
+            raise BadRequestError(
+                "this request goes through litellm (its parameters or messages differ from "
+                "what the direct transport sends), which cannot send --api-base's query "
+                "string: it appends /chat/completions after it. Send the query's secret as "
+                "--api-key-env or a header (--judge-param extra_headers)"
+            )
         try:
             return await self._litellm.acompletion(**kwargs, **transport)
         except Exception as exc:

@@ -48,7 +48,7 @@ import weakref
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 #: the two transports (``--transport``)
 TRANSPORTS = ("direct", "litellm")
@@ -134,10 +134,9 @@ def route_for(
     provider, _, name = model.partition("/")
     if not name or set(extra) - {"api_version", "extra_headers"}:
         return None
-    if api_base:
-        parts = urlsplit(api_base)
-        if parts.username or parts.password or parts.query or parts.fragment:
-            return None  # credentials or a query in the base URL: litellm's handling
+    base_url, query, basic = split_base(api_base)
+    if (query or basic) and provider not in ("openai", "hosted_vllm"):
+        return None  # refused before the run (options.check_api_base)
     headers = {"Content-Type": "application/json"}
     custom = extra.get("extra_headers")
     if custom is not None and not isinstance(custom, dict):
@@ -153,10 +152,13 @@ def route_for(
             api_key = api_key or os.environ.get("OPENAI_API_KEY")
         if not api_key:
             return None  # litellm's own error says which key is missing
-        base = (api_base or OPENAI_BASE).rstrip("/")
-        headers["Authorization"] = f"Bearer {api_key}"
+        base = (base_url or OPENAI_BASE).rstrip("/")
+        # user:password@ is HTTP Basic, sent instead of the placeholder key (options refuse
+        # it together with a real one: one Authorization header carries one credential)
+        headers["Authorization"] = basic or f"Bearer {api_key}"
         headers.update(custom or {})
-        return Route(provider, name, f"{base}/chat/completions", headers, provider == "openai")
+        url = f"{base}/chat/completions" + (f"?{query}" if query else "")
+        return Route(provider, name, url, headers, provider == "openai")
     if provider == "azure":
         base = api_base or os.environ.get("AZURE_API_BASE") or ""
         api_key = (
@@ -174,6 +176,18 @@ def route_for(
         url = f"{base.rstrip('/')}/openai/deployments/{name}/chat/completions"
         return Route("azure", name, f"{url}?api-version={version}", headers, True, version)
     return None
+
+
+def split_base(api_base: str | None) -> tuple[str | None, str, str | None]:
+    """``--api-base`` as (the URL without ``user:password@`` and query, the query, the HTTP
+    Basic ``Authorization`` value of its ``user:password@`` or ``None``)."""
+    if not api_base:
+        return api_base, "", None
+    from rubric_engine.judge.secrets import basic_auth
+
+    parts = urlsplit(api_base)
+    netloc = parts.netloc.rsplit("@", 1)[-1]
+    return urlunsplit((parts.scheme, netloc, parts.path, "", "")), parts.query, basic_auth(api_base)
 
 
 def _set(names: tuple[str, ...]) -> bool:

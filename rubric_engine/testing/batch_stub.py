@@ -181,7 +181,8 @@ class BatchStub(LoopbackHTTP):
                     stub.requests.append((method, url.path))
                 fault = stub.faults.get(step_of(method, url.path))
                 if fault is not None:
-                    echo = f"refused (request to {self.path}; headers: {dict(self.headers.items())})"
+                    headers = dict(self.headers.items())
+                    echo = f"refused (request to {self.path}; headers: {headers})"
                     self._send(fault, json.dumps({"error": {"message": echo}}).encode(), None)
                     return
                 status, payload = stub.handle(
