@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import json
 import unicodedata
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
 from rubric_engine.rules.model import Check
@@ -53,6 +53,15 @@ class Message(_RowModel):
     name: str | None = None
 
 
+def _case_text(value: str) -> str:
+    _plain_line(value, "a case-level requirement", "the requirement")
+    return value
+
+
+#: a case-level requirement's text: one plain line, as the judge's prompt shows it
+CaseText = Annotated[str, AfterValidator(_case_text)]
+
+
 class DialogueRow(_RowModel):
     """One dialogue to score.
 
@@ -73,8 +82,8 @@ class DialogueRow(_RowModel):
     messages: tuple[Message, ...] = Field(min_length=1)
     reference_output: Any = None
     trace: dict[str, Any] | None = None
-    expected_behavior: tuple[str, ...] = ()
-    negative_behavior: tuple[str, ...] = ()
+    expected_behavior: tuple[CaseText, ...] = ()
+    negative_behavior: tuple[CaseText, ...] = ()
     expected: tuple[Check, ...] = ()
     metadata: dict[str, Any] = Field(default_factory=dict)
 
@@ -82,6 +91,33 @@ class DialogueRow(_RowModel):
     @classmethod
     def _row_id_is_one_plain_line(cls, value: str) -> str:
         return check_row_id(value)
+
+
+def _plain_line(value: str, what: str, where: str) -> None:
+    """Refuse in ``value`` what could end its line in the judge's prompt or imitate a data-block
+    marker: control characters (line breaks, tabs, NUL), format characters (bidi overrides,
+    zero-width), line/paragraph separators, ``<<<`` and ``>>>``.
+
+    Raises:
+        ValueError: naming the first offending character (as ``U+XXXX``) and the fix.
+    """
+    # an ASCII character in those categories is a control character (Cc), which is exactly
+    # what str.isprintable refuses in ASCII: printable ASCII needs no walk
+    plain = value.isascii() and value.isprintable()
+    for char in () if plain else value:
+        if unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp"):
+            name = unicodedata.name(char, "a control character")
+            raise ValueError(
+                f"{value[:40]!r} holds U+{ord(char):04X} ({name.lower()}); {what} is shown to "
+                "the judge outside the dialogue's data block, so line breaks, control and "
+                f"invisible format characters are refused: remove it from {where}"
+            )
+    for marker in ("<<<", ">>>"):
+        if marker in value:
+            raise ValueError(
+                f"{value[:40]!r} holds {marker!r}, the judge prompt's data-block marker, and "
+                f"{what} is shown outside the data block: write {where} without it"
+            )
 
 
 #: the longest rowId accepted (characters)
@@ -100,23 +136,7 @@ def check_row_id(value: str) -> str:
     Raises:
         ValueError: naming the first offending character (as ``U+XXXX``) and the fix.
     """
-    # an ASCII character in those categories is a control character (Cc), which is exactly
-    # what str.isprintable refuses in ASCII: printable ASCII needs no walk
-    plain = value.isascii() and value.isprintable()
-    for char in () if plain else value:
-        if unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp"):
-            name = unicodedata.name(char, "a control character")
-            raise ValueError(
-                f"rowId {value[:40]!r} holds U+{ord(char):04X} ({name.lower()}); a rowId is "
-                "shown to the judge outside the dialogue's data block, so line breaks, control "
-                "and invisible format characters are refused: remove it from the rowId"
-            )
-    for marker in ("<<<", ">>>"):
-        if marker in value:
-            raise ValueError(
-                f"rowId {value[:40]!r} holds {marker!r}, the judge prompt's data-block marker: "
-                "choose a rowId without it"
-            )
+    _plain_line(value, "a rowId", "the rowId")
     if len(value) > MAX_ROW_ID_CHARS:
         raise ValueError(
             f"rowId is {len(value):,} characters long (limit {MAX_ROW_ID_CHARS}): use a "

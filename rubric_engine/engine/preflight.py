@@ -9,12 +9,14 @@ litellm (imported only for live and record).
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import chain
 from pathlib import Path
 
+from rubric_engine.dialogue.lookalikes import LookalikeIds, describe
 from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.dialogue.readers import DialogueSource, MemorySource
 from rubric_engine.dialogue.seen_ids import SeenIds
@@ -88,22 +90,50 @@ def read_inputs(options: ScoreOptions) -> Inputs:
     """
     seen = SeenIds()  # every rowId of the run, in a temporary database: bounded memory
     spool = RowSpool()
+    lookalikes = LookalikeIds()
     try:
         for path in options.inputs:
             source = DialogueSource(Path(path), options.input_format)
             exact = source.path.is_file() and source.resolved_format() in _JSON_FORMATS
             # the bound method when its default holds: no partial's keywords for every row
             keep = spool.add if exact else partial(spool.add, exact_json=False)
-            source.check(keep, seen)
+            source.check(lookalikes.watch(keep, _row_id), seen)
         memory: list[DialogueRow] = []
         if options.rows:
             memory = MemorySource(options.rows).read(seen)
+            lookalikes.unusual += [r.row_id for r in memory if not r.row_id.isascii()]
+        pairs = lookalikes.pairs(seen)  # while the ids are still there
     except BaseException:
         spool.close()
         raise
     finally:
         seen.close()
+    warn_lookalikes(pairs)
     return Inputs(tuple(Path(p) for p in options.inputs), spool, memory)
+
+
+def _row_id(row: DialogueRow) -> str:
+    return row.row_id
+
+
+class ConfusableRowIdsWarning(UserWarning):
+    """Two rowIds of one input look alike (:mod:`rubric_engine.dialogue.lookalikes`)."""
+
+
+def warn_lookalikes(pairs: list[tuple[str, str]]) -> None:
+    """Warn, naming both ids of each pair (at most 10), that they print the same."""
+    if not pairs:
+        return
+    named = "; ".join(describe(p) for p in pairs[:10])
+    more = f" and {len(pairs) - 10} more pair(s)" if len(pairs) > 10 else ""
+    warnings.warn(
+        ConfusableRowIdsWarning(
+            f"{len(pairs)} pair(s) of rowIds look alike and will read as one in every report: "
+            f"{named}{more}. They are scored as different rows; rename one of each pair if "
+            "they are not meant to differ"
+        ),
+        stacklevel=3,
+    )
 
 
 def check_credentials(options: ScoreOptions) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import operator
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -338,6 +339,20 @@ def block_tag(*contents: str) -> str:
         salt += 1
 
 
+#: a rowId the prompt shows as it is: a plain identifier, where JSON quotes would add nothing
+_PLAIN_ROW_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/#@+-]{0,63}")
+
+
+def shown_row_id(row_id: str) -> str:
+    """The rowId as the prompt shows it (outside the data block): a plain identifier (ASCII
+    letters, digits and ``._:/#@+-``, at most 64 characters) as it is, anything else JSON-quoted,
+    so words in a rowId read as one quoted value, never as instructions. Plain ids, which every
+    shipped cassette has, keep their prompts and cassette keys (docs/security.md)."""
+    if _PLAIN_ROW_ID.fullmatch(row_id):
+        return row_id
+    return json.dumps(row_id, ensure_ascii=False)
+
+
 def render_user(
     template: PromptTemplate,
     rubric: EvalRubric,
@@ -364,7 +379,7 @@ def render_user(
     tag = block_tag(dialogue.transcript, card_text, reference)
     fill = template.user_fill
     return (fill.render if fill is not None else template.user.render)(
-        row_id=row.row_id,
+        row_id=shown_row_id(row.row_id),
         tag=tag,
         transcript=dialogue.transcript,
         cards=card_text,

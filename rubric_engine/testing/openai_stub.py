@@ -139,7 +139,9 @@ def row_id_of(body: dict[str, Any]) -> str | None:
         if message.get("role") == "user" and isinstance(content, str):
             found = _ROW_ID.search(content)
             if found:
-                return found.group(1).strip()
+                shown = found.group(1).strip()
+                # a rowId that is not a plain identifier is shown JSON-quoted
+                return str(json.loads(shown)) if shown.startswith('"') else shown
     return None
 
 
