@@ -45,6 +45,36 @@ def parse_judge_when(text: str) -> Callable[[dict[str, Any]], bool]:
     return matches
 
 
+def condition_field(text: str) -> str:
+    """The metadata field a condition reads (``risk_level`` of ``risk_level=high``).
+
+    Raises:
+        ConfigurationError: see :func:`parse_judge_when`.
+    """
+    parse_judge_when(text)
+    found = _CONDITION.match(text)
+    assert found is not None
+    return found.group(1)
+
+
+def check_field_seen(text: str, seen: set[str]) -> None:
+    """A condition on a field no row has selects nothing (every row would go unjudged): a typo
+    (``scenaro=x``) is refused, naming the fields the rows have.
+
+    Raises:
+        ConfigurationError: no row's metadata has the condition's field.
+    """
+    field = condition_field(text)
+    if field in seen:
+        return
+    names = sorted(seen)
+    shown = ", ".join(names[:30]) + (f" and {len(names) - 30} more" if len(names) > 30 else "")
+    raise ConfigurationError(
+        f"--judge-when {text!r}: no row has the metadata field {field!r}, so the condition "
+        f"would judge no row; the rows' metadata fields are: {shown or 'none'}"
+    )
+
+
 def judge_if_for(condition: str | None) -> Callable[[DialogueRow], bool] | None:
     """``--judge-when`` as a predicate over a row (its metadata), or ``None``: every row is
     judged (shared by ``score`` and the workers of ``rubric-eval work``).

@@ -32,6 +32,9 @@ DEFAULT_MODEL = "openai/gpt-4o-mini"
 MIN_MAX_TOKENS = 16
 #: the shortest per-request timeout, seconds
 MIN_TIMEOUT_S = 0.1
+#: the most judge calls in flight: a provider's rate limit bounds a run long before this, and
+#: each slot holds a worker and two queued rows (``--concurrency 1000000`` took 1.65 GB)
+MAX_CONCURRENCY = 1024
 
 
 def _default_retry() -> RetryPolicy:
@@ -176,6 +179,7 @@ _FROM_TASK = (
     ("judge_when", "--judge-when"),
     ("output_mode", "--output-mode"),
     ("system_as_user", "--system-as-user"),
+    ("prompt_version", "--prompt"),
 )
 
 
@@ -427,8 +431,12 @@ def _check_batch(options: ScoreOptions) -> None:
 
 
 def _check_ranges(options: ScoreOptions) -> None:
-    if options.concurrency < 1:
-        raise ConfigurationError("--concurrency must be at least 1")
+    if not 1 <= options.concurrency <= MAX_CONCURRENCY:
+        raise ConfigurationError(
+            f"--concurrency {options.concurrency} is not valid: give 1 to at most "
+            f"{MAX_CONCURRENCY} calls in flight (a provider's rate limit bounds a run long "
+            "before that)"
+        )
     if options.max_reasks < 0:
         raise ConfigurationError("--max-reasks must be 0 or more")
     if not 0 <= options.temperature <= 2:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import chain
@@ -21,6 +21,7 @@ from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.dialogue.readers import DialogueSource, MemorySource
 from rubric_engine.dialogue.seen_ids import SeenIds
 from rubric_engine.dialogue.spool import RowSpool
+from rubric_engine.engine.judge_when import check_field_seen
 from rubric_engine.engine.options import ScoreOptions, effective_model
 from rubric_engine.errors import ConfigurationError
 from rubric_engine.rubric.model import EvalRubric
@@ -91,17 +92,24 @@ def read_inputs(options: ScoreOptions) -> Inputs:
     seen = SeenIds()  # every rowId of the run, in a temporary database: bounded memory
     spool = RowSpool()
     lookalikes = LookalikeIds()
+    fields: set[str] = set()  # metadata fields of the rows, for --judge-when
     try:
         for path in options.inputs:
             source = DialogueSource(Path(path), options.input_format)
             exact = source.path.is_file() and source.resolved_format() in _JSON_FORMATS
             # the bound method when its default holds: no partial's keywords for every row
-            keep = spool.add if exact else partial(spool.add, exact_json=False)
-            source.check(lookalikes.watch(keep, _row_id), seen)
+            add = spool.add if exact else partial(spool.add, exact_json=False)
+            keep: Callable[[DialogueRow], None] = lookalikes.watch(add, _row_id)
+            if options.judge_when:
+                keep = _noting_fields(keep, fields)
+            source.check(keep, seen)
         memory: list[DialogueRow] = []
         if options.rows:
             memory = MemorySource(options.rows).read(seen)
             lookalikes.unusual += [r.row_id for r in memory if not r.row_id.isascii()]
+            fields.update(k for r in memory for k in r.metadata)
+        if options.judge_when:
+            check_field_seen(options.judge_when, fields)
         pairs = lookalikes.pairs(seen)  # while the ids are still there
     except BaseException:
         spool.close()
@@ -114,6 +122,16 @@ def read_inputs(options: ScoreOptions) -> Inputs:
 
 def _row_id(row: DialogueRow) -> str:
     return row.row_id
+
+
+def _noting_fields(
+    keep: Callable[[DialogueRow], None], fields: set[str]
+) -> Callable[[DialogueRow], None]:
+    def noted(row: DialogueRow) -> None:
+        keep(row)
+        fields.update(row.metadata)
+
+    return noted
 
 
 class ConfusableRowIdsWarning(UserWarning):

@@ -37,6 +37,10 @@ def _requirements(data: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
                         yield f"intents[{j}].requirements[{i}]", req
 
 
+#: the most points a score scale may have (``0..100`` is the widest accepted)
+MAX_SCALE_POINTS = 101
+
+
 def _scale(data: dict[str, Any]) -> tuple[int, int] | None:
     scale = data.get("scoreScale", {"min": 1, "max": 5})
     if not isinstance(scale, dict):
@@ -70,6 +74,15 @@ def rubric_problems(data: Any) -> list[FieldProblem]:
     if scale is not None and scale[0] >= scale[1]:
         problems.append(
             ("scoreScale", f"min ({scale[0]}) must be lower than max ({scale[1]}); e.g. 1..5")
+        )
+    elif scale is not None and scale[1] - scale[0] + 1 > MAX_SCALE_POINTS:
+        problems.append(
+            (
+                "scoreScale",
+                f"{scale[0]}..{scale[1]} has {scale[1] - scale[0] + 1:,} points, more than "
+                f"{MAX_SCALE_POINTS}: a judge cannot tell that many apart, and every point is "
+                "listed in the verdict's schema; use a scale such as 1..5 or 0..10",
+            )
         )
 
     flags = data.get("redFlags")

@@ -15,6 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import regex
+
 from rubric_engine.formats.canonical import SPACED, canonical_json, sha256_text
 from rubric_engine.results.model import CheckResult, RequirementStatus
 from rubric_engine.rules.evidence import Evidence, ToolUse, as_number
@@ -81,11 +83,27 @@ def _must_not_contain(check: MustNotContain, ev: Evidence) -> _Outcome:
     return _Outcome(S.VIOLATED, f"forbidden keyword(s) present: {', '.join(hits)}")
 
 
+#: seconds one regex check may take on one row (``regex``'s time limit; checked between
+#: steps of the match, so a pattern may run a few times longer before it stops)
+REGEX_TIME_LIMIT_S = 1.0
+
+
 def _regex(check: RegexCheck, ev: Evidence) -> _Outcome:
-    flags = re.IGNORECASE if check.ignore_case else 0
+    """The pattern is matched by the ``regex`` package: ``re``'s syntax and Unicode meaning,
+    with a time limit, so a pattern that backtracks without end (``(a|aa)+$``) stops and the
+    check says it was not decided (docs/rule-checks.md)."""
+    flags = regex.IGNORECASE if check.ignore_case else 0
     joined = "\n".join(_texts(ev, check.scope))
     text = fold(joined) if check.ignore_case else normalize(joined)
-    found = re.search(check.pattern, text, flags)
+    try:
+        found = regex.search(check.pattern, text, flags, timeout=REGEX_TIME_LIMIT_S)
+    except TimeoutError:
+        return _Outcome(
+            S.NOT_APPLICABLE,
+            f"not decided: pattern {check.pattern!r} ran past its {REGEX_TIME_LIMIT_S:g} s time "
+            f"limit on this row's {len(text):,} characters (nested repetition such as (a|aa)+ "
+            "backtracks without end); rewrite the pattern",
+        )
     if bool(found) == check.must_match:
         return _Outcome(S.FOLLOWED)
     if check.must_match:

@@ -17,9 +17,9 @@ evaluation is in :mod:`rubric_engine.rules.evaluate`.
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal, get_args
 
+import regex
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -95,7 +95,8 @@ class MustNotContain(_CheckBase):
 
 
 class RegexCheck(_CheckBase):
-    """``pattern`` (Python ``re``) matches the text (or must not: ``mustMatch: false``).
+    """``pattern`` (Python ``re`` syntax; matched with a time limit) matches the text (or must
+    not: ``mustMatch: false``).
 
     The text is NFKC-normalized; with ``ignoreCase`` (the default) it is also case-folded.
     """
@@ -110,8 +111,8 @@ class RegexCheck(_CheckBase):
     @classmethod
     def _compiles(cls, value: str) -> str:
         try:
-            re.compile(value)
-        except re.error as exc:
+            regex.compile(value)  # as evaluate_check matches it
+        except regex.error as exc:
             raise ValueError(f"not a valid regular expression: {exc}") from exc
         return value
 

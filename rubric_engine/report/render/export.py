@@ -93,11 +93,18 @@ def long_records(task: StoredTask, pass_score: int) -> list[Record]:
     return out
 
 
+#: a text cell starting with one of these is a formula to a spreadsheet (OWASP's CSV
+#: injection rule): it gets a leading ``'``, which spreadsheets show as text
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
 def _csv_cell(value: Any) -> Any:
     if isinstance(value, list):
-        return ";".join(str(v) for v in value)
-    if isinstance(value, dict):
-        return json.dumps(value, ensure_ascii=False, sort_keys=True)
+        value = ";".join(str(v) for v in value)
+    elif isinstance(value, dict):
+        value = json.dumps(value, ensure_ascii=False, sort_keys=True)
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
     return "" if value is None else value
 
 

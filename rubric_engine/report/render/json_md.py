@@ -62,6 +62,14 @@ def _cell(text: Any) -> str:
     )
 
 
+def _row_id(row_id: str) -> str:
+    """A rowId in running text: as code (`` `medgpt-1` ``) when it is plain, else escaped like
+    a cell (a backtick would end the code span; ``<``, ``&`` and ``|`` are escaped)."""
+    if any(c in row_id for c in "`<>&|"):
+        return _cell(row_id)
+    return f"`{row_id}`"
+
+
 def _turns(turns: tuple[int, ...]) -> str:
     return f"turn{'s' if len(turns) > 1 else ''} {', '.join(map(str, turns))}"
 
@@ -88,7 +96,7 @@ def _evidence_lines(report: Report) -> list[str]:
             if rid in turns
         ]
         if named:
-            out.append(f"- `{low.row_id}`: " + "; ".join(named))
+            out.append(f"- {_row_id(low.row_id)}: " + "; ".join(named))
     return out
 
 
@@ -125,7 +133,7 @@ def render_markdown(report: Report) -> str:
     if flagged:
         out += ["| type | rows | example rows | meaning |", "|---|---:|---|---|"]
         for f in flagged:
-            examples = ", ".join(f.row_ids[:EXAMPLE_ROWS]) + (
+            examples = ", ".join(map(_cell, f.row_ids[:EXAMPLE_ROWS])) + (
                 " …" if f.count > EXAMPLE_ROWS else ""
             )
             out.append(f"| **{f.type}** | {f.count} | {examples} | {_cell(f.text)} |")
@@ -188,7 +196,7 @@ def render_markdown(report: Report) -> str:
     ]
     for low in report.lowest_rows:
         out.append(
-            f"| {low.row_id} | {low.final_score} | {low.judge_score} | {low.intent_key} | "
+            f"| {_cell(low.row_id)} | {low.final_score} | {low.judge_score} | {low.intent_key} | "
             f"{', '.join(low.violated_requirement_ids) or '–'} | "
             f"{', '.join(low.red_flag_types) or '–'} | {', '.join(low.capped_by) or '–'} |"
         )
@@ -200,7 +208,7 @@ def render_markdown(report: Report) -> str:
             "",
         ]
     if report.judge_errors:
-        out += [f"- `{e.row_id}` {e.kind}: {_cell(e.message)}" for e in report.judge_errors]
+        out += [f"- {_row_id(e.row_id)} {e.kind}: {_cell(e.message)}" for e in report.judge_errors]
     else:
         out.append("None.")
     out += ["", "## Protocol warnings", ""]
@@ -295,7 +303,7 @@ def _clusters(clusters: tuple[IssueCluster, ...]) -> list[str]:
         out.append(
             f"| {c.rank} | {lead}{': ' + _cell(c.text) if c.text else ''} | {c.size} | "
             f"{_fmt(c.mean_score)} | {_pct(c.red_flag_share)} | {also} | "
-            f"{', '.join(c.example_row_ids)} |"
+            f"{', '.join(map(_cell, c.example_row_ids))} |"
         )
     return [*out, ""]
 

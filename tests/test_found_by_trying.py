@@ -1,0 +1,102 @@
+"""What a newcomer's hostile cases found, one test per failure; each failed before its fix."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from rubric_engine.engine import ScoreOptions, score
+from rubric_engine.engine.options import MAX_CONCURRENCY, check_options
+from rubric_engine.errors import ConfigurationError, RubricError
+from rubric_engine.report.render.export import write_export
+from rubric_engine.rubric.loader import load_rubric
+from rubric_engine.rules.evaluate import evaluate_check
+from rubric_engine.rules.evidence import evidence_from_row
+from rubric_engine.rules.model import RegexCheck
+from tests.conftest import CASES, CASSETTES, RUBRICS
+from tests.test_labels import run
+
+HEALTH = CASES / "health_consult_zh.jsonl"
+
+
+def test_csv_cells_that_a_spreadsheet_would_run_are_neutralised(tmp_path: Path) -> None:
+    # OWASP's CSV-injection rule: a cell starting with = + - @ (or tab, CR) is a formula
+    records = [
+        {"rowId": '=HYPERLINK("http://x.example","click")', "scoreExplanation": "+1 extra",
+         "n": -3, "m": "-3", "tag": "@SUM(A1)", "tab": "\tx", "ok": "plain"},
+    ]  # fmt: skip
+    out = tmp_path / "x.csv"
+    write_export(records, "csv", out)
+    (row,) = list(csv.DictReader(io.StringIO(out.read_text("utf-8"))))
+    assert row["rowId"] == '\'=HYPERLINK("http://x.example","click")'
+    assert row["scoreExplanation"] == "'+1 extra" and row["tag"] == "'@SUM(A1)"
+    assert row["tab"] == "'\tx" and row["ok"] == "plain"
+    assert row["n"] == "-3"  # a number is no formula
+
+
+def test_report_md_escapes_row_ids(tmp_path: Path) -> None:
+    rows = tmp_path / "rows.jsonl"
+    hostile = ["<img src=x onerror=alert(1)>", "a|b `c`", "<b>bold</b>"]
+    message = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok"}]
+    rows.write_text("".join(json.dumps({"rowId": r, "messages": message}) + "\n" for r in hostile))
+    result = score(
+        ScoreOptions(
+            inputs=[rows], rubric=RUBRICS / "health_cs.yaml", draft=True,
+            cassettes=CASSETTES, store=tmp_path / "s.sqlite", out=tmp_path / "r",
+        )
+    )  # fmt: skip
+    assert len(result.cassette_misses) == 3  # JUDGE_ERROR rows: listed by rowId in report.md
+    text = result.files.markdown.read_text("utf-8")
+    assert "<img" not in text and "<b>" not in text, text
+    assert "&lt;img src=x onerror=alert(1)&gt;" in text
+
+
+def test_concurrency_and_scale_have_bounds(tmp_path: Path) -> None:
+    # --concurrency 1000000 took 1.65 GB for 26 rows; a 1..1,000,000 scale published
+    with pytest.raises(ConfigurationError, match=f"at most {MAX_CONCURRENCY}"):
+        check_options(ScoreOptions(inputs=[HEALTH], rubric="x", concurrency=1_000_000))
+    pack = (RUBRICS / "health_cs.yaml").read_text("utf-8")
+    big = tmp_path / "big.yaml"
+    big.write_text(pack.replace("version: 1", "version: 1\nscoreScale: {min: 1, max: 1000000}", 1))
+    with pytest.raises(RubricError, match="scoreScale"):
+        load_rubric(big)
+
+
+def test_resume_refuses_another_prompt() -> None:
+    # `score --resume T --prompt judge_v2` was accepted and judged with the task's prompt
+    with pytest.raises(ConfigurationError, match="--prompt"):
+        check_options(ScoreOptions(resume="20260101-000000-abcdef", prompt_version="judge_v2"))
+
+
+def test_judge_when_on_a_field_no_row_has_is_refused(tmp_path: Path) -> None:
+    # `--judge-when scenaro=x` (a typo) judged nothing, marked every row FAIL and exited 0
+    code, out = run(
+        "score", HEALTH, "-r", RUBRICS / "health_cs.yaml", "--draft", "--cassettes", CASSETTES,
+        "--judge-when", "scenaro=x", "--store", tmp_path / "s.sqlite", "--out", tmp_path / "r",
+    )  # fmt: skip
+    assert code == 2, out
+    assert "no row has the metadata field 'scenaro'" in out and "scenario" in out, out
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_catastrophic_regex_check_ends_within_its_time_limit() -> None:
+    # `^(a+)+$` on 40 a's and a b backtracked for hours in `re` and hung the run
+    from rubric_engine.dialogue.model import DialogueRow
+
+    row = DialogueRow.model_validate(
+        {"rowId": "r", "messages": [{"role": "assistant", "content": "a" * 60 + "b"}]}
+    )
+    evidence = evidence_from_row(row)
+    started = time.monotonic()
+    nested = RegexCheck.model_validate({"type": "regex", "pattern": "^(a+)+$"})
+    assert str(evaluate_check(nested, evidence, "R1").status) == "VIOLATED"  # decided at once
+    alternation = RegexCheck.model_validate({"type": "regex", "pattern": "(a|aa)+$"})
+    result = evaluate_check(alternation, evidence, "R1")
+    assert time.monotonic() - started < 30
+    assert str(result.status) == "NOT_APPLICABLE"
+    assert result.detail is not None and "time limit" in result.detail, result.detail
