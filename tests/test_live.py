@@ -20,7 +20,7 @@ UNSEEN = Path(__file__).parent / "data" / "unseen_health.jsonl"
 SENTINEL = "sk-SENTINEL-6f1e2d3c4b5a-never-store-me"
 
 
-def verdict(row_id: str, **fields: Any) -> StubReply:
+def verdict(row_id: str, delay_s: float = 0.0, **fields: Any) -> StubReply:
     body = {
         "rowId": row_id,
         "intentKey": "HEALTH_CONSULTATION",
@@ -33,7 +33,7 @@ def verdict(row_id: str, **fields: Any) -> StubReply:
         "questionsIssues": [],
     }
     body.update(fields)
-    return StubReply(content=json.dumps(body, ensure_ascii=False))
+    return StubReply(content=json.dumps(body, ensure_ascii=False), delay_s=delay_s)
 
 
 SCRIPT = {

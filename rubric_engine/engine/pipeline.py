@@ -292,16 +292,22 @@ async def run_batch(
     Raises:
         JudgeUnavailable: the stop above; the failed rows are stored.
         CredentialsRefused: a row failed on HTTP 401/403; it is stored (a TRANSPORT error,
-            judged again on resume), the calls in flight are cancelled and no row starts.
+            judged again on resume), no row starts after it, and the rows in flight finish and
+            are stored before it is raised.
         RubricNotDelivered: the judge found the server dropped the system message; the
             rows finished before it are stored.
     """
     queue: asyncio.Queue[PreparedRow | None] = asyncio.Queue(maxsize=2 * concurrency)
     finished = [0, 0]  # rows, transport failures among the first rows
     in_flight = [0]
+    #: a 401/403: no row starts after it, the rows in flight finish and are stored, then it
+    #: is raised (their answers were paid for)
+    refusal: list[CredentialsRefused] = []
 
     async def worker() -> None:
         while (prepared := await queue.get()) is not None:
+            if refusal:
+                continue  # not started: judged on resume
             in_flight[0] += 1
             try:
                 chosen = judge if judge_if is None or judge_if(prepared.row) else _NO_JUDGE
@@ -321,15 +327,17 @@ async def run_batch(
             if outcome.error is not None and outcome.error.kind is JudgeErrorKind.TRANSPORT:
                 finished[1] += 1
             refused = refused_credentials(outcome)
-            if refused is not None:  # every later row would be refused the same way
+            if refused is not None and not refusal:  # every later row would be refused too
                 assert outcome.error is not None
-                raise CredentialsRefused(refused, outcome.error.message)
+                refusal.append(CredentialsRefused(refused, outcome.error.message))
             if stop_after_failures and finished == [stop_after_failures] * 2:
                 assert outcome.error is not None
                 raise JudgeUnavailable(finished[1], outcome.error.message)
 
     async def produce() -> None:
         for seq, row in enumerate(rows):
+            if refusal:
+                break
             if row.row_id in skip:
                 continue
             if budget is not None:
@@ -355,3 +363,5 @@ async def run_batch(
         raise stopped.exceptions[0] from None
     except* StoreError as unwritable:  # a worker's rows could not be sent: a full disk
         raise unwritable.exceptions[0] from None
+    if refusal:
+        raise refusal[0]

@@ -121,12 +121,25 @@ class CredentialsRefusedError(RubricEvalError):
 
     exit_code = ExitCode.CREDENTIALS_REFUSED
 
-    def __init__(self, task_id: str, status: int, message: str, store: StoreLocation) -> None:
+    def __init__(
+        self,
+        task_id: str,
+        status: int,
+        message: str,
+        store: StoreLocation,
+        report: Path | None = None,
+    ) -> None:
+        written = (
+            f" The report of the rows scored before it is in {report.parent}."
+            if report is not None
+            else ""
+        )
         super().__init__(
             f"stopped task {task_id}: the provider refused the credentials (HTTP {status}), "
-            f"so no further row was sent. {message}. Check the API key (--api-key-env or the "
-            f"provider's usual variable) and --api-base; the rows without a result are "
-            f"judged by `{resume_command(task_id, store)}`"
+            f"so no further row was started (the calls in flight were answered and kept). "
+            f"{message}.{written} Check the API key (--api-key-env or the provider's usual "
+            f"variable) and --api-base; the rows without a result are judged by "
+            f"`{resume_command(task_id, store)}`"
         )
         self.task_id = task_id
 
@@ -316,12 +329,15 @@ async def _run(
             add_stored(kept, stored)
 
     def cut_off() -> dict[str, Any]:
-        """``callsNotInRows``: requests sent for rows that were never stored, added up."""
+        """What a run that stopped early records: the judge's settings learned on the way
+        (:func:`judge_record`) and ``callsNotInRows``, requests sent for rows that were never
+        stored, added up."""
+        learned = judge_record(plan, judge)
         lost = plan.backend.sent - stored_calls[0] if isinstance(plan.backend, LiveBackend) else 0
         if lost <= 0:
-            return {}
+            return learned
         before = int(store.task(task_id).extra.get("callsNotInRows") or 0)
-        return {"callsNotInRows": before + lost}
+        return {**learned, "callsNotInRows": before + lost}
 
     try:
         if options.mode == "batch":
@@ -370,8 +386,12 @@ async def _run(
             TaskState.STOPPED,
             {"stopReason": "the provider refused the credentials", **cut_off()},
         )
+        try:  # the rows scored before the refusal have their report
+            written: Path | None = _report(plan, store, task_id, kept, misses, None).files.json
+        except ReportFilesError:
+            written = None
         raise CredentialsRefusedError(
-            task_id, refused.status, refused.message, options.store
+            task_id, refused.status, refused.message, options.store, written
         ) from refused
     except StoreError as exc:  # the store cannot be written (a full disk): no state can be saved
         with contextlib.suppress(StoreError):
@@ -445,17 +465,26 @@ def _report(
 def _extra(
     plan: Plan, store: TaskStore, task_id: str, stopped: str | None, judge: Judge
 ) -> dict[str, Any]:
-    extra: dict[str, Any] = {"stopReason": stopped}
-    if isinstance(judge, InstructorJudge) and judge.output_mode != "json":
-        extra["outputForm"] = judge.form_record  # the schema form used, and one refused
+    extra: dict[str, Any] = {"stopReason": stopped, **judge_record(plan, judge)}
     backend = plan.backend
     if isinstance(backend, ReplayBackend):
         extra |= replay_extra(backend, store, task_id)
     elif backend is not None:
         extra["concurrency"] = backend.limiter.stats()
-        if backend.dropped:  # what was sent differs from the task's judge parameters
-            extra["droppedParams"] = dict(sorted(backend.dropped.items()))
     return extra
+
+
+def judge_record(plan: Plan, judge: Judge) -> dict[str, Any]:
+    """What the run learned about its judge, recorded on the task however the run ends: the
+    schema form used (``outputForm``, and one refused) and the sampling parameters the
+    provider rejected (``droppedParams``: what was sent differs from the task's judge
+    parameters)."""
+    out: dict[str, Any] = {}
+    if isinstance(judge, InstructorJudge) and judge.output_mode != "json":
+        out["outputForm"] = judge.form_record
+    if isinstance(plan.backend, LiveBackend) and plan.backend.dropped:
+        out["droppedParams"] = dict(sorted(plan.backend.dropped.items()))
+    return out
 
 
 def replay_extra(backend: ReplayBackend, store: TaskStore, task_id: str) -> dict[str, Any]:

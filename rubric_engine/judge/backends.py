@@ -19,6 +19,7 @@ import gc
 import os
 import sys
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -96,6 +97,8 @@ class Answer:
     attempts: tuple[Attempt, ...] = ()
     failure: tuple[JudgeErrorKind, str] | None = None
     status: int | None = None
+    #: the request keys the last try carried (live: after dropped parameters were left out)
+    sent: frozenset[str] = frozenset()
 
     @property
     def response(self) -> dict[str, Any] | None:
@@ -317,11 +320,15 @@ class LiveBackend:
             kwargs = mark_static_prefix(kwargs)  # on the wire only: the key is the judge's
         async with self._warmup.turn(kwargs):
             answer = await self._send(kwargs, final_status)
-        while (learned := rejected_param(answer, kwargs, self.dropped)) is not None:
+        # a rejection names a parameter this request carried; another row in flight may have
+        # learned it first (then it is dropped already): either way the request goes again
+        while (learned := rejected_param(answer, answer.sent)) is not None:
             name, message = learned
-            self.dropped[name] = message
+            self.dropped.setdefault(name, message)
             again = await self._send(kwargs, final_status)
-            answer = Answer(answer.attempts + again.attempts, again.failure, again.status)
+            answer = Answer(
+                answer.attempts + again.attempts, again.failure, again.status, again.sent
+            )
         return answer
 
     def _call_settings(self, model: str) -> tuple[dict[str, Any], tuple[str, ...], Route | None]:
@@ -356,6 +363,7 @@ class LiveBackend:
             self._litellm = import_litellm()
         if self.dropped:
             kwargs = {k: v for k, v in kwargs.items() if k not in self.dropped}
+        sent = frozenset(kwargs)
         model = str(kwargs.get("model") or "")
         transport, secrets, route = self._call_settings(model)
         body = self._direct_body(route, kwargs)
@@ -405,6 +413,7 @@ class LiveBackend:
                                 JudgeErrorKind.TRANSPORT,
                                 f"the provider's response cannot be read: {problem}",
                             ),
+                            sent=sent,
                         )
                     # a reply may quote the key it was sent: never recorded or stored
                     raw = scrub(sanitize_response(dumped), secrets)
@@ -422,7 +431,7 @@ class LiveBackend:
                             cache_creation_tokens=usage.cache_creation_tokens,
                         )
                     )
-                    return Answer(attempts=tuple(tries))
+                    return Answer(attempts=tuple(tries), sent=sent)
         except Exception as exc:  # the retry policy gave up: a TRANSPORT value for the row
             failed = [a.error for a in tries if a.error]
             detail = (
@@ -432,11 +441,12 @@ class LiveBackend:
             )
             status = status_of(last[0]) if last else None
             if last and is_context_exceeded(last[0]):
-                return Answer(tuple(tries), (JudgeErrorKind.CONTEXT_EXCEEDED, detail), status)
+                return Answer(tuple(tries), (JudgeErrorKind.CONTEXT_EXCEEDED, detail), status, sent)
             return Answer(
                 tuple(tries),
                 (JudgeErrorKind.TRANSPORT, f"provider call failed: {detail}"),
                 status,
+                sent,
             )
         raise AssertionError("unreachable: tenacity re-raises the last error")
 
@@ -592,13 +602,11 @@ _REJECTION_WORDS = ("unsupported", "not support", "unrecognized", "unknown", "no
                     "only the default", "invalid", "not permitted")  # fmt: skip
 
 
-def rejected_param(
-    answer: Answer, sent: dict[str, Any], dropped: dict[str, str]
-) -> tuple[str, str] | None:
+def rejected_param(answer: Answer, sent: Collection[str]) -> tuple[str, str] | None:
     """The parameter a failed answer says the model rejects, with the provider's message.
 
     The rule (documented in docs/judge-replies.md): the last attempt failed with HTTP 400 or
-    422, its message names one of :data:`DROPPABLE_PARAMS` that was sent and not yet dropped,
+    422, its message names one of :data:`DROPPABLE_PARAMS` that the request carried (``sent``),
     together with a word of rejection ("unsupported", "not supported", "only the default" …).
     Anything else (a bad request for another reason) is left as the row's error.
     """
@@ -611,7 +619,7 @@ def rejected_param(
     if not any(word in text for word in _REJECTION_WORDS):
         return None
     for name in DROPPABLE_PARAMS:
-        if name in sent and name not in dropped and name in text:
+        if name in sent and name in text:
             return name, last.error[:300]
     return None
 

@@ -6,7 +6,8 @@ So the attempts a provider sees are exactly: (1 + re-asks) × (1 + transport ret
 
 Retried: HTTP 408, 409, 429, 500, 502, 503, 504, timeouts and connection errors — with
 exponential backoff and full jitter. A server's ``Retry-After`` (seconds, an HTTP date, or
-``retry-after-ms``) is a minimum: the wait is at least the hint and at most
+``retry-after-ms``), or else the wait a rate-limit message names ("try again in 5.3s"), is a
+minimum: the wait is at least the hint and at most
 ``RetryPolicy.max_wait_s`` (30 s by default; a longer hint waits 30 s, and the retry may meet
 another 429). The hint also holds off every other row's next attempt
 (:meth:`rubric_engine.judge.limiter.AdaptiveLimit.hold_off`).
@@ -22,6 +23,7 @@ that refuses a schema form with 500 is answered with the next form, not the same
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -93,6 +95,26 @@ def retry_after_s(exc: BaseException) -> float | None:
     return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
+#: "try again in 5.3s", "retry after 7 seconds", "try again in 120ms" (OpenAI's and Azure's
+#: rate-limit messages name the wait there when no header does)
+_MESSAGE_WAIT = re.compile(
+    r"(?:try again|retry)(?: in| after)\s+(\d+(?:\.\d+)?)\s*"
+    r"(ms|milliseconds?|s|secs?|seconds?|m|mins?|minutes?)\b",
+    re.IGNORECASE,
+)
+
+
+def message_wait_s(text: str) -> float | None:
+    """Seconds an error message says to wait before trying again, or ``None``."""
+    found = _MESSAGE_WAIT.search(text)
+    if found is None:
+        return None
+    amount, unit = float(found.group(1)), found.group(2).lower()
+    if unit.startswith("m") and unit not in ("m", "min", "mins", "minute", "minutes"):
+        return amount / 1000  # ms, millisecond(s)
+    return amount * 60 if unit.startswith("m") else amount
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     """Backoff settings. ``max_attempts`` counts the first try."""
@@ -116,8 +138,13 @@ class RetryPolicy:
         return min(self.max_wait_s, max(backoff, self.hint_s(exc)))
 
     def hint_s(self, exc: BaseException | None) -> float:
-        """The server's hint on ``exc`` in seconds, capped at ``max_wait_s``; 0 without one."""
-        hinted = retry_after_s(exc) if exc is not None else None
+        """The server's hint on ``exc`` in seconds (its ``Retry-After`` header, else the wait its
+        message names: "try again in 5.3s"), capped at ``max_wait_s``; 0 without one."""
+        if exc is None:
+            return 0.0
+        hinted = retry_after_s(exc)
+        if hinted is None:
+            hinted = message_wait_s(str(exc))
         return min(self.max_wait_s, hinted) if hinted is not None else 0.0
 
     def retrying(self, final_status: frozenset[int] = frozenset()) -> AsyncRetrying:
