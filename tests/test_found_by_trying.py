@@ -100,3 +100,64 @@ def test_a_catastrophic_regex_check_ends_within_its_time_limit() -> None:
     assert time.monotonic() - started < 30
     assert str(result.status) == "NOT_APPLICABLE"
     assert result.detail is not None and "time limit" in result.detail, result.detail
+
+
+def test_the_pytest_assertion_fails_on_unjudged_rows(tmp_path: Path) -> None:
+    # assert_rubric passed with a JUDGE_ERROR row (a cassette miss): thresholds are figures
+    # of the rows that were judged
+    from rubric_engine.testing.assertions import assert_rubric
+
+    recorded = json.loads(HEALTH.read_text("utf-8").splitlines()[0])
+    unrecorded = {**recorded, "rowId": "never-recorded"}
+    rows = [recorded, unrecorded]
+    with pytest.raises(AssertionError, match=r"1 of 2 row\(s\) were not judged"):
+        assert_rubric(rows, ["passRate>=0"], rubric=RUBRICS / "health_cs.yaml", cassettes=CASSETTES)
+    report = assert_rubric(
+        rows, ["passRate>=0"], rubric=RUBRICS / "health_cs.yaml", cassettes=CASSETTES,
+        allow_unjudged=True,
+    )  # fmt: skip
+    assert report.totals.judge_errors == 1
+
+
+class _Breaks:
+    def __str__(self) -> str:
+        raise OSError(28, "No space left on device")
+
+
+def test_an_export_that_fails_midway_leaves_the_old_file(tmp_path: Path) -> None:
+    # `export --out F` on a full disk left a truncated F
+    out = tmp_path / "x.csv"
+    out.write_text("the previous export\n", "utf-8")
+    records = [{"rowId": f"r{i}", "v": "x" * 100} for i in range(1000)] + [{"v": _Breaks()}]
+    with pytest.raises(ConfigurationError, match="No space left on device"):
+        write_export(records, "csv", out)
+    assert out.read_text("utf-8") == "the previous export\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["x.csv"]  # no temporary file left
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("export", "T", "--out", "{tmp}/file.txt/x.csv"), "cannot write it"),
+        (("labels", "export", "T", "--out", "{tmp}/missing/labels.jsonl"), "does not exist"),
+        (("serve", "--port", "99999"), "65535"),
+        (
+            ("score", HEALTH, "-r", RUBRICS / "health_cs.yaml", "--draft", "--out", ""),
+            "--out is empty",
+        ),
+    ],
+)
+def test_what_was_a_traceback_is_a_message(tmp_path: Path, args: tuple, said: str) -> None:
+    store = tmp_path / "s.sqlite"
+    (tmp_path / "file.txt").write_text("x", "utf-8")
+    task = ""
+    if args[0] in ("export", "labels"):
+        result = score(
+            ScoreOptions(inputs=[HEALTH], rubric=RUBRICS / "health_cs.yaml", draft=True,
+                         cassettes=CASSETTES, store=store, out=tmp_path / "r")
+        )  # fmt: skip
+        task = result.task_id
+    given = [str(a).replace("{tmp}", str(tmp_path)) if a != "T" else task for a in args]
+    code, out = run(*given, "--store", store) if args[0] != "serve" else run(*given)
+    assert code == 2, out
+    assert said in out and "Traceback" not in out, out

@@ -104,8 +104,9 @@ def calibrate(
         if out is None:
             sys.stdout.write(text)
         else:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(text, encoding="utf-8")
+            from rubric_engine.report.render.output import write_output
+
+            write_output(out, text)
             typer.echo(f"wrote {out}")
 
     _guard(run)

@@ -89,8 +89,9 @@ def ci(
         )
         print_columns(checklist_rows(result))
         target = junit or merged.out / "junit.xml"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(result.junit(), encoding="utf-8")
+        from rubric_engine.report.render.output import write_output
+
+        write_output(target, result.junit(), "--junit")
         failed = sum(1 for line in result.lines if not line.passed)
         typer.echo(f"wrote {target}")
         typer.echo(

@@ -50,10 +50,7 @@ def export(
         task = _load(store, task_id)
         ps = pass_score if pass_score is not None else default_pass_score(task.rubric)
         records = (long_records if long else wide_records)(task, ps)
-        target = out or Path(f"{task_id}{'-long' if long else ''}.{format}")
-        if target.is_dir():
-            raise ConfigurationError(f"--out {target} is a folder; give a file path")
-        target.parent.mkdir(parents=True, exist_ok=True)
+        target = Path(f"{task_id}{'-long' if long else ''}.{format}") if out is None else out
         write_export(records, format, target)
         typer.echo(f"wrote {target}: {len(records)} row(s)")
 

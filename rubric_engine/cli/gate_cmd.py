@@ -179,13 +179,6 @@ def gate(
 
 
 def _write(path: Path, text: str, option: str) -> None:
-    from rubric_engine.errors import ConfigurationError
+    from rubric_engine.report.render.output import write_output
 
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise ConfigurationError(
-            f"{option} {path}: cannot write it ({exc.strerror or exc}); give a file path in a "
-            "folder you can write to"
-        ) from exc
+    write_output(path, text, option)

@@ -152,7 +152,9 @@ def labels_export(
         if out is None:
             sys.stdout.write(text)
         else:
-            out.write_text(text, encoding="utf-8")
+            from rubric_engine.report.render.output import write_output
+
+            write_output(out, text, make_folder=False)
             typer.echo(f"wrote {len(labels)} label(s) to {out}")
 
     _guard(run)
@@ -196,9 +198,10 @@ def labels_convert(
             raise ConfigurationError(
                 f"{kind!r} is not a known label set; valid: llm-rubric, tau2, healthbench"
             )
-        out.mkdir(parents=True, exist_ok=True)
+        from rubric_engine.report.render.output import write_output
+
         for name, labels in files.items():
-            (out / name).write_text(render_labels(labels, "jsonl"), encoding="utf-8")
+            write_output(out / name, render_labels(labels, "jsonl"))
             typer.echo(f"wrote {len(labels)} label(s) to {out / name}")
 
     _guard(run)

@@ -46,7 +46,9 @@ def serve(
         str,
         typer.Option(help="Address to bind. The default is reachable from this machine only."),
     ] = LOOPBACK,
-    port: Annotated[int, typer.Option(help="Port to listen on (0: any free port).")] = 8765,
+    port: Annotated[
+        int, typer.Option(help="Port to listen on (0: any free port).", min=0, max=65535)
+    ] = 8765,
     reviewer: Annotated[
         str | None,
         typer.Option(help="Your reviewer name (else the page asks on first use)."),

@@ -246,6 +246,11 @@ def check_options(options: ScoreOptions) -> None:
         raise ConfigurationError(
             "--api-base is for --mode live, record or batch; replay never calls a provider"
         )
+    if options.out is not None and str(options.out) in ("", "."):
+        raise ConfigurationError(
+            "--out is empty (or '.'): give the report folder, e.g. --out reports/run1; the "
+            "report files are never written into the current folder itself"
+        )
     resolved = [Path(p).resolve() for p in options.inputs]
     twice = {str(p) for p in options.inputs if resolved.count(Path(p).resolve()) > 1}
     if twice:

@@ -56,8 +56,14 @@ def assert_rubric(
     cassettes: str | Path = "cassettes",
     store: Path | None = None,
     pass_score: int | None = None,
+    allow_unjudged: bool = False,
 ) -> Report:
     """Check gate thresholds on a report, or on rows scored now.
+
+    A row the judge did not answer (``JUDGE_ERROR``: a cassette miss, a transport failure)
+    fails the assertion, whatever the thresholds say: a threshold on the rows that were judged
+    would pass a test that judged nothing. ``allow_unjudged=True`` checks the thresholds
+    alone.
 
     Args:
         source: a :class:`Report` (e.g. from :func:`rubric_engine.read_report`), a dialogue
@@ -67,6 +73,7 @@ def assert_rubric(
             ``store``.
         cassettes: the replay folder.
         store: a task store to keep the task in (default: a temporary one, deleted after).
+        allow_unjudged: do not fail on JUDGE_ERROR rows.
 
     Returns:
         The report the thresholds were checked on.
@@ -90,10 +97,24 @@ def assert_rubric(
     else:
         report = _score(source, rubric, Path(cassettes), store, pass_score, slice_fields(parsed))
     check_parameters(parsed, report)
-    failed = [c for c in (check_threshold(t, report) for t in parsed) if not c.passed]
+    failed = [c.message for c in (check_threshold(t, report) for t in parsed) if not c.passed]
+    if report.totals.judge_errors and not allow_unjudged:
+        failed.insert(0, unjudged_message(report))
     if failed:
-        raise AssertionError(failure_message(report, [c.message for c in failed]))
+        raise AssertionError(failure_message(report, failed))
     return report
+
+
+def unjudged_message(report: Report) -> str:
+    """The failure line for rows the judge never answered, naming the first few."""
+    errors = report.judge_errors
+    named = "; ".join(f"{e.row_id} {e.kind}: {(e.message or '')[:200]}" for e in errors[:3])
+    more = f" and {len(errors) - 3} more" if len(errors) > 3 else ""
+    return (
+        f"{report.totals.judge_errors} of {report.totals.rows} row(s) were not judged "
+        f"(JUDGE_ERROR): {named}{more}. Record them (--rubric-mode record) or pass "
+        "allow_unjudged=True"
+    )
 
 
 def failure_message(report: Report, failed: Sequence[str]) -> str:

@@ -16,9 +16,11 @@ is a mapping is JSON text there). Parquet needs the optional extra
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -117,16 +119,13 @@ def write_export(records: Sequence[Record], fmt: str, out: Path) -> None:
     """
     if fmt not in FORMATS:
         raise ConfigurationError(f"--format {fmt!r} is not valid; use one of {', '.join(FORMATS)}")
+    from rubric_engine.report.render.output import write_output
+
     columns = list(dict.fromkeys(k for r in records for k in r))
     if fmt == "jsonl":
-        with out.open("w", encoding="utf-8") as handle:
-            for r in records:
-                handle.write(json.dumps(r, ensure_ascii=False) + "\n")
+        write_output(out, (json.dumps(r, ensure_ascii=False) + "\n" for r in records))
     elif fmt == "csv":
-        with out.open("w", encoding="utf-8", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=columns)
-            writer.writeheader()
-            writer.writerows({k: _csv_cell(r.get(k)) for k in columns} for r in records)
+        write_output(out, _csv_lines(records, columns))
     else:
         try:
             import pyarrow as pa
@@ -136,7 +135,42 @@ def write_export(records: Sequence[Record], fmt: str, out: Path) -> None:
                 "--format parquet needs pyarrow: pip install 'rubric-engine[parquet]'"
             ) from exc
         data = {k: [_parquet_cell(r.get(k)) for r in records] for k in columns}
-        pq.write_table(pa.table(data), out)
+        _write_parquet(pa.table(data), pq, out)
+
+
+def _csv_lines(records: Sequence[Record], columns: list[str]) -> Iterator[str]:
+    """The CSV text, a line at a time (as ``csv.DictWriter`` writes it)."""
+    buffer = io.StringIO(newline="")
+    writer = csv.DictWriter(buffer, fieldnames=columns)
+    writer.writeheader()
+    for r in records:
+        yield buffer.getvalue()
+        buffer.seek(0)
+        buffer.truncate()
+        writer.writerow({k: _csv_cell(r.get(k)) for k in columns})
+    yield buffer.getvalue()
+
+
+def _write_parquet(table: Any, pq: Any, out: Path) -> None:
+    """The Parquet file written beside ``out`` and renamed over it (never half a file)."""
+    import os
+    import tempfile
+
+    from rubric_engine.report.render.output import check_output, unwritable
+
+    check_output(out)
+    try:
+        handle, temp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+        os.close(handle)
+        try:
+            pq.write_table(table, temp)
+            os.replace(temp, out)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+            raise
+    except OSError as exc:
+        raise unwritable(out, "--out", exc) from exc
 
 
 def _parquet_cell(value: Any) -> Any:

@@ -69,6 +69,59 @@ def check_output_file(path: Path, flag: str = "--out") -> None:
         )
 
 
+def write_output(
+    path: Path,
+    text: str | Iterable[str],
+    flag: str = "--out",
+    make_folder: bool = True,
+) -> None:
+    """Write one output file a command was asked for (``export --out``, ``labels export
+    --out`` …): atomically (:func:`write_atomic`: a failure mid-way, a full disk, leaves the
+    file as it was and no temporary file), and every failure a message naming the path.
+
+    Args:
+        make_folder: create the file's folder when missing (else refuse it, naming it).
+
+    Raises:
+        ConfigurationError: an empty path, a folder, a missing folder (``make_folder=False``),
+            or the operating system's reason it cannot be written (read-only, full).
+    """
+    check_output(path, flag, make_folder)
+    try:
+        write_atomic(path, text)
+    except OSError as exc:
+        raise unwritable(path, flag, exc) from exc
+
+
+def check_output(path: Path, flag: str = "--out", make_folder: bool = True) -> None:
+    """:func:`write_output`'s checks of ``path``, before anything is written.
+
+    Raises:
+        ConfigurationError: see :func:`write_output`.
+    """
+    if str(path) in ("", "."):  # typer reads --out "" as the current folder
+        raise ConfigurationError(f"{flag} is empty; give a file path, e.g. {flag} out.csv")
+    if path.is_dir():
+        raise ConfigurationError(f"{flag} {path} is a folder; give a file path in it")
+    if not make_folder and not path.parent.is_dir():
+        raise ConfigurationError(
+            f"{flag} {path}: the folder {path.parent} does not exist; create it or give "
+            "another path"
+        )
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise unwritable(path, flag, exc) from exc
+
+
+def unwritable(path: Path, flag: str, exc: OSError) -> ConfigurationError:
+    """The message of a file the operating system would not let be written."""
+    return ConfigurationError(
+        f"{flag} {path}: cannot write it ({exc.strerror or exc}); nothing was changed there. "
+        "Give a file path in a folder you can write to (and free space)"
+    )
+
+
 #: bytes buffered before each write to the file: report files run to tens of MB (rows.jsonl
 #: ~2.7 KB a row), and 1 MiB writes took a fifth less CPU than the default 8 KiB
 WRITE_BUFFER = 1 << 20
