@@ -161,3 +161,39 @@ def test_what_was_a_traceback_is_a_message(tmp_path: Path, args: tuple, said: st
     code, out = run(*given, "--store", store) if args[0] != "serve" else run(*given)
     assert code == 2, out
     assert said in out and "Traceback" not in out, out
+
+
+def test_ctrl_c_twice_during_a_long_rule_check_ends_without_a_traceback(tmp_path: Path) -> None:
+    # a second Ctrl-C during a rule check printed "Task exception was never retrieved" and a
+    # traceback after the interrupt message
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    slow = {"type": "regex", "pattern": "(a|aa)+$"}  # runs to its time limit on each row
+    message = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "a" * 3000 + "b"},
+    ]
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(
+        "".join(
+            json.dumps({"rowId": f"r{i}", "messages": message, "expected": [slow]}) + "\n"
+            for i in range(6)
+        )
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "rubric_engine.cli", "score", rows, "--judge", "none",
+         "--store", tmp_path / "s.sqlite", "--out", tmp_path / "r", "--display", "plain"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "NO_COLOR": "1"},
+    )  # fmt: skip
+    assert process.stderr is not None
+    assert b"scoring 6 row(s)" in process.stderr.readline()  # the task exists: checks started
+    time.sleep(1.5)
+    process.send_signal(signal.SIGINT)
+    time.sleep(0.3)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 130, err.decode()
+    assert b"interrupted: task" in err and b"Traceback" not in err, err.decode()[-3000:]

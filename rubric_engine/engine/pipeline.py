@@ -10,6 +10,7 @@ written to the store at once, so an interrupted run keeps what it finished. The 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -255,6 +256,11 @@ def refused_credentials(outcome: JudgeOutcome) -> int | None:
     return status if status in AUTH_REFUSED else None
 
 
+#: a row whose rule checks took longer than this yields to the event loop after them (a
+#: Ctrl-C's cancellation takes effect between rows, not after the whole queue is prepared)
+_SLOW_PREPARE_S = 0.05
+
+
 async def run_batch(
     rows: Iterable[DialogueRow],
     builder: RequestBuilder,
@@ -347,7 +353,11 @@ async def run_batch(
                     ahead = in_flight[0] + queue.qsize()
                 if not budget.allows_another_row(ahead):
                     break
-            await queue.put(builder.prepare(seq, row))
+            started = time.perf_counter()
+            prepared = builder.prepare(seq, row)
+            if time.perf_counter() - started > _SLOW_PREPARE_S:
+                await asyncio.sleep(0)  # long rule checks: let a Ctrl-C take effect now
+            await queue.put(prepared)
         for _ in range(workers):
             await queue.put(None)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -194,11 +194,25 @@ def score(
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(score_async(options, on_start, on_row, on_event))
+        try:
+            return asyncio.run(_interruptible(score_async(options, on_start, on_row, on_event)))
+        except asyncio.CancelledError:
+            raise KeyboardInterrupt from None
     raise ConfigurationError(
         "score() was called inside a running event loop (a notebook or an async app); use "
         "`await score_async(options)` there instead"
     )
+
+
+async def _interruptible(run: Awaitable[ScoreResult]) -> ScoreResult:
+    """``run``, where a Ctrl-C raised inside a synchronous step (a second one during a long
+    rule check) ends the run as a cancellation does: the task is marked INTERRUPTED either
+    way, and asyncio has no task exception left to log ("Task exception was never
+    retrieved", with a traceback) after the interrupt message."""
+    try:
+        return await run
+    except KeyboardInterrupt:
+        raise asyncio.CancelledError from None
 
 
 async def score_async(
