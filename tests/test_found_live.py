@@ -16,6 +16,7 @@ from rubric_engine.engine.run import CredentialsRefusedError
 from rubric_engine.judge.retry import RetryPolicy
 from rubric_engine.store.task_store import TaskStore
 from rubric_engine.testing.openai_stub import StubReply, StubServer, row_id_of
+from tests.conftest import CASES
 from tests.test_live import UNSEEN, options, verdict
 
 pytestmark = pytest.mark.live
@@ -84,3 +85,47 @@ def test_a_401_keeps_the_answers_in_flight_and_writes_the_report(tmp_path: Path)
     assert len(scored) == 2, outcomes  # the two calls in flight were answered and kept
     assert (tmp_path / "out" / "report.json").is_file()
     assert "report" in str(refused.value) and str(tmp_path / "out") in str(refused.value)
+
+
+def test_resume_keeps_the_task_s_concurrency_and_output_form(tmp_path: Path) -> None:
+    # --resume forgot --concurrency (8 requests in flight on a one-slot server) and probed
+    # the schema form again
+    from rubric_engine.engine import ScoreOptions
+    from rubric_engine.testing.openai_stub import ServerQuirks
+
+    active, most = [0], [0]
+    lock = threading.Lock()
+
+    def judge(body: dict[str, Any]) -> StubReply:
+        with lock:
+            active[0] += 1
+            most[0] = max(most[0], active[0])
+        try:
+            threading.Event().wait(0.3)
+            return verdict(row_id_of(body) or "")
+        finally:
+            with lock:
+                active[0] -= 1
+
+    rows = tmp_path / "rows.jsonl"  # 8 rows: the resumed run has 7 to send at once
+    lines = (CASES / "health_consult_zh.jsonl").read_text("utf-8").splitlines()[:8]
+    rows.write_text("\n".join(lines) + "\n", "utf-8")
+    quirks = ServerQuirks(reject_json_schema=True)
+    with StubServer(judge, quirks=quirks) as server:
+        first = score(
+            options(
+                tmp_path, server, inputs=[rows], concurrency=1, output_mode="schema", max_calls=2
+            )
+        )
+        assert first.stopped is not None
+        forms = [(r["body"].get("response_format") or {}).get("type") for r in server.requests]
+        assert forms[0] == "json_schema" and "json_object" in forms  # probed, then fell back
+        before = len(server.requests)
+        most[0] = 0
+        resumed = score(
+            ScoreOptions(resume=first.task_id, store=tmp_path / "store.sqlite", retry=RetryPolicy())
+        )
+        later = server.requests[before:]
+    assert resumed.report.totals.scored == 8
+    assert most[0] == 1, f"{most[0]} requests in flight on resume"
+    assert {(r["body"].get("response_format") or {}).get("type") for r in later} == {"json_object"}

@@ -15,6 +15,7 @@ from typing import Any, cast
 
 from rubric_engine.batch.settings import BatchSettings
 from rubric_engine.engine.options import (
+    DEFAULTS,
     MODES,
     TRANSPORT_PARAMS,
     Mode,
@@ -82,6 +83,8 @@ class Plan:
     output_mode: str = "json"
     #: the judge model's context in tokens, when known (``--max-context`` or litellm)
     context_limit: int | None = None
+    #: ``schema`` mode's form a resumed task found by probing (its ``outputForm``)
+    settled_form: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         self.builder = RequestBuilder(self.rubric, self.template)
@@ -97,6 +100,7 @@ class Plan:
             self.output_mode,
             self.context_limit,
             evidence=self.builder.asks_evidence,
+            settled_form=self.settled_form,
         )
 
 
@@ -108,6 +112,7 @@ def build_judge(
     output_mode: str,
     max_context: int | None,
     evidence: bool = False,
+    settled_form: dict[str, Any] | None = None,
 ) -> InstructorJudge:
     """A run's judge, in the task's output mode and prompt shape (``system_as_user``); live
     and record compare reported prompt tokens (the rubric must reach the model, see
@@ -131,6 +136,7 @@ def build_judge(
         delivery=delivery,
         max_context=max_context,
         evidence=evidence,
+        settled_form=settled_form,
     )
 
 
@@ -306,6 +312,12 @@ def resumed_plan(
         output_mode=output_mode_of(task.judge_params),
         system_as_user=bool(task.judge_params.get("systemAsUser")),
         batch=_resumed_batch(options, settings),
+        # the task's concurrency (a one-slot server stays at one) unless another is given
+        concurrency=(
+            int(settings.get("concurrency") or options.concurrency)
+            if options.concurrency == DEFAULT_CONCURRENCY
+            else options.concurrency
+        ),
     )
     check_inputs_unchanged(task, list(resumed.inputs))
     inputs = read_inputs(resumed)
@@ -314,6 +326,8 @@ def resumed_plan(
     store.set_state(task_id, TaskState.RUNNING)
     plan = Plan(resumed, rubric, template, params, inputs, backend, out)
     plan.output_mode = effective_output_mode(resumed)
+    form = task.extra.get("outputForm")
+    plan.settled_form = form if isinstance(form, dict) else None
     if resumed.mode != "replay":
         plan.context_limit = context_limit(resumed)
         warn_oversized(plan, done)
@@ -383,6 +397,9 @@ def _resumed_batch(options: ScoreOptions, settings: dict[str, Any]) -> BatchSett
     if options.batch.poll_interval_s != BatchSettings().poll_interval_s:
         return replace(stored, poll_interval_s=options.batch.poll_interval_s)
     return stored
+
+
+DEFAULT_CONCURRENCY = DEFAULTS.concurrency
 
 
 def make_backend(options: ScoreOptions, rubric: EvalRubric) -> ReplayBackend | LiveBackend:

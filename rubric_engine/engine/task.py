@@ -156,6 +156,7 @@ def run_settings(options: ScoreOptions) -> dict[str, JsonValue]:
         "apiBaseHadCredentials": had_credentials,
         "apiKeyEnv": options.api_key_env,
         "timeoutS": options.timeout_s,
+        "concurrency": options.concurrency,
         **({} if options.prompt_cache else {"promptCache": False}),
         **({"judgeWhen": options.judge_when} if options.judge_when else {}),
         "out": str(options.out.resolve()) if options.out is not None else None,

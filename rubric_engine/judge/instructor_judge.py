@@ -80,6 +80,8 @@ class InstructorJudge:
         system_as_user: send the system message inside the first user message.
         delivery: compares reported prompt tokens with an estimate (live and record only).
         max_context: the model's context in tokens, when known (``--max-context``).
+        settled_form: ``schema`` mode's form as a task recorded it (``outputForm``): a resumed
+            run uses it without probing the server again.
     """
 
     def __init__(
@@ -94,6 +96,7 @@ class InstructorJudge:
         system_as_user: bool = False,
         delivery: DeliveryCheck | None = None,
         max_context: int | None = None,
+        settled_form: dict[str, Any] | None = None,
     ) -> None:
         self.backend = backend
         self.model = model
@@ -111,6 +114,11 @@ class InstructorJudge:
         self._settle_lock = asyncio.Lock()
         #: what the task records of the output mode: the form used, and forms refused
         self.form_record: dict[str, Any] = {"mode": output_mode, "form": self._forms[0]}
+        if settled_form and settled_form.get("form") in self._forms and output_mode == "schema":
+            # a resumed task: the form an earlier run found by probing, without probing again
+            self._forms = self._forms[self._forms.index(settled_form["form"]) :]
+            self._settled = True
+            self.form_record = dict(settled_form)
         #: system text -> the prepared kwargs of a probe row and their static key parts
         self._prepared: dict[str, tuple[dict[str, Any], dict[str, str]] | None] = {}
 
