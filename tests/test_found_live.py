@@ -129,3 +129,45 @@ def test_resume_keeps_the_task_s_concurrency_and_output_form(tmp_path: Path) -> 
     assert resumed.report.totals.scored == 8
     assert most[0] == 1, f"{most[0]} requests in flight on resume"
     assert {(r["body"].get("response_format") or {}).get("type") for r in later} == {"json_object"}
+
+
+def test_usage_counts_every_answered_call_and_its_reasoning_tokens(tmp_path: Path) -> None:
+    # the calls of a row cut off by an interrupt were missing from the usage totals, and
+    # reasoning tokens were only kept in the raw attempts
+    import asyncio
+
+    from rubric_engine.engine import score_async
+    from rubric_engine.report import report_for_task
+
+    rows = tmp_path / "one.jsonl"
+    rows.write_text(UNSEEN.read_text("utf-8").splitlines()[0] + "\n", "utf-8")
+    row = json.loads(rows.read_text("utf-8"))["rowId"]
+    usage = {"prompt_tokens": 9000, "completion_tokens": 10,
+             "completion_tokens_details": {"reasoning_tokens": 4}}  # fmt: skip
+    replies = [
+        StubReply(content='{"score": 9}', usage=usage),  # answered, invalid: asked again
+        StubReply(content="{}", delay_s=30),  # cut off by the interrupt
+    ]
+    seen = [0]
+
+    def judge(body: dict[str, Any]) -> StubReply:
+        seen[0] += 1
+        return replies[min(seen[0] - 1, 1)]
+
+    async def interrupted(server: StubServer) -> None:
+        run = asyncio.ensure_future(score_async(options(tmp_path, server, inputs=[rows])))
+        while seen[0] < 2 and not run.done():
+            await asyncio.sleep(0.05)
+        run.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await run
+
+    with StubServer(judge) as server:
+        asyncio.run(interrupted(server))
+    with TaskStore(tmp_path / "store.sqlite") as opened:
+        task = opened.tasks()[0]
+        assert opened.row_outcomes(task.id) == {}  # the row was cut off: not stored
+        report = report_for_task(opened, task.id)
+    assert row and report.usage.calls == 2
+    assert (report.usage.prompt_tokens, report.usage.completion_tokens) == (9000, 10)
+    assert report.usage.reasoning_tokens == 4

@@ -336,17 +336,44 @@ async def _run(
     kept = None if done else ReportAccumulator(plan.rubric)
 
     stored_calls = [0]  # calls of the rows this run stored
+    stored_usage = [0, 0, 0.0]  # their prompt and completion tokens and cost
 
     def keep(stored: StoredRow) -> None:
         stored_calls[0] += stored.calls
+        stored_usage[0] += stored.prompt_tokens
+        stored_usage[1] += stored.completion_tokens
+        stored_usage[2] += stored.cost_usd or 0.0
         if kept is not None:
             add_stored(kept, stored)
+
+    def counted() -> dict[str, Any]:
+        """What the task records of this run's calls beyond its rows: the reasoning tokens
+        of every answered call, and the usage of the answered calls of rows cut off before
+        they were stored (added to what earlier runs of the task recorded)."""
+        backend = plan.backend
+        if not isinstance(backend, LiveBackend | ReplayBackend):
+            return {}
+        before = store.task(task_id).extra
+        out: dict[str, Any] = {}
+        reasoning = int(before.get("reasoningTokens") or 0) + backend.tally.reasoning_tokens
+        if reasoning:
+            out["reasoningTokens"] = reasoning
+        tally = backend.tally
+        lost = {
+            "promptTokens": tally.prompt_tokens - stored_usage[0],
+            "completionTokens": tally.completion_tokens - stored_usage[1],
+            "costUsd": round(tally.cost_usd - stored_usage[2], 10),
+        }
+        if any(v > 0 for v in lost.values()):
+            old = before.get("usageNotInRows") or {}
+            out["usageNotInRows"] = {k: v + (old.get(k) or 0) for k, v in lost.items()}
+        return out
 
     def cut_off() -> dict[str, Any]:
         """What a run that stopped early records: the judge's settings learned on the way
         (:func:`judge_record`) and ``callsNotInRows``, requests sent for rows that were never
         stored, added up."""
-        learned = judge_record(plan, judge)
+        learned = {**judge_record(plan, judge), **counted()}
         lost = plan.backend.sent - stored_calls[0] if isinstance(plan.backend, LiveBackend) else 0
         if lost <= 0:
             return learned
@@ -419,7 +446,7 @@ async def _run(
         raise
     stopped = budget.stop_reason if budget is not None else None
     state = TaskState.STOPPED if stopped else TaskState.COMPLETED
-    store.finish_task(task_id, state, _extra(plan, store, task_id, stopped, judge))
+    store.finish_task(task_id, state, {**_extra(plan, store, task_id, stopped, judge), **counted()})
     return _report(plan, store, task_id, kept, misses, stopped)
 
 

@@ -113,6 +113,30 @@ def chat_completion(raw: dict[str, Any]) -> Any:
     return ChatCompletion.model_validate(raw)
 
 
+@dataclass(slots=True)
+class Tally:
+    """What the answered calls of one run used, cut-off rows' calls included (a row stores its
+    attempts only when it ends; the task records the difference, docs/judge-replies.md)."""
+
+    answered: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    reasoning_tokens: int = 0
+    cost_usd: float = 0.0
+
+    def add(self, attempt: Attempt) -> None:
+        """Count one answered attempt (its ``response`` is the raw wire response)."""
+        self.answered += 1
+        self.prompt_tokens += attempt.prompt_tokens
+        self.completion_tokens += attempt.completion_tokens
+        self.cost_usd += attempt.cost_usd or 0.0
+        usage = (attempt.response or {}).get("usage") or {}
+        details = usage.get("completion_tokens_details") if isinstance(usage, dict) else None
+        reasoning = details.get("reasoning_tokens") if isinstance(details, dict) else None
+        if isinstance(reasoning, int) and not isinstance(reasoning, bool) and reasoning > 0:
+            self.reasoning_tokens += reasoning
+
+
 class Backend(Protocol):
     async def complete(
         self,
@@ -137,6 +161,8 @@ class ReplayBackend:
 
     def __init__(self, index: CassetteIndex) -> None:
         self.index = index
+        #: the answers replayed, as the recorded run's usage
+        self.tally = Tally()
 
     async def complete(
         self,
@@ -192,6 +218,7 @@ class ReplayBackend:
             cache_read_tokens=usage.cache_read_tokens,
             cache_creation_tokens=usage.cache_creation_tokens,
         )
+        self.tally.add(attempt)
         return Answer(attempts=(attempt,))
 
     def finish(self, request: JudgeRequest, key: CallKey, outcome: JudgeOutcome) -> None:
@@ -294,6 +321,8 @@ class LiveBackend:
         self.dropped: dict[str, str] = {}
         #: requests put on the wire, every attempt (those of rows cut off midway included)
         self.sent = 0
+        #: what the answered calls used (those of rows cut off midway included)
+        self.tally = Tally()
         self._warmup = PrefixWarmup()
         try:
             choice = transport_choice(settings.transport)
@@ -431,6 +460,7 @@ class LiveBackend:
                             cache_creation_tokens=usage.cache_creation_tokens,
                         )
                     )
+                    self.tally.add(tries[-1])
                     return Answer(attempts=tuple(tries), sent=sent)
         except Exception as exc:  # the retry policy gave up: a TRANSPORT value for the row
             failed = [a.error for a in tries if a.error]

@@ -307,13 +307,16 @@ class UsageSummary(_Section):
     prompt caching keeps the report it had before they existed.
     """
 
-    _omit_when_none = frozenset({"cache_read_tokens", "cache_creation_tokens"})
+    _omit_when_none = frozenset({"cache_read_tokens", "cache_creation_tokens", "reasoning_tokens"})
 
     calls: int
     prompt_tokens: int
     cache_read_tokens: int | None = None
     cache_creation_tokens: int | None = None
     completion_tokens: int
+    #: of ``completion_tokens``, the model's reasoning (``completion_tokens_details``), counted
+    #: by the runs that judged the task; left out when no call reported any
+    reasoning_tokens: int | None = None
     cost_usd: float | None
     latency_ms_mean: float | None
     latency_ms_p95: float | None

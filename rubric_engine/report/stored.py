@@ -230,13 +230,28 @@ def report_from_task(
 
 
 def with_unrowed_calls(report: Report, record: TaskRecord) -> Report:
-    """Requests sent for rows that were cut off (Ctrl-C, a stop) and so are in no row, added to
-    ``usage.calls``: every request the provider received is a call."""
-    unrowed = int(record.extra.get("callsNotInRows") or 0)
-    if unrowed:
-        usage = report.usage.model_copy(update={"calls": report.usage.calls + unrowed})
-        report = report.model_copy(update={"usage": usage})
-    return report
+    """What the runs counted beside the stored rows, added to ``usage``: requests sent for rows
+    that were cut off (Ctrl-C, a stop) and so are in no row (``callsNotInRows``: every
+    request the provider received is a call), the tokens and cost of those that were answered
+    (``usageNotInRows``), and the reasoning tokens of every answered call
+    (``reasoningTokens``)."""
+    extra = record.extra
+    unrowed = int(extra.get("callsNotInRows") or 0)
+    lost = extra.get("usageNotInRows") or {}
+    reasoning = int(extra.get("reasoningTokens") or 0)
+    if not (unrowed or lost or reasoning):
+        return report
+    usage = report.usage
+    update: dict[str, Any] = {
+        "calls": usage.calls + unrowed,
+        "prompt_tokens": usage.prompt_tokens + int(lost.get("promptTokens") or 0),
+        "completion_tokens": usage.completion_tokens + int(lost.get("completionTokens") or 0),
+    }
+    if lost.get("costUsd"):
+        update["cost_usd"] = (usage.cost_usd or 0.0) + float(lost["costUsd"])
+    if reasoning:
+        update["reasoning_tokens"] = reasoning
+    return report.model_copy(update={"usage": usage.model_copy(update=update)})
 
 
 def report_for_task(

@@ -229,7 +229,8 @@ def render_markdown(report: Report) -> str:
         "## Judge usage",
         "",
         f"- Judge calls: {usage.calls} (re-asks and failed attempts included)",
-        f"- Tokens: {usage.prompt_tokens} prompt, {usage.completion_tokens} completion",
+        f"- Tokens: {usage.prompt_tokens} prompt, {usage.completion_tokens} completion"
+        + (f" ({usage.reasoning_tokens} of it reasoning)" if usage.reasoning_tokens else ""),
         *([f"- Prompt tokens: {usage.cache_line}"] if usage.cache_line else []),
         f"- Cost: {_cost(usage.cost_usd)}",
         f"- Latency per row: mean {_fmt(usage.latency_ms_mean, 1)} ms, "
