@@ -112,6 +112,14 @@ def score(
     timeout: Annotated[
         float, typer.Option(help="Per-request timeout, seconds (at least 0.1).")
     ] = D.timeout_s,
+    restart_wait: Annotated[
+        float,
+        typer.Option(
+            help="Seconds a refused connection to a self-hosted --api-base (loopback or a "
+            "private network) is retried for, so a server restarting (loading its model) "
+            "loses no row; 0 retries it like any error."
+        ),
+    ] = D.restart_wait_s,
     transport: Annotated[
         str | None,
         typer.Option(
@@ -284,6 +292,7 @@ def score(
         max_tokens=max_tokens,
         seed=seed,
         timeout_s=timeout,
+        restart_wait_s=restart_wait,
         transport=transport,
         draft=draft,
         resume=resume,

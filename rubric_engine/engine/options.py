@@ -81,6 +81,9 @@ class ScoreOptions:
     seed: int | None = None
     timeout_s: float = 120.0
     retry: RetryPolicy = field(default_factory=_default_retry)
+    #: seconds a refused connection to a self-hosted ``--api-base`` (loopback, a private
+    #: network) is retried for: a server restarting loads its model for about a minute
+    restart_wait_s: float = 60.0
     #: allow a pack file (a draft) for a trial run; the task and report are marked DRAFT
     draft: bool = False
     #: finish this stored task instead of starting one (inputs and rubric come from the task)
@@ -450,6 +453,8 @@ def _check_ranges(options: ScoreOptions) -> None:
         raise ConfigurationError(f"--max-tokens must be at least {MIN_MAX_TOKENS}")
     if options.max_context is not None and options.max_context < 1:
         raise ConfigurationError("--max-context must be a positive number of tokens")
+    if not 0 <= options.restart_wait_s <= 3600:
+        raise ConfigurationError("--restart-wait must be 0 to 3600 seconds")
     if options.timeout_s < MIN_TIMEOUT_S:
         raise ConfigurationError(
             f"--timeout must be at least {MIN_TIMEOUT_S} seconds (a positive number)"

@@ -211,12 +211,19 @@ class Budget:
 
 
 class JudgeUnavailable(Exception):
-    """The first rows of a run all failed in transport (see :func:`run_batch`)."""
+    """The first rows of a run all failed in transport (see :func:`run_batch`).
 
-    def __init__(self, failed: int, first_error: str) -> None:
+    Attributes:
+        calls: the calls those rows made, and ``answered`` of them the judge answered
+            before it stopped answering (a server restarted mid-row).
+    """
+
+    def __init__(self, failed: int, first_error: str, calls: int = 0, answered: int = 0) -> None:
         super().__init__(first_error)
         self.failed = failed
         self.first_error = first_error
+        self.calls = calls
+        self.answered = answered
 
 
 #: HTTP statuses that say the credentials are refused: no later row can do better
@@ -305,6 +312,7 @@ async def run_batch(
     """
     queue: asyncio.Queue[PreparedRow | None] = asyncio.Queue(maxsize=2 * concurrency)
     finished = [0, 0]  # rows, transport failures among the first rows
+    failed_calls = [0, 0]  # the calls of those failures, and those the judge answered
     in_flight = [0]
     #: a 401/403: no row starts after it, the rows in flight finish and are stored, then it
     #: is raised (their answers were paid for)
@@ -332,13 +340,15 @@ async def run_batch(
             finished[0] += 1
             if outcome.error is not None and outcome.error.kind is JudgeErrorKind.TRANSPORT:
                 finished[1] += 1
+                failed_calls[0] += len(outcome.attempts)
+                failed_calls[1] += sum(a.response is not None for a in outcome.attempts)
             refused = refused_credentials(outcome)
             if refused is not None and not refusal:  # every later row would be refused too
                 assert outcome.error is not None
                 refusal.append(CredentialsRefused(refused, outcome.error.message))
             if stop_after_failures and finished == [stop_after_failures] * 2:
                 assert outcome.error is not None
-                raise JudgeUnavailable(finished[1], outcome.error.message)
+                raise JudgeUnavailable(finished[1], outcome.error.message, *failed_calls)
 
     async def produce() -> None:
         for seq, row in enumerate(rows):

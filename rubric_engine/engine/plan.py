@@ -30,6 +30,7 @@ from rubric_engine.engine.preflight import (
     check_cost_known,
     check_credentials,
     check_something_to_check,
+    is_local,
     read_inputs,
 )
 from rubric_engine.engine.task import (
@@ -420,6 +421,8 @@ def make_backend(options: ScoreOptions, rubric: EvalRubric) -> ReplayBackend | L
     retry = options.retry
     if not retry.after_timeout_s:  # a timed-out server may still be generating: let it finish
         retry = replace(retry, after_timeout_s=min(options.timeout_s, retry.max_wait_s))
+    if options.api_base and is_local(options.api_base) and not retry.restart_wait_s:
+        retry = replace(retry, restart_wait_s=options.restart_wait_s)  # a restart: wait for it
     live = LiveSettings(
         api_base=options.api_base,
         api_key_env=options.api_key_env,

@@ -103,12 +103,25 @@ class JudgeUnavailableError(RubricEvalError):
     exit_code = ExitCode.NOTHING_SCORED
 
     def __init__(
-        self, task_id: str, saved: int, total: int, first_error: str, store: StoreLocation
+        self,
+        task_id: str,
+        saved: int,
+        total: int,
+        first_error: str,
+        store: StoreLocation,
+        calls: int = 0,
+        answered: int = 0,
     ) -> None:
         which = f"all {total} row(s)" if saved == total else f"the first {saved} of {total} row(s)"
         rest = "" if saved == total else ", so the rest were not tried"
+        how = (
+            f"failed in transport: the judge answered {answered} of their {calls} call(s), "
+            "then stopped answering"
+            if answered
+            else "failed to reach the judge"
+        )
         super().__init__(
-            f"stopped task {task_id}: {which} failed to reach the judge{rest}. First error: "
+            f"stopped task {task_id}: {which} {how}{rest}. First error: "
             f"{first_error}. Check --model, --api-base and the API key. The failed rows are "
             f"kept: {report_command(task_id, store)}; once the judge is reachable, "
             f"`{resume_command(task_id, store)}` judges them again"
@@ -412,7 +425,7 @@ async def _run(
             task_id, TaskState.STOPPED, {"stopReason": "the judge was unreachable", **cut_off()}
         )
         raise JudgeUnavailableError(
-            task_id, stop.failed, total, stop.first_error, options.store
+            task_id, stop.failed, total, stop.first_error, options.store, stop.calls, stop.answered
         ) from stop
     except BatchStepFailed as failed:
         store.finish_task(

@@ -65,6 +65,12 @@ def is_retryable(exc: BaseException) -> bool:
     return status in RETRYABLE_STATUS
 
 
+def is_refused(exc: BaseException) -> bool:
+    """A connection the server refused (nothing listens: a server restarting), as the
+    transports raise it (:func:`rubric_engine.judge.transport.refused_message`)."""
+    return type(exc).__name__ == "APIConnectionError" and "connection refused" in str(exc)
+
+
 def retry_after_s(exc: BaseException) -> float | None:
     """Seconds from a ``Retry-After`` (or ``retry-after-ms``) header on the error, if any."""
     headers: Any = getattr(exc, "headers", None)
@@ -124,6 +130,9 @@ class RetryPolicy:
     max_wait_s: float = 30.0
     #: the least wait after a timeout, seconds (the server may still be finishing the answer)
     after_timeout_s: float = 0.0
+    #: seconds a refused connection is retried for, however many attempts that takes: a
+    #: self-hosted server restarting (a minute for a model to load); 0 counts it as any error
+    restart_wait_s: float = 0.0
 
     def wait(self, state: RetryCallState) -> float:
         """Seconds before the next attempt: the jittered backoff, raised to the server's
@@ -153,7 +162,15 @@ class RetryPolicy:
             retry=retry_if_exception(
                 lambda exc: is_retryable(exc) and status_of(exc) not in final_status
             ),
-            stop=stop_after_attempt(self.max_attempts),
+            stop=self.stop,
             wait=self.wait,
             reraise=True,
         )
+
+    def stop(self, state: RetryCallState) -> bool:
+        """Stop after ``max_attempts``; a refused connection, with ``restart_wait_s``, only
+        once that long has passed since the first attempt."""
+        exc = state.outcome.exception() if state.outcome else None
+        if self.restart_wait_s and exc is not None and is_refused(exc):
+            return (state.seconds_since_start or 0.0) >= self.restart_wait_s
+        return stop_after_attempt(self.max_attempts)(state)

@@ -1,0 +1,102 @@
+"""A self-hosted judge (llama.cpp, vLLM) as it behaves: it restarts, it counts tokens its own way
+(docs/self-hosted-judge.md). Each test failed before its fix."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rubric_engine.engine import score
+from rubric_engine.judge.retry import RetryPolicy
+from rubric_engine.testing.openai_stub import StubReply, StubServer, row_id_of
+from tests.test_live import UNSEEN, options, verdict
+
+pytestmark = pytest.mark.live
+
+
+def test_a_refused_connection_is_retried_until_the_restart_wait_has_passed() -> None:
+    import asyncio
+
+    from rubric_engine.judge.transport import APIConnectionError, BadRequestError
+
+    policy = RetryPolicy(max_attempts=2, base_s=0.01, max_wait_s=0.05, restart_wait_s=0.6)
+    tries: list[float] = []
+
+    async def call(exc: Exception) -> None:
+        async for attempt in policy.retrying():
+            with attempt:
+                tries.append(time.monotonic())
+                raise exc
+
+    refused = APIConnectionError("connection refused by http://127.0.0.1:9/v1 (is the server…)")
+    started = time.monotonic()
+    with pytest.raises(APIConnectionError):
+        asyncio.run(call(refused))
+    assert time.monotonic() - started >= 0.6 and len(tries) > 2  # past max_attempts
+    tries.clear()
+    with pytest.raises(BadRequestError):  # any other error: max_attempts (not retried at all)
+        asyncio.run(call(BadRequestError("bad", 400)))
+    assert len(tries) == 1
+
+
+def test_a_server_restart_loses_no_row(tmp_path: Path) -> None:
+    # a restart (~10 s) outlasted the 4 retries in 8 s; the row failed "to reach the judge"
+    first = StubServer(lambda body: verdict(row_id_of(body) or ""))
+    port = int(first.base_url.rsplit(":", 1)[1].split("/")[0])
+    first.start()
+    restarted: list[StubServer] = []
+
+    def restart() -> None:
+        first.stop()  # the listening socket closes: connections are refused
+        time.sleep(2.0)
+        again = StubServer(lambda body: verdict(row_id_of(body) or ""), port=port)
+        restarted.append(again.start())
+
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(UNSEEN.read_text("utf-8"), "utf-8")
+    base = first.base_url
+    threading.Thread(target=restart, daemon=True).start()
+    time.sleep(0.2)  # the server is down when the run starts
+    try:
+        result = score(
+            options(
+                tmp_path, None, mode="live", api_base=base, inputs=[rows],
+                retry=RetryPolicy(max_attempts=2, base_s=0.2, max_wait_s=1.0),
+                restart_wait_s=30.0,
+            )
+        )  # fmt: skip
+    finally:
+        for server in restarted:
+            server.stop()
+    assert result.report.totals.judge_errors == 0
+    assert result.report.totals.scored == len(UNSEEN.read_text("utf-8").splitlines())
+
+
+def test_the_stop_message_counts_the_calls_the_judge_answered(tmp_path: Path) -> None:
+    # the in-flight rows' answered calls were not counted: "failed to reach the judge"
+    from rubric_engine.engine.run import JudgeUnavailableError
+
+    seen: dict[str, int] = {}
+
+    def judge(body: dict[str, Any]) -> StubReply:
+        row = row_id_of(body) or ""
+        seen[row] = seen.get(row, 0) + 1
+        if seen[row] == 1:
+            return StubReply(content=json.dumps({"rowId": row, "score": 99}))  # asked again
+        return StubReply(status=500, content="the server went away")
+
+    with StubServer(judge) as server, pytest.raises(JudgeUnavailableError) as stopped:
+        score(
+            options(
+                tmp_path, server, concurrency=1,
+                retry=RetryPolicy(max_attempts=2, base_s=0.01, max_wait_s=0.02),
+            )
+        )  # fmt: skip
+    message = str(stopped.value)
+    assert "the judge answered 3 of their 9 call(s), then stopped answering" in message, message
+    assert "failed to reach the judge" not in message
