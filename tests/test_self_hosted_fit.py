@@ -100,3 +100,28 @@ def test_the_stop_message_counts_the_calls_the_judge_answered(tmp_path: Path) ->
     message = str(stopped.value)
     assert "the judge answered 3 of their 9 call(s), then stopped answering" in message, message
     assert "failed to reach the judge" not in message
+
+
+def test_a_truncated_re_ask_goes_again_alone_with_more_room(tmp_path: Path) -> None:
+    # a truncated re-ask restarted the row: the first request (whose answer was invalid) was
+    # sent again byte for byte, then the re-ask: 9 calls for one row
+    from tests.test_hostile_judge import OWN, run_row
+
+    invalid = StubReply(content=OWN.replace('"score": 4', '"score": 99'))
+    cut = StubReply(content=OWN[:40], finish_reason="length")
+    row, calls = run_row(tmp_path, [invalid, cut, StubReply(content=OWN)])
+    assert row["status"] == "SCORED" and row["judgeScore"] == 4
+    assert len(calls) == 3
+    first, reask, again = (c["body"] for c in calls)
+    assert (reask["max_tokens"], again["max_tokens"]) == (1024, 2048)
+    assert again["messages"] == reask["messages"] != first["messages"]
+
+
+def test_a_re_ask_cut_off_twice_ends_the_row(tmp_path: Path) -> None:
+    from tests.test_hostile_judge import OWN, run_row
+
+    invalid = StubReply(content=OWN.replace('"score": 4', '"score": 99'))
+    cut = StubReply(content=OWN[:40], finish_reason="length")
+    row, calls = run_row(tmp_path / "b", [invalid, cut, cut, StubReply(content=OWN)])
+    assert row["status"] == "JUDGE_ERROR" and row["error"]["kind"] == "TRUNCATED"
+    assert len(calls) == 3 and "a re-ask was cut off" in row["error"]["message"]

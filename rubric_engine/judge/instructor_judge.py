@@ -226,22 +226,31 @@ class InstructorJudge:
         room = int(self.params.get("max_tokens") or DEFAULT_PARAMS["max_tokens"])
         tried: list[int] = []
         parsed: ParsedVerdict | JudgeError | None = None
+        asked = row.first or kwargs  # the request a truncated answer is asked again
+        reasks_left = self.max_reasks
+        cut_reasks = 0  # re-asks whose answer was cut off
         for truncations in range(self.max_reasks + 1):
             tried.append(room)
-            parsed = await self._round(row, row.first or kwargs, room if truncations else None)
+            parsed, asked, reasks_left = await self._round(
+                row, asked, room if truncations else None, reasks_left
+            )
             if parsed is not None:
                 break
             cut_at = room
             room = min(MAX_TOKENS_CAP, room * TRUNCATION_GROWTH)
-            if truncations == self.max_reasks or cut_at >= MAX_TOKENS_CAP:
+            cut_reasks += asked is not (row.first or kwargs)
+            if truncations == self.max_reasks or cut_at >= MAX_TOKENS_CAP or cut_reasks == 2:
                 budgets = ", ".join(map(str, tried))
+                which = "a re-ask" if cut_reasks == 2 else "the judge's output"
                 parsed = JudgeError(
                     kind=JudgeErrorKind.TRUNCATED,
                     attempts=row.answers,
-                    message=f"the judge's output was cut off at max_tokens={budgets} "
+                    message=f"{which} was cut off at max_tokens={budgets} "
                     f"({len(tried)} time(s)); raise --max-tokens",
                 )
                 break
+            # the request that was cut off goes again alone, with more room: a truncated
+            # re-ask is not preceded by the first request again
             row.reasks.append(f"output cut off at max_tokens={cut_at}; asked again with {room}")
         assert parsed is not None
         if isinstance(parsed, ParsedVerdict):
@@ -268,18 +277,20 @@ class InstructorJudge:
         return outcome
 
     async def _round(
-        self, row: _Row, kwargs: dict[str, Any], room: int | None
-    ) -> ParsedVerdict | JudgeError | None:
-        """Ask, parse, re-ask on an unusable answer, up to ``max_reasks`` times.
+        self, row: _Row, kwargs: dict[str, Any], room: int | None, reasks_left: int
+    ) -> tuple[ParsedVerdict | JudgeError | None, dict[str, Any], int]:
+        """Ask ``kwargs``, parse, re-ask on an unusable answer while re-asks are left.
 
         Returns:
-            The verdict; the error that ended the row; or ``None`` for a truncated answer
-            (:meth:`judge` decides whether to ask again with more room, ``room``).
+            The verdict, the error that ended the row, or ``None`` for a truncated answer
+            (:meth:`judge` decides whether to ask again with more room, ``room``); the request
+            last asked (without its ``max_tokens``: the one a truncated answer goes again);
+            the re-asks left.
         """
         context = RowContext(
             row.request.row_id, row.request.case_requirement_ids, row.request.turn_count
         )
-        for attempt in range(self.max_reasks + 1):
+        while True:
             sent = kwargs if room is None else {**kwargs, "max_tokens": room}
             if not self._settled and not row.attempts:
                 answer, kwargs = await self._settle(row, sent)
@@ -287,18 +298,18 @@ class InstructorJudge:
                 answer = await self.backend.complete(sent, row.request, row.key, row.answers)
             row.attempts.extend(answer.attempts)
             if answer.failure is not None or answer.response is None:
-                return self._failed(row, answer, sent)
+                return self._failed(row, answer, sent), kwargs, reasks_left
             if self.delivery is not None:
                 self.delivery.check(
                     row.request.row_id, sent["messages"], row.attempts[-1].prompt_tokens
                 )
             parsed = parse_reply(answer.response, self.rubric_model, context)
             if isinstance(parsed, ParsedVerdict):
-                return parsed
+                return parsed, kwargs, reasks_left
             if parsed.kind is ParseFailureKind.TRUNCATED:
                 unit = looping_unit(reply_text(answer.response))
                 if unit is not None:
-                    return JudgeError(
+                    looped = JudgeError(
                         kind=JudgeErrorKind.LOOPING,
                         attempts=row.answers,
                         message=f"the judge's reply repeated {unit[:40]!r} until "
@@ -306,24 +317,27 @@ class InstructorJudge:
                         "larger budget. Use --output-mode schema (the server then enforces "
                         "the verdict's shape) or a larger model",
                     )
-                return None
+                    return looped, kwargs, reasks_left
+                return None, kwargs, reasks_left
             if parsed.kind is ParseFailureKind.REFUSED:
-                return JudgeError(
+                refused = JudgeError(
                     kind=JudgeErrorKind.REFUSED, attempts=row.answers, message=parsed.reason
                 )
+                return refused, kwargs, reasks_left
             row.reasks.append(parsed.reason)
             if parsed.kind.ambiguous:
                 row.warnings.append(
                     ProtocolWarning(code=WarningCode.AMBIGUOUS_REPLY, detail=parsed.reason[:500])
                 )
-            if attempt == self.max_reasks:
-                return JudgeError(
+            if reasks_left == 0:
+                invalid = JudgeError(
                     kind=JudgeErrorKind.INVALID_OUTPUT,
                     attempts=row.answers,
                     message=f"no valid verdict after {row.answers} answer(s): {parsed.reason}",
                 )
+                return invalid, kwargs, reasks_left
+            reasks_left -= 1
             kwargs = self.adapter.reask(kwargs, answer.response, parsed.reason)
-        raise AssertionError("unreachable: the last attempt returns")
 
     async def _settle(self, row: _Row, sent: dict[str, Any]) -> tuple[Answer, dict[str, Any]]:
         """The first call of ``schema`` mode: each form in turn until one is not refused.
