@@ -95,10 +95,10 @@ def test_like_llama_cpp_with_system_as_user_and_schema_mode(tmp_path: Path) -> N
     rows = rows_by_id(result.files.rows)
     # the batch went on: the four scripted rows are scored
     assert all(rows[r]["status"] == "SCORED" for r in SCRIPT)
-    # the over-long row is its own kind, named with its token count and the limit
+    # the over-long row is its own kind, named with the server's own token count and the limit
     long = rows["long-1"]["error"]
     assert long["kind"] == "CONTEXT_EXCEEDED"
-    assert "16384" in long["message"] and "about " in long["message"]
+    assert "16384" in long["message"] and "tokens as the server counted" in long["message"]
     # the loop is classified and not asked again with a doubled budget
     loop = rows["loop-1"]["error"]
     assert loop["kind"] == "LOOPING" and "max_tokens=1024" in loop["message"]

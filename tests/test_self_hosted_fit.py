@@ -125,3 +125,67 @@ def test_a_re_ask_cut_off_twice_ends_the_row(tmp_path: Path) -> None:
     row, calls = run_row(tmp_path / "b", [invalid, cut, cut, StubReply(content=OWN)])
     assert row["status"] == "JUDGE_ERROR" and row["error"]["kind"] == "TRUNCATED"
     assert len(calls) == 3 and "a re-ask was cut off" in row["error"]["message"]
+
+
+def _rows(tmp_path: Path) -> Path:
+    """A short row and a long one (12,000 characters of English: ~2,400 tiktoken tokens)."""
+    small = json.loads(UNSEEN.read_text("utf-8").splitlines()[0])
+    big = {**small, "rowId": "long-row"}
+    big["messages"] = [
+        {"role": "user", "content": "The patient lists symptoms and history. " * 300},
+        {"role": "assistant", "content": "Please see a doctor."},
+    ]
+    path = tmp_path / "rows.jsonl"
+    path.write_text(json.dumps(small) + "\n" + json.dumps(big) + "\n", "utf-8")
+    return path
+
+
+def _warned(tmp_path: Path, server: StubServer, max_context: int) -> list[str]:
+    import warnings
+
+    from rubric_engine.engine.plan import fresh_plan
+    from rubric_engine.judge.server_checks import ContextLimitWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        plan = fresh_plan(
+            options(tmp_path, server, inputs=[_rows(tmp_path)], max_context=max_context), "t"
+        )
+    plan.inputs.close()
+    return [str(w.message) for w in caught if issubclass(w.category, ContextLimitWarning)]
+
+
+def test_the_context_check_asks_a_server_with_a_tokenizer_for_its_count(tmp_path: Path) -> None:
+    # the pre-flight counted with tiktoken (here: 4x low) and let an 11k-token row through
+    from rubric_engine.testing.openai_stub import ServerQuirks
+
+    quirks = ServerQuirks(chars_per_token=1, tokenize=True)  # a tokenizer of its own
+    with StubServer(lambda body: verdict(row_id_of(body) or ""), quirks=quirks) as server:
+        warned = _warned(tmp_path, server, 16000)
+        asked = server.tokenize_calls
+    assert len(warned) == 1 and "long-row" in warned[0], warned
+    assert "counted by the server's /tokenize" in warned[0]
+    assert UNSEEN.read_text("utf-8").split('"', 4)[3] not in warned[0]  # the short row fits
+    assert asked >= 3  # the probe, then each long row
+
+
+def test_without_a_tokenizer_the_check_adds_max_tokens_and_a_stated_margin(
+    tmp_path: Path,
+) -> None:
+    # "about 7663 tokens … over 8192" let rows through: max_tokens was not counted
+    with StubServer(lambda body: verdict(row_id_of(body) or "")) as server:
+        warned = _warned(tmp_path, server, 11500)
+    assert len(warned) == 1 and "long-row" in warned[0], warned
+    assert "room for a 1024-token answer" in warned[0]
+    assert "tiktoken plus a 30% margin" in warned[0]
+
+
+def test_a_context_error_quotes_the_server_s_own_count(tmp_path: Path) -> None:
+    from rubric_engine.testing.openai_stub import ServerQuirks
+
+    quirks = ServerQuirks(chars_per_token=1, context_limit=16000)
+    with StubServer(lambda body: verdict(row_id_of(body) or ""), quirks=quirks) as server:
+        result = score(options(tmp_path, server, inputs=[_rows(tmp_path)], max_context=16000))
+    (error,) = [e for e in result.report.judge_errors if e.row_id == "long-row"]
+    assert error.kind == "CONTEXT_EXCEEDED"
+    assert "tokens as the server counted" in (error.message or ""), error.message

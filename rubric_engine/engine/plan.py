@@ -8,7 +8,9 @@ cheapest mistakes first.
 
 from __future__ import annotations
 
+import math
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
@@ -43,15 +45,18 @@ from rubric_engine.engine.task import (
 from rubric_engine.errors import ConfigurationError
 from rubric_engine.judge.backends import LiveBackend, LiveSettings, RecordBackend, ReplayBackend
 from rubric_engine.judge.cassettes.cassette import CassetteIndex, CassetteWriter
+from rubric_engine.judge.endpoints import SELF_HOSTED_PREFIXES
 from rubric_engine.judge.instructor_judge import DEFAULT_PARAMS, InstructorJudge
 from rubric_engine.judge.limiter import AdaptiveLimit
 from rubric_engine.judge.output_modes import OutputMode
 from rubric_engine.judge.prompt import DEFAULT_PROMPT, PromptTemplate, load_prompt
 from rubric_engine.judge.server_checks import (
+    SELF_HOSTED_MARGIN,
     ContextLimitWarning,
     DeliveryCheck,
     litellm_estimate,
     oversized_rows,
+    server_tokenizer,
 )
 from rubric_engine.report.render.output import check_report_folder
 from rubric_engine.rubric.model import EvalRubric
@@ -157,27 +162,61 @@ def context_limit(options: ScoreOptions) -> int | None:
 
 def warn_oversized(plan: Plan, skip: frozenset[str] = frozenset()) -> None:
     """Before the first call: warn (:class:`ContextLimitWarning`) naming the rows whose
-    prompts will not fit the known context; they will end as CONTEXT_EXCEEDED rows."""
+    prompts, with room for the answer (``max_tokens``), will not fit the known context; they
+    will end as CONTEXT_EXCEEDED rows. A self-hosted server is asked for its own count
+    (``/tokenize``, :func:`server_tokenizer`); without one, tiktoken's count is raised by
+    :data:`SELF_HOSTED_MARGIN` and the warning says so."""
     limit = plan.context_limit
     if limit is None or plan.template is None or plan.options.mode == "replay":
         return
+    estimate, how = _counter(plan.options)
+    reserve = int(plan.params.get("max_tokens") or 0)
     prompts = [
         (row.row_id, [dict(m) for m in plan.builder.prepare(seq, row).request.messages])
         for seq, row in enumerate(plan.inputs.stream())
         if row.row_id not in skip
     ]
-    over = oversized_rows(prompts, limit, litellm_estimate(effective_model(plan.options)))
+    try:
+        over = oversized_rows(prompts, limit, estimate, reserve)
+    except OSError:  # the tokenizer endpoint stopped answering: tiktoken with the margin
+        estimate, how = _counter(plan.options, ask_server=False)
+        over = oversized_rows(prompts, limit, estimate, reserve)
     if over:
         named = ", ".join(f"{r} (~{n} tokens)" for r, n in over[:10])
         more = f" and {len(over) - 10} more" if len(over) > 10 else ""
         warnings.warn(
             ContextLimitWarning(
-                f"{len(over)} row(s) will not fit the judge's context of {limit} tokens: "
-                f"{named}{more}; they will be CONTEXT_EXCEEDED rows (the rest are judged). "
-                "Give --max-context N if the server's limit differs"
+                f"{len(over)} row(s) will not fit the judge's context of {limit} tokens with "
+                f"room for a {reserve}-token answer (--max-tokens): {named}{more}, {how}; they "
+                "will be CONTEXT_EXCEEDED rows (the rest are judged). Give --max-context N if "
+                "the server's limit differs"
             ),
             stacklevel=2,
         )
+
+
+def _counter(
+    options: ScoreOptions, ask_server: bool = True
+) -> tuple[Callable[[list[dict[str, Any]]], int], str]:
+    """How a run counts its prompts' tokens, and the words that say how."""
+    model = effective_model(options)
+    estimate = litellm_estimate(model)
+    self_hosted = bool(options.api_base) and model.split("/", 1)[0] in SELF_HOSTED_PREFIXES
+    if not self_hosted:
+        return estimate, "counted with the model's tokenizer (litellm)"
+    assert options.api_base is not None
+    served = server_tokenizer(options.api_base, model) if ask_server else None
+    if served is not None:
+        return served, "counted by the server's /tokenize"
+    margin = SELF_HOSTED_MARGIN
+
+    def raised(messages: list[dict[str, Any]]) -> int:
+        return math.ceil(estimate(messages) * margin)
+
+    return raised, (
+        f"counted with tiktoken plus a {round((margin - 1) * 100)}% margin (the server has no "
+        "/tokenize endpoint, and other tokenizers count more for the same text)"
+    )
 
 
 class AlreadyComplete(Exception):

@@ -124,15 +124,28 @@ def litellm_estimate(model: str) -> Callable[[list[dict[str, Any]]], int]:
 
 
 _LIMIT = re.compile(r"(?:maximum context length|context (?:length|window|size)) (?:is |of )?(\d+)")
+#: the server's own count of the request: OpenAI/vLLM "resulted in N tokens", "you requested
+#: N tokens", llama.cpp "request (N tokens) exceeds"
+_COUNTED = re.compile(
+    r"(?:resulted in|you requested|request \(|requested) (\d+) tokens", re.IGNORECASE
+)
 
 
 def context_message(detail: str, tokens: int | None, limit: int | None) -> str:
-    """``CONTEXT_EXCEEDED``'s message: the row's token estimate and the limit (from
-    ``--max-context``, else read from the server's error text), then the server's words."""
+    """``CONTEXT_EXCEEDED``'s message: the server's own token count when its error gives one,
+    else the engine's estimate; the limit (from ``--max-context``, else read from the server's
+    error text); then the server's words."""
     if limit is None:
         found = _LIMIT.search(detail)
         limit = int(found.group(1)) if found else None
-    size = f"about {tokens} tokens" if tokens else "its prompt"
+    counted = _COUNTED.search(detail)
+    size = (
+        f"{counted.group(1)} tokens as the server counted"
+        if counted
+        else f"about {tokens} tokens"
+        if tokens
+        else "its prompt"
+    )
     over = f"the model's context of {limit} tokens" if limit else "the model's context"
     return (
         f"the row's prompt ({size}) is over {over}; not retried. Shorten the dialogue, or use "
@@ -148,20 +161,87 @@ def oversized_rows(
     prompts: Sequence[tuple[str, list[dict[str, Any]]]],
     limit: int,
     estimate: Callable[[list[dict[str, Any]]], int],
+    reserve: int = 0,
 ) -> list[tuple[str, int]]:
-    """``(rowId, tokens)`` of each prompt over ``limit`` tokens.
+    """``(rowId, tokens)`` of each prompt that does not leave ``reserve`` tokens (the answer's
+    ``max_tokens``) within ``limit``: a server counts the prompt and the room asked for the
+    answer against its context.
 
-    A prompt of fewer UTF-8 bytes than ``limit`` is taken to fit without counting (a token
-    of a byte-level tokenizer is at least one byte), so only long rows are counted.
+    A prompt of fewer UTF-8 bytes than ``limit - reserve`` is taken to fit without counting
+    (a token of a byte-level tokenizer is at least one byte), so only long rows are counted.
     """
     over: list[tuple[str, int]] = []
     for row_id, messages in prompts:
-        if sum(len(str(m.get("content") or "").encode()) for m in messages) < limit:
+        if sum(len(str(m.get("content") or "").encode()) for m in messages) < limit - reserve:
             continue
         tokens = estimate(messages)
-        if tokens > limit:
+        if tokens + reserve > limit:
             over.append((row_id, tokens))
     return over
+
+
+#: tokens a chat template adds per message (role markers), on top of the content's
+TEMPLATE_TOKENS_PER_MESSAGE = 4
+#: what tiktoken's count is raised by for a self-hosted model without a tokenizer endpoint:
+#: other tokenizers (Llama's, Qwen's, Gemma's) count up to about 30 % more for the same text
+SELF_HOSTED_MARGIN = 1.3
+
+
+def server_tokenizer(
+    api_base: str, model: str, timeout_s: float = 5.0
+) -> Callable[[list[dict[str, Any]]], int] | None:
+    """The server's own token count of a message list, through its ``/tokenize`` endpoint
+    (beside ``/v1``: llama.cpp takes ``{"content": …}`` and answers ``{"tokens": […]}``, vLLM
+    takes ``{"model", "prompt"}`` and answers ``{"count": …}``), or ``None`` when the server has
+    none (or cannot be reached now). The messages' contents are counted, plus
+    :data:`TEMPLATE_TOKENS_PER_MESSAGE` each."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    from rubric_engine.judge.transport import split_base
+
+    base, _, basic = split_base(api_base)
+    root = (base or "").rstrip("/").removesuffix("/v1")
+    name = model.split("/", 1)[-1]
+
+    def ask(payload: dict[str, Any]) -> int | None:
+        headers = {
+            "Content-Type": "application/json",
+            **({"Authorization": basic} if basic else {}),
+        }
+        request = urllib.request.Request(
+            f"{root}/tokenize", data=json.dumps(payload).encode(), headers=headers
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=timeout_s) as response:
+                found = json.loads(response.read())
+        except (OSError, ValueError, urllib.error.URLError):
+            return None
+        if isinstance(found, dict) and isinstance(found.get("count"), int):
+            return int(found["count"])
+        tokens = found.get("tokens") if isinstance(found, dict) else None
+        return len(tokens) if isinstance(tokens, list) else None
+
+    # vLLM's request shape, then llama.cpp's; the first one the server answers is used
+    shapes = ({"model": name, "prompt": "{text}"}, {"content": "{text}"})
+    # a shape the server reads counts the probe's tokens (a server that ignores the field it
+    # does not know answers 0)
+    chosen = next((p for p in shapes if (ask(_filled(p, "probe text")) or 0) > 0), None)
+    if chosen is None:
+        return None
+
+    def count(messages: list[dict[str, Any]]) -> int:
+        counted = ask(_filled(chosen, "\n".join(str(m.get("content") or "") for m in messages)))
+        if counted is None:
+            raise OSError(f"{root}/tokenize stopped answering")
+        return counted + TEMPLATE_TOKENS_PER_MESSAGE * len(messages)
+
+    return count
+
+
+def _filled(shape: dict[str, str], text: str) -> dict[str, str]:
+    return {k: (text if v == "{text}" else v) for k, v in shape.items()}
 
 
 def system_as_user(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -105,28 +105,38 @@ class ServerQuirks:
     drop_system: bool = False
     reject_json_schema: bool = False
     context_limit: int | None = None
+    #: characters per token of this server's tokenizer (tiktoken's is about 4 for English)
+    chars_per_token: int = 4
+    #: serve llama.cpp's ``POST /tokenize`` (``{"content": …}`` → ``{"tokens": […]}``)
+    tokenize: bool = False
 
     def prompt_tokens(self, body: dict[str, Any]) -> int:
-        """The prompt's size as this server counts it: characters / 4 of what it keeps."""
+        """The prompt's size as this server counts it: characters / ``chars_per_token`` of
+        what it keeps."""
         kept = [
             m
             for m in body.get("messages") or []
             if not (self.drop_system and m.get("role") == "system")
         ]
-        return max(1, sum(len(str(m.get("content") or "")) for m in kept) // 4)
+        return max(1, sum(len(str(m.get("content") or "")) for m in kept) // self.chars_per_token)
+
+    def requested_tokens(self, body: dict[str, Any]) -> int:
+        """The prompt and the room asked for the answer, as a server checks its context."""
+        return self.prompt_tokens(body) + int(body.get("max_tokens") or 0)
 
     def refusal(self, body: dict[str, Any]) -> StubReply | None:
         """The error this server answers ``body`` with, or ``None``."""
         form = (body.get("response_format") or {}).get("type")
         if self.reject_json_schema and form == "json_schema":
             return StubReply(status=500, content="json_schema is not supported by this server")
-        tokens = self.prompt_tokens(body)
+        tokens = self.requested_tokens(body)
         if self.context_limit is not None and tokens > self.context_limit:
             return StubReply(
                 status=400,
                 content=f"This model's maximum context length is {self.context_limit} tokens. "
-                f"However, your messages resulted in {tokens} tokens. Please reduce the "
-                "length of the messages.",
+                f"However, you requested {tokens} tokens ({self.prompt_tokens(body)} in the "
+                f"messages, {body.get('max_tokens') or 0} in the completion). Please reduce the "
+                "length of the messages or completion.",
                 error_code="context_length_exceeded",
             )
         return None
@@ -214,6 +224,8 @@ class StubServer(LoopbackHTTP):
         self.quirks = quirks or ServerQuirks()
         self.prompt_cache = prompt_cache
         self.requests: list[dict[str, Any]] = []
+        #: ``POST /tokenize`` requests (answered when ``quirks.tokenize``; else 404)
+        self.tokenize_calls = 0
         self._lock = threading.Lock()
         self._cached: dict[str, float] = {}  # prefix -> when its first answer left
         stub = self
@@ -234,6 +246,14 @@ class StubServer(LoopbackHTTP):
                     body = json.loads(raw or b"{}")
                 except json.JSONDecodeError:
                     self._send(400, {"error": {"message": "body is not JSON"}}, {})
+                    return
+                if self.path.split("?", 1)[0].rstrip("/") == "/tokenize":  # beside /v1
+                    stub.tokenize_calls += 1  # counted apart: ``requests`` are chat calls
+                    if not stub.quirks.tokenize:
+                        self._send(404, stub.error_payload("unknown path /tokenize", None), {})
+                        return
+                    count = len(str(body.get("content") or "")) // stub.quirks.chars_per_token
+                    self._send(200, {"tokens": list(range(count))}, {})  # llama.cpp's answer
                     return
                 headers = {
                     k.lower(): v for k, v in self.headers.items() if k.lower() != stub.key_header
