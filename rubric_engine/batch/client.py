@@ -1,4 +1,4 @@
-"""Submit and poll provider batches through litellm's batch functions (issue 15).
+"""Submit and poll provider batches through litellm's batch functions (docs/batch.md).
 
 litellm has ``acreate_file``, ``acreate_batch``, ``aretrieve_batch``, ``acancel_batch``,
 ``alist_batches`` and ``afile_content`` (openai, azure, vertex_ai, bedrock, hosted_vllm …)
@@ -74,7 +74,7 @@ class BatchClient:
         self.calls = 0
 
     def _kwargs(self) -> dict[str, Any]:
-        # the provider prefix decides whether a self-hosted --api-base gets the key (issue 19)
+        # the provider prefix decides whether a self-hosted --api-base gets the key
         out = self.settings.transport_kwargs(f"{self.provider}/")
         out.pop("num_retries", None)
         out["custom_llm_provider"] = self.provider
