@@ -197,3 +197,33 @@ def test_ctrl_c_twice_during_a_long_rule_check_ends_without_a_traceback(tmp_path
     _, err = process.communicate(timeout=120)
     assert process.returncode == 130, err.decode()
     assert b"interrupted: task" in err and b"Traceback" not in err, err.decode()[-3000:]
+
+
+def test_red_flag_added_warnings_do_not_depend_on_rule_order(tmp_path: Path) -> None:
+    # two violated red lines of one type, the flag unreported: only the rule first in the
+    # pack was named in RED_FLAG_ADDED (scores were the same either way)
+    from rubric_engine.results.normalize import normalize_verdict
+    from tests.conftest import MINI_RUBRIC
+    from tests.test_normalize_warnings import judge
+
+    first = "      - {id: REFUND_NO_PROMISE, "
+    second = "      - {id: REFUND_NO_PROMISE_AMOUNT, "
+    lines = MINI_RUBRIC.splitlines(keepends=True)
+    a = next(i for i, x in enumerate(lines) if x.startswith(first))
+    b = next(i for i, x in enumerate(lines) if x.startswith(second))
+    swapped = list(lines)
+    swapped[a], swapped[b] = lines[b], lines[a]
+    named = []
+    for name, text in (("pack.yaml", MINI_RUBRIC), ("swapped.yaml", "".join(swapped))):
+        path = tmp_path / name
+        path.write_text(text, "utf-8")
+        rubric = load_rubric(path)
+        verdict = judge(
+            rubric, unmetRequirementIds=["REFUND_NO_PROMISE", "REFUND_NO_PROMISE_AMOUNT"]
+        )
+        result = normalize_verdict(rubric, verdict, "r1")
+        assert result.red_flag_types == ("FALSE_PROMISE",)
+        named.append(
+            sorted(w.requirement_id for w in result.warnings if w.code.value == "RED_FLAG_ADDED")
+        )
+    assert named[0] == named[1] == ["REFUND_NO_PROMISE", "REFUND_NO_PROMISE_AMOUNT"]

@@ -240,8 +240,11 @@ def _backfill_red_flags(
                 detail=f"also of this type: {', '.join(others)}" if others else None,
             )
         )
+    # every violated red line whose flag the judge left out adds it, and each says so: which
+    # rule of a type comes first in the pack changes nothing
+    added = {r.red_flag_type for r in critical if status[r.id][0] is V.VIOLATED} - flags
     for req in critical:
-        if status[req.id][0] is V.VIOLATED and req.red_flag_type not in flags:
+        if status[req.id][0] is V.VIOLATED and req.red_flag_type in added:
             assert req.red_flag_type is not None
             flags.add(req.red_flag_type)
             if req.id in upgraded:
