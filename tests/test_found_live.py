@@ -87,6 +87,18 @@ def test_a_401_keeps_the_answers_in_flight_and_writes_the_report(tmp_path: Path)
     assert "report" in str(refused.value) and str(tmp_path / "out") in str(refused.value)
 
 
+def test_a_401_on_every_call_in_flight_is_a_refusal_not_an_unreachable_judge(
+    tmp_path: Path,
+) -> None:
+    # every call refused, three in flight: the third refused row to end tripped "the first 3
+    # rows failed to reach the judge" (exit 5) before the refusal (exit 8) was raised
+    def judge(body: dict[str, Any]) -> StubReply:
+        return StubReply(status=401, content="Incorrect API key provided", delay_s=0.3)
+
+    with StubServer(judge) as server, pytest.raises(CredentialsRefusedError):
+        score(options(tmp_path, server, concurrency=3))
+
+
 def test_resume_keeps_the_task_s_concurrency_and_output_form(tmp_path: Path) -> None:
     # --resume forgot --concurrency (8 requests in flight on a one-slot server) and probed
     # the schema form again

@@ -441,9 +441,9 @@ def _check_batch(options: ScoreOptions) -> None:
 def _check_ranges(options: ScoreOptions) -> None:
     if not 1 <= options.concurrency <= MAX_CONCURRENCY:
         raise ConfigurationError(
-            f"--concurrency {options.concurrency} is not valid: give 1 to at most "
-            f"{MAX_CONCURRENCY} calls in flight (a provider's rate limit bounds a run long "
-            "before that)"
+            f"--concurrency must be at least 1 and at most {MAX_CONCURRENCY} calls in flight "
+            f"(not {options.concurrency}; a provider's rate limit bounds a run long before "
+            f"{MAX_CONCURRENCY})"
         )
     if options.max_reasks < 0:
         raise ConfigurationError("--max-reasks must be 0 or more")

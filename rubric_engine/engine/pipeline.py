@@ -346,7 +346,8 @@ async def run_batch(
             if refused is not None and not refusal:  # every later row would be refused too
                 assert outcome.error is not None
                 refusal.append(CredentialsRefused(refused, outcome.error.message))
-            if stop_after_failures and finished == [stop_after_failures] * 2:
+            # a refusal says more than "unreachable": it is raised once the rows in flight end
+            if stop_after_failures and finished == [stop_after_failures] * 2 and not refusal:
                 assert outcome.error is not None
                 raise JudgeUnavailable(finished[1], outcome.error.message, *failed_calls)
 

@@ -201,7 +201,12 @@ def _counter(
     """How a run counts its prompts' tokens, and the words that say how."""
     model = effective_model(options)
     estimate = litellm_estimate(model)
-    self_hosted = bool(options.api_base) and model.split("/", 1)[0] in SELF_HOSTED_PREFIXES
+    # a batch goes through a provider's batch API, which has no tokenizer endpoint to ask
+    self_hosted = (
+        bool(options.api_base)
+        and options.mode != "batch"
+        and model.split("/", 1)[0] in SELF_HOSTED_PREFIXES
+    )
     if not self_hosted:
         return estimate, "counted with the model's tokenizer (litellm)"
     assert options.api_base is not None
