@@ -106,3 +106,18 @@ def test_every_benchmark_command_prints_its_help() -> None:
     assert all(name in top for name in commands) and "SUPPRESS" not in top
     for name in commands:
         assert "usage:" in bench(name, "--help")
+
+
+def test_actions_benchmark_lists_the_clusters_of_20_replica_rows() -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "actions.py"), "--rows", "20"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    ((row,),) = tables(done.stdout)
+    # the replicas are the first 20 demo rows, every one of them low in the demo
+    assert (row["rows"], row["low rows"]) == ("20", "20")
+    assert int(row["items"]) > 0 and row["load before"] and float(row["actions peak MB"]) > 0
