@@ -427,7 +427,8 @@ def test_a_score_between_the_points_of_the_scale_is_refused_with_its_line(
     )
     code, out = run("labels", "import", path, "--task", task, "--store", store)
     assert code == 2, out
-    assert "label 2 (row airline-4): score: 2.5 is not a whole point of the scale 1..5" in out
+    # refused as the file is read, in every mode (with or without a task or a rubric)
+    assert "l.jsonl:2: score: 2.5 is not a whole point" in " ".join(out.split())
     assert "round an averaged score" in out
     with TaskStore(store) as opened:
         assert read_labels(opened.backend) == []  # nothing imported, the good line neither
@@ -439,8 +440,8 @@ def test_a_score_between_the_points_of_the_scale_is_refused_with_its_line(
     )  # fmt: skip
     code, out = run("labels", "import", pinned, "--store", store)
     assert code == 2 and "1 problem(s)" in out, out
-    assert "(row r2): score: 4.25 is not a whole" in out
-    assert "(row r1)" not in out  # 3.0 is a point of the scale
+    assert "p.jsonl:2: score: 4.25 is not a whole" in " ".join(out.split())
+    assert "p.jsonl:1" not in out  # 3.0 is a point of the scale
 
 
 def test_a_score_that_is_no_number_and_turns_outside_the_dialogue_are_refused(

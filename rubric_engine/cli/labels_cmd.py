@@ -66,7 +66,7 @@ def labels_import(
             if task is not None:
                 labels = check_against_task(labels, load_task(opened, task), file)
             else:
-                check_against_rubrics(labels, _named_rubrics(opened, labels), file)
+                labels = check_against_rubrics(labels, _named_rubrics(opened, labels), file)
             outcome = append_labels(opened.backend, labels)
         superseding = sum(1 for lab in outcome.added if lab.supersedes)
         extra = unknown_fields(labels)
@@ -190,6 +190,12 @@ def labels_convert(
                 )
             human, judge = datasets.llm_rubric_labels(path, question=question, answer=answer)  # type: ignore[arg-type]
             files = {"human.jsonl": human, "judge.jsonl": judge}
+            if answer == "expected":
+                rounded = sum(1 for lab in judge if lab.score != lab.metadata["expectedAnswer"])
+                typer.echo(
+                    f"the judge's expected answer is rounded to the nearest whole point, halves "
+                    f"up ({rounded} of {len(judge)} changed; metadata.expectedAnswer keeps it)"
+                )
         elif kind == "tau2":
             files = {f"{path.stem}.labels.jsonl": datasets.tau2_labels(path)}
         elif kind == "healthbench":

@@ -3,7 +3,8 @@
 - **LLM-Rubric** (Hashemi et al., ACL 2024; ``microsoft/LLM-Rubric`` ``data/real_data``): the
   human rating of one question per dialogue (a row-level ``score``; 0 = the question did not
   apply, skipped) and the gpt-3.5 judge's answer distribution for the same question, read as
-  the expected answer, the argmax or a sample. ``sample`` repeats the repository's baseline
+  the expected answer (rounded to the nearest whole point, halves up: a label's score is a
+  whole point), the argmax or a sample. ``sample`` repeats the repository's baseline
   script: probabilities that sum to less than 1 have the shortfall spread over the first three
   answers, and one answer per line of the whole file is drawn, in file order, with numpy's
   legacy generator seeded 4076609 (its default), so the published ``sample_llm`` figures
@@ -23,6 +24,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import math
 from collections import Counter
 from pathlib import Path
 from typing import Any, Literal
@@ -43,6 +45,12 @@ def _tsv(path: Path) -> list[dict[str, str]]:
             return list(csv.DictReader(handle, delimiter="\t"))
     except OSError as exc:
         raise InputError(f"{path}: cannot read it ({exc.strerror or exc})") from exc
+
+
+def expected_point(expected: float) -> float:
+    """The judge's expected answer as a label score: the nearest whole point, halves rounded up
+    (a label's score is a whole point; 2.5 → 3)."""
+    return float(math.floor(expected + 0.5))
 
 
 def llm_rubric_labels(
@@ -66,6 +74,7 @@ def llm_rubric_labels(
         raise InputError(f"--question {question!r} is not valid; valid: {', '.join(valid)}")
     rng = np.random.RandomState(seed)
     judged: dict[str, float] = {}
+    exact: dict[str, float] = {}  # the expected answer before rounding
     for row in machine:
         probs = np.array([float(row[c]) for c in _ANSWERS])
         if probs.sum() < 1.0:
@@ -73,8 +82,9 @@ def llm_rubric_labels(
         drawn = float(rng.choice([1.0, 2.0, 3.0, 4.0], p=probs))  # one draw per line, in order
         if row["criterion"] != question:
             continue
+        exact[row["text_id"]] = float(probs @ np.array([1.0, 2.0, 3.0, 4.0]))
         value = {
-            "expected": float(probs @ np.array([1.0, 2.0, 3.0, 4.0])),
+            "expected": expected_point(exact[row["text_id"]]),
             "argmax": float(probs.argmax() + 1),
             "sample": drawn,
         }[answer]
@@ -100,6 +110,7 @@ def llm_rubric_labels(
                 reviewer="gpt-3.5-turbo-16k",
                 role="judge",
                 reason=f"LLM-Rubric {question}, {answer} answer",
+                metadata={"expectedAnswer": exact[row["text_id"]]} if answer == "expected" else {},
             )
         )
     return human_labels, judge_labels

@@ -26,6 +26,7 @@ from rubric_engine.dialogue.csv_rows import allow_long_fields, repeated_columns
 from rubric_engine.errors import InputError, Problem, format_loc
 from rubric_engine.formats.jsonl import loads_strict, lone_surrogate_in, not_utf8_problem
 from rubric_engine.labels.model import Label
+from rubric_engine.labels.pins import RubricPins, pin_label, rubric_pins
 
 if TYPE_CHECKING:
     from rubric_engine.report import StoredTask
@@ -243,29 +244,18 @@ def _duplicates(path: Path, labels: list[tuple[int, Label]]) -> list[Problem]:
 
 
 def _score_problems(where: str, score: float | None, scale: ScoreScale) -> list[Problem]:
-    """A label's ``score`` off the pack's scale: outside it, or between its points (the scale
-    is whole points, as the judge's scores are; weighted κ compares them point for point)."""
-    if score is None:
+    """A label's ``score`` outside the pack's scale (a score between its points is refused as
+    the file is read: scores are whole points in every mode, :class:`Label`)."""
+    if score is None or scale.min <= score <= scale.max:
         return []
-    if not scale.min <= score <= scale.max:
-        return [Problem(where, "score", f"{score:g} is outside the scale {scale.min}..{scale.max}")]
-    if not float(score).is_integer():
-        return [
-            Problem(
-                where,
-                "score",
-                f"{score:g} is not a whole point of the scale {scale.min}..{scale.max}; give the "
-                "reviewer's score as one of its points (round an averaged score, or import each "
-                "reviewer's own)",
-            )
-        ]
-    return []
+    return [Problem(where, "score", f"{score:g} is outside the scale {scale.min}..{scale.max}")]
 
 
 def check_against_rubrics(
     labels: Sequence[Label], rubrics: dict[tuple[str, int | None], EvalRubric | str], path: Path
-) -> None:
-    """Check labels imported without a task against the rubric versions they name.
+) -> list[Label]:
+    """Check labels imported without a task against the rubric versions they name, and fill in
+    each one's version, hash and pins from that version.
 
     Args:
         rubrics: ``(rubricKey, rubricVersion)`` of every label → the stored pack, or why there
@@ -278,12 +268,21 @@ def check_against_rubrics(
             rows, not packs, so only a task can check them (``--task``).
     """
     problems: list[Problem] = []
+    out: list[Label] = []
+    pins_of: dict[tuple[str, int], RubricPins] = {}
     for index, lab in enumerate(labels, start=1):
         where = f"{path}: label {index} (row {lab.row_id})"
         found = rubrics[(lab.rubric_key or "", lab.rubric_version)]
         if isinstance(found, str):
             problems.append(Problem(where, "rubricKey", found))
             continue
+        filled = lab.model_copy(
+            update={"rubric_version": found.version, "rubric_hash": found.content_hash()}
+        )
+        ref = (found.key, found.version)
+        if ref not in pins_of:
+            pins_of[ref] = rubric_pins(found)
+        out.append(pin_label(filled, pins_of[ref]))
         checks = (
             ("requirementId", lab.requirement_id, list(found.requirements_by_id)),
             ("intentKey", lab.intent_key, list(found.intents_by_key)),
@@ -313,21 +312,27 @@ def check_against_rubrics(
             "imported",
             problems,
         )
+    return out
 
 
 def check_against_task(labels: Sequence[Label], task: StoredTask, path: Path) -> list[Label]:
-    """Check labels against a stored task and fill in its rubric and task id.
+    """Check labels against a stored task and fill in its rubric, task id and pins
+    (:mod:`rubric_engine.labels.pins`).
 
     A requirement is valid for a row when it is in the row's referenceBasis, or among the
     common and intent requirements of the intent the reviewer gave for that row (a reviewer
-    may pick another intent than the judge did).
+    may pick another intent than the judge did). A row without a verdict (JUDGE_ERROR) takes
+    any requirement it could have had, its case-level ones included: the label is kept and
+    calibration counts it as "no verdict to compare".
 
     Raises:
         InputError: unknown rowIds, requirement IDs outside the row's applicable set, unknown
             intent keys or red-flag types, a score off the pack's scale, or a rubric key,
-            version or hash other than the task's; each problem lists the valid choices.
+            version or hash other than the task's, or a requirementHash other than the task's
+            requirement's; each problem lists the valid choices.
     """
     rubric, record = task.rubric, task.record
+    pins = rubric_pins(rubric)
     rows = {row.result.row_id: row for row in task.rows}
     intents = list(rubric.intents_by_key)
     flags = list(rubric.red_flag_types)
@@ -396,27 +401,51 @@ def check_against_task(labels: Sequence[Label], task: StoredTask, path: Path) ->
             intent = chosen.get(lab.row_id)
             if intent in intents:
                 valid += [r.id for r in rubric.applicable_requirements(intent) if r.id not in valid]
-            if not row.result.reference_basis and intent is None:
-                valid = list(rubric.requirements_by_id)
+            if not row.result.reference_basis:
+                # no verdict (a JUDGE_ERROR row): what the row could have had, its case-level
+                # requirements included; the label is kept, calibration has nothing to compare
+                valid = [*(valid if intent in intents else rubric.requirements_by_id)]
+                valid += [rid for rid in row.facts.case_texts if rid not in valid]
             if lab.requirement_id not in valid:
+                why = (
+                    ""
+                    if row.result.reference_basis
+                    else f" (the row has no verdict: {row.result.status}; give the reviewer's "
+                    "intentKey to narrow it)"
+                )
                 problems.append(
                     Problem(
                         where,
                         "requirementId",
-                        f"{lab.requirement_id!r} is not applicable to row {lab.row_id}; valid: "
-                        f"{_choices(valid)}",
+                        f"{lab.requirement_id!r} is not applicable to row {lab.row_id}{why}; "
+                        f"valid: {_choices(valid)}",
                     )
                 )
-        out.append(
-            lab.model_copy(
-                update={
-                    "rubric_key": record.rubric_key,
-                    "rubric_version": record.rubric_version,
-                    "rubric_hash": record.rubric_hash,
-                    "task_id": record.id,
-                }
-            )
+            pinned = pins.requirements.get(lab.requirement_id)
+            if (
+                lab.requirement_hash is not None
+                and pinned is not None
+                and lab.requirement_hash != pinned
+            ):
+                problems.append(
+                    Problem(
+                        where,
+                        "requirementHash",
+                        f"{lab.requirement_hash!r} but {lab.requirement_id} in task "
+                        f"{record.id}'s rubric is {pinned!r} (its text, category, red line or "
+                        "cap changed); label against a task of the version you reviewed, or "
+                        "drop the field",
+                    )
+                )
+        filled = lab.model_copy(
+            update={
+                "rubric_key": record.rubric_key,
+                "rubric_version": record.rubric_version,
+                "rubric_hash": record.rubric_hash,
+                "task_id": record.id,
+            }
         )
+        out.append(pin_label(filled, pins))
     if problems:
         raise InputError(
             f"{path}: {len(problems)} problem(s) against task {record.id}; nothing was imported",

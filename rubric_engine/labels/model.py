@@ -60,8 +60,8 @@ class Label(BaseModel):
         intent_key: the intent the reviewer chose for the row, when given.
         red_flag_types: the row's red-flag types as the reviewer sees them (the full set, order
             and duplicates ignored); ``None`` = not stated (derived from VIOLATED red lines).
-        score: the reviewer's score for the row (a number; integers on the pack's scale for
-            weighted κ).
+        score: the reviewer's score for the row: a whole point (``2`` or ``2.0``; ``2.5`` is
+            refused in every mode), on the pack's scale when checked against a rubric.
         reviewer / role: who (a name or an id; ``judge:<model>`` for another judge) and in what
             capacity (``expert``, ``second_reviewer``, ``adjudicator``, …).
         time: UTC, ISO 8601 ending in ``Z``; filled with the import time when a file has none.
@@ -69,6 +69,10 @@ class Label(BaseModel):
         evidence_turns: 0-based message indexes the reviewer relied on; no duplicates.
         rubric_key / rubric_version / rubric_hash: the rubric the label was made under; filled
             from the task on import when absent, refused when they differ from it.
+        requirement_hash / row_hash: the content hashes of what the label judged (its
+            requirement; the intents, red flags, scale and caps a row label reads), filled from
+            that rubric when stored (:mod:`rubric_engine.labels.pins`); a later rubric version
+            uses the label only where they are unchanged.
         saw_judge_verdict: whether the reviewer saw the judge's verdict (``False`` = blind).
         source: review, import or adjudication.
         supersedes: ``labelId`` of the label this one replaces.
@@ -95,6 +99,8 @@ class Label(BaseModel):
     rubric_key: str | None = None
     rubric_version: int | None = None
     rubric_hash: str | None = None
+    requirement_hash: str | None = None
+    row_hash: str | None = None
     saw_judge_verdict: bool | None = None
     source: LabelSource = LabelSource.IMPORT
     supersedes: str | None = None
@@ -123,6 +129,13 @@ class Label(BaseModel):
             )
         if not math.isfinite(value):
             raise ValueError(f"{value} is not a finite number; give a point of the pack's scale")
+        if not float(value).is_integer():
+            # scores are whole points in every mode: weighted κ and the alternative annotator
+            # test compare them point for point, as the judge's own scores are
+            raise ValueError(
+                f"{value:g} is not a whole point; give the reviewer's score as one point of the "
+                "scale (round an averaged score, or import each reviewer's own)"
+            )
         return value
 
     @field_validator("time")

@@ -14,15 +14,23 @@ no-op.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from rubric_engine.errors import StoreError
 from rubric_engine.labels.model import Label
+from rubric_engine.labels.pins import RubricPins, pin_label, rubric_pins
 from rubric_engine.store.backend import Backend, driver_errors
 
-__all__ = ["AppendOutcome", "append_labels", "read_labels"]
+__all__ = [
+    "AppendOutcome",
+    "PinsByHash",
+    "append_labels",
+    "current_labels_by_row",
+    "read_labels",
+    "reviewer_order",
+]
 
 
 @dataclass(frozen=True)
@@ -34,8 +42,11 @@ class AppendOutcome:
     unchanged: int
 
 
-def _key(label: Label) -> tuple[str | None, str, str | None, str]:
-    return (label.rubric_key, label.row_id, label.requirement_id, label.reviewer)
+def _key(label: Label) -> tuple[str | None, str, str | None, str, str | None]:
+    """What one label is a judgment of: labels under different pins (a requirement whose text
+    changed between versions) are two judgments, both current; same pin, an edit."""
+    pin = label.requirement_hash if label.requirement_id is not None else label.row_hash
+    return (label.rubric_key, label.row_id, label.requirement_id, label.reviewer, pin)
 
 
 def _judgment(label: Label) -> tuple[object, ...]:
@@ -46,9 +57,11 @@ def _judgment(label: Label) -> tuple[object, ...]:
 def append_labels(db: Backend, labels: Sequence[Label]) -> AppendOutcome:
     """Store labels in one transaction: all of them or none.
 
-    A label without ``time`` gets the current UTC time. A label whose (rubric, row, requirement,
-    reviewer) already has a current label supersedes it (``supersedes`` is filled when the file
-    did not say); one with the same judgment as the current one is skipped and counted.
+    A label without ``time`` gets the current UTC time, and pins to what it judged
+    (:mod:`rubric_engine.labels.pins`) from the rubric version its ``rubricHash`` names. A label
+    whose (rubric, row, requirement, reviewer, pin) already has a current label supersedes it
+    (``supersedes`` is filled when the file did not say); one with the same judgment as the
+    current one is skipped and counted.
 
     Raises:
         StoreError: the database refused the write (nothing is stored).
@@ -68,10 +81,11 @@ def _append(db: Backend, labels: Sequence[Label], now: str) -> tuple[list[Label]
     """The writes of :func:`append_labels`, inside its exclusive section."""
     added: list[Label] = []
     unchanged = 0
-    current = {_key(c): c for c in _current(_all(db))}
+    pins = PinsByHash(db)
+    current = {_key(pins.pinned(c)): c for c in _current(_all(db))}
     seq = db.execute("SELECT COALESCE(MAX(seq), 0) FROM labels").fetchone()[0]
     for raw in labels:
-        label = raw if raw.time else raw.model_copy(update={"time": now})
+        label = pins.pinned(raw if raw.time else raw.model_copy(update={"time": now}))
         before = current.get(_key(label))
         if before is not None and _judgment(before) == _judgment(label):
             unchanged += 1
@@ -105,18 +119,19 @@ def _append(db: Backend, labels: Sequence[Label], now: str) -> tuple[list[Label]
     return added, unchanged
 
 
+def _parse(text: str) -> Label:
+    try:
+        return Label.model_validate_json(text)
+    except ValueError as exc:
+        raise StoreError(
+            f"a stored label is not a valid label ({exc}); the store was changed by hand. "
+            "Restore it from a backup."
+        ) from exc
+
+
 def _all(db: Backend) -> list[Label]:
     rows = db.execute("SELECT label FROM labels ORDER BY seq").fetchall()
-    out = []
-    for (text,) in rows:
-        try:
-            out.append(Label.model_validate_json(text))
-        except ValueError as exc:
-            raise StoreError(
-                f"a stored label is not a valid label ({exc}); the store was changed by hand. "
-                "Restore it from a backup."
-            ) from exc
-    return out
+    return [_parse(text) for (text,) in rows]
 
 
 def _current(labels: Iterable[Label]) -> list[Label]:
@@ -149,3 +164,106 @@ def read_labels(
         and (task_id is None or lab.task_id == task_id)
         and (not reviewers or lab.reviewer in reviewers)
     ]
+
+
+class PinsByHash:
+    """The pins of the rubric versions labels name by ``rubricHash``, looked up once each in
+    the store (published versions, then the snapshots tasks keep, which include drafts)."""
+
+    def __init__(self, db: Backend) -> None:
+        self._db = db
+        self._found: dict[tuple[str | None, str | None], RubricPins | None] = {}
+
+    def of(self, rubric_key: str | None, rubric_hash: str | None) -> RubricPins | None:
+        """The pins of that version; ``None`` when the store holds no such version."""
+        key = (rubric_key, rubric_hash)
+        if key not in self._found:
+            self._found[key] = self._look_up(rubric_key, rubric_hash)
+        return self._found[key]
+
+    def add(self, rubric_key: str, rubric_hash: str, pins: RubricPins) -> None:
+        """Pins already known (the calibrated task's own rubric)."""
+        self._found[(rubric_key, rubric_hash)] = pins
+
+    def _look_up(self, rubric_key: str | None, rubric_hash: str | None) -> RubricPins | None:
+        from rubric_engine.rubric.versions import verified_snapshot
+
+        if rubric_key is None or rubric_hash is None:
+            return None
+        tables = self._db.tables()
+        found = None
+        if "rubric_versions" in tables:
+            found = self._db.execute(
+                "SELECT snapshot FROM rubric_versions WHERE rubric_key=? AND content_hash=?",
+                (rubric_key, rubric_hash),
+            ).fetchone()
+        if found is None and "tasks" in tables:
+            found = self._db.execute(
+                "SELECT rubric_snapshot FROM tasks WHERE rubric_key=? AND rubric_hash=? LIMIT 1",
+                (rubric_key, rubric_hash),
+            ).fetchone()
+        if found is None:
+            return None
+        snapshot = json.loads(found[0])
+        where = f"rubric {rubric_key} ({rubric_hash})"
+        return rubric_pins(verified_snapshot(snapshot, rubric_hash, where))
+
+    def pinned(self, label: Label) -> Label:
+        """The label with its pins filled from the version it names (unchanged when it names
+        none the store holds, or has its pins)."""
+        pins = self.of(label.rubric_key, label.rubric_hash)
+        return label if pins is None else pin_label(label, pins)
+
+
+def reviewer_order(db: Backend, rubric_key: str) -> list[str]:
+    """The reviewers of a rubric key in the order their first label was stored (the merged
+    view's precedence after ``--reviewer``)."""
+    if "labels" not in db.tables():
+        return []
+    rows = db.execute(
+        "SELECT reviewer, MIN(seq) FROM labels WHERE rubric_key=? GROUP BY reviewer ORDER BY 2",
+        (rubric_key,),
+    ).fetchall()
+    return [name for name, _ in rows]
+
+
+def current_labels_by_row(
+    db: Backend, rubric_key: str, *, reviewers: Sequence[str] = (), page: int = 2000
+) -> Iterator[tuple[str, list[Label]]]:
+    """The current labels of a rubric key, one row at a time, in rowId order (code-point
+    order, as ``ORDER BY`` gives on both stores), each row's labels in stored order.
+
+    Read ``page`` labels per query (keyset on the ``labels_by_row`` index), so memory holds
+    one page and one row whatever the number of labels.
+    """
+    if "labels" not in db.tables():
+        return
+    who = f" AND reviewer IN ({','.join('?' * len(reviewers))})" if reviewers else ""
+    current = (
+        "label_id NOT IN (SELECT supersedes FROM labels WHERE supersedes IS NOT NULL"
+        " AND rubric_key=?)"
+    )
+    after: tuple[str, int] | None = None
+    row_id: str | None = None
+    group: list[Label] = []
+    while True:
+        where = "rubric_key=? AND " + current + who
+        params: tuple[object, ...] = (rubric_key, rubric_key, *reviewers)
+        if after is not None:
+            where += " AND (row_id>? OR (row_id=? AND seq>?))"
+            params += (after[0], after[0], after[1])
+        found = db.execute(
+            f"SELECT row_id, seq, label FROM labels WHERE {where} ORDER BY row_id, seq LIMIT ?",
+            (*params, page),
+        ).fetchall()
+        for found_row, _, text in found:
+            if found_row != row_id and group and row_id is not None:
+                yield row_id, group
+                group = []
+            row_id = found_row
+            group.append(_parse(text))
+        if len(found) < page:
+            break
+        after = (found[-1][0], found[-1][1])
+    if group and row_id is not None:
+        yield row_id, group
