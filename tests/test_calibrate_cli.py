@@ -5,6 +5,7 @@ printed precision; tau2's recorded verdicts and HealthBench's grader convert to 
 from __future__ import annotations
 
 import json
+import math
 import random
 from pathlib import Path
 
@@ -66,11 +67,12 @@ def test_two_label_files_give_overall_figures_equal_to_scikit_learn(tmp_path: Pa
     assert 700 < overall["n"] < 1200  # NOT_APPLICABLE / UNSURE pairs were left out
 
 
-# The LLM-Rubric repository's README, "Baselines", real conversation data, Q0 (N = 223)
+# The LLM-Rubric repository's README, "Baselines", real conversation data, Q0 (N = 223); its
+# `expected` baseline scores the judge with fractional expected answers, which a label (a whole
+# point) does not hold: see test_the_expected_answer_is_rounded_to_a_whole_point
 LLM_RUBRIC_BASELINES = {
     "sample": (1.207228, 0.039810, 0.045245, 0.040967),
     "argmax": (1.201643, 0.140091, 0.086990, 0.081134),
-    "expected": (0.918676, 0.177301, 0.086675, 0.065928),
 }
 
 
@@ -95,6 +97,42 @@ def test_llm_rubric_baselines_come_out_of_calibrate(tmp_path: Path, answer: str)
     assert scores["n"] == 223
     got = tuple(round(scores[k], 6) for k in ("rmse", "pearson", "spearman", "kendall"))
     assert got == LLM_RUBRIC_BASELINES[answer]
+
+
+def test_the_expected_answer_is_rounded_to_a_whole_point(tmp_path: Path) -> None:
+    """Scores are whole points in every mode: `--answer expected` rounds half up, says so, keeps
+    the exact value, and calibrate's figures are those of the rounded scores."""
+    import numpy as np
+    from scipy import stats
+
+    folder = shared_data("llm-rubric")
+    code, out = run("labels", "convert", "llm-rubric", folder, "--out", tmp_path)
+    assert code == 0 and "rounded to the nearest whole point, halves up" in out, out
+    judge = [json.loads(x) for x in (tmp_path / "judge.jsonl").read_text().splitlines()]
+    human = [json.loads(x) for x in (tmp_path / "human.jsonl").read_text().splitlines()]
+    for lab in judge:
+        exact = lab["metadata"]["expectedAnswer"]
+        assert lab["score"] == int(exact + 0.5) and abs(lab["score"] - exact) <= 0.5
+    code, out = run(
+        "calibrate", "--judge-labels", tmp_path / "judge.jsonl",
+        "--labels", tmp_path / "human.jsonl", "--format", "json",
+    )  # fmt: skip
+    assert code == 0, out
+    scores = json.loads(out)["scores"]
+    by_row = {lab["rowId"]: lab["score"] for lab in judge}
+    ref = np.array([lab["score"] for lab in human], dtype=float)
+    got = np.array([by_row[lab["rowId"]] for lab in human], dtype=float)
+    assert scores["n"] == len(ref) == 223
+    assert math.isclose(scores["rmse"], float(np.sqrt(np.mean((got - ref) ** 2))))
+    assert math.isclose(scores["spearman"], float(stats.spearmanr(got, ref).statistic))
+
+
+def test_a_fractional_score_is_refused_comparing_two_files(tmp_path: Path) -> None:
+    judge = write(tmp_path / "j.jsonl", [{"rowId": "r1", "score": 2.5, "reviewer": "judge"}])
+    human = write(tmp_path / "h.jsonl", [{"rowId": "r1", "score": 3, "reviewer": "ann"}])
+    code, out = run("calibrate", "--judge-labels", judge, "--labels", human)
+    assert code == 2, out
+    assert "j.jsonl:1: score: 2.5 is not a whole point" in " ".join(out.split())
 
 
 def test_tau2_recorded_verdicts_import_against_the_demo_task(tmp_path: Path) -> None:
@@ -135,3 +173,39 @@ def test_healthbench_grader_verdicts_convert_with_the_sign_of_their_points(tmp_p
     path = tmp_path / "graded_consensus_runs_dev.labels.jsonl"
     code, out = run("calibrate", "--judge-labels", path, "--labels", path, "--format", "json")
     assert json.loads(out)["overall"]["accuracy"] == 1.0 and json.loads(out)["overall"]["n"] == 72
+
+
+def test_two_judges_side_by_side_on_the_alt_test_and_ids_in_natural_order(tmp_path: Path) -> None:
+    """Three reviewers, two judge files: each judge's ρ beside the other's; the judge that
+    copies the first reviewer is ahead of one that answers at random. Requirement IDs R2 and
+    R10 are listed in that order, and no red-flag table is printed when no side has flags."""
+    rng = random.Random(5)
+    humans, good, noisy = [], [], []
+    for row in range(40):
+        for req in ("R10", "R2"):
+            truth = rng.choice(["FOLLOWED", "VIOLATED"])
+            ids = {"rowId": f"row-{row}", "requirementId": req}
+            for who in ("ann", "bob", "cy"):
+                flip = rng.random() < 0.1
+                status = truth if not flip else ("FOLLOWED" if truth == "VIOLATED" else "VIOLATED")
+                humans.append({**ids, "status": status, "reviewer": who})
+            good.append({**ids, "status": truth, "reviewer": "judge-a"})
+            noisy.append({**ids, "status": rng.choice(["FOLLOWED", "VIOLATED"]), "reviewer": "b"})
+    files = [write(tmp_path / n, rows) for n, rows in
+             (("a.jsonl", good), ("b.jsonl", noisy), ("h.jsonl", humans))]  # fmt: skip
+    code, out = run("calibrate", "--judge-labels", files[0], "--judge-labels", files[1],
+                    "--labels", files[2], "--format", "json")  # fmt: skip
+    assert code == 0, out
+    result = json.loads(out)
+    side = result["judgeComparison"]["tests"]["status"]
+    assert set(side) == {"a.jsonl", "b.jsonl"}
+    assert side["a.jsonl"]["advantageProbability"] == result["altTest"]["status"][
+        "advantageProbability"
+    ]
+    assert side["a.jsonl"]["advantageProbability"] > side["b.jsonl"]["advantageProbability"]
+    assert result["judgeComparison"]["highestAdvantage"]["status"] == "a.jsonl"
+    assert result["altTest"]["status"]["passed"] is True
+    code, md = run("calibrate", "--judge-labels", files[0], "--labels", files[2], "--format", "md")
+    assert code == 0, md
+    assert md.index("| R2 |") < md.index("| R10 |")
+    assert "## Red flags" not in md

@@ -16,7 +16,7 @@ from collections import Counter, defaultdict
 from collections.abc import Hashable, Sequence
 from typing import Literal
 
-__all__ = ["cohen_kappa", "krippendorff_alpha"]
+__all__ = ["AlphaTally", "cohen_kappa", "krippendorff_alpha"]
 
 Value = float | str
 
@@ -63,6 +63,48 @@ def cohen_kappa(
     return None if d_exp == 0 else 1 - d_obs / d_exp
 
 
+class AlphaTally:
+    """Krippendorff's coincidence matrix, built one unit at a time (a unit's values are all
+    the raters' values for it; units with fewer than two are not pairable and add nothing)."""
+
+    def __init__(self) -> None:
+        self.coincidence: dict[tuple[Value, Value], float] = defaultdict(float)
+
+    def add(self, values: Sequence[Value]) -> None:
+        m = len(values)
+        if m < 2:
+            return
+        for i, a in enumerate(values):
+            for j, b in enumerate(values):
+                if i != j:
+                    self.coincidence[(a, b)] += 1 / (m - 1)
+
+    def alpha(self, level: Literal["nominal", "ordinal", "interval"] = "nominal") -> float | None:
+        """α of the units added; ``None`` when fewer than two pairable values exist or all
+        pairable values are equal (no expected disagreement)."""
+        totals: dict[Value, float] = defaultdict(float)
+        for (a, _), weight in self.coincidence.items():
+            totals[a] += weight
+        n = sum(totals.values())
+        if n < 2:
+            return None
+        ordered: list[Value] = sorted(totals, key=lambda v: (isinstance(v, str), v))
+        position = {v: i for i, v in enumerate(ordered)}
+
+        def delta(a: Value, b: Value) -> float:
+            if level == "nominal":
+                return 0.0 if a == b else 1.0
+            if level == "interval":
+                return (float(a) - float(b)) ** 2
+            lo, hi = sorted((position[a], position[b]))
+            between = sum(totals[ordered[g]] for g in range(lo, hi + 1))
+            return (between - (totals[a] + totals[b]) / 2) ** 2
+
+        d_obs = sum(w * delta(a, b) for (a, b), w in self.coincidence.items())
+        d_exp = sum(totals[a] * totals[b] * delta(a, b) for a in ordered for b in ordered) / (n - 1)
+        return None if d_exp == 0 else 1 - d_obs / d_exp
+
+
 def krippendorff_alpha(
     data: Sequence[Sequence[float | str | None]],
     level: Literal["nominal", "ordinal", "interval"] = "nominal",
@@ -83,35 +125,7 @@ def krippendorff_alpha(
     """
     if len({len(r) for r in data}) > 1:
         raise ValueError("every rater needs one entry per unit (None where it gave no value)")
-    units = len(data[0]) if data else 0
-    coincidence: dict[tuple[Value, Value], float] = defaultdict(float)
-    for u in range(units):
-        values: list[Value] = [v for r in data if (v := r[u]) is not None]
-        m = len(values)
-        if m < 2:
-            continue
-        for i, a in enumerate(values):
-            for j, b in enumerate(values):
-                if i != j:
-                    coincidence[(a, b)] += 1 / (m - 1)
-    totals: dict[Value, float] = defaultdict(float)
-    for (a, _), weight in coincidence.items():
-        totals[a] += weight
-    n = sum(totals.values())
-    if n < 2:
-        return None
-    ordered: list[Value] = sorted(totals, key=lambda v: (isinstance(v, str), v))
-    position = {v: i for i, v in enumerate(ordered)}
-
-    def delta(a: Value, b: Value) -> float:
-        if level == "nominal":
-            return 0.0 if a == b else 1.0
-        if level == "interval":
-            return (float(a) - float(b)) ** 2
-        lo, hi = sorted((position[a], position[b]))
-        between = sum(totals[ordered[g]] for g in range(lo, hi + 1))
-        return (between - (totals[a] + totals[b]) / 2) ** 2
-
-    d_obs = sum(w * delta(a, b) for (a, b), w in coincidence.items())
-    d_exp = sum(totals[a] * totals[b] * delta(a, b) for a in ordered for b in ordered) / (n - 1)
-    return None if d_exp == 0 else 1 - d_obs / d_exp
+    tally = AlphaTally()
+    for u in range(len(data[0]) if data else 0):
+        tally.add([v for r in data if (v := r[u]) is not None])
+    return tally.alpha(level)

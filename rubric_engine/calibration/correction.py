@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from statistics import NormalDist
 
-__all__ = ["labels_needed", "rogan_gladen"]
+__all__ = ["MIN_PAIRS", "labels_needed", "rogan_gladen"]
 
 
 def rogan_gladen(observed: float, tpr: float | None, tnr: float | None) -> float | None:
@@ -69,3 +69,8 @@ def labels_needed(
         "labelsNeeded": needed,
         "tooRare": False,
     }
+
+
+#: fewest compared pairs a figure is shown for: below this the planner's worst-case 95% interval
+#: of a rate is wider than ±0.3 (z²·0.25/0.3² = 10.7), so text and Markdown say "too few"
+MIN_PAIRS: int = math.ceil(NormalDist().inv_cdf(0.975) ** 2 * 0.25 / 0.3**2)

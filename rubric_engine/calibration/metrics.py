@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["BINARY_METRICS", "flat_metrics"]
+__all__ = ["ALT_TEST_FIGURES", "BINARY_METRICS", "flat_metrics"]
 
 #: the figures of every binary block, in report order
 BINARY_METRICS = (
@@ -69,4 +69,37 @@ def flat_metrics(result: dict[str, Any]) -> dict[str, float]:
     alpha = result["krippendorffAlpha"]
     _put(out, "calibration.alpha.reviewers", alpha["reviewers"])
     _put(out, "calibration.alpha.withJudge", alpha["withJudge"])
+    _put(out, "calibration.alpha.withAdjudication", alpha.get("withAdjudication"))
+    if "altTest" in result:
+        _alt_test(out, result["altTest"])
     return out
+
+
+#: the figures of each alt-test in the gate's names
+ALT_TEST_FIGURES = ("passed", "winningRate", "advantageProbability")
+
+
+def _alt_test(out: dict[str, float], alt: dict[str, Any]) -> None:
+    """``calibration.altTest.passed`` (1 when every field tested passed), then per field
+    (``.status``, ``.intent``, ``.redFlags``, ``.score``), per requirement
+    (``.requirements.<ID>``) and per red-flag type (``.redFlagTypes.<TYPE>``): ``passed``
+    (1 or 0), ``winningRate``, ``advantageProbability``. Untested ones are absent."""
+
+    def put(prefix: str, test: dict[str, Any]) -> None:
+        for name in ALT_TEST_FIGURES:
+            value = test[name]
+            _put(out, f"{prefix}.{name}", None if value is None else float(value))
+
+    verdicts = []
+    for field in ("status", "intent", "redFlags", "score"):
+        if field not in alt:
+            continue
+        put(f"calibration.altTest.{field}", alt[field])
+        if alt[field]["passed"] is not None:
+            verdicts.append(alt[field]["passed"])
+    for req in alt.get("status", {}).get("requirements", ()):
+        put(f"calibration.altTest.requirements.{req['id']}", req)
+    for entry in alt.get("redFlags", {}).get("types", ()):
+        put(f"calibration.altTest.redFlagTypes.{entry['type']}", entry)
+    if verdicts:
+        out["calibration.altTest.passed"] = float(all(verdicts))

@@ -1,34 +1,167 @@
-"""The three ways to calibrate, wiring store, label files and the pure comparison
-(docs/calibration.md): a task's judge against labels, two label files, or two tasks over the
-same rows."""
+"""The three ways to calibrate, wiring the store, label files and the counting
+(docs/calibration.md "Calibrate"): a task's judge against labels, two label files, or two tasks
+over the same rows.
+
+A task is calibrated as a stream: its rows' results in rowId order merged with its labels in
+rowId order (both read from the store a page at a time), one row's labels at a time, into a
+:class:`~.tally.CalibrationTally`. Memory holds counters and a page, so a task of a million rows
+with a hundred thousand labels calibrates in the memory of a small one.
+"""
 
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from itertools import groupby
 from pathlib import Path
 from typing import Any
 
+from rubric_engine.calibration.alt_fields import AltTestOptions
 from rubric_engine.calibration.binary import ratio
 from rubric_engine.calibration.compare import calibrate_views
+from rubric_engine.calibration.leniency import answer_chars
 from rubric_engine.calibration.metrics import flat_metrics
-from rubric_engine.calibration.record import save_calibration
-from rubric_engine.calibration.views import RowView, by_reviewer, view_of_labels, view_of_result
+from rubric_engine.calibration.record import default_selection, save_calibration
+from rubric_engine.calibration.tally import CalibrationTally
+from rubric_engine.calibration.views import (
+    RowView,
+    by_reviewer,
+    unit_of_labels,
+    view_of_labels,
+    view_of_result,
+)
 from rubric_engine.errors import InputError
 from rubric_engine.labels.io import check_against_task, read_label_file, unknown_fields
-from rubric_engine.labels.model import Label
-from rubric_engine.labels.store import read_labels
-from rubric_engine.store.task_store import TaskStore
+from rubric_engine.labels.model import Label, LabelSource
+from rubric_engine.labels.pins import RubricPins, rubric_pins, unpinned
+from rubric_engine.labels.store import PinsByHash, current_labels_by_row, reviewer_order
+from rubric_engine.results.model import RowResult
+from rubric_engine.rubric.model import EvalRubric
+from rubric_engine.store.task_store import TaskRecord, TaskStore
 
-__all__ = ["calibrate_files", "calibrate_task", "compare_tasks"]
+__all__ = ["calibrate_files", "calibrate_task", "compare_tasks", "judge_comparison"]
 
-
-def _judge_views(task: Any) -> dict[str, RowView]:
-    views = (view_of_result(row.result) for row in task.rows)
-    return {v.row_id: v for v in views if v is not None}
+#: labelled rows whose dialogues are read in one query (answer lengths)
+_BATCH = 500
 
 
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@dataclass
+class _LeftOut:
+    """Labels left out because what they judged changed since (their pins differ)."""
+
+    requirements: Counter[str]
+    rows: int = 0
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "labels": sum(self.requirements.values()) + self.rows,
+            "requirements": dict(sorted(self.requirements.items())),
+            "rowLabels": self.rows,
+        }
+
+
+class _Selected:
+    """The labels used, one row at a time: pins checked, counted and hashed on the way."""
+
+    def __init__(self, pins: RubricPins, lookup: PinsByHash, include_changed: bool) -> None:
+        self.pins, self.lookup, self.include_changed = pins, lookup, include_changed
+        self.left_out = _LeftOut(Counter())
+        self.count = 0
+        self.reviewers: set[str] = set()
+        self.digest = hashlib.sha256()
+
+    def rows(self, groups: Iterable[tuple[str, list[Label]]]) -> Iterator[tuple[str, list[Label]]]:
+        for row_id, labels in groups:
+            kept = self._row(labels)
+            if kept:
+                yield row_id, kept
+
+    def _row(self, labels: list[Label]) -> list[Label]:
+        """One row's labels that hold under the calibrated pins. A label left out is counted
+        unless the same reviewer judged the same thing again under the current pins."""
+        checked: list[tuple[Label | None, str | None, bool]] = []
+        for label in labels:
+            label = self.lookup.pinned(label)
+            if self.include_changed:
+                checked.append((label, None, False))
+            else:
+                checked.append(unpinned(label, self.pins))
+        again: set[tuple[str, str | None]] = {
+            (k.reviewer, k.requirement_id) for k, _, _ in checked if k and k.requirement_id
+        }
+        again |= {(k.reviewer, None) for k, _, _ in checked if k and k.row_hash}
+        kept = []
+        for label, (found, requirement, row) in zip(labels, checked, strict=True):
+            if requirement is not None and (label.reviewer, requirement) not in again:
+                self.left_out.requirements[requirement] += 1
+            if row and (label.reviewer, None) not in again:
+                self.left_out.rows += 1
+            if found is not None:
+                kept.append(found)
+                self.count += 1
+                self.reviewers.add(found.reviewer)
+                self.digest.update((found.label_id or found.content_id()).encode() + b"\n")
+        return kept
+
+
+def _merge(
+    results: Iterator[RowResult],
+    groups: Iterator[tuple[str, list[Label]]],
+    tally: CalibrationTally,
+) -> Iterator[tuple[RowView | None, list[Label]]]:
+    """Both streams in rowId order: every judged row is observed; each labelled row of the task
+    comes out with the judge's view (``None``: no verdict) and its labels."""
+    pending = next(groups, None)
+    for result in results:
+        judge = view_of_result(result)
+        if judge is not None:
+            tally.observe(judge)
+        while pending is not None and pending[0] < result.row_id:
+            pending = next(groups, None)  # labels of a row this task does not have
+        if pending is not None and pending[0] == result.row_id:
+            yield judge, pending[1]
+            pending = next(groups, None)
+
+
+def _feed(
+    store: TaskStore,
+    record: TaskRecord,
+    rubric: EvalRubric,
+    groups: Iterator[tuple[str, list[Label]]],
+    tally: CalibrationTally,
+    order: Sequence[str],
+) -> None:
+    batch: list[tuple[RowView | None, list[Label]]] = []
+
+    def flush() -> None:
+        texts = store.dialogues(record.id, [labels[0].row_id for _, labels in batch])
+        for judge, labels in batch:
+            row_id = labels[0].row_id
+            chars = answer_chars(texts[row_id]) if row_id in texts else None
+            tally.add(unit_of_labels(row_id, labels, judge, rubric, order, chars))
+        batch.clear()
+
+    for item in _merge(store.results_by_row_id(record.id), groups, tally):
+        batch.append(item)
+        if len(batch) >= _BATCH:
+            flush()
+    if batch:
+        flush()
+
+
+def _task(store: TaskStore, task_id: str) -> tuple[TaskRecord, EvalRubric]:
+    from rubric_engine.rubric.versions import verified_snapshot
+    from rubric_engine.store.task_ref import resolve_in_store
+
+    record = store.task(resolve_in_store(store, task_id))
+    where = f"task {record.id}"
+    return record, verified_snapshot(record.rubric_snapshot, record.rubric_hash, where)
 
 
 def calibrate_task(
@@ -37,65 +170,70 @@ def calibrate_task(
     *,
     labels_file: Path | None = None,
     reviewers: tuple[str, ...] = (),
+    include_changed: bool = False,
     half_width: float | None = None,
     seed: int = 0,
     save: bool = True,
+    alt_test: AltTestOptions | None = None,
+    rows: Collection[str] | None = None,
 ) -> dict[str, Any]:
     """A task's judge results against labels from a file (checked against the task, not
     stored) or from the store (current labels of the task's rubric key on the task's rows).
 
+    The public entry for other views of agreement (the review app's agreement panel calls it
+    with ``save=False`` and a queue's ``rows``).
+
+    Store labels pinned to another content of their requirement (or, for row labels, of the
+    intents, red flags, scale or caps) than this task's rubric are left out and counted by
+    requirement, unless ``include_changed``.
+
+    Args:
+        reviewers: only these reviewers' labels, in this precedence (default: all).
+        include_changed: also use labels whose pins differ from the task's rubric.
+        save: store the calibration record (the gate reads the default selection's only).
+        alt_test: the alternative annotator test's ε, q and minimum instances.
+        rows: only these rows' labels (default: every row of the task); such a calibration is
+            not the default selection.
+
     Returns:
-        The calibration result plus ``pinnedTo`` (what it is pinned to), ``labels`` (what was
-        used) and, when saved, ``calibrationId``.
+        The calibration result plus ``pinnedTo`` (what it is pinned to), ``labels`` (the
+        selection, how many were used and left out, a digest of their ids) and, when saved,
+        ``calibrationId``.
 
     Raises:
         InputError: the file fails its checks, or no label applies to the task's rows.
         TaskNotFoundError / StoreError: from the store.
     """
-    from rubric_engine.report import load_task
-
-    task = load_task(store, task_id)
-    task_id = task.record.id  # a name or tag:TAG was resolved to the id
-    row_ids = {row.result.row_id for row in task.rows}
+    record, rubric = _task(store, task_id)
+    pins = rubric_pins(rubric)
+    lookup = PinsByHash(store.backend)
+    lookup.add(record.rubric_key, record.rubric_hash, pins)
+    selected = _Selected(pins, lookup, include_changed)
+    order = [*reviewers, *reviewer_order(store.backend, record.rubric_key)]
     if labels_file is not None:
-        labels = check_against_task(read_label_file(labels_file), task, labels_file)
-        if reviewers:
-            labels = [lab for lab in labels if lab.reviewer in reviewers]
-        used: dict[str, Any] = {"file": labels_file.name, "sha256": _sha256(labels_file)}
-    else:
-        labels = [
-            lab
-            for lab in read_labels(
-                store.backend, rubric_key=task.record.rubric_key, reviewers=reviewers
-            )
-            if lab.row_id in row_ids
-        ]
-        used = {"store": True}
-    if not labels:
-        raise InputError(
-            f"no label for the rows of task {task_id}"
-            + (f" by {', '.join(reviewers)}" if reviewers else "")
-            + ": import some with `rubric-eval labels import FILE --task "
-            + f"{task_id}`, or pass --labels FILE"
+        from rubric_engine.report import load_task
+
+        checked = check_against_task(
+            read_label_file(labels_file), load_task(store, record.id), labels_file
         )
-    used.update(
-        # labels made under another version of the rubric (same key) are used, and counted
-        otherRubricHash=sum(1 for lab in labels if lab.rubric_hash != task.record.rubric_hash),
-        reviewers=sorted({lab.reviewer for lab in labels}),
-        count=len(labels),
-        labelIds=sorted(lab.label_id for lab in labels if lab.label_id),
-    )
-    judge = _judge_views(task)
-    result = calibrate_views(
-        view_of_labels(labels, task.rubric, reviewers),
-        judge,
-        rubric=task.rubric,
-        judge_all=judge,
-        reviewers=by_reviewer(labels, task.rubric),
-        half_width=half_width,
-        seed=seed,
-    )
-    record = task.record
+        chosen = [lab for lab in checked if not reviewers or lab.reviewer in reviewers]
+        order = [*reviewers, *dict.fromkeys(lab.reviewer for lab in checked)]
+        ordered = sorted(chosen, key=lambda lab: lab.row_id)
+        groups: Iterable[tuple[str, list[Label]]] = (
+            (row, list(labs)) for row, labs in groupby(ordered, key=lambda lab: lab.row_id)
+        )
+        source: Any = {"file": labels_file.name, "sha256": _sha256(labels_file)}
+    else:
+        groups = current_labels_by_row(store.backend, record.rubric_key, reviewers=reviewers)
+        source = "store"
+    if rows is not None:
+        wanted = set(rows)
+        groups = ((row, labs) for row, labs in groups if row in wanted)
+    tally = CalibrationTally(rubric, half_width=half_width, seed=seed, alt_test=alt_test)
+    _feed(store, record, rubric, selected.rows(groups), tally, list(dict.fromkeys(order)))
+    if not tally.labelled:
+        raise InputError(_no_labels(record.id, reviewers, selected.left_out))
+    result = tally.result()
     result["pinnedTo"] = {
         "taskId": record.id,
         "rubricKey": record.rubric_key,
@@ -106,19 +244,52 @@ def calibrate_task(
         "model": record.model,
         "judgeParams": record.judge_params,
     }
-    result["labels"] = used
+    selection: dict[str, Any] = {"reviewers": list(reviewers) or "all", "labels": source,
+                                 "includeChanged": include_changed}  # fmt: skip
+    if rows is not None:
+        selection["rows"] = len(set(rows))
+    result["labels"] = {
+        "selection": selection,
+        "default": selection == default_selection(),
+        "reviewers": sorted(selected.reviewers),
+        "count": selected.count,
+        "digest": "sha256:" + selected.digest.hexdigest(),
+        "leftOut": selected.left_out.summary(),
+    }
     if save:
         result["calibrationId"] = save_calibration(
-            store.backend, record, result, flat_metrics(result), used
+            store.backend, record, result, flat_metrics(result), result["labels"]
         )
     return result
 
 
+def _no_labels(task_id: str, reviewers: Sequence[str], left_out: _LeftOut) -> str:
+    why = (
+        f"; {left_out.summary()['labels']} label(s) were left out because what they judged "
+        "changed since (pass --include-changed to use them)"
+        if left_out.summary()["labels"]
+        else ""
+    )
+    return (
+        f"no label for the rows of task {task_id}"
+        + (f" by {', '.join(reviewers)}" if reviewers else "")
+        + why
+        + ": import some with `rubric-eval labels import FILE --task "
+        + f"{task_id}`, or pass --labels FILE"
+    )
+
+
 def calibrate_files(
-    judge_file: Path, labels_file: Path, *, half_width: float | None = None, seed: int = 0
+    judge_file: Path,
+    labels_file: Path,
+    *,
+    half_width: float | None = None,
+    seed: int = 0,
+    alt_test: AltTestOptions | None = None,
 ) -> dict[str, Any]:
     """Two label files (the judge's and the reference's), no task and no rubric: red flags
-    are compared only where both files state them.
+    are compared only where both files state them. Every reviewer of the reference file
+    (adjudications aside) is one annotator of the alternative annotator test.
 
     Raises:
         InputError: a file fails its checks, or the files share no row.
@@ -132,12 +303,17 @@ def calibrate_files(
             f"{judge_file} and {labels_file} share no rowId; both must label the same rows "
             f"(e.g. {next(iter(judge))!r} vs {next(iter(reference))!r})"
         )
+    decided = [lab for lab in ref_labels if lab.source is LabelSource.ADJUDICATION]
     result = calibrate_views(
         reference,
         judge,
-        reviewers=by_reviewer(ref_labels),
+        reviewers=by_reviewer(
+            lab for lab in ref_labels if lab.source is not LabelSource.ADJUDICATION
+        ),
+        adjudicators=by_reviewer(decided),
         half_width=half_width,
         seed=seed,
+        alt_test=alt_test,
     )
     result["labels"] = {
         side: {
@@ -152,6 +328,40 @@ def calibrate_files(
         )
     }
     return result
+
+
+def judge_comparison(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Judges side by side on the alternative annotator test: per field (and requirement and
+    red-flag type) each judge's advantage probability ρ, winning rate ω and pass. ρ is the
+    paper's measure for choosing between judges (higher is better).
+
+    Args:
+        results: judge name → its calibration result (each against the same reviewers).
+    """
+    rows: dict[str, dict[str, Any]] = {}
+    for judge, result in results.items():
+        alt = result.get("altTest") or {}
+        for field in ("status", "intent", "redFlags", "score"):
+            if field not in alt:
+                continue
+            tests = [(field, alt[field])]
+            for sub in (*alt[field].get("requirements", ()), *alt[field].get("types", ())):
+                tests.append((f"{field}:{sub.get('id') or sub.get('type')}", sub))
+            for name, test in tests:
+                rows.setdefault(name, {})[judge] = {
+                    "advantageProbability": test["advantageProbability"],
+                    "winningRate": test["winningRate"],
+                    "passed": test["passed"],
+                }
+    best = {
+        name: max(
+            (j for j, v in by.items() if v["advantageProbability"] is not None),
+            key=lambda j: by[j]["advantageProbability"],
+            default=None,
+        )
+        for name, by in rows.items()
+    }
+    return {"judges": list(results), "tests": rows, "highestAdvantage": best}
 
 
 def compare_tasks(store: TaskStore, task_a: str, task_b: str, *, seed: int = 0) -> dict[str, Any]:
@@ -184,3 +394,8 @@ def compare_tasks(store: TaskStore, task_a: str, task_b: str, *, seed: int = 0) 
     }
     result["tasks"] = {"reference": task_a, "judge": task_b}
     return result
+
+
+def _judge_views(task: Any) -> dict[str, RowView]:
+    views = (view_of_result(row.result) for row in task.rows)
+    return {v.row_id: v for v in views if v is not None}

@@ -10,6 +10,7 @@ the normalizer backfills the judge's (docs/protocol.md §8).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -17,7 +18,15 @@ from rubric_engine.labels.model import Label, LabelSource, LabelStatus
 from rubric_engine.results.model import RowResult, RowStatus
 from rubric_engine.rubric.model import EvalRubric
 
-__all__ = ["RowView", "by_reviewer", "view_of_labels", "view_of_result"]
+__all__ = [
+    "RowUnit",
+    "RowView",
+    "by_reviewer",
+    "natural_key",
+    "unit_of_labels",
+    "view_of_labels",
+    "view_of_result",
+]
 
 
 @dataclass(frozen=True)
@@ -37,6 +46,36 @@ class RowView:
     #: the red-flag types this view speaks for (``None`` = every type): a reviewer who stated no
     #: flags speaks only for the types of the red lines they labelled
     flag_scope: frozenset[str] | None = None
+
+
+@dataclass(frozen=True)
+class RowUnit:
+    """Everything calibration compares on one labelled row.
+
+    Attributes:
+        reference: the reviewers' labels merged into one view (an adjudication wins).
+        judge: the judge's view; ``None`` = no verdict to compare (a JUDGE_ERROR row, or a row
+            the judge's file does not label).
+        reviewers: each reviewer's own view, adjudications left out (agreement among
+            reviewers, the alternative annotator test, the reviewers as the baseline).
+        adjudicators: each adjudicator's view (adjudication labels), for the α that counts
+            them as raters, reported on its own line.
+        answer_chars: characters of the agent's replies, when the dialogue is known.
+    """
+
+    row_id: str
+    reference: RowView
+    judge: RowView | None
+    reviewers: Mapping[str, RowView] = field(default_factory=dict)
+    adjudicators: Mapping[str, RowView] = field(default_factory=dict)
+    answer_chars: int | None = None
+
+
+def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
+    """Sort key that orders the numbers inside IDs by value: ``R2`` before ``R10``."""
+    return tuple(
+        (0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", text) if part
+    )
 
 
 def view_of_result(result: RowResult) -> RowView | None:
@@ -124,3 +163,24 @@ def by_reviewer(
     for lab in labels:
         grouped.setdefault(lab.reviewer, []).append(lab)
     return {name: view_of_labels(labs, rubric) for name, labs in grouped.items()}
+
+
+def unit_of_labels(
+    row_id: str,
+    labels: Sequence[Label],
+    judge: RowView | None,
+    rubric: EvalRubric | None = None,
+    order: Sequence[str] = (),
+    answer_chars: int | None = None,
+) -> RowUnit:
+    """The unit of one row from all its current labels (several reviewers, adjudications)."""
+    reviewed = [lab for lab in labels if lab.source is not LabelSource.ADJUDICATION]
+    decided = [lab for lab in labels if lab.source is LabelSource.ADJUDICATION]
+    return RowUnit(
+        row_id,
+        view_of_labels(labels, rubric, order)[row_id],
+        judge,
+        {name: views[row_id] for name, views in by_reviewer(reviewed, rubric).items()},
+        {name: views[row_id] for name, views in by_reviewer(decided, rubric).items()},
+        answer_chars,
+    )

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from rubric_engine.calibration.metrics import BINARY_METRICS
+from rubric_engine.calibration.metrics import ALT_TEST_FIGURES, BINARY_METRICS
 from rubric_engine.report.model import CalibrationFigure, CalibrationSection, Report
 
 __all__ = [
@@ -82,7 +82,10 @@ _NAMES = re.compile(
     rf"|(redFlagRecall|redFlagPrecision)(\.[A-Za-z0-9_]+)?{_BOUND}"
     rf"|(intentAccuracy|omissionRate){_BOUND}"
     r"|score(WeightedKappa|Spearman|Pearson|Rmse|Bias)|correctedViolationRate"
-    r"|alpha\.(reviewers|withJudge))"
+    r"|alpha\.(reviewers|withJudge|withAdjudication)"
+    r"|altTest\.passed"
+    rf"|altTest\.((status|intent|redFlags|score)|requirements\.[^.\s]+|redFlagTypes\.[A-Za-z0-9_]+)"
+    rf"\.({'|'.join(ALT_TEST_FIGURES)}))"
 )
 
 

@@ -166,6 +166,9 @@ def check_threshold(threshold: Threshold, report: Report) -> GateCheck:
     shown = f"{value:.6g}" if isinstance(value, float) else str(value)
     holds = "holds" if ok else "fails"
     message = f"{threshold.text} {holds}: {threshold.name} = {shown}, needs {threshold.op} {limit}"
+    if threshold.name.startswith("calibration.") and report.calibration is not None:
+        # the record read: the newest over every reviewer's labels, whoever calibrated last
+        message += f" (calibration {report.calibration.record_id})"
     return GateCheck(threshold.text, ok, message)
 
 

@@ -451,6 +451,25 @@ class TaskStore:
                 return
             after = (found[-1][0], found[-1][1])
 
+    def results_by_row_id(self, task_id: str, page: int = 500) -> Iterator[RowResult]:
+        """The results of a task's rows in rowId order (code-point order on both stores), for
+        readers that merge them with other rowId-ordered data (calibration joins labels).
+
+        Read ``page`` rows per query (keyset on the primary key), so memory holds one page."""
+        self._send()  # rows this store holds back until the commit first
+        after: str | None = None
+        while True:
+            where = "task_id=? AND row_id>?" if after is not None else "task_id=?"
+            params = (task_id, after, page) if after is not None else (task_id, page)
+            found = self._backend.execute(
+                f"SELECT row_id, result FROM rows WHERE {where} ORDER BY row_id LIMIT ?", params
+            ).fetchall()
+            for row_id, text in found:
+                yield parse_result(text, task_id, row_id)
+            if len(found) < page:
+                return
+            after = found[-1][0]
+
     def dialogues(self, task_id: str, row_ids: Collection[str]) -> dict[str, dict[str, Any]]:
         """The stored dialogues of some rows, by rowId."""
         self._send()  # rows this store holds back until the commit first
