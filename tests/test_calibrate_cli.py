@@ -199,9 +199,10 @@ def test_two_judges_side_by_side_on_the_alt_test_and_ids_in_natural_order(tmp_pa
     result = json.loads(out)
     side = result["judgeComparison"]["tests"]["status"]
     assert set(side) == {"a.jsonl", "b.jsonl"}
-    assert side["a.jsonl"]["advantageProbability"] == result["altTest"]["status"][
-        "advantageProbability"
-    ]
+    assert (
+        side["a.jsonl"]["advantageProbability"]
+        == result["altTest"]["status"]["advantageProbability"]
+    )
     assert side["a.jsonl"]["advantageProbability"] > side["b.jsonl"]["advantageProbability"]
     assert result["judgeComparison"]["highestAdvantage"]["status"] == "a.jsonl"
     assert result["altTest"]["status"]["passed"] is True

@@ -20,6 +20,13 @@ PURE = (
     "views",
     "metrics",
     "render",
+    "render_md",
+    "alt_test",
+    "alt_fields",
+    "blocks",
+    "row_fields",
+    "tally",
+    "leniency",
 )
 FORBIDDEN = {
     "os",

@@ -208,3 +208,39 @@ def test_labels_on_a_judge_error_row_are_kept_and_counted(tmp_path: Path) -> Non
     result = calibrate(store, task, "--no-save")
     assert result["excluded"]["noVerdictToCompare"] == 1
     assert result["overall"]["n"] == 58 - on_row
+
+
+def test_two_judges_of_the_same_rows_side_by_side(demo: tuple[Path, str], tmp_path: Path) -> None:
+    """A second judge that misses what the reviewers and the first judge saw on one rule (not a
+    red line, so nothing is backfilled) of five rows: against the same reviewers, its advantage
+    probability is lower, overall and on that rule."""
+    store, task = demo
+    verdicts = load_verdicts(CASES / "verdicts" / "airline_cs.jsonl")
+    worse = dict(verdicts)
+    for row_id in ("airline-0", "airline-1", "airline-3", "airline-5", "airline-24"):
+        unmet = [r for r in verdicts[row_id]["unmetRequirementIds"]
+                 if r != "COMMON_ONE_TOOL_CALL_AT_A_TIME"]  # fmt: skip
+        worse[row_id] = {**verdicts[row_id], "unmetRequirementIds": unmet}
+    other = score(store, tmp_path / "other", "--rubric", "airline_cs", verdicts=worse)
+    result = calibrate(store, task, "--no-save", "--compare-with", other, "--min-instances", "20")
+    side = result["judgeComparison"]["tests"]["status"]
+    assert set(side) == {task, other}
+    assert side[task]["advantageProbability"] > side[other]["advantageProbability"]
+    assert result["judgeComparison"]["highestAdvantage"]["status"] == task
+    confirmation = result["judgeComparison"]["tests"]["status:COMMON_ONE_TOOL_CALL_AT_A_TIME"]
+    assert confirmation[task]["advantageProbability"] > confirmation[other]["advantageProbability"]
+
+
+def test_the_stream_gives_the_same_calibration_on_postgresql(
+    demo: tuple[Path, str], pg_url: str
+) -> None:
+    """Both stores order rowIds the same way (code points), so the merged stream and every
+    figure are the same."""
+    store, task = demo
+    code, out = run("store", "migrate", "--from", store, "--to", pg_url)
+    assert code == 0, out
+    on_sqlite = calibrate(store, task, "--no-save", "--min-instances", "20")
+    on_postgres = calibrate(pg_url, task, "--no-save", "--min-instances", "20")
+    for key in ("overall", "requirements", "redFlags", "krippendorffAlpha", "altTest",
+                "reviewerBaseline", "lengthLeniency", "excluded", "rows"):  # fmt: skip
+        assert on_postgres[key] == on_sqlite[key], key

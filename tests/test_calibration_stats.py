@@ -183,8 +183,9 @@ def test_the_bootstrap_from_counts_matches_resampling_the_pairs() -> None:
     rng = np.random.default_rng(3)
     ref = rng.random(400) < 0.3
     judge = np.where(rng.random(400) < 0.8, ref, ~ref)
-    got = bootstrap_intervals(confusion(zip(ref.tolist(), judge.tolist(), strict=True)),
-                              seed=1, resamples=20000)
+    got = bootstrap_intervals(
+        confusion(zip(ref.tolist(), judge.tolist(), strict=True)), seed=1, resamples=20000
+    )
     idx = np.random.default_rng(2).integers(0, 400, size=(20000, 400))
     r, j = ref[idx], judge[idx]
     tp, fp = (r & j).sum(1), (~r & j).sum(1)

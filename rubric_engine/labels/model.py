@@ -109,10 +109,10 @@ class Label(BaseModel):
     #: fields of the file this format does not know, kept as they were (see labels.io)
     metadata: dict[str, Any] = Field(default_factory=dict)
 
-    @field_validator("row_id", "requirement_id", "reviewer", mode="before")
+    @field_validator("row_id", "requirement_id", "reviewer", "intent_key", mode="before")
     @classmethod
     def _ids_as_text(cls, value: Any) -> Any:
-        # published sets often number their rows: 17 and "17" are the same row
+        # published sets often number their rows and categories: 17 and "17" are the same
         return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
     @field_validator("score", mode="before")
