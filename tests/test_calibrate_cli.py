@@ -210,3 +210,19 @@ def test_two_judges_side_by_side_on_the_alt_test_and_ids_in_natural_order(tmp_pa
     assert code == 0, md
     assert md.index("| R2 |") < md.index("| R10 |")
     assert "## Red flags" not in md
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "said"),
+    [
+        ("--epsilon", "1.5", "--epsilon 1.5 must be in [0, 1): 0.2 for expert reviewers"),
+        ("--fdr-q", "0", "--fdr-q 0.0 must be in (0, 1)"),
+        ("--min-instances", "1", "--min-instances 1 must be at least 2"),
+    ],
+)
+def test_alt_test_options_out_of_range_are_refused(
+    tmp_path: Path, option: str, value: str, said: str
+) -> None:
+    labels = write(tmp_path / "h.jsonl", [{"rowId": "r1", "score": 3, "reviewer": "ann"}])
+    code, out = run("calibrate", "--judge-labels", labels, "--labels", labels, option, value)
+    assert code == 2 and said in " ".join(out.split()), out
