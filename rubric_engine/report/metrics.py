@@ -418,10 +418,10 @@ METRICS: tuple[MetricDef, ...] = (
     ),
     MetricDef(
         "calibration.<METRIC>",
-        "judge agreement with human labels from the calibration pinned to this task's rubric, "
-        "prompt, model and parameters, e.g. calibration.kappa, calibration.redFlagRecall.lower95, "
-        "calibration.requirements.<ID>.recallUnmet.lower95 (docs/calibration.md); a stale or "
-        "missing calibration fails",
+        "judge agreement with human labels from the calibration over every reviewer's labels "
+        "pinned to this task's rubric, prompt, model and parameters, e.g. calibration.kappa, "
+        "calibration.redFlagRecall.lower95, calibration.requirements.<ID>.recallUnmet.lower95, "
+        "calibration.altTest.passed (docs/calibration.md); a stale or missing calibration fails",
         MetricKind.STATISTIC,
         NONE,  # κ and recall are better higher, RMSE and the omission rate lower
         lambda r, name: calibration_value(r, name),
