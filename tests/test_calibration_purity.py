@@ -21,6 +21,7 @@ PURE = (
     "metrics",
     "render",
     "render_md",
+    "render_lines",
     "alt_test",
     "alt_fields",
     "blocks",

@@ -7,13 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 from rubric_engine.calibration.correction import MIN_PAIRS
-from rubric_engine.calibration.render import (
+from rubric_engine.calibration.render import summary_lines
+from rubric_engine.calibration.render_lines import (
     alt_test_lines,
     baseline_lines,
     comparison_lines,
     f,
     length_lines,
-    summary_lines,
 )
 from rubric_engine.calibration.views import natural_key
 
