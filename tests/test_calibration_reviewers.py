@@ -135,13 +135,16 @@ def test_the_gate_reads_the_same_calibration_whoever_ran_calibrate_last(
     code, out = run("calibrate", task, "--store", store, "--min-instances", "20")
     assert code == 0, out
     record = out.split("calibration id: ")[1].split()[0]
-    checks = ("--threshold", "calibration.altTest.status.passed>=1",
+    checks = ("--threshold", "calibration.altTest.passed>=1",
+              "--threshold", "calibration.altTest.status.passed>=1",
               "--threshold", "calibration.altTest.requirements.COMMON_NO_FABRICATED_INFO.passed>=1",
               "--threshold", "calibration.redFlagRecall.lower95>=0.8")  # fmt: skip
     code, first = run("gate", task, "--store", store, *checks)
     assert code == 7, first
     holds = "holds: calibration.altTest.status.passed = 1, needs >= 1"
     assert f"PASS  calibration.altTest.status.passed>=1 {holds} (calibration {record})" in first
+    # every field tested must pass: the scores failed
+    assert "FAIL  calibration.altTest.passed>=1 fails: calibration.altTest.passed = 0" in first
     assert (
         "FAIL  calibration.altTest.requirements.COMMON_NO_FABRICATED_INFO.passed>=1 fails" in first
     )
