@@ -118,6 +118,22 @@ def test_the_alt_test_per_requirement_names_the_red_line_the_judge_cannot_take_o
     assert default["status"]["passed"] is True  # 350 (row, requirement) instances each
 
 
+def test_least_agreement_first_is_sorted_by_kappa_and_says_what_it_left_off(
+    demo: tuple[Path, str],
+) -> None:
+    store, task = demo
+    by_id = {r["id"]: r for r in calibrate(store, task, "--no-save")["requirements"]}
+    disagree = sorted((r["kappa"], r["id"]) for r in by_id.values() if r["fp"] or r["fn"])
+    _, text = run("calibrate", task, "--store", store, "--no-save")
+    block = text.split("requirements (least agreement first, by kappa):\n")[1].splitlines()
+    listed = [line.split(":")[0].strip() for line in block if line.startswith("  COMMON_")]
+    assert listed == [name for _, name in disagree][: len(listed)] and len(listed) == 8
+    more = len(disagree) - 8
+    assert f"  … and {more} more with a disagreement, higher kappa" in text
+    agreeing = sum(1 for r in by_id.values() if r["n"] and not (r["fp"] or r["fn"]))
+    assert f"  {agreeing} requirement(s) with no disagreement" in text
+
+
 def test_the_reviewers_as_the_baseline_rank_the_judge(demo: tuple[Path, str]) -> None:
     store, task = demo
     base = calibrate(store, task, "--no-save")["reviewerBaseline"]

@@ -136,6 +136,11 @@ def render_calibration_text(result: dict[str, Any], full: bool = False) -> str:
             f"{shown(r['kappa'], None, r['n'])}, recall {f(r['recallUnmet'])}, TNR {f(r['tnr'])}"
             for r in worst
         ]
+    if len(disagree) > len(worst):
+        lines.append(
+            f"  … and {len(disagree) - len(worst)} more with a disagreement, higher kappa "
+            "(--format md or json lists every requirement)"
+        )
     agreeing = sum(1 for r in result["requirements"] if r["n"] and not (r["fp"] or r["fn"]))
     if agreeing:
         lines.append(f"  {agreeing} requirement(s) with no disagreement")
