@@ -6,7 +6,8 @@ start-up runs): the replica rows and
 their cassette are built by the engine, every row replays (a cassette keyed differently from a
 real run would make them JUDGE_ERROR rows), and the replay does not import litellm. One cell of
 the live matrix (20 rows, L = 10 ms) for each client against the loopback stub. And one worker
-of ``benchmarks/workers.py`` on 30 rows (the script itself checks one result per row).
+of ``benchmarks/workers.py`` on 30 rows (the script itself checks one result per row), and
+``benchmarks/calibrate_scale.py`` on 200 rows.
 """
 
 from __future__ import annotations
@@ -121,3 +122,19 @@ def test_actions_benchmark_lists_the_clusters_of_20_replica_rows() -> None:
     # the replicas are the first 20 demo rows, every one of them low in the demo
     assert (row["rows"], row["low rows"]) == ("20", "20")
     assert int(row["items"]) > 0 and row["load before"] and float(row["actions peak MB"]) > 0
+
+
+def test_calibrate_scale_benchmark_calibrates_200_replica_rows() -> None:
+    """``benchmarks/calibrate_scale.py`` at a tiny size: the task grows to 200 rows with 20
+    labels, and ``calibrate`` over them prints its peak memory (figures in RESULTS.md)."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "calibrate_scale.py"), "--rows", "200"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    ((row,),) = tables(done.stdout)
+    assert (row["rows"], row["labels"]) == ("200", "20")
+    assert float(row["peak RSS MB"]) > 0 and row["load"]
