@@ -25,7 +25,13 @@ import pytest
 
 from rubric_engine.batch.client import BatchClient
 from rubric_engine.batch.ledger import Ledger
-from rubric_engine.batch.lines import custom_id, parse_custom_id, request_line, split_lines
+from rubric_engine.batch.lines import (
+    custom_id,
+    parse_custom_id,
+    request_line,
+    split_lines,
+    task_hash,
+)
 from rubric_engine.batch.mode import BatchSettings
 from rubric_engine.engine import ScoreOptions, score
 from rubric_engine.errors import InputError
@@ -175,12 +181,17 @@ def test_a_line_answered_with_an_error_status_goes_to_the_error_file() -> None:
 
 
 def test_custom_ids_are_deterministic_per_row_and_attempt() -> None:
-    assert custom_id(12, 1, "medgpt-7") == custom_id(12, 1, "medgpt-7")
-    assert len({custom_id(12, a, "medgpt-7") for a in range(3)}) == 3
-    parsed = parse_custom_id(custom_id(12, 1, "medgpt-7"))
+    task = "20261204-170957-2624d2"
+    assert custom_id(12, 1, "medgpt-7", task) == custom_id(12, 1, "medgpt-7", task)
+    assert len({custom_id(12, a, "medgpt-7", task) for a in range(3)}) == 3
+    assert custom_id(12, 1, "medgpt-7", task) != custom_id(12, 1, "medgpt-7", task + "x")
+    parsed = parse_custom_id(custom_id(12, 1, "medgpt-7", task))
     assert parsed is not None and (parsed.seq, parsed.attempt) == (12, 1)
     assert parsed.matches("medgpt-7") and not parsed.matches("medgpt-8")
+    assert parsed.task_hash == task_hash(task)
     assert parse_custom_id("someone-else-42") is None
+    old = parse_custom_id("r000012.a1.3f9c2e1b7a")  # an id exported before ids had a task
+    assert old is not None and old.task_hash is None and old.seq == 12
 
 
 def test_files_split_under_both_the_request_and_the_byte_limit() -> None:
@@ -550,6 +561,37 @@ def test_import_refuses_a_task_that_export_did_not_make(tmp_path: Path) -> None:
     results.write_text("", encoding="utf-8")
     code, out = run("batch", "import", task_id, results, "--store", store)
     assert code == 2 and "not made by `rubric-eval batch export`" in out
+
+
+def test_import_refuses_another_task_s_results(tmp_path: Path) -> None:
+    # two exports of one input: their request ids repeated, so task B took task A's answers
+    # (of another model even) and credited its own model with them
+    store = tmp_path / "s.sqlite"
+    export = ("batch", "export", HEALTH, "-r", RUBRICS / "health_cs.yaml", "--draft",
+              "--store", store)  # fmt: skip
+    code, out = run(*export, "--out", tmp_path / "a", "--report-out", tmp_path / "ra")
+    assert code == 0, out
+    code, out = run(*export, "--out", tmp_path / "b", "--report-out", tmp_path / "rb",
+                    "--model", "openai/gpt-4o")  # fmt: skip
+    assert code == 0, out
+    task_a = json.loads((tmp_path / "a" / "manifest.json").read_text("utf-8"))["taskId"]
+    task_b = json.loads((tmp_path / "b" / "manifest.json").read_text("utf-8"))["taskId"]
+    answered = tmp_path / "results-a.jsonl"
+    for request in sorted((tmp_path / "a").glob("requests-*.jsonl")):
+        done = subprocess.run(
+            [sys.executable, str(ROOT / "scripts" / "answer_batch.py"), str(request),
+             "--cassettes", str(CASSETTES)],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        with answered.open("a", encoding="utf-8") as handle:
+            handle.write(done.stdout)
+    code, out = run("batch", "import", task_b, answered, "--store", store)
+    assert code == 2, out
+    assert f"{answered}:1" in out and f"task {task_a}" in out and f"not of task {task_b}" in out
+    with TaskStore(store) as s:
+        assert s.row_outcomes(task_b) == {}
+    code, out = run("batch", "import", task_a, answered, "--store", store)
+    assert code == 0 and "COMPLETED" in out, out
 
 
 def test_errored_truncated_and_refused_lines_end_as_live_ends_them(tmp_path: Path) -> None:

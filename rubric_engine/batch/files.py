@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from rubric_engine.batch.backend import BatchBackend
-from rubric_engine.batch.lines import parse_custom_id, read_output_line
+from rubric_engine.batch.ledger import Ledger
+from rubric_engine.batch.lines import parse_custom_id, read_output_line, task_hash
 from rubric_engine.batch.run import BatchLimits, BatchRun, batch_judge
 from rubric_engine.batch.settings import BATCH_PROVIDERS
 from rubric_engine.batch.sinks import FileSink
@@ -296,7 +297,9 @@ def import_results(
                     obj = json.loads(raw)
                 except json.JSONDecodeError as exc:
                     raise InputError(f"{path}:{n}: not JSON ({exc.msg})") from exc
-                parsed.append((raw, read_output_line(obj, f"{path}:{n}").custom_id))
+                cid = read_output_line(obj, f"{path}:{n}").custom_id
+                _refuse_another_task(run.ledger, task_id, cid, f"{path}:{n}")
+                parsed.append((raw, cid))
             jobs = run.ledger.jobs_of(task_id, [cid for _, cid in parsed])
             exported = {j.job_no for j in run.ledger.jobs(task_id) if j.state == "EXPORTED"}
             for raw, cid in parsed:
@@ -320,6 +323,25 @@ def import_results(
         report = report_from_task(task)
         write_reports(store, task_id, report, folder, task)
         return ImportResult(task_id, matched, ignored, 0, report, folder)
+
+
+def _refuse_another_task(ledger: Ledger, task_id: str, cid: str, where: str) -> None:
+    """A results line answering another task's request: refused before anything is stored.
+
+    Raises:
+        InputError: ``cid`` carries another task (two tasks of one input ask the same rows).
+    """
+    parsed = parse_custom_id(cid)
+    if parsed is None or parsed.task_hash in (None, task_hash(task_id)):
+        return
+    other = ledger.task_of(cid)
+    whose = f"task {other}" if other else "a task that is not in this store"
+    fix = f"; import it with `rubric-eval batch import {other} FILE`" if other else ""
+    raise InputError(
+        f"{where}: custom_id {cid} answers a request of {whose}, not of task {task_id}: the "
+        f"file holds another task's results (maybe of another model), so nothing was "
+        f"imported{fix}"
+    )
 
 
 __all__ = ["ExportResult", "ImportResult", "export_requests", "import_results"]

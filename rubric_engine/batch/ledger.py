@@ -180,6 +180,12 @@ class Ledger:
             out.update(dict(self._db.execute(query, (task_id, *chunk))))
         return out
 
+    def task_of(self, custom_id: str) -> str | None:
+        """The task that planned ``custom_id`` (any task of the store), or ``None``."""
+        query = "SELECT task_id FROM batch_requests WHERE custom_id=? LIMIT 1"
+        found = self._db.execute(query, (custom_id,)).fetchone()
+        return str(found[0]) if found else None
+
     def results(self, task_id: str, row_id: str) -> list[dict[str, Any] | None]:
         """A row's results in attempt order; ``None`` for a request still waiting."""
         query = (

@@ -3,7 +3,8 @@
 An input line is the very chat request the live judge sends (instructor's JSON-mode kwargs:
 messages with the schema instructions, sampling parameters, ``response_format``), wrapped as::
 
-    {"custom_id": "r000012.a0.3f9c2e1b7a", "method": "POST", "url": "/v1/chat/completions",
+    {"custom_id": "t5d41402a.r000012.a0.3f9c2e1b7a", "method": "POST",
+     "url": "/v1/chat/completions",
      "body": {"model": "gpt-4o-mini", "messages": [...], "temperature": 0.0, ...}}
 
 The body's model is the provider's own name (litellm's ``openai/`` prefix dropped), since the
@@ -31,28 +32,40 @@ from rubric_engine.errors import InputError
 from rubric_engine.judge.cassettes.cassette import sanitize_response
 
 ENDPOINT = "/v1/chat/completions"
-_CUSTOM_ID = re.compile(r"^r(\d+)\.a(\d+)\.([0-9a-f]{10})$")
+#: ``t<task>.`` is absent from the ids of tasks exported before ids carried their task
+_CUSTOM_ID = re.compile(r"^(?:t([0-9a-f]{8})\.)?r(\d+)\.a(\d+)\.([0-9a-f]{10})$")
 
 
-def custom_id(seq: int, attempt: int, row_id: str) -> str:
+def _short_hash(text: str, length: int) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:length]
+
+
+def custom_id(seq: int, attempt: int, row_id: str, task_id: str) -> str:
     """The deterministic ``custom_id`` of a row's ``attempt``-th request (0 = first ask).
 
     ``seq`` is the row's place in the input (from 0); the rowId's hash guards against answers
-    from another file. The same row and attempt always give the same id, so a resumed run can
-    tell requests it already submitted from new ones.
+    from another file, the task id's hash against another task's answers (two tasks of one
+    input ask the same rows). The same task, row and attempt always give the same id, so a
+    resumed run can tell requests it already submitted from new ones.
     """
-    digest = hashlib.sha256(row_id.encode("utf-8")).hexdigest()[:10]
-    return f"r{seq:06d}.a{attempt}.{digest}"
+    return f"t{task_hash(task_id)}.r{seq:06d}.a{attempt}.{_short_hash(row_id, 10)}"
+
+
+def task_hash(task_id: str) -> str:
+    """The task part of the task's ``custom_id`` values."""
+    return _short_hash(task_id, 8)
 
 
 @dataclass(frozen=True)
 class CustomId:
+    #: ``None`` in an id written before ids carried their task
+    task_hash: str | None
     seq: int
     attempt: int
     row_hash: str
 
     def matches(self, row_id: str) -> bool:
-        return hashlib.sha256(row_id.encode("utf-8")).hexdigest()[:10] == self.row_hash
+        return _short_hash(row_id, 10) == self.row_hash
 
 
 def parse_custom_id(text: str) -> CustomId | None:
@@ -60,7 +73,7 @@ def parse_custom_id(text: str) -> CustomId | None:
     found = _CUSTOM_ID.match(text)
     if found is None:
         return None
-    return CustomId(int(found.group(1)), int(found.group(2)), found.group(3))
+    return CustomId(found.group(1), int(found.group(2)), int(found.group(3)), found.group(4))
 
 
 def provider_model(model: str) -> str:

@@ -351,7 +351,7 @@ class BatchRun:
             if backend.unresolved(row.row_id):
                 if pending is None:
                     return None
-                cid = custom_id(seq, pending.attempt, row.row_id)
+                cid = custom_id(seq, pending.attempt, row.row_id, self.task_id)
                 return cid, pending.attempt, request_line(cid, pending.kwargs)
             result = row_result(self.builder.compiled, prepared, outcome)
             stored = stored_row(prepared, outcome, result)
