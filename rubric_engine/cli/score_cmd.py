@@ -249,6 +249,14 @@ def score(
             "'FIELD in A,B' (e.g. risk_level=high); rule checks decide the others (CHECKED).",
         ),
     ] = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Make every check, count the rows, judge calls and prompt tokens, price them "
+            "and check them against the context; call no judge and store nothing.",
+        ),
+    ] = False,
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="No progress (--display none).")
     ] = False,
@@ -315,6 +323,9 @@ def score(
             record=batch_record,
         ),
     )
+    if dry_run:
+        _dry_run(options)
+        return
     if workers_only:
         _queue(options)
         return
@@ -357,6 +368,20 @@ def score(
             err=True,
         )
         raise typer.Exit(ExitCode.NOTHING_SCORED)
+
+
+def _dry_run(options: ScoreOptions) -> None:
+    from rubric_engine.engine.dry_run import dry_run
+    from rubric_engine.judge.secrets import redact
+
+    def show(message: Warning | str, *_: object, **__: object) -> None:
+        typer.echo(f"warning: {redact(str(message))}", err=True)
+
+    with warnings.catch_warnings():
+        warnings.showwarning = show
+        planned = _guard(lambda: dry_run(options))
+    for line in planned.lines():
+        typer.echo(line)
 
 
 def _queue(options: ScoreOptions) -> None:

@@ -169,7 +169,7 @@ def warn_oversized(plan: Plan, skip: frozenset[str] = frozenset()) -> None:
     limit = plan.context_limit
     if limit is None or plan.template is None or plan.options.mode == "replay":
         return
-    estimate, how = _counter(plan.options)
+    estimate, how = prompt_counter(plan.options)
     reserve = int(plan.params.get("max_tokens") or 0)
     prompts = [
         (row.row_id, [dict(m) for m in plan.builder.prepare(seq, row).request.messages])
@@ -179,7 +179,7 @@ def warn_oversized(plan: Plan, skip: frozenset[str] = frozenset()) -> None:
     try:
         over = oversized_rows(prompts, limit, estimate, reserve)
     except OSError:  # the tokenizer endpoint stopped answering: tiktoken with the margin
-        estimate, how = _counter(plan.options, ask_server=False)
+        estimate, how = prompt_counter(plan.options, ask_server=False)
         over = oversized_rows(prompts, limit, estimate, reserve)
     if over:
         named = ", ".join(f"{r} (~{n} tokens)" for r, n in over[:10])
@@ -195,10 +195,11 @@ def warn_oversized(plan: Plan, skip: frozenset[str] = frozenset()) -> None:
         )
 
 
-def _counter(
+def prompt_counter(
     options: ScoreOptions, ask_server: bool = True
 ) -> tuple[Callable[[list[dict[str, Any]]], int], str]:
-    """How a run counts its prompts' tokens, and the words that say how."""
+    """How a run counts its prompts' tokens, and the words that say how (shared by the
+    context check and ``score --dry-run``)."""
     model = effective_model(options)
     estimate = litellm_estimate(model)
     # a batch goes through a provider's batch API, which has no tokenizer endpoint to ask
@@ -233,13 +234,17 @@ class AlreadyComplete(Exception):
         self.out = out
 
 
-def fresh_plan(options: ScoreOptions, out_for: str, judged_here: bool = True) -> Plan:
+def fresh_plan(
+    options: ScoreOptions, out_for: str, judged_here: bool = True, dry: bool = False
+) -> Plan:
     """The plan of a new task whose id will be ``out_for`` (the default report folder's name).
 
     ``judged_here=False`` plans a task queued for workers (``score --workers-only``): they
     judge it with their own credentials and anyone writes its report later, so this
     machine's credentials and report folder are not checked (the cassette folder and the
-    price ``--max-cost`` needs are).
+    price ``--max-cost`` needs are). ``dry=True`` (``score --dry-run``) makes no report folder
+    and leaves the context check to :mod:`rubric_engine.engine.dry_run`, which counts every
+    prompt.
 
     Raises:
         InputError, LifecycleError, CassetteError, ConfigurationError: see
@@ -264,7 +269,7 @@ def fresh_plan(options: ScoreOptions, out_for: str, judged_here: bool = True) ->
         make_backend(options, rubric)
         check_cost_known(options)
     out = options.out or Path("reports") / out_for
-    if judged_here:
+    if judged_here and not dry:
         check_report_folder(out)
     params = {
         **DEFAULT_PARAMS,
@@ -277,7 +282,8 @@ def fresh_plan(options: ScoreOptions, out_for: str, judged_here: bool = True) ->
     plan.output_mode = effective_output_mode(options)
     if not rules_only and options.mode != "replay":
         plan.context_limit = context_limit(options)
-        warn_oversized(plan)
+        if not dry:
+            warn_oversized(plan)
     return plan
 
 
