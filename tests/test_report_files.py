@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from rubric_engine.engine import ScoreOptions, score
-from rubric_engine.report.render.output import write_atomic
+from rubric_engine.report.render.output import LeftoverFilesWarning, write_atomic
 from rubric_engine.store.task_store import TaskStore
 from tests.conftest import CASES, CASSETTES, RUBRICS
 from tests.test_cli import run, score_demo
@@ -69,7 +69,8 @@ def test_a_temp_file_left_by_a_killed_writer_is_removed_and_files_are_not_privat
     live.write_text("being written", "utf-8")
     other = tmp_path / f".report.md.{gone.stdout.strip()}.ghi789.tmp"  # another file's
     other.write_text("x", "utf-8")
-    write_atomic(tmp_path / "rows.jsonl", "a\n")
+    with pytest.warns(LeftoverFilesWarning, match=orphan.name):
+        write_atomic(tmp_path / "rows.jsonl", "a\n")
     assert not orphan.exists() and live.exists() and other.exists()
     mask = os.umask(0)
     os.umask(mask)
@@ -198,3 +199,58 @@ def test_ctrl_c_while_the_report_files_are_written_says_the_task_is_complete(
         assert task.state == "COMPLETED"
     assert "interrupted while the report files were written" in out and "COMPLETED" in out
     assert f"rubric-eval report {task.id}" in out and "--resume" not in out, out
+
+
+def test_a_report_folder_is_replaced_whole_or_not_at_all(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a failure (or a kill) while the third file was written left rows.jsonl and report.md of
+    # the new run beside report.json and report.html of the old one
+    from rubric_engine.report import load_task, report_from_task, stored
+
+    store = tmp_path / "s.sqlite"
+    code, out = score_demo(tmp_path, store)
+    assert code == 0, out
+    first = {name: (tmp_path / "out" / name).read_bytes() for name in FILES}
+    worse = CASSETTES.parent / "cassettes-worse"
+    code, out = run("score", CASES / "health_consult_zh.jsonl", "-r", RUBRICS / "health_cs.yaml",
+                    "--draft", "--store", store, "--cassettes", worse,
+                    "--out", tmp_path / "other", "-q")  # fmt: skip
+    assert code == 0, out
+    second = out.rsplit("task id: ", 1)[1].split()[0]
+
+    def half(*_: object) -> object:
+        yield "<html>"
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(stored, "html_report_chunks", half)
+    with TaskStore(store) as opened:
+        task = load_task(opened, second)
+        with pytest.raises(OSError, match="No space"):
+            stored.write_reports(opened, second, report_from_task(task), tmp_path / "out", task)
+    assert {name: (tmp_path / "out" / name).read_bytes() for name in FILES} == first
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(FILES)
+
+
+def test_files_a_killed_writer_left_are_named_when_the_next_run_removes_them(
+    tmp_path: Path,
+) -> None:
+    import subprocess
+    import sys
+
+    store = tmp_path / "s.sqlite"
+    code, out = score_demo(tmp_path, store)
+    task_id = out.rsplit("task id: ", 1)[1].split()[0]
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    staged = tmp_path / "out" / f".rubric-eval-staging.{gone}.x1y2"
+    staged.mkdir()
+    (staged / "rows.jsonl").write_text("x" * 3000, "utf-8")
+    orphan = tmp_path / "out" / f".report.html.{gone}.abc123.tmp"
+    orphan.write_text("half a page", "utf-8")
+    code, out = run("report", task_id, "--store", store, "--out", tmp_path / "out")
+    assert code == 0, out
+    assert not staged.exists() and not orphan.exists()
+    assert "warning: removed 2 temporary item(s) a killed writer left" in out, out
+    assert staged.name in out and orphan.name in out
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(FILES)

@@ -48,6 +48,16 @@ def _root(
     ] = False,
 ) -> None:
     """Score batches of real dialogues with versioned rubric packs and an LLM judge."""
+    import warnings
+
+    warnings.showwarning = _show_warning
+
+
+def _show_warning(message: Warning | str, *_: object, **__: object) -> None:
+    """A warning as one line, ``warning: …`` (redacted), not Python's file:line and source."""
+    from rubric_engine.judge.secrets import redact
+
+    typer.echo(f"warning: {redact(str(message))}", err=True)
 
 
 rubric_app = typer.Typer(

@@ -287,7 +287,8 @@ def write_reports(
     task: StoredTask | StreamedTask | None = None,
 ) -> ReportFiles:
     """Write ``report.json``, ``report.md``, ``report.html`` (self-contained) and ``rows.jsonl``
-    (one row object per line), each atomically (a temporary file renamed over it).
+    (one row object per line) as one set: all are written before any replaces the folder's
+    old ones (:func:`~rubric_engine.report.render.output.write_report_files`).
 
     Raises:
         ConfigurationError: ``out`` cannot hold the files
@@ -299,7 +300,7 @@ def write_reports(
             the report is not built twice; rows.jsonl of a streamed task is read from the
             store a row at a time.
     """
-    from rubric_engine.report.render.output import check_report_folder, write_atomic
+    from rubric_engine.report.render.output import check_report_folder, write_report_files
 
     if task is None:
         task = stream_report(store, task_id, pass_score=report.totals.pass_score)
@@ -308,12 +309,17 @@ def write_reports(
     files = ReportFiles(
         out / "report.json", out / "report.md", out / "rows.jsonl", out / "report.html"
     )
-    # rows.jsonl first and report.json last: a report.json present means the set is whole
-    write_atomic(files.rows, rows_jsonl(store, task.record.id, report.totals.pass_score))
-    write_atomic(files.markdown, render_markdown(report))
-    # in chunks: both list every low row's id, so neither page is held whole
-    write_atomic(files.html, html_report_chunks(store, task, report))
-    write_atomic(files.json, json_chunks(report))
+    # rows.jsonl first and report.json last: a report.json present means the set is whole;
+    # in chunks: rows.jsonl and the page list every row or low row, so neither is held whole
+    write_report_files(
+        out,
+        [
+            (files.rows.name, rows_jsonl(store, task.record.id, report.totals.pass_score)),
+            (files.markdown.name, render_markdown(report)),
+            (files.html.name, html_report_chunks(store, task, report)),
+            (files.json.name, json_chunks(report)),
+        ],
+    )
     return files
 
 

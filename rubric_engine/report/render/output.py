@@ -4,7 +4,9 @@ A report folder given as an existing file, ``/dev/null`` or a folder holding a *
 like a report file used to end in a traceback after every judge call was paid for. These
 checks run before the first call (:func:`check_report_folder`), and every file is written to
 a temporary name beside its place and renamed over it (:func:`write_atomic`), so a run killed
-while writing leaves the previous file or the new one, never half of one.
+while writing leaves the previous file or the new one, never half of one; a report's files are
+written whole first and then moved in together (:func:`write_report_files`), so a folder never
+mixes two runs.
 """
 
 from __future__ import annotations
@@ -12,9 +14,12 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import shutil
 import tempfile
-from collections.abc import Iterable
+import warnings
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import TextIO
 
 from rubric_engine.errors import ConfigurationError
 
@@ -132,9 +137,9 @@ def write_atomic(path: Path, text: str | Iterable[str]) -> None:
     held whole) to ``path`` through a temporary file renamed over it.
 
     The temporary file is ``.NAME.PID.XXXX.tmp`` beside ``path``; one left by a process that no
-    longer runs (killed while writing) is removed on the next write of that file. The file gets
-    the permissions a plain ``open`` would give it (``0666`` less the umask), not the
-    temporary file's ``0600``.
+    longer runs (killed while writing) is removed on the next write of that file, and named in
+    a :class:`LeftoverFilesWarning`. The file gets the permissions a plain ``open`` would give
+    it (``0666`` less the umask), not the temporary file's ``0600``.
 
     A character device (``/dev/null``, ``/dev/stdout``) is written directly: it cannot be
     renamed over and holds no half-written state.
@@ -147,18 +152,59 @@ def write_atomic(path: Path, text: str | Iterable[str]) -> None:
         with path.open("w", encoding="utf-8") as device:
             device.writelines(chunks)
         return
-    _remove_orphans(path)
+    _remove_orphans(path.parent, [f".{path.name}.*.tmp"])
     handle, temp = tempfile.mkstemp(
         dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp"
     )
     try:
-        with os.fdopen(handle, "w", encoding="utf-8", buffering=WRITE_BUFFER) as out:
-            out.writelines(chunks)
-        os.chmod(temp, 0o666 & ~_umask())
+        out = os.fdopen(handle, "w", encoding="utf-8", buffering=WRITE_BUFFER)
+        _write_chunks(out, temp, chunks)
         os.replace(temp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temp)
+        raise
+
+
+#: the folder a report's files are written into before they replace the old set
+STAGING = ".rubric-eval-staging"
+
+
+def write_report_files(folder: Path, files: Sequence[tuple[str, str | Iterable[str]]]) -> None:
+    """Replace report files in ``folder`` as one set: each is written whole into a staging
+    folder inside it (``.rubric-eval-staging.PID.XXXX``), and only when every one is written
+    are they moved over the old ones, in the order given (``report.json`` last). A failure or
+    a kill while writing leaves the previous set as it was, never a folder mixing two runs; the
+    staging folder is removed on every normal exit, and one a killed writer left is removed by
+    the next write and named in a :class:`LeftoverFilesWarning`.
+
+    Raises:
+        OSError: the folder cannot be written (a full disk).
+    """
+    names = [name for name, _ in files]
+    _remove_orphans(folder, [f"{STAGING}.*", *(f".{name}.*.tmp" for name in names)])
+    staging = Path(tempfile.mkdtemp(dir=folder, prefix=f"{STAGING}.{os.getpid()}."))
+    try:
+        for name, text in files:
+            chunks = [text] if isinstance(text, str) else text
+            staged = staging / name
+            handle = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            out = os.fdopen(handle, "w", encoding="utf-8", buffering=WRITE_BUFFER)
+            _write_chunks(out, staged, chunks)
+        for name in names:
+            os.replace(staging / name, folder / name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _write_chunks(out: TextIO, path: str | Path, chunks: Iterable[str]) -> None:
+    """Write ``chunks`` to ``out`` (the file ``path``), close it and give the file the
+    permissions a plain ``open`` gives (``0666`` less the umask)."""
+    try:
+        with out:
+            out.writelines(chunks)
+        os.chmod(path, 0o666 & ~_umask())
+    except BaseException:
         # a generator of chunks stopped halfway (a full disk) is closed now, while what it
         # reads (a store cursor) is open, not when collected after the store has closed
         close = getattr(chunks, "close", None)
@@ -177,16 +223,49 @@ def _umask() -> int:
     return mask
 
 
-def _remove_orphans(path: Path) -> None:
-    """Delete the temporary files of ``path`` left by writers that are no longer running."""
-    for temp in path.parent.glob(f".{path.name}.*.tmp"):
-        pid = temp.name[len(path.name) + 2 :].split(".", 1)[0]
-        if not pid.isdigit() or int(pid) == os.getpid():
-            continue
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
+class LeftoverFilesWarning(UserWarning):
+    """Temporary files or folders a killed writer left beside an output were removed."""
+
+
+def _remove_orphans(folder: Path, patterns: Sequence[str]) -> None:
+    """Delete the temporary files and staging folders in ``folder`` matching ``patterns``
+    (``.NAME.PID.…`` / ``.rubric-eval-staging.PID.…``) whose writer no longer runs, and name
+    them in a :class:`LeftoverFilesWarning`. A live writer's are never touched."""
+    removed: list[str] = []
+    for pattern in patterns:
+        prefix = pattern.split("*", 1)[0]
+        for left in sorted(folder.glob(pattern)):
+            pid = left.name[len(prefix) :].split(".", 1)[0]
+            if not pid.isdigit() or int(pid) == os.getpid() or _running(int(pid)):
+                continue
+            size = _size(left)
             with contextlib.suppress(OSError):
-                temp.unlink()
-        except PermissionError:
-            continue  # a live process of another user
+                if left.is_dir():
+                    shutil.rmtree(left)
+                else:
+                    left.unlink()
+                removed.append(f"{left.name} ({size:,} bytes)")
+    if removed:
+        warnings.warn(
+            LeftoverFilesWarning(
+                f"removed {len(removed)} temporary item(s) a killed writer left in {folder}: "
+                f"{', '.join(removed)}"
+            ),
+            stacklevel=3,
+        )
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # a live process of another user
+    return True
+
+
+def _size(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
