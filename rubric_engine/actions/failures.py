@@ -21,6 +21,11 @@ from rubric_engine.rubric.similarity import (
 
 EXAMPLES = 3
 TERMS = 6
+#: explanations clustered at most: of more, an evenly spaced sample in row order. The k-means
+#: cost grows with the texts times their vocabulary (1,000 explanations: about 10 CPU-s and
+#: 110 MB; 10,000: over a minute and 0.7 GB), and 1,000 show every failure common enough to
+#: become a rule (benchmarks/RESULTS.md §9)
+MOST = 1000
 
 
 def explanation_clusters(
@@ -41,11 +46,14 @@ def explanation_clusters(
     Returns:
         One :class:`~rubric_engine.actions.model.TextCluster` per cluster: its rows, its
         top terms, up to three explanations nearest its centre (the most typical first), and
-        a candidate line for a person to turn into a rule. Texts without a term are left out.
+        a candidate line for a person to turn into a rule. Texts without a term are left out;
+        of more than :data:`MOST` texts, an evenly spaced sample of them is clustered.
     """
     kept = [(rid, text) for rid, text in texts if terms(text)]
     if not kept:
         return []
+    if len(kept) > MOST:
+        kept = [kept[i * len(kept) // MOST] for i in range(MOST)]
     matrix, vocabulary = tfidf([text for _, text in kept], background)
     labels = kmeans(matrix, k or auto_k(len(kept)), seed=seed)
     clusters = []

@@ -117,7 +117,9 @@ def _failures(report: ActionsReport) -> list[str]:
         return [*out, "None: every low row names an unmet requirement.", ""]
     out += [
         f"{u.rows} low row(s) with nothing unmet, or a red flag no requirement raised: "
-        f"{', '.join(u.row_ids[:20])}. Their explanations in {len(u.clusters)} cluster(s) "
+        f"{', '.join(u.row_ids[:20])}{' …' if u.rows > 20 else ''}. "
+        + (f"{u.clustered} of their explanations" if u.clustered < u.rows else "Their explanations")
+        + f" in {len(u.clusters)} cluster(s) "
         f"(TF-IDF, k-means, seed {u.seed}), each a candidate requirement for the next version:",
         "",
     ]

@@ -131,7 +131,9 @@ def _lloyd(
     labels = np.full(len(matrix), -1)
     distances = np.zeros((len(matrix), len(centers)))
     for _ in range(max_iter):
-        distances = ((matrix[:, None, :] - centers[None, :, :]) ** 2).sum(axis=2)
+        # one center at a time: rows × terms numbers at once, never rows × centers × terms
+        for c, center in enumerate(centers):
+            distances[:, c] = ((matrix - center) ** 2).sum(axis=1)
         new = distances.argmin(axis=1)
         if np.array_equal(new, labels):
             break
