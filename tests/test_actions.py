@@ -217,6 +217,20 @@ def test_explanation_clusters_are_deterministic_and_group_by_words() -> None:
     assert explanation_clusters([("r", "")], k=1) == []
 
 
+def test_of_many_explanations_an_evenly_spaced_sample_is_clustered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import rubric_engine.actions.failures as failures
+
+    monkeypatch.setattr(failures, "MOST", 4)
+    texts = [
+        (f"r{i}", f"{'wrong price' if i % 2 else 'no order number'} case {i}") for i in range(10)
+    ]
+    clusters = explanation_clusters(texts, k=2)
+    assert sorted(r for c in clusters for r in c.row_ids) == ["r0", "r2", "r5", "r7"]
+    assert clusters == explanation_clusters(texts, k=2)
+
+
 def test_tfidf_and_kmeans_agree_with_scikit_learn() -> None:
     from sklearn.cluster import KMeans
     from sklearn.feature_extraction.text import TfidfVectorizer
@@ -460,3 +474,50 @@ def test_evidence_names_the_turns_the_judge_named_with_their_text(demo_store: Pa
     assert "肾阳虚衰而痿" in turns["medgpt-1"][0]["text"]
     code, md = run("actions", "v3", "--store", str(demo_store), "--top", "1")
     assert "  - turn 1 assistant: 男子早泄" in md and "(10 more: `--top 0` lists them all)" in md
+
+
+def test_the_shipped_candidate_rules_replay_and_author_again_into_the_same_cassette(
+    demo_store: Path, tmp_path: Path
+) -> None:
+    code, out = run("actions", "start", "--store", str(demo_store), "--summarize")
+    assert code == 0, out  # replayed from cassettes/actions/, no model
+    proposed = [ln for ln in out.splitlines() if ln.startswith("**Proposed criterion**")]
+    assert len(proposed) == 3 and "| cap 2 | category BRAND`" in proposed[0]
+    answers = CASES / "summaries" / "health_start_candidates.jsonl"
+    again = tmp_path / "again.jsonl"
+    args = ["--answers", str(answers), "--author", "test", "--method", "re-authored"]
+    code, out = run(
+        "cassette",
+        "author-summary",
+        "start",
+        "--store",
+        str(demo_store),
+        *args,
+        "--out",
+        str(again),
+    )
+    assert code == 0 and "wrote 3 authored candidate rule(s)" in out, out
+    shipped = CASSETTES / "actions" / "health_start_summaries.jsonl"
+
+    def keyed(path: Path) -> list[tuple[str, Any]]:
+        lines = [json.loads(ln) for ln in path.read_text("utf-8").splitlines()]
+        return [(e["key"], e["attempts"][0]["response"]["choices"][0]["message"]) for e in lines]
+
+    assert keyed(again) == keyed(shipped)
+    # an answer set that is not the task's clusters is refused with both lists, nothing written
+    one = tmp_path / "one.jsonl"
+    one.write_text(answers.read_text("utf-8").splitlines()[0] + "\n", "utf-8")
+    wrong = tmp_path / "wrong.jsonl"
+    code, out = run(
+        "cassette", "author-summary", "start", "--store", str(demo_store),
+        "--answers", str(one), "--author", "t", "--method", "m", "--out", str(wrong),
+    )  # fmt: skip
+    assert code != 0 and "cluster: medgpt-34, medgpt-42" in out and not wrong.exists()
+    # a cap off the scale fails the checks a replay applies
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(answers.read_text("utf-8").replace('"violationScore": 2', '"violationScore": 9'))
+    code, out = run(
+        "cassette", "author-summary", "start", "--store", str(demo_store),
+        "--answers", str(bad), "--author", "t", "--method", "m", "--out", str(wrong),
+    )  # fmt: skip
+    assert code != 0 and "violationScore: 9 is outside the scale 1..5" in out

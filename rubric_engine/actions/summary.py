@@ -76,20 +76,22 @@ def summary_request(
     return request, {"model": model, "messages": [dict(m) for m in messages], **SUMMARY_PARAMS}
 
 
-def _read(scale: tuple[int, int]) -> Callable[[str], tuple[CandidateRule | None, list[str]]]:
-    def read(text: str) -> tuple[CandidateRule | None, list[str]]:
-        try:
-            rule = CandidateRule.model_validate_json(text.strip())
-        except ValidationError as exc:
-            return None, [
-                f"{'.'.join(map(str, e['loc'])) or '(reply)'}: {e['msg']}" for e in exc.errors()
-            ]
-        cap = rule.violation_score
-        if cap is not None and not scale[0] <= cap <= scale[1]:
-            return None, [f"violationScore: {cap} is outside the scale {scale[0]}..{scale[1]}"]
-        return rule, []
+def read_candidate(text: str, scale: tuple[int, int]) -> tuple[CandidateRule | None, list[str]]:
+    """The candidate rule of a reply, or its problems (shape, a cap off the scale)."""
+    try:
+        rule = CandidateRule.model_validate_json(text.strip())
+    except ValidationError as exc:
+        return None, [
+            f"{'.'.join(map(str, e['loc'])) or '(reply)'}: {e['msg']}" for e in exc.errors()
+        ]
+    cap = rule.violation_score
+    if cap is not None and not scale[0] <= cap <= scale[1]:
+        return None, [f"violationScore: {cap} is outside the scale {scale[0]}..{scale[1]}"]
+    return rule, []
 
-    return read
+
+def _read(scale: tuple[int, int]) -> Callable[[str], tuple[CandidateRule | None, list[str]]]:
+    return lambda text: read_candidate(text, scale)
 
 
 def cluster_explanations(cluster: TextCluster, texts: dict[str, str]) -> list[tuple[str, str]]:

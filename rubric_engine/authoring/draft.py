@@ -27,6 +27,7 @@ from rubric_engine.errors import CassetteError, InputError
 from rubric_engine.formats.canonical import canonical_hash
 from rubric_engine.formats.safe_yaml import load_documents
 from rubric_engine.judge.backends import CallKey
+from rubric_engine.judge.cassettes.authoring import USAGE_NOTE, authored_response
 from rubric_engine.judge.cassettes.cassette import CassetteEntry
 from rubric_engine.judge.one_call import Answered, CallSettings, ask, backend_for
 from rubric_engine.judge.prompt import LANGUAGE_NAMES, PromptTemplate, block_tag, load_prompt
@@ -226,32 +227,8 @@ def author_draft(
         raise CassetteError(
             f"{proposal_path}: the proposal fails the draft checks:\n  - " + "\n  - ".join(problems)
         )
-    import os
-
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import litellm
-
     key_of = CallKey.of(built.kwargs, built.request)
-    prompt_tokens = litellm.token_counter(model=model, messages=built.kwargs["messages"])
-    completion_tokens = litellm.token_counter(model=model, text=content)
-    raw = {
-        "id": "authored-" + key_of.key.split(":")[1][:24],
-        "object": "chat.completion",
-        "created": 0,
-        "model": model.split("/")[-1],
-        "choices": [
-            {
-                "index": 0,
-                "finish_reason": "stop",
-                "message": {"role": "assistant", "content": content},
-            }
-        ],
-        "usage": {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
-        },
-    }
+    raw = authored_response(model, key_of, built.kwargs["messages"], content)
     entry = CassetteEntry(
         key=key_of.key,
         row_id=built.request.row_id,
@@ -261,7 +238,7 @@ def author_draft(
             "author": author,
             "method": method,
             "authoredAt": datetime.now(UTC).strftime("%Y-%m-%d"),
-            "usage": "usage estimated with litellm.token_counter; no provider reported it",
+            "usage": USAGE_NOTE,
             "proposal": proposal_path.name,
         },
         attempts=[{"response": raw}],

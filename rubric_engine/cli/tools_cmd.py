@@ -152,3 +152,52 @@ def cassette_author_draft(
         typer.echo(f"wrote the authored draft answer for {entry.row_id} to {out}")
 
     _guard(run)
+
+
+@cassette_app.command("author-summary")
+def cassette_author_summary(
+    task_id: Annotated[str, typer.Argument(help="Task whose explanation clusters are answered.")],
+    answers: Annotated[
+        Path,
+        typer.Option(
+            help="JSONL of hand-written candidate rules, one per cluster: `rows` (the "
+            "cluster's row ids) and the rule's JSON fields (text, critical, violationScore, "
+            "category)."
+        ),
+    ],
+    author: Annotated[str, typer.Option(help="Who wrote the candidate rules.")],
+    method: Annotated[str, typer.Option(help="How they were written.")],
+    out: Annotated[Path, typer.Option(help="Cassette file to write (replaced).")],
+    store: StoreOpt = DEFAULT_STORE,
+    model: Annotated[
+        str, typer.Option(help="Model the requests are keyed for.")
+    ] = "openai/gpt-4o-mini",
+    text_clusters: Annotated[
+        int | None, typer.Option(min=1, help="As `actions --text-clusters`.")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="As `actions --seed`.")] = 0,
+) -> None:
+    """Turn hand-written candidate rules into the `authored` answers `actions TASK --summarize`
+    replays (keyed and checked as a replay keys and checks them)."""
+
+    def run() -> None:
+        from rubric_engine.actions.run import ActionOptions, build_actions
+        from rubric_engine.actions.summary_authoring import (
+            authored_provenance,
+            read_answers,
+            summary_author,
+        )
+
+        provenance = authored_provenance(author, method, answers)
+        summarize, entries = summary_author(read_answers(answers), model, provenance)
+        options = ActionOptions(text_clusters=text_clusters, seed=seed)
+        built = build_actions(store, task_id, options=options, summarize=summarize)
+        if not entries:
+            from rubric_engine.errors import CassetteError
+
+            raise CassetteError(f"task {built.task_id} has no low row that no rule explains")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text("".join(e.to_json() + "\n" for e in entries), encoding="utf-8")
+        typer.echo(f"wrote {len(entries)} authored candidate rule(s) to {out}")
+
+    _guard(run)

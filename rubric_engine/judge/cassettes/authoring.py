@@ -49,6 +49,36 @@ def _read_verdicts(path: Path) -> dict[str, dict[str, Any]]:
     return verdicts
 
 
+def authored_response(
+    model: str, key: CallKey, messages: Sequence[dict[str, Any]], content: str
+) -> dict[str, Any]:
+    """An OpenAI ``chat.completion`` whose message is ``content``, a hand-written answer to the
+    request keyed ``key``; its ``usage`` estimated (:data:`USAGE_NOTE`)."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    prompt_tokens = litellm.token_counter(model=model, messages=list(messages))
+    completion_tokens = litellm.token_counter(model=model, text=content)
+    return {
+        "id": "authored-" + key.key.split(":")[1][:24],
+        "object": "chat.completion",
+        "created": 0,
+        "model": model.split("/")[-1],
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": content},
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }
+
+
 class _Author:
     """Turns each row's hand-written verdict into one cassette entry, checked as replay will."""
 
@@ -58,10 +88,6 @@ class _Author:
         self.judge = judge
         self.verdicts = verdicts
         self.model = model
-        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-        import litellm
-
-        self._count = litellm.token_counter
 
     def entry(self, request: JudgeRequest, provenance: dict[str, Any]) -> CassetteEntry:
         """The entry of one row.
@@ -72,26 +98,7 @@ class _Author:
         kwargs = self.judge.request_kwargs(request)
         key = CallKey.of(kwargs, request)
         content = json.dumps(self.verdicts[request.row_id], ensure_ascii=False)
-        prompt_tokens = self._count(model=self.model, messages=kwargs["messages"])
-        completion_tokens = self._count(model=self.model, text=content)
-        raw = {
-            "id": "authored-" + key.key.split(":")[1][:24],
-            "object": "chat.completion",
-            "created": 0,
-            "model": self.model.split("/")[-1],
-            "choices": [
-                {
-                    "index": 0,
-                    "finish_reason": "stop",
-                    "message": {"role": "assistant", "content": content},
-                }
-            ],
-            "usage": {
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens": completion_tokens,
-                "total_tokens": prompt_tokens + completion_tokens,
-            },
-        }
+        raw = authored_response(self.model, key, kwargs["messages"], content)
         context = RowContext(request.row_id, request.case_requirement_ids, request.turn_count)
         parsed = parse_reply(raw, self.judge.rubric_model, context)
         if isinstance(parsed, ParseFailure):
