@@ -24,7 +24,7 @@ TERMS = 6
 #: explanations clustered at most: of more, an evenly spaced sample in row order. The k-means
 #: cost grows with the texts times their vocabulary (1,000 explanations: about 10 CPU-s and
 #: 110 MB; 10,000: over a minute and 0.7 GB), and 1,000 show every failure common enough to
-#: become a rule (benchmarks/RESULTS.md §9)
+#: become a rule (benchmarks/RESULTS.md §10)
 MOST = 1000
 
 
