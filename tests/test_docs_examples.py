@@ -12,14 +12,18 @@ scratch folder holding copies of the repository's ``rubrics/``, ``cases/``, ``ca
 ``prompts/`` and ``examples/``, with this venv's ``rubric-eval`` and ``python`` first on
 ``PATH``, ``HOME`` in the scratch folder and no store but the fresh default one. A command
 ending in ``&`` starts a background process: its expected lines (if any) are awaited as it
-prints them (a server saying it listens), and it is killed when the file's blocks end.
+prints them (a server saying it listens), and it is killed when the file's blocks end. The
+loopback ports a page names (``127.0.0.1:PORT``, ``--port PORT``) are each replaced by a port free
+at run time, so two pages, or two checkouts on one machine, never meet on one port.
 """
 
 from __future__ import annotations
 
 import doctest
 import os
+import re
 import shutil
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -84,6 +88,22 @@ def examples(text: str) -> list[Example]:
             output.append(line)
         n += 1
     return found
+
+
+#: a loopback port a page names: in a URL or as a server's --port
+PORT = re.compile(r"(?<=127\.0\.0\.1:)\d{4,5}\b|(?<=--port )\d{4,5}\b")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def with_free_ports(text: str) -> str:
+    """``text`` with each loopback port it names replaced, everywhere, by a port free now."""
+    ports = {port: str(_free_port()) for port in set(PORT.findall(text))}
+    return PORT.sub(lambda m: ports[m.group()], text)
 
 
 def pages() -> list[Path]:
@@ -181,7 +201,7 @@ def test_the_examples_of_a_page_print_what_it_says(page: Path, tmp_path: Path) -
     checker = doctest.OutputChecker()
     background: list[subprocess.Popen[str]] = []
     try:
-        for example in examples(page.read_text(encoding="utf-8")):
+        for example in examples(with_free_ports(page.read_text(encoding="utf-8"))):
             if example.background:
                 process, got = _start(example, tmp_path, env)
                 background.append(process)
@@ -231,3 +251,14 @@ def test_no_page_hides_a_shell_example_the_test_would_not_run() -> None:
             if line.strip() in ("```bash", "```sh", "```shell", "```zsh"):
                 found.append(f"{page.relative_to(ROOT)}:{n}")
     assert found == ["README.md:14", "README.md:20"], found
+
+
+def test_the_ports_a_page_names_are_swapped_for_free_ones_consistently() -> None:
+    text = (
+        "$ stub --port 18765 &\nlistening on http://127.0.0.1:18765\n"
+        "$ score --api-base http://127.0.0.1:18765/v1 --port-file 1"
+    )
+    swapped = with_free_ports(text)
+    ports = set(PORT.findall(swapped))
+    assert len(ports) == 1 and "18765" not in swapped
+    assert swapped.replace(ports.pop(), "18765") == text
