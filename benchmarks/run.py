@@ -6,6 +6,7 @@
     .venv/bin/python benchmarks/run.py peer --rows 1000 --concurrency 32 --latency-ms 200
     .venv/bin/python benchmarks/run.py tokens
     .venv/bin/python benchmarks/run.py data --rows 100000 --out DIR   (for an outside timer)
+    .venv/bin/python benchmarks/run.py pages --rows 1000 10000 100000  (the review app's pages)
 
 Every subcommand works in a throwaway folder (rows, cassettes, stores, reports) and prints a
 table with the load average before and after each measurement. Each measured run is its own
@@ -41,6 +42,7 @@ from loopback import guard  # noqa: E402
 guard()
 
 import live  # noqa: E402
+import pages  # noqa: E402
 from common import PEER_PYTHON, flags, measured, run_py, stub, table, workdir  # noqa: E402
 
 PACKS = {
@@ -542,7 +544,7 @@ def cmd_data(ns: argparse.Namespace) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="benchmarks/run.py", description=__doc__.split("\n\n")[0])
-    shown = "{replay,startup,live,throughput,tokens,peer,data}"  # _child, _client: internal
+    shown = "{replay,startup,live,throughput,tokens,peer,data,pages}"  # _child, _client: internal
     sub = parser.add_subparsers(dest="command", required=True, metavar=shown)
 
     p = sub.add_parser(
@@ -601,6 +603,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         "cassettes/ (the --data DIR of `replay`)",
     )
     p.set_defaults(func=cmd_data)
+
+    p = sub.add_parser(
+        "pages", help="the review app: server CPU and memory per page at 1k, 10k, 100k rows"
+    )
+    pages.add_arguments(p)
 
     p = sub.add_parser("_child")
     for name in ("--work", "--rows", "--rubric", "--mode", "--model"):

@@ -47,6 +47,7 @@ CORE = (
     "rubric_engine.report.diff_cases",
     "rubric_engine.review.answers",
     "rubric_engine.review.queue",
+    "rubric_engine.review.adjudication",
     "rubric_engine.actions.model",
     "rubric_engine.actions.clusters",
     "rubric_engine.actions.failures",
@@ -87,6 +88,9 @@ FORBIDDEN = (
     "uvicorn",
     "rubric_engine.serve",
     "rubric_engine.review.claims",
+    "rubric_engine.review.accounts",
+    "rubric_engine.review.queue_store",
+    "rubric_engine.review.rows",
 )
 
 #: edges reached today that another change removes, each with that change. An entry here

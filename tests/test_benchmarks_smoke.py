@@ -103,7 +103,7 @@ def test_every_benchmark_command_prints_its_help() -> None:
     """`run.py --help` and each subcommand's help run as RESULTS.md tells users to (a bare
     ``%`` in a help string once made argparse crash)."""
     top = bench("--help")
-    commands = ("replay", "startup", "live", "throughput", "tokens", "peer", "data")
+    commands = ("replay", "startup", "live", "throughput", "tokens", "peer", "data", "pages")
     assert all(name in top for name in commands) and "SUPPRESS" not in top
     for name in commands:
         assert "usage:" in bench(name, "--help")
@@ -138,3 +138,20 @@ def test_calibrate_scale_benchmark_calibrates_200_replica_rows() -> None:
     ((row,),) = tables(done.stdout)
     assert (row["rows"], row["labels"]) == ("200", "20")
     assert float(row["peak RSS MB"]) > 0 and row["load"]
+
+
+def test_pages_benchmark_fetches_each_review_page_on_30_rows() -> None:
+    """The review app's page benchmark: a store with two tasks, a team, a queue and answered
+    rows; `serve` started; each page fetched and its server CPU and memory printed."""
+    pages, setup = tables(bench("pages", "--rows", "30", "--repeat", "1", "--reviewed", "0.5"))
+    assert [r["page"] for r in pages] == [
+        "row (review form)",
+        "queue",
+        "answer (POST)",
+        "report",
+        "report again (kept)",
+        "compare (first page)",
+    ]
+    assert all(r["rows"] == "30" and float(r["server peak MB"]) > 0 for r in pages)
+    assert all(r["load before"] and r["load after"] for r in pages)
+    assert int(setup[0]["labels in the store"]) > 0

@@ -250,26 +250,31 @@ def test_review_page_marks_the_judges_evidence_apart_from_the_reviewers(
     airline_runs: dict[str, Path],
 ) -> None:
     pytest.importorskip("starlette", reason="the serve extra is not installed")
-    from starlette.testclient import TestClient
-
-    from rubric_engine.serve.app import REVIEWER_COOKIE, ServeConfig, create_app
+    from rubric_engine.review.accounts import add_reviewer
+    from rubric_engine.serve.app import ServeConfig, create_app
     from rubric_engine.store.task_store import TaskStore
+    from tests.serve_helpers import Person, make_queue
 
-    store = airline_runs["store"]
+    store = str(airline_runs["store"])
     with TaskStore(store) as opened:
         tasks = {t.prompt_version: t.id for t in opened.tasks()}
-    c = TestClient(create_app(ServeConfig(store)))
-    c.cookies.set(REVIEWER_COOKIE, "alice")
-    seen = c.get(f"/tasks/{tasks['judge_v3']}/review/airline-0?blind=0").text
+        for name in ("alice", "bob"):
+            add_reviewer(opened.backend, name, "reviewer")
+    for task in tasks.values():
+        make_queue(store, task, members={"alice": False, "bob": True})
+    app = create_app(ServeConfig(store))
+    alice, bob = Person(app, store, "alice"), Person(app, store, "bob")
+    seen = alice.get(f"/tasks/{tasks['judge_v3']}/review/airline-0").text
     assert 'class="msg assistant judge-evidence" id="turn-32"' in seen
     assert "judge-badge\">judge's evidence: COMMON_EXPLICIT_CONFIRMATION</span>" in seen
-    assert 'judge\'s turns <a href="#turn-32">#32</a>' in seen  # the basis table links it
+    assert '<a href="#turn-32">#32</a>' in seen  # the form links the judge's turn
     assert 'class="msg user" id="turn-31"' in seen  # not cited: plain
-    blind = c.get(f"/tasks/{tasks['judge_v3']}/review/airline-0?blind=1").text
+    alice.post(f"/tasks/{tasks['judge_v3']}/skip/airline-0", {"queue": "main"})  # releases it
+    blind = bob.get(f"/tasks/{tasks['judge_v3']}/review/airline-0").text
     # a blind page never shows the judge's turns (only the stylesheet names the class)
     assert "data-judge-evidence" not in blind and ' judge-evidence"' not in blind
     assert 'judge-badge"' not in blind and 'id="turn-32"' in blind
-    old = c.get(f"/tasks/{tasks['judge_v1']}/review/airline-0?blind=0").text
+    old = alice.get(f"/tasks/{tasks['judge_v1']}/review/airline-0").text
     assert "data-judge-evidence" not in old and 'id="turn-32"' in old
 
 

@@ -1,23 +1,39 @@
-"""The review queue's rules, on small hand-made rows: strategies, N reviewers per row,
-the second-review sample, overrides re-checked, claims, adjudication."""
+"""The review queue's and the review form's rules on small hand-made rows (docs/review.md):
+strategies, the exact seeded second-review sample, how many reviewers a row needs and when a
+two-person team is done, row states, nothing presumed in a form, reasons where changes are
+made, the lead's decision."""
 
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from rubric_engine.errors import ConfigurationError
+from rubric_engine.errors import ConfigurationError, InputError
 from rubric_engine.labels.model import Label, LabelSource, LabelStatus
 from rubric_engine.results.model import BasisEntry, BasisSource, RowResult, RowStatus
-from rubric_engine.review.answers import Answer, answers_of_labels, differences
+from rubric_engine.review.adjudication import decision_from_form, dispute
+from rubric_engine.review.answers import (
+    NOT_CHECKED,
+    Answer,
+    ReviewContext,
+    answer_from_form,
+    answers_of_labels,
+    check_reason,
+    differences,
+    labels_of_answer,
+)
 from rubric_engine.review.queue import (
-    QueuePolicy,
-    adjudication_rows,
-    build_queue,
+    QueueSettings,
     check_strategy,
-    row_reviews,
+    ordered,
+    row_state,
+    sample_size,
+    second_review_sample,
+    summary_of_result,
 )
 
-NO_SAMPLE = QueuePolicy(second_review_share=0)
+F, V, P = LabelStatus.FOLLOWED, LabelStatus.VIOLATED, LabelStatus.PARTIAL
 
 
 def row(
@@ -42,37 +58,6 @@ def row(
     )
 
 
-def labels(
-    row_id: str,
-    reviewer: str,
-    result: RowResult,
-    source: LabelSource = LabelSource.REVIEW,
-    **status: str,
-) -> list[Label]:
-    out = [
-        Label(
-            row_id=row_id,
-            reviewer=reviewer,
-            intent_key=result.intent_key,
-            score=result.final_score,
-            red_flag_types=result.red_flag_types,
-            source=source,
-        )
-    ]
-    for entry in result.reference_basis:
-        given = status.get(entry.requirement_id, str(entry.status))
-        out.append(
-            Label(
-                row_id=row_id,
-                reviewer=reviewer,
-                requirement_id=entry.requirement_id,
-                status=LabelStatus(given),
-                source=source,
-            )
-        )
-    return out
-
-
 ROWS = [
     row("r1", "X", 5),
     row("r2", "X", 2, unmet=("A",), flags=("F",)),
@@ -80,86 +65,191 @@ ROWS = [
     row("r4", "Y", 1, unmet=("A", "C"), flags=("F",)),
     row("r5", "Z", 4, unmet=("A",)),
 ]
+SUMMARIES = [summary_of_result(r) for r in ROWS]
 
 
-def ids(rows: list) -> list[str]:  # type: ignore[type-arg]
-    return [r.result.row_id for r in rows]
+def answer(row_id: str = "r1", **statuses: LabelStatus) -> Answer:
+    return Answer(row_id, "X", {"A": F, "B": F, "C": F, **statuses}, frozenset(), 5)
 
 
-def test_strategies_order_the_open_rows() -> None:
-    reviews = row_reviews(ROWS, [], NO_SAMPLE)
-    assert ids(build_queue(reviews, "a", "red-flag", NO_SAMPLE)) == ["r2", "r4"]
-    assert ids(build_queue(reviews, "a", "low-score", NO_SAMPLE)) == ["r4", "r2", "r3", "r5", "r1"]
+def test_strategies_draw_and_order_the_rows() -> None:
+    assert ordered(SUMMARIES, "red-flag", 0) == ["r2", "r4"]
+    assert ordered(SUMMARIES, "low-score", 0) == ["r4", "r2", "r3", "r5", "r1"]
     # A is unmet 3 times, B once, C once: rows with B or C first
-    assert ids(build_queue(reviews, "a", "rare", NO_SAMPLE))[:2] == ["r3", "r4"]
-    assert set(ids(build_queue(reviews, "a", "rare", NO_SAMPLE))) == {"r2", "r3", "r4", "r5"}
+    assert ordered(SUMMARIES, "rare", 0)[:2] == ["r3", "r4"]
+    assert set(ordered(SUMMARIES, "rare", 0)) == {"r2", "r3", "r4", "r5"}
+    drawn = ordered(SUMMARIES, "random", 0)
+    assert sorted(drawn) == ["r1", "r2", "r3", "r4", "r5"]
     # random is stratified: the first three rows cover the three intents
-    drawn = build_queue(reviews, "a", "random", NO_SAMPLE)
-    assert sorted(ids(drawn)) == ["r1", "r2", "r3", "r4", "r5"]
-    assert {r.result.intent_key for r in drawn[:3]} == {"X", "Y", "Z"}
-    other = build_queue(reviews, "a", "random", QueuePolicy(second_review_share=0, seed=7))
-    assert sorted(ids(other)) == sorted(ids(drawn))
-    assert build_queue(reviews, "a", "disagreement", NO_SAMPLE) == []
+    intents = {r.row_id: r.intent_key for r in SUMMARIES}
+    assert {intents[r] for r in drawn[:3]} == {"X", "Y", "Z"}
+    assert sorted(ordered(SUMMARIES, "random", 7)) == sorted(drawn)
+    assert ordered(SUMMARIES, "disagreement", 0) == []
+    other = {"r3": [summary_of_result(row("r3", "Y", 5))]}
+    assert ordered(SUMMARIES, "disagreement", 0, other) == ["r3"]
 
 
-def test_a_row_needs_n_reviewers_and_an_override_gets_one_more() -> None:
-    agree = labels("r1", "ann", ROWS[0])
-    override = labels("r2", "ann", ROWS[1], A="FOLLOWED")
-    reviews = row_reviews(ROWS, agree + override, NO_SAMPLE)
-    # ann answered both; for bob r1 is done (one reviewer, agreeing), r2 needs a second look
-    assert "r1" not in ids(build_queue(reviews, "bob", "random", NO_SAMPLE))
-    assert ids(build_queue(reviews, "bob", "disagreement", NO_SAMPLE)) == ["r2"]
-    assert ids(build_queue(reviews, "bob", "random", NO_SAMPLE))[0] == "r2"  # answered rows first
-    assert "r1" not in ids(build_queue(reviews, "ann", "random", NO_SAMPLE))
-    two = QueuePolicy(reviewers_per_row=2, second_review_share=0)
-    assert "r1" in ids(build_queue(row_reviews(ROWS, agree, two), "bob", "random", two))
+@given(
+    st.integers(0, 400),
+    st.sampled_from([0.0, 0.1, 0.2, 0.25, 0.5, 0.9, 1.0]),
+    st.integers(0, 5),
+)
+def test_the_second_review_takes_exactly_round_share_times_rows(
+    rows: int, share: float, seed: int
+) -> None:
+    ids = [f"row-{i}" for i in range(rows)]
+    sample = second_review_sample(ids, share, seed)
+    expected = int(share * rows + 0.5)  # half up: 0.5 × 5 rows = 3
+    assert len(sample) == expected == sample_size(share, rows)
+    assert sample <= set(ids) and sample == second_review_sample(list(reversed(ids)), share, seed)
 
 
-def test_the_second_review_sample_is_about_its_share_and_repeatable() -> None:
-    many = [row(f"row-{i}", "X", 5) for i in range(1000)]
-    policy = QueuePolicy()
-    sampled = [r for r in row_reviews(many, [], policy) if r.in_sample]
-    assert 150 < len(sampled) < 250
-    assert sampled == [r for r in row_reviews(many, [], policy) if r.in_sample]
-    assert sampled != [r for r in row_reviews(many, [], QueuePolicy(seed=1)) if r.in_sample]
+def test_the_sample_depends_on_the_seed_and_rounds_halves_up() -> None:
+    ids = [f"row-{i}" for i in range(25)]
+    assert len(second_review_sample(ids, 0.2, 0)) == 5  # not a coin flip per row
+    assert second_review_sample(ids, 0.2, 0) != second_review_sample(ids, 0.2, 1)
+    assert sample_size(0.5, 5) == 3 and sample_size(0.1, 5) == 1 and sample_size(0.05, 5) == 0
 
 
-def test_claimed_rows_are_left_to_their_holder() -> None:
-    reviews = row_reviews(ROWS, [], NO_SAMPLE)
-    assert "r2" not in ids(
-        build_queue(reviews, "a", "red-flag", NO_SAMPLE, claimed_by_others=frozenset({"r2"}))
+def test_a_second_review_never_asks_more_reviewers_than_a_pair() -> None:
+    # the bug this guards: with 2 reviewers per row a sampled row needed 3, so a two-person
+    # team's queue never emptied
+    assert QueueSettings(reviewers_per_row=1).needed(second=True, overridden=False) == 2
+    assert QueueSettings(reviewers_per_row=2).needed(second=True, overridden=True) == 2
+    assert QueueSettings(reviewers_per_row=1).needed(second=False, overridden=True) == 2
+    assert QueueSettings(reviewers_per_row=3).needed(second=True, overridden=False) == 3
+    assert QueueSettings(reviewers_per_row=1).needed(second=False, overridden=False) == 1
+
+
+def test_row_states_follow_the_reviews() -> None:
+    settings = QueueSettings(reviewers_per_row=1)
+    judge = answer()
+    assert row_state(settings, False, judge, {}, False).state == "open"
+    agreeing = {"ann": answer()}
+    assert row_state(settings, False, judge, agreeing, False).state == "done"
+    assert row_state(settings, True, judge, agreeing, False).state == "partial"  # sampled
+    override = {"ann": answer(A=V)}
+    state = row_state(settings, False, judge, override, False)
+    assert (state.state, state.needed, state.overridden) == ("partial", 2, True)
+    two_agree = {"ann": answer(A=V), "bob": answer(A=V)}
+    assert row_state(settings, False, judge, two_agree, False).state == "done"
+    two_differ = {"ann": answer(A=V), "bob": answer()}
+    assert row_state(settings, False, judge, two_differ, False).state == "disputed"
+    # a settled row stays settled whatever its reviews say, until a lead reopens it
+    assert row_state(settings, False, judge, two_differ, True).state == "settled"
+
+
+def test_queue_settings_name_each_bad_value() -> None:
+    with pytest.raises(ConfigurationError, match="disagreement, red-flag"):
+        check_strategy("worst")
+    with pytest.raises(ConfigurationError) as found:
+        QueueSettings(name="no spaces", reviewers_per_row=0, second_review=1.5, claim_ttl_s=0)
+    for part in ("queue name", "at least 1", "from 0 to 1", "claim TTL"):
+        assert part in str(found.value)
+    settings = QueueSettings(members={"ann": True, "bob": False}, blind=False)
+    assert QueueSettings.from_json(settings.to_json()) == settings
+    assert settings.blind_for("ann") and not settings.blind_for("bob")
+    assert not settings.is_member("cat") and QueueSettings().is_member("cat")
+
+
+def test_a_form_presumes_nothing(mini_rubric) -> None:  # type: ignore[no-untyped-def]
+    form = {"intent": "REFUND", "score": "3"}
+    with pytest.raises(InputError) as found:
+        answer_from_form(form, "r1", mini_rubric, ())
+    message = str(found.value)
+    # every observable applicable requirement is asked; the unobservable one is not
+    assert "5 requirement(s) not answered" in message
+    for rid in ("COMMON_LEAK", "COMMON_TONE", "REFUND_VERIFY", "REFUND_NO_PROMISE_AMOUNT"):
+        assert rid in message
+    assert "COMMON_CARD_SOURCE" not in message
+    full = {
+        **form,
+        "status.COMMON_LEAK": "FOLLOWED",
+        "status.COMMON_TONE": NOT_CHECKED,
+        "status.REFUND_VERIFY": "violated",
+        "status.REFUND_NO_PROMISE": NOT_CHECKED,
+        "status.REFUND_NO_PROMISE_AMOUNT": "FOLLOWED",
+        "reason.REFUND_VERIFY": "no order lookup before the promise",
+        "evidence.REFUND_VERIFY": "2, 1",
+    }
+    got = answer_from_form(full, "r1", mini_rubric, (), turn_count=4)
+    # "not checked" stores no status; nothing else is filled in
+    assert got.statuses == {"COMMON_LEAK": F, "REFUND_VERIFY": V, "REFUND_NO_PROMISE_AMOUNT": F}
+    assert got.reasons == {"REFUND_VERIFY": "no order lookup before the promise"}
+    assert got.evidence == {"REFUND_VERIFY": (2, 1)} and got.red_flag_types == frozenset()
+    context = ReviewContext("ann", "t1", "mini", 1, "h", saw_judge_verdict=False)
+    labels = labels_of_answer(got, context)
+    by_req = {lab.requirement_id: lab for lab in labels}
+    assert set(by_req) == {None, "COMMON_LEAK", "REFUND_VERIFY", "REFUND_NO_PROMISE_AMOUNT"}
+    # the reason stays on its requirement: not copied onto every label
+    assert by_req["REFUND_VERIFY"].reason == "no order lookup before the promise"
+    assert by_req["COMMON_LEAK"].reason is None and by_req[None].reason is None
+    assert all(lab.saw_judge_verdict is False and lab.reviewer == "ann" for lab in labels)
+    back = answers_of_labels(labels)[("r1", "ann")]
+    assert back.reasons == got.reasons and back.statuses == got.statuses
+
+
+def test_a_change_needs_its_reason_where_it_was_made() -> None:
+    judge = Answer("r1", "X", {"A": V, "B": F}, frozenset({"F"}), 2)
+    mine = Answer("r1", "X", {"A": F, "B": F}, frozenset(), 5)
+    with pytest.raises(InputError) as found:
+        check_reason(mine, judge, saw_judge_verdict=True, red_lines={"A": "F"})
+    message = str(found.value)
+    assert "A VIOLATED → FOLLOWED (its reason)" in message and "score 2 → 5" in message
+    explained = Answer("r1", "X", {"A": F, "B": F}, frozenset(), 5, "reads well", {}, {"A": "ok"})
+    check_reason(explained, judge, saw_judge_verdict=True, red_lines={"A": "F"})
+    # the red line's own reason explains its flag; the score still needs the row's
+    only_req = Answer("r1", "X", {"A": F, "B": F}, frozenset(), 2, None, {}, {"A": "asked first"})
+    check_reason(only_req, judge, saw_judge_verdict=True, red_lines={"A": "F"})
+    check_reason(mine, judge, saw_judge_verdict=False)  # blind: nothing was changed
+
+
+def test_the_dispute_lays_out_each_reviewer_per_requirement(mini_rubric) -> None:  # type: ignore[no-untyped-def]
+    ann = Answer(
+        "r1",
+        "REFUND",
+        {"COMMON_LEAK": F, "REFUND_VERIFY": V},
+        frozenset(),
+        2,
+        None,
+        {"REFUND_VERIFY": (3,)},
+        {"REFUND_VERIFY": "no lookup"},
     )
-
-
-def test_disagreeing_reviewers_wait_for_an_adjudication_made_after_them() -> None:
-    first = labels("r2", "ann", ROWS[1], A="FOLLOWED")
-    second = labels("r2", "bob", ROWS[1])
-    disputed = row_reviews(ROWS, first + second, NO_SAMPLE)
-    assert ids(adjudication_rows(disputed)) == ["r2"]
-    settled = first + second + labels("r2", "cat", ROWS[1], LabelSource.ADJUDICATION, A="FOLLOWED")
-    assert adjudication_rows(row_reviews(ROWS, settled, NO_SAMPLE)) == []
-    # a review after the adjudication opens the question again
-    later = settled + labels("r2", "dan", ROWS[1], C="VIOLATED")
-    assert ids(adjudication_rows(row_reviews(ROWS, later, NO_SAMPLE))) == ["r2"]
-
-
-def test_other_judge_runs_that_disagree_put_a_row_in_the_disagreement_queue() -> None:
-    reviews = row_reviews(ROWS, [], NO_SAMPLE)
-    other = {"r3": [Answer("r3", "Y", {"B": LabelStatus.FOLLOWED}, frozenset(), 5)]}
-    assert ids(build_queue(reviews, "a", "disagreement", NO_SAMPLE, other_judges=other)) == ["r3"]
+    bob = Answer("r1", "REFUND", {"COMMON_LEAK": F, "REFUND_VERIFY": F}, frozenset(), 4)
+    table = dispute(mini_rubric, (), {"ann": ann, "bob": bob}, None)
+    assert table.disputed_requirements == ("REFUND_VERIFY",)
+    assert table.disputed_fields == frozenset({"score"})
+    verify = next(r for r in table.requirements if r.id == "REFUND_VERIFY")
+    assert verify.answers["ann"] == (V, (3,), "no lookup") and verify.answers["bob"][0] is F
+    form = {"intent": "REFUND", "score": "3", "reason": "turn 3 shows no lookup"}
+    with pytest.raises(InputError, match="decide each disputed requirement: REFUND_VERIFY"):
+        decision_from_form(form, "r1", mini_rubric, (), table, 5)
+    decided = decision_from_form(
+        {**form, "decide.REFUND_VERIFY": "VIOLATED"}, "r1", mini_rubric, (), table, 5
+    )
+    # only the decided requirement: where the reviewers agree, their labels stand
+    assert decided.statuses == {"REFUND_VERIFY": V} and decided.score == 3
+    with pytest.raises(InputError, match="say why"):
+        decision_from_form(
+            {"intent": "REFUND", "score": "3", "decide.REFUND_VERIFY": "VIOLATED"},
+            "r1",
+            mini_rubric,
+            (),
+            table,
+            5,
+        )
 
 
 def test_differences_name_what_changed() -> None:
-    judge = answers_of_labels(labels("r4", "j", ROWS[3]))[("r4", "j")]
-    mine = answers_of_labels(labels("r4", "m", ROWS[3], A="FOLLOWED"))[("r4", "m")]
-    assert differences(judge, mine) == ["A VIOLATED → FOLLOWED"]
-    assert differences(judge, judge) == []
+    assert differences(answer(), answer(A=V)) == ["A FOLLOWED → VIOLATED"]
+    assert differences(answer(), answer()) == []
 
 
-def test_bad_policy_and_strategy_are_refused() -> None:
-    with pytest.raises(ConfigurationError, match="disagreement, red-flag"):
-        check_strategy("worst")
-    with pytest.raises(ConfigurationError):
-        QueuePolicy(reviewers_per_row=0)
-    with pytest.raises(ConfigurationError):
-        QueuePolicy(second_review_share=1.5)
+def test_answers_of_labels_keep_the_row_reason_apart() -> None:
+    common = {"row_id": "r1", "reviewer": "ann", "source": LabelSource.REVIEW}
+    labels = [
+        Label(intent_key="X", score=3, reason="about the row", **common),  # type: ignore[arg-type]
+        Label(requirement_id="A", status=P, reason="half done", **common),  # type: ignore[arg-type]
+    ]
+    got = answers_of_labels(labels)[("r1", "ann")]
+    assert got.reason == "about the row" and got.reasons == {"A": "half done"}

@@ -10,18 +10,18 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from urllib.parse import quote
 
 import pytest
 
-pytest.importorskip("starlette", reason="the serve extra is not installed")
-from starlette.testclient import TestClient
+from rubric_engine.report.stored import load_task
 
+pytest.importorskip("starlette", reason="the serve extra is not installed")
 from rubric_engine.labels.store import read_labels
-from rubric_engine.serve.app import REVIEWER_COOKIE, ServeConfig, create_app
+from rubric_engine.review.accounts import add_reviewer
+from rubric_engine.serve.app import ServeConfig, create_app
 from rubric_engine.store.task_store import TaskStore
 from tests.conftest import ROOT
-from tests.serve_helpers import confirm_form, publish, score_demo
+from tests.serve_helpers import Person, answer_form, make_queue, publish, score_demo
 
 #: copies a finished task's rows, one commit per row, into a new RUNNING task: a scoring run as
 #: seen from the store, slowed down so the reader sees it half done. After rows 1, 9 and 17 it
@@ -67,10 +67,12 @@ def test_new_rows_show_on_reload_and_the_store_stays_sound(tmp_path: Path) -> No
         text=True,
     )
     assert writer.stdin is not None and writer.stdout is not None
-    client = TestClient(create_app(ServeConfig(store)))
-    client.cookies.set(REVIEWER_COOKIE, quote("alice", safe=""))
     with TaskStore(store) as opened:
+        add_reviewer(opened.backend, "alice", "reviewer")
         results = [r.result for r in opened.rows(source)]
+        rubric = load_task(opened, source).rubric
+    make_queue(str(store), source, second_review=0)
+    client = Person(create_app(ServeConfig(store)), str(store), "alice")
     row_count = re.compile(rf'<tr data-task="{target}">.*?<td class="n rows">(\d+)/25</td>', re.S)
     seen: list[int] = []
     reviewed = 0
@@ -96,7 +98,7 @@ def test_new_rows_show_on_reload_and_the_store_stays_sound(tmp_path: Path) -> No
             if reviewed < len(results):  # write labels while the other process writes rows
                 result = results[reviewed]
                 answer = client.post(
-                    f"/tasks/{source}/review/{result.row_id}", data=confirm_form(result)
+                    f"/tasks/{source}/review/{result.row_id}", answer_form(result, rubric)
                 )
                 assert answer.status_code == 200, answer.text[:500]
                 reviewed += 1

@@ -38,6 +38,8 @@ COMMAND_MODULES = (
     "store_cmd",
     "work_cmd",
     "serve_cmd",
+    "reviewers_cmd",
+    "queue_cmd",
     "batch_cmd",
 )
 for _name in COMMAND_MODULES:

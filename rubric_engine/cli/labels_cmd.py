@@ -64,10 +64,16 @@ def labels_import(
                 )
         with TaskStore(store) as opened:
             if task is not None:
-                labels = check_against_task(labels, load_task(opened, task), file)
+                loaded = load_task(opened, task)
+                labels = check_against_task(labels, loaded, file)
             else:
                 labels = check_against_rubrics(labels, _named_rubrics(opened, labels), file)
             outcome = append_labels(opened.backend, labels)
+            if task is not None:  # the rows' review state in the task's queues follows
+                from rubric_engine.review.queue_store import refresh_rows
+
+                with opened.backend.exclusive("labels"):
+                    refresh_rows(opened, loaded.record.id, sorted({lab.row_id for lab in labels}))
         superseding = sum(1 for lab in outcome.added if lab.supersedes)
         extra = unknown_fields(labels)
         if extra:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -11,6 +11,14 @@ from rubric_engine import DEFAULT_STORE
 from rubric_engine.cli._app import StoreOpt, _guard, _require_store, app
 
 LOOPBACK = "127.0.0.1"
+#: options of earlier versions that are queue settings now
+_MOVED = {
+    "--blind": "--blind",
+    "--reviewers-per-row": "--reviewers-per-row N",
+    "--second-review": "--second-review SHARE",
+    "--claim-ttl": "--claim-ttl S",
+    "--seed": "--seed N",
+}
 
 
 def is_loopback(host: str) -> bool:
@@ -23,20 +31,104 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def bind_notice(host: str, port: int, store: object) -> tuple[str, bool]:
+def bind_notice(host: str, port: int, store: object, auth: str = "token") -> tuple[str, bool]:
     """What ``serve`` prints before it listens, and whether it is a warning (stderr)."""
+    how = {
+        "local": "the local account is signed in",
+        "proxy": "people are named by the trusted proxy",
+        "token": "people sign in with their accounts",
+    }[auth]
     if is_loopback(host):
         return (
             f"serving {store} on http://{host}:{port}/ (loopback only: not reachable from "
-            "other machines)",
+            f"other machines; {how})",
             False,
         )
     return (
-        f"warning: serving {store} on {host}:{port}, reachable from other machines; there are "
-        "no accounts: anyone who can reach it can read the dialogues and write labels. Use the "
-        "default --host 127.0.0.1 unless you mean this.",
+        f"warning: serving {store} on {host}:{port}, reachable from other machines; {how}. "
+        "Put it behind HTTPS (a proxy) and name the host people use with --allowed-host.",
         True,
     )
+
+
+def allowed_hosts(host: str, extra: list[str]) -> tuple[str, ...]:
+    """Loopback names, the bound address when it is a specific one, and ``--allowed-host``."""
+    from rubric_engine.serve.security import LOOPBACK_HOSTS
+
+    named = [host] if host not in ("0.0.0.0", "::") else []
+    return tuple(dict.fromkeys([*LOOPBACK_HOSTS, *named, *extra]))
+
+
+def _config(
+    store: Any,
+    host: str,
+    auth: str,
+    reviewer: str | None,
+    trusted_proxy: list[str],
+    user_header: str,
+    allowed_host: list[str],
+    secure_cookies: bool,
+) -> Any:
+    """The app's configuration; the local account is made (admin) when it does not exist.
+
+    Raises:
+        ConfigurationError: an option that does not fit the others (each says why).
+    """
+    from rubric_engine.errors import ConfigurationError
+    from rubric_engine.serve.app import ServeConfig
+
+    mode = "local" if reviewer else auth
+    if mode not in ("token", "proxy", "local"):
+        raise ConfigurationError(f"--auth {auth!r} is not valid; use token or proxy")
+    if mode == "local" and not is_loopback(host):
+        raise ConfigurationError(
+            "--reviewer signs one account in for whoever reaches the port: it works on a "
+            "loopback --host only; a team signs in with accounts (`rubric-eval reviewers add`)"
+        )
+    if mode == "local" and auth == "proxy":
+        raise ConfigurationError("--reviewer and --auth proxy exclude each other; choose one")
+    if mode == "proxy":
+        if not trusted_proxy:
+            raise ConfigurationError(
+                "--auth proxy needs --trusted-proxy ADDR (the proxy's address or network): the "
+                "user header is believed from there only"
+            )
+        for net in trusted_proxy:
+            try:
+                ipaddress.ip_network(net, strict=False)
+            except ValueError as exc:
+                raise ConfigurationError(
+                    f"--trusted-proxy {net!r}: give an address or a network, e.g. 10.0.0.5 "
+                    "or 10.0.0.0/24"
+                ) from exc
+    if mode == "local":
+        _local_account(store, str(reviewer))
+    return ServeConfig(
+        store,
+        auth=mode,  # type: ignore[arg-type]
+        reviewer=reviewer,
+        trusted_proxies=tuple(trusted_proxy),
+        user_header=user_header,
+        allowed_hosts=allowed_hosts(host, allowed_host),
+        secure_cookies=secure_cookies,
+    )
+
+
+def _local_account(store: Any, name: str) -> None:
+    from rubric_engine.errors import ConfigurationError
+    from rubric_engine.review.accounts import account, add_reviewer
+    from rubric_engine.store.task_store import TaskStore
+
+    with TaskStore(store) as opened:
+        found = account(opened.backend, name)
+        if found is None:
+            add_reviewer(opened.backend, name, "admin")
+            typer.echo(f"made account {name} (admin) in this store; `rubric-eval reviewers list`")
+        elif not found.active:
+            raise ConfigurationError(
+                f"reviewer {name} was revoked at {found.revoked_at}; an admin restores it with "
+                f"`rubric-eval reviewers add {name} --role {found.role}`"
+            )
 
 
 @app.command()
@@ -51,22 +143,37 @@ def serve(
     ] = 8765,
     reviewer: Annotated[
         str | None,
-        typer.Option(help="Your reviewer name (else the page asks on first use)."),
+        typer.Option(
+            help="One person on this machine: sign this account in (made as admin if new). "
+            "Loopback --host only."
+        ),
     ] = None,
-    blind: Annotated[
-        bool,
-        typer.Option(help="Review pages hide the judge's verdict until the reviewer answers."),
+    auth: Annotated[
+        str,
+        typer.Option(
+            help="token: accounts sign in with a one-time link or their password; proxy: a "
+            "trusted proxy names the user in --user-header."
+        ),
+    ] = "token",
+    trusted_proxy: Annotated[
+        list[str] | None,
+        typer.Option(help="Address or network of the proxy (--auth proxy). Repeatable."),
+    ] = None,
+    user_header: Annotated[
+        str, typer.Option(help="Header the proxy names the signed-in user in.")
+    ] = "X-Forwarded-User",
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(help="A host name the team reaches the app under (Host header). Repeatable."),
+    ] = None,
+    secure_cookies: Annotated[
+        bool, typer.Option(help="Send the session cookie over HTTPS only (behind TLS).")
     ] = False,
-    reviewers_per_row: Annotated[int, typer.Option(help="Reviewers every row needs.")] = 1,
-    second_review: Annotated[
-        float, typer.Option(help="Share of rows (0-1) that get one more reviewer.")
-    ] = 0.2,
-    claim_ttl: Annotated[
-        int, typer.Option(help="Seconds an opened row stays reserved for its reviewer.")
-    ] = 600,
-    seed: Annotated[
-        int, typer.Option(help="Seed of the second-review sample and random queue.")
-    ] = 0,
+    blind: Annotated[bool | None, typer.Option(hidden=True)] = None,
+    reviewers_per_row: Annotated[int | None, typer.Option(hidden=True)] = None,
+    second_review: Annotated[float | None, typer.Option(hidden=True)] = None,
+    claim_ttl: Annotated[int | None, typer.Option(hidden=True)] = None,
+    seed: Annotated[int | None, typer.Option(hidden=True)] = None,
 ) -> None:
     """Browse tasks, compare runs and review judge verdicts in the browser (labels are stored).
 
@@ -76,23 +183,40 @@ def serve(
     def run() -> None:
         from rubric_engine.errors import ConfigurationError
 
+        moved = [
+            flag
+            for flag, given in zip(
+                _MOVED, (blind, reviewers_per_row, second_review, claim_ttl, seed), strict=True
+            )
+            if given is not None
+        ]
+        if moved:
+            raise ConfigurationError(
+                f"{', '.join(moved)}: queue settings live with the task now, read by every "
+                "server: `rubric-eval queue create TASK "
+                + " ".join(_MOVED[f] for f in moved)
+                + "` (or the task's queues page)"
+            )
         try:
             import uvicorn
         except ImportError as exc:
             raise ConfigurationError(
                 "serve needs the optional web packages: pip install 'rubric-engine[serve]'"
             ) from exc
-        from rubric_engine.review.queue import QueuePolicy
-        from rubric_engine.serve.app import ServeConfig, create_app
+        from rubric_engine.serve.app import create_app
 
         _require_store(store)
-        if not 1 <= claim_ttl <= 86400:
-            raise ConfigurationError("--claim-ttl must be 1 to 86400 seconds")
-        policy = QueuePolicy(reviewers_per_row, second_review, seed)
-        config = ServeConfig(
-            store, reviewer=reviewer, blind=blind, policy=policy, claim_ttl_s=claim_ttl
+        config = _config(
+            store,
+            host,
+            auth,
+            reviewer,
+            trusted_proxy or [],
+            user_header,
+            allowed_host or [],
+            secure_cookies,
         )
-        notice, warning = bind_notice(host, port, store)
+        notice, warning = bind_notice(host, port, store, config.auth)
         typer.echo(notice, err=warning)
         uvicorn.run(create_app(config), host=host, port=port, log_level="warning")
 

@@ -29,7 +29,9 @@ __all__ = [
     "append_labels",
     "current_labels_by_row",
     "read_labels",
+    "read_row_labels",
     "reviewer_order",
+    "store_labels",
 ]
 
 
@@ -66,23 +68,32 @@ def append_labels(db: Backend, labels: Sequence[Label]) -> AppendOutcome:
     Raises:
         StoreError: the database refused the write (nothing is stored).
     """
-    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     try:
         with db.exclusive("labels"):
-            added, unchanged = _append(db, labels, now)
+            outcome = store_labels(db, labels)
     except driver_errors(db) as exc:
         raise StoreError(
             f"labels were not stored ({exc}); nothing of this import was kept"
         ) from exc
-    return AppendOutcome(tuple(added), unchanged)
+    return outcome
 
 
-def _append(db: Backend, labels: Sequence[Label], now: str) -> tuple[list[Label], int]:
-    """The writes of :func:`append_labels`, inside its exclusive section."""
+def store_labels(db: Backend, labels: Sequence[Label]) -> AppendOutcome:
+    """The writes of :func:`append_labels`, inside the caller's ``db.exclusive("labels")``
+    block (a review answer stores its labels and the row's queue state in one transaction).
+    Only the current labels of the rows written are read, by rubric key and row."""
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    pins = PinsByHash(db)
+    rows: dict[str | None, set[str]] = {}
+    for lab in labels:
+        rows.setdefault(lab.rubric_key, set()).add(lab.row_id)
+    current = {
+        _key(pins.pinned(c)): c
+        for key, ids in rows.items()
+        for c in _current_of_rows(db, key, sorted(ids))
+    }
     added: list[Label] = []
     unchanged = 0
-    pins = PinsByHash(db)
-    current = {_key(pins.pinned(c)): c for c in _current(_all(db))}
     seq = db.execute("SELECT COALESCE(MAX(seq), 0) FROM labels").fetchone()[0]
     for raw in labels:
         label = pins.pinned(raw if raw.time else raw.model_copy(update={"time": now}))
@@ -116,7 +127,44 @@ def _append(db: Backend, labels: Sequence[Label], now: str) -> tuple[list[Label]
         )
         current[_key(label)] = label
         added.append(label)
-    return added, unchanged
+    return AppendOutcome(tuple(added), unchanged)
+
+
+#: rows per ``IN (...)`` list: well under SQLite's and PostgreSQL's parameter limits
+_CHUNK = 500
+
+
+def _current_of_rows(db: Backend, rubric_key: str | None, row_ids: Sequence[str]) -> list[Label]:
+    """Current labels (no label supersedes them) of some rows under one rubric key, in
+    insertion order, read through the ``labels_by_row`` and ``labels_by_supersedes`` indexes."""
+    found: list[tuple[int, str]] = []
+    key_test = "rubric_key IS NULL" if rubric_key is None else "rubric_key=?"
+    key_args: tuple[str, ...] = () if rubric_key is None else (rubric_key,)
+    for start in range(0, len(row_ids), _CHUNK):
+        chunk = row_ids[start : start + _CHUNK]
+        found += db.execute(
+            f"SELECT seq, label FROM labels l WHERE {key_test} "
+            f"AND row_id IN ({','.join('?' * len(chunk))}) "
+            "AND NOT EXISTS (SELECT 1 FROM labels s WHERE s.supersedes = l.label_id)",
+            (*key_args, *chunk),
+        ).fetchall()
+    return [_parse(text) for _, text in sorted(found)]
+
+
+def read_row_labels(
+    db: Backend, rubric_key: str, row_ids: Sequence[str], *, task_id: str | None = None
+) -> list[Label]:
+    """The current labels of some rows under one rubric key, in insertion order: what
+    :func:`read_labels` returns for them, without reading any other row's labels.
+
+    Args:
+        task_id: only labels made on this task's rows.
+    """
+    return [
+        lab
+        for lab in _current_of_rows(db, rubric_key, list(dict.fromkeys(row_ids)))
+        if task_id is None or lab.task_id == task_id
+    ]
 
 
 def _parse(text: str) -> Label:

@@ -379,15 +379,23 @@ def diff_side(task: StoredTask, *, pass_score: int | None = None, exact: bool = 
     return DiffSide(report, task.rubric, [(r.result, r.facts) for r in task.rows])
 
 
-def html_report(store: TaskStore, task: StoredTask | StreamedTask, report: Report) -> str:
+def html_report(
+    store: TaskStore,
+    task: StoredTask | StreamedTask,
+    report: Report,
+    review_url: str | None = None,
+) -> str:
     """The self-contained HTML report; its drill-down holds at most
     :data:`~rubric_engine.report.accumulate.DRILLDOWN_ROWS` rows (worst first), their dialogues
-    fetched from the store (only theirs)."""
-    return "".join(html_report_chunks(store, task, report))
+    fetched from the store (only theirs); with ``review_url`` each links to its review page."""
+    return "".join(html_report_chunks(store, task, report, review_url))
 
 
 def html_report_chunks(
-    store: TaskStore, task: StoredTask | StreamedTask, report: Report
+    store: TaskStore,
+    task: StoredTask | StreamedTask,
+    report: Report,
+    review_url: str | None = None,
 ) -> Iterator[str]:
     """:func:`html_report`'s text in chunks, to write without holding the page."""
     from rubric_engine.report.render.html import drilldown_rows, html_chunks
@@ -406,7 +414,7 @@ def html_report_chunks(
         picked, total = worst.rows(), task.stored_rows
     dialogues = store.dialogues(task.record.id, [r.row_id for r in picked])
     pairs = [(r, dialogues.get(r.row_id, {})) for r in picked]
-    return html_chunks(report, task.rubric, pairs, total_rows=total)
+    return html_chunks(report, task.rubric, pairs, total_rows=total, review_url=review_url)
 
 
 def task_calibration(store: TaskStore, task: TaskRecord) -> CalibrationSection:

@@ -1,8 +1,11 @@
 """A reviewer's answer for one row, read from a review form or from labels, and turned into
-labels: every action writes labels (docs/review.md, docs/calibration.md). Pure: no I/O, no clock.
+labels (docs/review.md "Labels written"; the label model is docs/calibration.md's). Pure: no
+I/O, no clock.
 
 An :class:`Answer` is one judgment of a row in the terms the review page asks for: a status per
-applicable requirement, the intent, the red-flag types and the final score. The judge's verdict
+requirement the reviewer checked (a requirement marked "not checked" has none and gets no
+label), the intent, the red-flag types and the final score, with a reason for the row and a
+reason per requirement where given. The judge's verdict
 (:func:`answer_of_result`) and each reviewer's current labels (:func:`answers_of_labels`) become
 answers, so "the reviewer overrode the judge" and "two reviewers disagree" are one comparison
 (:func:`differences`).
@@ -19,13 +22,19 @@ from rubric_engine.results.model import RowResult, RowStatus
 from rubric_engine.rubric.model import EvalRubric, HardRequirement
 
 __all__ = [
+    "NOT_CHECKED",
     "Answer",
     "ReviewContext",
     "answer_from_form",
     "answer_of_result",
     "answers_of_labels",
+    "applicable",
+    "check_reason",
+    "cited_turns",
     "differences",
+    "form_value",
     "labels_of_answer",
+    "row_fields",
 ]
 
 
@@ -47,6 +56,8 @@ class Answer:
     reason: str | None = None
     #: requirement ID → the turns (0-based message indexes) the reviewer cites for its status
     evidence: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    #: requirement ID → why the reviewer gave that status (only where they said)
+    reasons: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -74,6 +85,11 @@ def answer_of_result(result: RowResult) -> Answer | None:
         {b.requirement_id: LabelStatus(str(b.status)) for b in result.reference_basis},
         frozenset(result.red_flag_types),
         result.final_score,
+        evidence={
+            b.requirement_id: tuple(b.evidence_turns)
+            for b in result.reference_basis
+            if b.evidence_turns
+        },
     )
 
 
@@ -100,14 +116,20 @@ def answers_of_labels(labels: Iterable[Label]) -> dict[tuple[str, str], Answer]:
             for lab in labs
             if lab.requirement_id is not None and lab.evidence_turns
         }
+        reasons = {
+            lab.requirement_id: lab.reason
+            for lab in labs
+            if lab.requirement_id is not None and lab.reason
+        }
         out[key] = Answer(
             key[0],
             last.intent_key,
             statuses,
             frozenset(last.red_flag_types or ()),
             None if last.score is None else int(last.score),
-            last.reason,
+            last.reason if last.requirement_id is None else None,
             evidence,
+            reasons,
         )
     return out
 
@@ -146,7 +168,11 @@ def applicable(
     return (*pack, *case)
 
 
-def _turns(text: str, turn_count: int) -> tuple[int, ...] | None:
+#: the form's value for a requirement the reviewer explicitly did not check: no label
+NOT_CHECKED = "NOT_CHECKED"
+
+
+def cited_turns(text: str, turn_count: int) -> tuple[int, ...] | None:
     """``"3, 7"`` → ``(3, 7)``; ``None`` when a part is not a turn of the dialogue."""
     parts = [p for p in text.replace(",", " ").split() if p]
     if not all(p.isdigit() and int(p) < turn_count for p in parts):
@@ -154,40 +180,21 @@ def _turns(text: str, turn_count: int) -> tuple[int, ...] | None:
     return tuple(dict.fromkeys(int(p) for p in parts))
 
 
-def answer_from_form(
-    form: Mapping[str, str | Sequence[str]],
-    row_id: str,
-    rubric: EvalRubric,
-    case: Sequence[HardRequirement],
-    turn_count: int = 0,
-) -> Answer:
-    """Read a submitted review form.
+def form_value(form: Mapping[str, str | Sequence[str]], name: str) -> str:
+    value = form.get(name, "")
+    return (value if isinstance(value, str) else (value[-1] if value else "")).strip()
 
-    Fields: ``intent`` (an intent key), ``score`` (an integer on the scale), ``flag`` (zero or
-    more red-flag types), ``status.<REQUIREMENT_ID>`` (a :class:`LabelStatus`) for each
-    applicable requirement of the chosen intent, ``evidence.<REQUIREMENT_ID>`` (optional turn
-    numbers from 0 to ``turn_count - 1``, e.g. ``"3, 7"``), ``reason`` (free text). A red
-    line marked VIOLATED adds its red-flag type, the way the normalizer backfills the judge's
-    (docs/protocol.md §8); an ``observableInData: false`` requirement is always NOT_APPLICABLE.
 
-    Raises:
-        InputError: every problem of the form at once, each naming the field and the valid
-            choices.
-    """
-    problems: list[str] = []
-
-    def one(name: str) -> str:
-        value = form.get(name, "")
-        return (value if isinstance(value, str) else (value[-1] if value else "")).strip()
-
-    intent = one("intent")
-    if intent not in rubric.intents_by_key:
+def row_fields(
+    form: Mapping[str, str | Sequence[str]], rubric: EvalRubric, problems: list[str]
+) -> tuple[str | None, int | None, set[str]]:
+    """The form's intent, score and red-flag types; each problem is appended."""
+    intent = form_value(form, "intent")
+    intent_key = intent if intent in rubric.intents_by_key else None
+    if intent_key is None:
         problems.append(f"intent {intent!r}: choose one of {', '.join(rubric.intents_by_key)}")
-        intent_key: str | None = None
-    else:
-        intent_key = intent
     scale = rubric.score_scale
-    score_text = one("score")
+    score_text = form_value(form, "score")
     score: int | None = None
     if score_text.lstrip("-").isdigit() and scale.min <= int(score_text) <= scale.max:
         score = int(score_text)
@@ -201,43 +208,85 @@ def answer_from_form(
             f"red flag(s) {', '.join(unknown_flags)}: valid types are "
             f"{', '.join(rubric.red_flag_types)}"
         )
+    return intent_key, score, flags
+
+
+def answer_from_form(
+    form: Mapping[str, str | Sequence[str]],
+    row_id: str,
+    rubric: EvalRubric,
+    case: Sequence[HardRequirement],
+    turn_count: int = 0,
+) -> Answer:
+    """Read a submitted review form. Nothing is presumed: every question must be answered.
+
+    Fields: ``intent`` (an intent key), ``score`` (an integer on the scale), ``flag`` (zero or
+    more red-flag types), ``status.<REQUIREMENT_ID>`` for each observable requirement that
+    applies under the chosen intent — a :class:`LabelStatus`, or :data:`NOT_CHECKED` (the
+    reviewer did not check it: no label) —, ``evidence.<REQUIREMENT_ID>`` (optional turn
+    numbers from 0 to ``turn_count - 1``, e.g. ``"3, 7"``), ``reason.<REQUIREMENT_ID>`` (why
+    that status, optional), ``reason`` (about the row, optional). A red line marked VIOLATED
+    adds its red-flag type, the way the normalizer backfills the judge's (docs/protocol.md §8).
+    A requirement with ``observableInData: false`` is not asked (no label: there is nothing in
+    the data to check).
+
+    Raises:
+        InputError: every problem of the form at once — unanswered requirements listed by ID
+            —, each naming the field and the valid choices.
+    """
+    problems: list[str] = []
+    intent_key, score, flags = row_fields(form, rubric, problems)
     statuses: dict[str, LabelStatus] = {}
     evidence: dict[str, tuple[int, ...]] = {}
-    choices = ", ".join(s.value for s in LabelStatus)
-    for req in applicable(rubric, intent_key, case) if intent_key else ():
-        given = one(f"status.{req.id}").upper()
+    reasons: dict[str, str] = {}
+    unanswered: list[str] = []
+    choices = ", ".join([*(s.value for s in LabelStatus), NOT_CHECKED])
+    for req in applicable(rubric, intent_key, case):
         if not req.observable_in_data:
-            statuses[req.id] = LabelStatus.NOT_APPLICABLE
-        elif given in LabelStatus.__members__:
-            statuses[req.id] = LabelStatus(given)
-        else:
+            continue
+        given = form_value(form, f"status.{req.id}").upper()
+        if given == NOT_CHECKED:
+            continue
+        if not given:
+            unanswered.append(req.id)
+            continue
+        if given not in LabelStatus.__members__:
             problems.append(f"status.{req.id} {given!r}: choose one of {choices}")
             continue
+        statuses[req.id] = LabelStatus(given)
         if statuses[req.id] is LabelStatus.VIOLATED and req.critical and req.red_flag_type:
             flags.add(req.red_flag_type)
-        cited = _turns(one(f"evidence.{req.id}"), turn_count)
+        cited = cited_turns(form_value(form, f"evidence.{req.id}"), turn_count)
         if cited is None:
             problems.append(
-                f"evidence.{req.id} {one(f'evidence.{req.id}')!r}: give turn numbers from 0 to "
-                f"{turn_count - 1}, e.g. 3, 7"
+                f"evidence.{req.id} {form_value(form, f'evidence.{req.id}')!r}: give turn numbers "
+                f"from 0 to {turn_count - 1}, e.g. 3, 7"
             )
         elif cited:
             evidence[req.id] = cited
+        if why := form_value(form, f"reason.{req.id}"):
+            reasons[req.id] = why
+    if unanswered:
+        problems.insert(
+            0,
+            f"{len(unanswered)} requirement(s) not answered: {', '.join(unanswered)}; give "
+            "each a status, or mark it not checked (x)",
+        )
     if problems:
         raise InputError(f"review of row {row_id}: " + "; ".join(problems))
-    reason = one("reason") or None
-    return Answer(row_id, intent_key, statuses, frozenset(flags), score, reason, evidence)
+    reason = form_value(form, "reason") or None
+    return Answer(row_id, intent_key, statuses, frozenset(flags), score, reason, evidence, reasons)
 
 
 def labels_of_answer(answer: Answer, context: ReviewContext) -> list[Label]:
-    """The labels one answer writes: a row label (intent, red flags, score) then one label per
-    requirement status, each with the reviewer, reason, rubric and blind flag. Times and
-    ``supersedes`` are filled by :func:`rubric_engine.labels.store.append_labels`."""
+    """The labels one answer writes: a row label (intent, red flags, score, the row's reason)
+    then one label per checked requirement with its own reason and evidence turns, each with
+    the reviewer, rubric and blind flag. Times and ``supersedes`` are filled by
+    :func:`rubric_engine.labels.store.append_labels`."""
     common = {
         "row_id": answer.row_id,
         "reviewer": context.reviewer,
         "role": context.role,
-        "reason": answer.reason,
         "rubric_key": context.rubric_key,
         "rubric_version": context.rubric_version,
         "rubric_hash": context.rubric_hash,
@@ -249,6 +298,7 @@ def labels_of_answer(answer: Answer, context: ReviewContext) -> list[Label]:
         intent_key=answer.intent_key,
         red_flag_types=tuple(sorted(answer.red_flag_types)),
         score=answer.score,
+        reason=answer.reason,
         **common,
     )
     reqs = [
@@ -256,6 +306,7 @@ def labels_of_answer(answer: Answer, context: ReviewContext) -> list[Label]:
             requirement_id=rid,
             status=status,
             evidence_turns=answer.evidence.get(rid, ()),
+            reason=answer.reasons.get(rid),
             **common,
         )
         for rid, status in answer.statuses.items()
@@ -263,18 +314,51 @@ def labels_of_answer(answer: Answer, context: ReviewContext) -> list[Label]:
     return [row, *reqs]
 
 
-def check_reason(answer: Answer, judge: Answer | None, saw_judge_verdict: bool) -> None:
-    """An override of a verdict the reviewer saw needs a reason (docs/review.md).
+def check_reason(
+    answer: Answer,
+    judge: Answer | None,
+    saw_judge_verdict: bool,
+    red_lines: Mapping[str, str] | None = None,
+) -> None:
+    """A change to a verdict the reviewer saw needs a reason where it was made: a requirement
+    whose status differs from the judge's needs its own reason; a different intent or score
+    needs the row's reason, and so does a different red-flag set unless each type that differs
+    belongs to a red line whose change is explained.
+
+    Args:
+        red_lines: requirement ID → red-flag type, for the pack's red lines.
 
     Raises:
-        InputError: the answer differs from the judge's, the judge's verdict was shown and no
-            reason was given; names the differences.
+        InputError: a change without its reason; names each one.
     """
-    if not saw_judge_verdict or judge is None or answer.reason:
+    if not saw_judge_verdict or judge is None:
         return
-    changed = differences(judge, answer)
-    if changed:
+    changed = {
+        rid: status
+        for rid, status in answer.statuses.items()
+        if rid in judge.statuses and judge.statuses[rid] is not status
+    }
+    missing = [
+        f"{rid} {judge.statuses[rid]} → {status} (its reason)"
+        for rid, status in changed.items()
+        if not answer.reasons.get(rid)
+    ]
+    if not answer.reason:
+        if answer.intent_key != judge.intent_key:
+            missing.append(f"intent {judge.intent_key} → {answer.intent_key} (the row's reason)")
+        if answer.score != judge.score:
+            missing.append(f"score {judge.score} → {answer.score} (the row's reason)")
+        explained = {
+            flag
+            for rid, flag in (red_lines or {}).items()
+            if rid in changed and answer.reasons.get(rid)
+        }
+        if (answer.red_flag_types ^ judge.red_flag_types) - explained:
+            a = ", ".join(sorted(judge.red_flag_types)) or "none"
+            b = ", ".join(sorted(answer.red_flag_types)) or "none"
+            missing.append(f"red flags {a} → {b} (the row's reason)")
+    if missing:
         raise InputError(
-            f"review of row {answer.row_id}: you changed {'; '.join(changed)}; "
-            "say why in the reason field (r) and submit again"
+            f"review of row {answer.row_id}: you changed what the judge said; say why: "
+            + "; ".join(missing)
         )

@@ -1,56 +1,65 @@
-"""Which rows a reviewer is shown next: queues are drawn by strategy (docs/review.md). Pure.
+"""A review queue's rules: its settings, the second-review sample, the order rows are offered
+in, and each row's review state (docs/review.md "Queues"). Pure: no I/O, no clock.
 
-A row needs ``reviewers_per_row`` reviewers, one more when it is in the second-review sample
-(a second expert re-checks a share of the set, default 20%) or when a reviewer
-disagreed with the judge (an override is re-checked before it counts). A reviewer is offered
-the rows that still need reviewers, that they have not answered and that nobody else holds a
-live claim on; rows already answered by someone come first (they close out), then the
-strategy's order:
+A queue is a task setting, stored with the task (:mod:`rubric_engine.review.queue_store`) and
+read by every server. Its rows are drawn and ordered once, when it is made:
 
-- ``disagreement``: rows where reviewers disagree with the judge or each other, or where other
-  judge runs of the same rows disagree with this one;
-- ``red-flag``: rows the judge or a reviewer gave a red flag;
-- ``low-score``: scored rows, lowest final score first;
-- ``rare``: rows whose unmet requirements are the least often unmet in the task, rarest first;
 - ``random``: every row, shuffled by a seeded hash within each intent and drawn from the
-  intents in turn (stratified), so a small queue covers every intent.
+  intents in turn (stratified), so a short session covers every intent;
+- ``disagreement``: rows where another judge run of the same rubric over the same rows
+  differs from this one (rows a reviewer overrides join at the front as they happen);
+- ``red-flag``: rows the judge gave a red flag;
+- ``low-score``: scored rows, lowest final score first;
+- ``rare``: rows with an unmet requirement, the least often unmet in the task first.
 
-Rows where two reviewers disagree and no adjudication came after them are listed by
-:func:`adjudication_rows`.
+The second review takes exactly ``round(share × rows)`` rows (half up): the rows whose seeded
+hash is smallest, so the sample is the same on every server and recorded with the queue.
+Experts correct the criteria and a second expert re-checks a share of the set before it is
+locked (20% by default, as in docs/review.md).
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
+import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 from rubric_engine.errors import ConfigurationError
-from rubric_engine.labels.model import UNMET, Label, LabelSource
-from rubric_engine.results.model import RowResult
-from rubric_engine.review.answers import (
-    Answer,
-    answer_of_result,
-    answers_of_labels,
-    differences,
-)
+from rubric_engine.labels.model import UNMET
+from rubric_engine.results.model import RowResult, RowStatus
+from rubric_engine.review.answers import Answer, differences
 
-Strategy = Literal["disagreement", "red-flag", "low-score", "rare", "random"]
+Strategy = Literal["random", "disagreement", "red-flag", "low-score", "rare"]
 STRATEGIES: tuple[str, ...] = get_args(Strategy)
-#: a second expert re-checks a 20% sample of the set before it is locked (docs/review.md)
+#: a second reviewer re-checks this share of a queue's rows unless the queue says otherwise
 DEFAULT_SECOND_REVIEW_SHARE = 0.2
+#: how long an opened row stays reserved for its reviewer, seconds
+DEFAULT_CLAIM_TTL_S = 600
+#: a queue's row states: ``open`` (nobody answered), ``partial`` (answered, needs more
+#: reviewers), ``done`` (enough reviewers, who agree), ``disputed`` (enough reviewers, who
+#: differ: waits for a lead), ``settled`` (a lead decided; leaves every queue until reopened)
+RowStateName = Literal["open", "partial", "done", "disputed", "settled"]
+#: states a reviewer may be offered
+WAITING: tuple[RowStateName, ...] = ("partial", "open")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$")
 
 __all__ = [
+    "DEFAULT_CLAIM_TTL_S",
     "DEFAULT_SECOND_REVIEW_SHARE",
     "STRATEGIES",
-    "QueuePolicy",
-    "RowReviews",
-    "adjudication_rows",
-    "build_queue",
+    "WAITING",
+    "QueueSettings",
+    "RowState",
+    "RowSummary",
     "check_strategy",
-    "row_reviews",
+    "ordered",
+    "row_state",
+    "second_review_sample",
+    "summary_of_result",
 ]
 
 
@@ -64,182 +73,197 @@ def check_strategy(name: str) -> Strategy:
 
 
 @dataclass(frozen=True)
-class QueuePolicy:
-    """How many reviewers a row needs and how the sample is drawn.
+class QueueSettings:
+    """How a queue is drawn and worked.
 
     Attributes:
-        reviewers_per_row: N ≥ 1 reviewers for every row.
-        second_review_share: 0–1, the share of rows (drawn by a seeded hash of the rowId)
-            that get one more reviewer.
-        seed: makes the sample and the ``random`` order repeatable; another seed, another draw.
+        name: the queue's name within its task (letters, digits, ``.``, ``_``, ``-``).
+        reviewers_per_row: N ≥ 1 reviewers every row needs.
+        second_review: 0–1, the share of rows that get a second reviewer (a row that already
+            needs two or more gets no third from it).
+        seed: makes the sample and the ``random`` order repeatable.
+        blind: members without their own setting review without seeing the judge's verdict.
+        claim_ttl_s: how long an opened row stays reserved for its reviewer (1 s – 1 day).
+        members: reviewer → blind, for the people assigned to the queue; empty = every active
+            reviewer account may work it (each with ``blind``).
     """
 
+    name: str = "main"
+    strategy: Strategy = "random"
     reviewers_per_row: int = 1
-    second_review_share: float = DEFAULT_SECOND_REVIEW_SHARE
+    second_review: float = DEFAULT_SECOND_REVIEW_SHARE
     seed: int = 0
+    blind: bool = False
+    claim_ttl_s: int = DEFAULT_CLAIM_TTL_S
+    members: Mapping[str, bool] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        problems = []
+        if not _NAME.match(self.name):
+            problems.append(
+                f"queue name {self.name!r}: use 1-40 letters, digits, '.', '_' or '-', e.g. main"
+            )
         if self.reviewers_per_row < 1:
-            raise ConfigurationError("--reviewers-per-row must be at least 1")
-        if not 0 <= self.second_review_share <= 1:
-            raise ConfigurationError("--second-review must be a share from 0 to 1, e.g. 0.2")
+            problems.append("reviewers per row must be at least 1")
+        if not 0 <= self.second_review <= 1:
+            problems.append("the second-review share must be from 0 to 1, e.g. 0.2")
+        if not 1 <= self.claim_ttl_s <= 86400:
+            problems.append("the claim TTL must be 1 to 86400 seconds")
+        check_strategy(self.strategy)
+        if problems:
+            raise ConfigurationError("; ".join(problems))
+
+    def is_member(self, reviewer: str) -> bool:
+        return not self.members or reviewer in self.members
+
+    def blind_for(self, reviewer: str) -> bool:
+        """Whether ``reviewer`` works this queue blind (their assignment, else the default)."""
+        return self.members.get(reviewer, self.blind)
+
+    def needed(self, second: bool, overridden: bool) -> int:
+        """Reviewers a row needs: N, and at least two for a row in the second-review sample
+        or one whose reviewer changed the judge's verdict (an override is re-checked)."""
+        return max(self.reviewers_per_row, 2) if second or overridden else self.reviewers_per_row
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "strategy": self.strategy,
+            "reviewersPerRow": self.reviewers_per_row,
+            "secondReview": self.second_review,
+            "seed": self.seed,
+            "blind": self.blind,
+            "claimTtlS": self.claim_ttl_s,
+            "members": dict(sorted(self.members.items())),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> QueueSettings:
+        return cls(
+            name=data["name"],
+            strategy=check_strategy(data["strategy"]),
+            reviewers_per_row=int(data["reviewersPerRow"]),
+            second_review=float(data["secondReview"]),
+            seed=int(data["seed"]),
+            blind=bool(data["blind"]),
+            claim_ttl_s=int(data["claimTtlS"]),
+            members={str(k): bool(v) for k, v in data.get("members", {}).items()},
+        )
 
 
-def _draw(seed: int, text: str) -> float:
-    """A repeatable number in [0, 1) for ``text`` (no random state)."""
-    digest = hashlib.sha256(f"{seed}:{text}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") / 2**64
+def _draw(seed: int, text: str) -> bytes:
+    """A repeatable sort key for ``text`` (no random state)."""
+    return hashlib.sha256(f"{seed}:{text}".encode()).digest()
+
+
+def sample_size(share: float, rows: int) -> int:
+    """``round(share × rows)``, halves rounded up (0.5 of 5 rows is 3)."""
+    return min(rows, math.floor(share * rows + 0.5 + 1e-9))
+
+
+def second_review_sample(row_ids: Sequence[str], share: float, seed: int) -> frozenset[str]:
+    """Exactly :func:`sample_size` rows: those whose seeded hash is smallest."""
+    ranked = sorted(row_ids, key=lambda r: _draw(seed, "second:" + r))
+    return frozenset(ranked[: sample_size(share, len(row_ids))])
 
 
 @dataclass(frozen=True)
-class RowReviews:
-    """Everything known about one row's reviews."""
+class RowSummary:
+    """What ordering a queue needs of one judged row."""
 
-    result: RowResult
-    judge: Answer | None
-    #: reviewer → their current review answer (adjudications excluded), in first-seen order
-    reviews: dict[str, Answer] = field(default_factory=dict)
-    in_sample: bool = False
-    #: a reviewer's answer differs from the judge's
-    overridden: bool = False
-    #: two reviewers' answers differ
-    disputed: bool = False
-    #: an adjudication label came after every review label of the row
-    adjudicated: bool = False
-
-    def needed(self, policy: QueuePolicy) -> int:
-        """How many reviewers this row needs."""
-        extra = 1 if self.in_sample or self.overridden else 0
-        return policy.reviewers_per_row + extra
+    row_id: str
+    intent_key: str | None
+    final_score: int | None
+    red_flags: tuple[str, ...]
+    unmet: tuple[str, ...]
 
 
-def row_reviews(
-    results: Sequence[RowResult], labels: Sequence[Label], policy: QueuePolicy
-) -> list[RowReviews]:
-    """Each row with its reviews, in input order.
+def summary_of_result(result: RowResult) -> RowSummary:
+    unmet = tuple(b.requirement_id for b in result.reference_basis if str(b.status) in UNMET)
+    score = None if result.status is RowStatus.JUDGE_ERROR else result.final_score
+    return RowSummary(result.row_id, result.intent_key, score, result.red_flag_types, unmet)
+
+
+def ordered(
+    rows: Sequence[RowSummary],
+    strategy: Strategy,
+    seed: int,
+    other_judges: Mapping[str, Iterable[RowSummary]] | None = None,
+) -> list[str]:
+    """The rowIds of a new queue in the order they are offered (see the module docstring);
+    a strategy may leave rows out (``red-flag`` keeps only rows with a red flag).
 
     Args:
-        results: the task's rows.
-        labels: the current labels of the task's rows, in insertion order.
+        other_judges: rowId → other judge runs' summaries of the same row (``disagreement``).
     """
-    reviews = answers_of_labels(lab for lab in labels if lab.source is not LabelSource.ADJUDICATION)
-    last_review: dict[str, int] = {}
-    last_adjudication: dict[str, int] = {}
-    for i, lab in enumerate(labels):
-        target = last_adjudication if lab.source is LabelSource.ADJUDICATION else last_review
-        target[lab.row_id] = i
-    by_row: dict[str, dict[str, Answer]] = {}
-    for (row_id, reviewer), answer in reviews.items():
-        by_row.setdefault(row_id, {})[reviewer] = answer
-    out = []
-    for result in results:
-        judge = answer_of_result(result)
-        mine = by_row.get(result.row_id, {})
-        answers = list(mine.values())
-        out.append(
-            RowReviews(
-                result,
-                judge,
-                mine,
-                in_sample=_draw(policy.seed, "second:" + result.row_id)
-                < policy.second_review_share,
-                overridden=judge is not None and any(differences(judge, a) for a in answers),
-                disputed=any(
-                    differences(a, b) for i, a in enumerate(answers) for b in answers[i + 1 :]
-                ),
-                adjudicated=last_adjudication.get(result.row_id, -1)
-                > last_review.get(result.row_id, -1),
-            )
-        )
-    return out
-
-
-def _judges_disagree(row: RowReviews, others: Mapping[str, Sequence[Answer]]) -> bool:
-    if row.judge is None:
-        return bool(others.get(row.result.row_id))
-    return any(differences(row.judge, other) for other in others.get(row.result.row_id, ()))
-
-
-def _ordered(
-    rows: list[RowReviews],
-    strategy: Strategy,
-    policy: QueuePolicy,
-    other_judges: Mapping[str, Sequence[Answer]],
-) -> list[RowReviews]:
     if strategy == "disagreement":
-        return [r for r in rows if r.overridden or r.disputed or _judges_disagree(r, other_judges)]
-    if strategy == "red-flag":
-        return [
-            r
-            for r in rows
-            if r.result.red_flag_types or any(a.red_flag_types for a in r.reviews.values())
-        ]
-    if strategy == "low-score":
-        scored = [r for r in rows if r.result.final_score is not None]
-        return sorted(scored, key=lambda r: r.result.final_score or 0)
-    if strategy == "rare":
-        unmet = Counter(
-            b.requirement_id
-            for r in rows
-            for b in r.result.reference_basis
-            if str(b.status) in UNMET
-        )
+        others = other_judges or {}
 
-        def rarest(r: RowReviews) -> int:
-            return min(
-                (
-                    unmet[b.requirement_id]
-                    for b in r.result.reference_basis
-                    if str(b.status) in UNMET
-                ),
-                default=0,
+        def differs(r: RowSummary) -> bool:
+            return any(
+                (o.intent_key, o.final_score, set(o.red_flags), set(o.unmet))
+                != (r.intent_key, r.final_score, set(r.red_flags), set(r.unmet))
+                for o in others.get(r.row_id, ())
             )
 
-        return sorted((r for r in rows if rarest(r)), key=rarest)
-    # random, stratified by intent: a seeded shuffle per intent, then one from each in turn
-    strata: dict[str, list[RowReviews]] = {}
+        return [r.row_id for r in rows if differs(r)]
+    if strategy == "red-flag":
+        return [r.row_id for r in rows if r.red_flags]
+    if strategy == "low-score":
+        scored = [r for r in rows if r.final_score is not None]
+        return [r.row_id for r in sorted(scored, key=lambda r: r.final_score or 0)]
+    if strategy == "rare":
+        counts = Counter(rid for r in rows for rid in r.unmet)
+        rare = [r for r in rows if r.unmet]
+        return [r.row_id for r in sorted(rare, key=lambda r: min(counts[i] for i in r.unmet))]
+    strata: dict[str, list[RowSummary]] = {}
     for r in rows:
-        strata.setdefault(r.result.intent_key or "(no intent)", []).append(r)
-    for key in strata:
-        strata[key].sort(key=lambda r: _draw(policy.seed, "order:" + r.result.row_id))
-    out: list[RowReviews] = []
+        strata.setdefault(r.intent_key or "(no intent)", []).append(r)
+    for members in strata.values():
+        members.sort(key=lambda r: _draw(seed, "order:" + r.row_id))
+    out: list[str] = []
     for depth in range(max((len(s) for s in strata.values()), default=0)):
-        out += [s[depth] for _, s in sorted(strata.items()) if depth < len(s)]
+        out += [s[depth].row_id for _, s in sorted(strata.items()) if depth < len(s)]
     return out
 
 
-def build_queue(
-    rows: Sequence[RowReviews],
-    reviewer: str,
-    strategy: Strategy,
-    policy: QueuePolicy,
-    *,
-    claimed_by_others: frozenset[str] = frozenset(),
-    other_judges: Mapping[str, Sequence[Answer]] | None = None,
-) -> list[RowReviews]:
-    """The rows ``reviewer`` should review next, first one first.
+@dataclass(frozen=True)
+class RowState:
+    """One queued row's review state, derived from its reviews and events."""
+
+    reviews: int
+    needed: int
+    overridden: bool
+    disputed: bool
+    settled: bool
+    state: RowStateName
+
+
+def row_state(
+    settings: QueueSettings,
+    second: bool,
+    judge: Answer | None,
+    reviews: Mapping[str, Answer],
+    settled: bool,
+) -> RowState:
+    """The state of a queued row (see :data:`RowStateName`).
 
     Args:
-        rows: from :func:`row_reviews`.
-        claimed_by_others: rowIds another reviewer holds a live claim on.
-        other_judges: rowId → other judge runs' answers for the same row (``disagreement``).
-
-    Returns:
-        Rows the reviewer has not answered, that need more reviewers and are not claimed by
-        someone else: rows somebody already answered first, then the strategy's order.
+        judge: the judge's answer (``None`` for a JUDGE_ERROR row: nothing to override).
+        reviews: reviewer → their current answer (adjudications excluded).
+        settled: a lead settled the row and nobody reopened it since.
     """
-    open_rows = [
-        r
-        for r in rows
-        if reviewer not in r.reviews
-        and len(r.reviews) < r.needed(policy)
-        and r.result.row_id not in claimed_by_others
-    ]
-    ordered = _ordered(open_rows, strategy, policy, other_judges or {})
-    return sorted(ordered, key=lambda r: not r.reviews)  # stable: strategy order within
-
-
-def adjudication_rows(rows: Sequence[RowReviews]) -> list[RowReviews]:
-    """Rows where reviewers disagree and no adjudication has settled them since, in input
-    order (docs/review.md: disagreements are settled before a set is locked)."""
-    return [r for r in rows if r.disputed and not r.adjudicated]
+    answers = list(reviews.values())
+    overridden = judge is not None and any(differences(judge, a) for a in answers)
+    disputed = any(differences(a, b) for i, a in enumerate(answers) for b in answers[i + 1 :])
+    needed = settings.needed(second, overridden)
+    state: RowStateName
+    if settled:
+        state = "settled"
+    elif not answers:
+        state = "open"
+    elif len(answers) < needed:
+        state = "partial"
+    else:
+        state = "disputed" if disputed else "done"
+    return RowState(len(answers), needed, overridden, disputed, settled, state)

@@ -1,37 +1,46 @@
-"""The web app: routes for the task list, reports, the comparison page, review and
-adjudication (docs/review.md). An edge: it reads and writes the task store.
+"""The web app: configuration, the shared page helpers and the route table (docs/review.md).
+An edge: it reads and writes the task store.
 
-Every request opens the store anew and closes it, so rows another process commits show on the
-next reload, and every write (labels, claims) is one short SQLite transaction (WAL mode), so a
-scoring run writing the same file is never blocked for long and the file never corrupted.
+Every request opens the store anew and closes it, so what another process commits (a scoring
+run, another `serve`) shows on the next reload, and every write is one short transaction. Who
+is asking comes from the signed session, the trusted proxy's header or the one local account
+(:mod:`rubric_engine.serve.auth`), never from a form field; every state-changing request
+carries the session's CSRF token; :mod:`rubric_engine.serve.security` checks Host and Origin.
 """
 
 from __future__ import annotations
 
+import secrets
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
-from urllib.parse import quote, unquote
+from typing import Any, Literal
+from urllib.parse import quote
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.sessions import SessionMiddleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
-from starlette.routing import Route
+from starlette.responses import HTMLResponse, Response
 
 from rubric_engine.errors import RubricEvalError, TaskNotFoundError
 from rubric_engine.report.run import require_store
-from rubric_engine.report.stored import StoredTask, html_report, load_task, stream_report
-from rubric_engine.review.claims import DEFAULT_CLAIM_TTL_S
-from rubric_engine.review.queue import QueuePolicy
-from rubric_engine.store.task_ref import resolve_in_store, task_name, task_tags
-from rubric_engine.store.task_store import TaskStore
+from rubric_engine.review.accounts import Account
+from rubric_engine.rubric.model import EvalRubric
+from rubric_engine.rubric.versions import verified_snapshot
+from rubric_engine.serve.security import LOOPBACK_HOSTS, SecurityMiddleware
+from rubric_engine.store.location import StoreLocation, parse_location
+from rubric_engine.store.task_ref import resolve_in_store
+from rubric_engine.store.task_store import TaskRecord, TaskStore
 
-__all__ = ["ServeConfig", "create_app"]
+__all__ = ["SESSION_COOKIE", "Pages", "Refused", "ServeConfig", "create_app"]
 
-REVIEWER_COOKIE = "rubric_eval_reviewer"
+SESSION_COOKIE = "rubric_eval_session"
+#: a session lasts this long after the last request
+SESSION_MAX_AGE_S = 14 * 24 * 3600
+AuthMode = Literal["token", "proxy", "local"]
 
 
 @dataclass
@@ -39,19 +48,40 @@ class ServeConfig:
     """What ``rubric-eval serve`` was started with.
 
     Attributes:
-        reviewer: the reviewer name used until someone picks another on the page.
-        blind: review pages hide the judge's verdict until the reviewer answered, unless a
-            queue link says ``blind=0``.
-        claim_ttl_s: how long an opened row stays reserved for its reviewer.
+        auth: ``token`` (accounts sign in with a one-time link or a password), ``proxy`` (a
+            trusted proxy names the user in ``user_header``) or ``local`` (one account,
+            ``reviewer``, is signed in: one person on a laptop).
+        trusted_proxies: addresses or networks (``10.0.0.5``, ``10.0.0.0/24``) whose
+            ``user_header`` is believed (``proxy`` only).
+        allowed_hosts: the names the app answers to (Host header).
+        secure_cookies: the session cookie is sent over HTTPS only (behind a TLS proxy).
     """
 
-    store: Path
+    store: StoreLocation
+    auth: AuthMode = "token"
     reviewer: str | None = None
-    blind: bool = False
-    policy: QueuePolicy = field(default_factory=QueuePolicy)
-    claim_ttl_s: int = DEFAULT_CLAIM_TTL_S
+    trusted_proxies: tuple[str, ...] = ()
+    user_header: str = "X-Forwarded-User"
+    allowed_hosts: tuple[str, ...] = LOOPBACK_HOSTS
+    secure_cookies: bool = False
     #: (task id, state, stored rows) → the list page's figures, so a reload is cheap
     summaries: dict[tuple[str, str, int], dict[str, Any]] = field(default_factory=dict)
+    #: (task id, rubric hash) → the task's verified rubric snapshot (immutable per task)
+    rubrics: dict[tuple[str, str], EvalRubric] = field(default_factory=dict)
+    #: (task id, state, stored rows, calibration) → the report page, most recent last
+    reports: dict[tuple[str, str, int, str], str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.store = parse_location(self.store)  # a path or URL given as text
+
+
+class Refused(Exception):
+    """A request the app will not serve: shown as a page with ``status``."""
+
+    def __init__(self, status: int, message: str, *, sign_in: bool = False) -> None:
+        super().__init__(message)
+        self.status = status
+        self.sign_in = sign_in
 
 
 def environment() -> Environment:
@@ -66,12 +96,22 @@ def environment() -> Environment:
     return env
 
 
+def csrf_token(request: Request) -> str:
+    """The session's CSRF token (made on first use; forms carry it as ``csrf``)."""
+    token = request.session.get("csrf")
+    if not isinstance(token, str):
+        token = request.session["csrf"] = secrets.token_urlsafe(32)
+    return token
+
+
 class Pages:
-    """The routes' shared state: the configuration and the template environment."""
+    """The routes' shared state and helpers: configuration, templates, the store, identity."""
 
     def __init__(self, config: ServeConfig) -> None:
         self.config = config
         self.env = environment()
+        #: guards the configuration's caches, written from worker threads too
+        self.lock = threading.Lock()
 
     @contextmanager
     def store(self) -> Iterator[TaskStore]:
@@ -79,125 +119,123 @@ class Pages:
         with TaskStore(self.config.store) as opened:
             yield opened
 
-    def reviewer(self, request: Request) -> str | None:
-        name = request.cookies.get(REVIEWER_COOKIE)
-        return unquote(name) if name else self.config.reviewer
-
-    def render(self, request: Request, name: str, status: int = 200, **values: Any) -> HTMLResponse:
+    def render(
+        self,
+        request: Request,
+        name: str,
+        me: Account | None,
+        status: int = 200,
+        **values: Any,
+    ) -> HTMLResponse:
         template = self.env.get_template(name)
-        html = template.render(reviewer=self.reviewer(request), path=request.url.path, **values)
+        html = template.render(
+            me=me,
+            csrf=csrf_token(request),
+            path=request.url.path,
+            auth=self.config.auth,
+            **values,
+        )
         return HTMLResponse(html, status_code=status)
 
-    def load(self, store: TaskStore, ref: str) -> StoredTask:
-        return load_task(store, resolve_in_store(store, ref))
-
-    # -- pages ---------------------------------------------------------------------------
-
-    async def tasks(self, request: Request) -> Response:
-        with self.store() as store:
-            done = store.finished_rows()
-            items = []
-            for record in reversed(store.tasks()):
-                key = (record.id, record.state, done.get(record.id, 0))
-                if key not in self.config.summaries:
-                    report = stream_report(store, record.id).report  # a row at a time
-                    self.config.summaries[key] = {
-                        "passRate": report.totals.pass_rate,
-                        "redFlagRows": report.totals.rows_with_red_flags,
-                        "judgeErrors": report.totals.judge_errors,
-                    }
-                items.append(
-                    {
-                        "record": record,
-                        "name": task_name(record.extra),
-                        "tags": task_tags(record.extra),
-                        "rows": done.get(record.id, 0),
-                        **self.config.summaries[key],
-                    }
-                )
-        return self.render(request, "tasks.html.j2", tasks=items, store=self.config.store.name)
-
-    async def report(self, request: Request) -> Response:
-        """The task's report.html, byte for byte what ``report --format html`` writes."""
-        with self.store() as store:
-            task = stream_report(store, resolve_in_store(store, request.path_params["task"]))
-            return HTMLResponse(html_report(store, task, task.report))
-
-    async def compare(self, request: Request) -> Response:
-        from rubric_engine.report.run import run_diff
-
-        baseline = request.query_params.get("baseline", "")
-        current = request.query_params.get("current", "")
-        with self.store() as store:
-            choices = [(t.id, task_name(t.extra)) for t in reversed(store.tasks())]
-            if not baseline or not current:
-                return self.render(request, "compare.html.j2", choices=choices, diff=None)
-            base_id = resolve_in_store(store, baseline)
-            cur_id = resolve_in_store(store, current)
-        diff = run_diff(self.config.store, base_id, cur_id)
-        rank = {"REGRESSION": 0, "CHANGED": 1, "IMPROVEMENT": 2}
-        items = sorted(diff.items, key=lambda i: (rank[i.type], i.scope != "case"))
-        return self.render(
-            request,
-            "compare.html.j2",
-            choices=choices,
-            diff=diff,
-            items=items,
-            baseline=base_id,
-            current=cur_id,
-        )
-
-    async def reviewer_form(self, request: Request) -> Response:
-        return self.render(
-            request, "reviewer.html.j2", next=request.query_params.get("next", "/"), error=None
-        )
-
-    async def set_reviewer(self, request: Request) -> Response:
-        form = await request.form()
-        name = str(form.get("name", "")).strip()
-        target = str(form.get("next", "/"))
-        if not target.startswith("/") or target.startswith("//"):
-            target = "/"
-        if not name or len(name) > 80:
-            return self.render(
-                request,
-                "reviewer.html.j2",
-                status=400,
-                next=target,
-                error="give your name (1-80 characters): every label records who made it",
+    def task(self, store: TaskStore, ref: str) -> tuple[TaskRecord, EvalRubric]:
+        """The task ``ref`` names and its verified rubric snapshot (kept per task and hash)."""
+        record = store.task(resolve_in_store(store, ref))
+        key = (record.id, record.rubric_hash)
+        if key not in self.config.rubrics:
+            self.config.rubrics[key] = verified_snapshot(
+                record.rubric_snapshot, record.rubric_hash, f"task {record.id}"
             )
-        response = RedirectResponse(target, status_code=303)
-        response.set_cookie(REVIEWER_COOKIE, quote(name, safe=""), httponly=True, samesite="strict")
-        return response
+        return record, self.config.rubrics[key]
+
+    def me(self, request: Request, store: TaskStore) -> Account:
+        """The signed-in account. Raises: Refused: nobody is signed in (403)."""
+        from rubric_engine.serve.auth import identity
+
+        found = identity(self.config, request, store.backend)
+        if found is None:
+            raise Refused(403, "sign in to use the review app", sign_in=True)
+        return found
+
+    def lead(self, request: Request, store: TaskStore) -> Account:
+        """Raises: Refused: not signed in, or not a lead or admin (403)."""
+        me = self.me(request, store)
+        if not me.leads:
+            raise Refused(403, f"{me.name} is a {me.role}; this page is for leads and admins")
+        return me
+
+    async def posted(self, request: Request) -> dict[str, Any]:
+        """A state-changing request's form, after its CSRF token was checked.
+
+        Raises:
+            Refused: the token is missing or not this session's (403); nothing is stored.
+        """
+        form = await request.form()
+        given = str(form.get("csrf") or request.headers.get("x-csrf-token") or "")
+        expected = request.session.get("csrf")
+        if not isinstance(expected, str) or not secrets.compare_digest(given, expected):
+            raise Refused(
+                403,
+                "refused: this form's security token is missing or not from this session "
+                "(signed out, or sent from another site); nothing was stored. Reload the page "
+                "and send it again.",
+            )
+        data: dict[str, Any] = {k: str(v) for k, v in form.items()}
+        data["flag"] = [str(v) for v in form.getlist("flag")]
+        data["member"] = [str(v) for v in form.getlist("member")]
+        return data
+
+
+async def _refused(request: Request, exc: Exception) -> Response:
+    pages: Pages = request.app.state.pages
+    assert isinstance(exc, Refused)
+    if exc.sign_in:
+        return pages.render(
+            request,
+            "signin.html.j2",
+            None,
+            status=exc.status,
+            message=str(exc),
+            token="",
+            next=request.url.path,
+        )
+    return pages.render(request, "error.html.j2", None, status=exc.status, message=str(exc))
 
 
 async def _error_page(request: Request, exc: Exception) -> Response:
     pages: Pages = request.app.state.pages
     status = 404 if isinstance(exc, TaskNotFoundError) else 400
-    return pages.render(request, "error.html.j2", status=status, message=str(exc))
+    return pages.render(request, "error.html.j2", None, status=status, message=str(exc))
 
 
 def create_app(config: ServeConfig) -> Starlette:
     """The Starlette app over ``config.store``.
 
     Raises:
-        StoreError: (at request time) the store file is missing or damaged; shown as a page.
+        StoreError: the store is missing or damaged; ConfigurationError: ``local`` mode names
+            no active account.
     """
-    from rubric_engine.serve.adjudicate_routes import AdjudicationPages
+    from rubric_engine.review.accounts import session_secret
+    from rubric_engine.serve.routes import AllPages, routes
 
-    pages = AdjudicationPages(config)
-    routes = [
-        Route("/", pages.tasks),
-        Route("/reviewer", pages.reviewer_form, methods=["GET"]),
-        Route("/reviewer", pages.set_reviewer, methods=["POST"]),
-        Route("/compare", pages.compare),
-        Route("/tasks/{task}/report", pages.report),
-        Route("/tasks/{task}/queue", pages.queue),
-        Route("/tasks/{task}/adjudicate", pages.adjudication_list),
-        Route("/tasks/{task}/adjudicate/{row_id:path}", pages.adjudicate, methods=["GET", "POST"]),
-        Route("/tasks/{task}/review/{row_id:path}", pages.review, methods=["GET", "POST"]),
-        Route("/tasks/{task}/rows/{row_id:path}", pages.row),
+    require_store(config.store)
+    with TaskStore(config.store) as opened:
+        secret = session_secret(opened.backend)
+    pages = AllPages(config)
+    middleware = [
+        Middleware(SecurityMiddleware, allowed_hosts=config.allowed_hosts),
+        Middleware(
+            SessionMiddleware,
+            secret_key=secret,
+            session_cookie=SESSION_COOKIE,
+            max_age=SESSION_MAX_AGE_S,
+            same_site="lax",
+            https_only=config.secure_cookies,
+        ),
     ]
-    app = Starlette(routes=routes, exception_handlers={RubricEvalError: _error_page})
+    app = Starlette(
+        routes=routes(pages),
+        middleware=middleware,
+        exception_handlers={Refused: _refused, RubricEvalError: _error_page},
+    )
     app.state.pages = pages
     return app

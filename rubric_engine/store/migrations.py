@@ -340,6 +340,85 @@ def m009_canonical_raw_attempts(db: Backend) -> None:
         after = (batch[-1][0], batch[-1][1])
 
 
+def m010_review_team(db: Backend) -> None:
+    """The review app's team and queues (docs/review.md): reviewer accounts, queues stored with
+    their task (settings and the seeded second-review sample), each queued row's review state,
+    an append-only log of settle / reopen / skip events, and drafts.
+
+    ``review_items`` is derived from the labels and events of its row, rewritten in the same
+    transaction as each answer (:mod:`rubric_engine.review.queue_store`), so a queue page reads
+    the rows it lists through an index instead of every label of the task.
+    """
+    _ddl(
+        db,
+        """
+        CREATE TABLE IF NOT EXISTS reviewers (
+            name TEXT PRIMARY KEY,
+            role TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            revoked_at TEXT,
+            token_hash TEXT,
+            token_expires_at TEXT,
+            password_hash TEXT,
+            session_epoch INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE UNIQUE INDEX IF NOT EXISTS reviewers_by_token ON reviewers (token_hash);
+        CREATE TABLE IF NOT EXISTS review_queues (
+            task_id TEXT NOT NULL REFERENCES tasks(id),
+            name TEXT NOT NULL,
+            settings TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            created_by TEXT NOT NULL,
+            row_count INTEGER NOT NULL,
+            PRIMARY KEY (task_id, name)
+        );
+        CREATE TABLE IF NOT EXISTS review_items (
+            task_id TEXT NOT NULL,
+            queue TEXT NOT NULL,
+            row_id TEXT NOT NULL,
+            position INTEGER NOT NULL,
+            second INTEGER NOT NULL,
+            overridden INTEGER NOT NULL DEFAULT 0,
+            disputed INTEGER NOT NULL DEFAULT 0,
+            settled INTEGER NOT NULL DEFAULT 0,
+            reviews INTEGER NOT NULL DEFAULT 0,
+            needed INTEGER NOT NULL,
+            state TEXT NOT NULL,
+            PRIMARY KEY (task_id, queue, row_id)
+        );
+        CREATE INDEX IF NOT EXISTS review_items_by_state
+            ON review_items (task_id, queue, state, position);
+        CREATE INDEX IF NOT EXISTS review_items_by_row ON review_items (task_id, row_id);
+        CREATE TABLE IF NOT EXISTS review_events (
+            seq INTEGER PRIMARY KEY,
+            task_id TEXT NOT NULL,
+            row_id TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            reviewer TEXT NOT NULL,
+            at TEXT NOT NULL,
+            note TEXT
+        );
+        CREATE INDEX IF NOT EXISTS review_events_by_row ON review_events (task_id, row_id, seq);
+        CREATE INDEX IF NOT EXISTS review_events_by_reviewer
+            ON review_events (task_id, reviewer, kind, row_id);
+        CREATE TABLE IF NOT EXISTS review_drafts (
+            task_id TEXT NOT NULL,
+            row_id TEXT NOT NULL,
+            reviewer TEXT NOT NULL,
+            form TEXT NOT NULL,
+            saved_at TEXT NOT NULL,
+            PRIMARY KEY (task_id, row_id, reviewer)
+        );
+        CREATE INDEX IF NOT EXISTS labels_by_task_reviewer
+            ON labels (task_id, reviewer, row_id, source);
+        CREATE INDEX IF NOT EXISTS labels_by_supersedes ON labels (supersedes)
+        """,
+    )
+    _append_only(
+        db, "review_events", "review events are append-only: a reopened row gets a new event"
+    )
+
+
 #: every migration, in the order applied; append only
 MIGRATIONS: tuple[Migration, ...] = (
     m001_tasks_and_rows,
@@ -351,6 +430,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     m007_batch_ledger,
     m008_cached_tokens,
     m009_canonical_raw_attempts,
+    m010_review_team,
 )
 #: what ``meta.schema`` says once every migration is applied
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -300,12 +300,14 @@ def render_html(
     rubric: EvalRubric,
     rows: list[tuple[RowResult, dict[str, Any]]],
     total_rows: int | None = None,
+    review_url: str | None = None,
 ) -> str:
     """The self-contained HTML report (UTF-8 text); ``rows`` are the drill-down's rows with
     their dialogues (see :func:`drilldown_rows`), ``total_rows`` how many the task has. The
     judge-calibration section shows ``report.calibration`` unless it is missing (a rubric never
-    calibrated keeps its report as it was)."""
-    return "".join(html_chunks(report, rubric, rows, total_rows))
+    calibrated keeps its report as it was). With ``review_url`` each drill-down row links to
+    ``review_url`` + its rowId (the review app's page of the row; docs/review.md)."""
+    return "".join(html_chunks(report, rubric, rows, total_rows, review_url))
 
 
 def html_chunks(
@@ -313,6 +315,7 @@ def html_chunks(
     rubric: EvalRubric,
     rows: list[tuple[RowResult, dict[str, Any]]],
     total_rows: int | None = None,
+    review_url: str | None = None,
 ) -> Iterator[str]:
     """:func:`render_html`'s text in the template's own chunks, for writing to a file without
     holding the page: a cluster lists every one of its rowIds, so the page grows with rows."""
@@ -348,4 +351,5 @@ def html_chunks(
         lang=rubric.language,
         calibration=shown_calibration(report),
         glossary=GLOSSARY,
+        review_url=review_url,
     )
