@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -224,6 +225,32 @@ def test_identical_tasks_have_no_items(mini_rubric: EvalRubric) -> None:
     rows = [row("a", 5), row("c", 2, violated=("REFUND_VERIFY",))]
     diff = diff_tasks(side(mini_rubric, rows, "B"), side(mini_rubric, rows, "C"))
     assert diff["items"] == [] and diff["hasRegression"] is False
+
+
+def test_the_diff_reads_both_tasks_once_side_by_side(mini_rubric: EvalRubric) -> None:
+    base = [row("a", 5), row("b", 4), row("c", 2), row("d", 5)]
+    # "new" only in the current task, b and c swapped, d only in the baseline
+    cur = [row("a", 5), row("new", 5), row("c", 4), row("b", 1)]
+    read: list[str] = []
+
+    def stream(name: str, rows: list[RowResult]) -> Iterator[tuple[RowResult, RowFacts]]:
+        for r in rows:
+            read.append(f"{name}:{r.row_id}")
+            yield r, RowFacts()
+
+    def streamed(rows: list[RowResult], task_id: str) -> DiffSide:
+        built = side(mini_rubric, rows, task_id)
+        return DiffSide(built.report, mini_rubric, stream(task_id, rows), built.ids())
+
+    listed = diff_tasks(side(mini_rubric, base, "B"), side(mini_rubric, cur, "C"))
+    diff = diff_tasks(streamed(base, "B"), streamed(cur, "C"))
+    assert diff == listed  # the same items in the same order
+    assert [i["caseId"] for i in diff["items"] if i["scope"] == "case"] == [
+        "new", "c", "c", "b", "b", "d"
+    ]  # fmt: skip
+    # the baseline is read only as far as the current row needs: a row only in the current
+    # task reads none of it; d is read after every current row
+    assert read == ["C:a", "B:a", "C:new", "C:c", "B:b", "B:c", "C:b", "B:d"]
 
 
 def test_rubric_versions_are_compared_on_shared_requirement_ids(mini_rubric: EvalRubric) -> None:

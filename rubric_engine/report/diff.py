@@ -28,6 +28,7 @@ them from a store.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from rubric_engine.errors import ConfigurationError
@@ -59,11 +60,23 @@ __all__ = [
 
 @dataclass(frozen=True)
 class DiffSide:
-    """One task as the diff reads it: its built report, rubric snapshot and rows in order."""
+    """One task as the diff reads it: its built report, rubric snapshot and rows in order.
+
+    ``rows`` is read once per pass and may be a stream a store reads afresh on each pass
+    (:class:`~rubric_engine.report.run.StoredRows`); ``row_ids`` then names the rows in
+    the same order, so the diff need not read the rows to know which exist.
+    """
 
     report: Report
     rubric: EvalRubric
-    rows: list[tuple[RowResult, RowFacts]]
+    rows: Iterable[tuple[RowResult, RowFacts]]
+    row_ids: Sequence[str] | None = None
+
+    def ids(self) -> Sequence[str]:
+        """The rowIds of the rows, in order."""
+        if self.row_ids is not None:
+            return self.row_ids
+        return [result.row_id for result, _ in self.rows]
 
 
 def rubric_comparison(base: EvalRubric, cur: EvalRubric) -> RubricComparison:
@@ -111,7 +124,12 @@ def diff_tasks(baseline: DiffSide, current: DiffSide) -> Diff:
     _check_comparable(baseline, current, shared)
     items = _aggregate_items(b, c, shared)
     items += case_items(
-        baseline.rows, current.rows, b.totals.pass_score, c.totals.pass_score, shared
+        baseline.rows,
+        current.rows,
+        b.totals.pass_score,
+        c.totals.pass_score,
+        shared,
+        baseline_ids=set(baseline.ids()),
     )
     counts = {
         kind: sum(1 for i in items if i.type == kind) for kind in (REGRESSION, IMPROVEMENT, CHANGED)
@@ -137,8 +155,8 @@ def diff_tasks(baseline: DiffSide, current: DiffSide) -> Diff:
 def _check_comparable(baseline: DiffSide, current: DiffSide, shared: set[str]) -> None:
     if shared:
         return
-    base_rows = [result.row_id for result, _ in baseline.rows]
-    cur_rows = {result.row_id for result, _ in current.rows}
+    base_rows = list(baseline.ids())
+    cur_rows = set(current.ids())
     if any(row_id in cur_rows for row_id in base_rows):
         return
     b, c = baseline.report.task, current.report.task

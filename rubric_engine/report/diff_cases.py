@@ -5,6 +5,8 @@ Helpers for :mod:`rubric_engine.report.diff`, which documents the rules. Pure.
 
 from __future__ import annotations
 
+from collections.abc import Container, Iterable, Iterator
+from itertools import chain
 from typing import Any
 
 from rubric_engine.report.metrics import Better
@@ -93,20 +95,29 @@ def numeric(
 
 
 def case_items(
-    baseline_rows: list[tuple[RowResult, RowFacts]],
-    current_rows: list[tuple[RowResult, RowFacts]],
+    baseline_rows: Iterable[tuple[RowResult, RowFacts]],
+    current_rows: Iterable[tuple[RowResult, RowFacts]],
     b_pass: int,
     c_pass: int,
     shared: set[str],
+    *,
+    baseline_ids: Container[str],
 ) -> list[DiffItem]:
     """Case-scope items in the current task's row order, then the baseline's rows that have no
-    result in the current task (see :mod:`rubric_engine.report.diff` for the rules)."""
+    result in the current task (see :mod:`rubric_engine.report.diff` for the rules).
+
+    Both sides are read once, side by side: a baseline row read ahead waits until its current
+    row comes. Two tasks scored from one input keep one order, so a handful of rows is held
+    whatever the tasks' size; ``baseline_ids`` (every rowId of the baseline) tells a row only
+    in the current task without reading the baseline to its end.
+    """
     items: list[DiffItem] = []
-    base_rows = {r.row_id: (r, f) for r, f in baseline_rows}
-    seen = set()
+    base_iter = iter(baseline_rows)
+    waiting: dict[str, tuple[RowResult, RowFacts]] = {}  # read ahead, in baseline order
     for cur, cur_facts in current_rows:
-        seen.add(cur.row_id)
-        found = base_rows.get(cur.row_id)
+        found = waiting.pop(cur.row_id, None)
+        if found is None and cur.row_id in baseline_ids:
+            found = _read_up_to(cur.row_id, base_iter, waiting)
         if found is None:
             items.append(
                 item(
@@ -120,19 +131,31 @@ def case_items(
             )
             continue
         items += _row_items(found[0], cur, found[1], cur_facts, b_pass, c_pass, shared)
-    for base, _ in baseline_rows:
-        if base.row_id not in seen:
-            items.append(
-                item(
-                    REGRESSION,
-                    "presence",
-                    "present",
-                    None,
-                    f"{base.row_id}: judged in the baseline, no result in the current task",
-                    base.row_id,
-                )
+    for base, _ in chain(waiting.values(), base_iter):
+        items.append(
+            item(
+                REGRESSION,
+                "presence",
+                "present",
+                None,
+                f"{base.row_id}: judged in the baseline, no result in the current task",
+                base.row_id,
             )
+        )
     return items
+
+
+def _read_up_to(
+    row_id: str,
+    base_iter: Iterator[tuple[RowResult, RowFacts]],
+    waiting: dict[str, tuple[RowResult, RowFacts]],
+) -> tuple[RowResult, RowFacts] | None:
+    """Read the baseline on to the row ``row_id``, keeping the rows passed in ``waiting``."""
+    for base in base_iter:
+        if base[0].row_id == row_id:
+            return base
+        waiting[base[0].row_id] = base
+    return None
 
 
 def _row_items(

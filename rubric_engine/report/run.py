@@ -11,7 +11,8 @@ report's :class:`~rubric_engine.report.model.CalibrationSection`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -27,14 +28,17 @@ from rubric_engine.report.gate import (
 )
 from rubric_engine.report.model import Diff, Report
 from rubric_engine.report.noise import NoiseOptions, case_checks, paired_bootstrap, tolerant_checks
+from rubric_engine.report.rows import RowFacts
 from rubric_engine.report.stored import (
     StoredTask,
     diff_side,
     load_task,
     report_from_task,
+    stored_report_rows,
     stream_report,
     with_calibration,
 )
+from rubric_engine.results.model import RowResult
 from rubric_engine.store.location import StoreLocation, store_exists
 from rubric_engine.store.task_store import TaskStore
 
@@ -112,12 +116,40 @@ def run_diff(
         ConfigurationError: a ``pass_score`` outside a pack's scale.
     """
     require_store(store)
-    base_task = _load(baseline_store or store, baseline)
-    cur_task = _load(store, current)
-    # diff_side builds exact figures: the diff decides on them and rounds what it shows
-    return diff_tasks(
-        diff_side(base_task, pass_score=pass_score), diff_side(cur_task, pass_score=pass_score)
-    )
+    require_store(baseline_store or store)
+    # each side streamed: memory holds the reports and a page of rows, not the tasks
+    with TaskStore(baseline_store or store) as base, TaskStore(store) as cur:
+        return diff_tasks(
+            streamed_side(base, baseline, pass_score=pass_score),
+            streamed_side(cur, current, pass_score=pass_score),
+        )
+
+
+@dataclass(frozen=True)
+class StoredRows:
+    """A task's rows as the diff reads them, read from the open store afresh on each pass (a
+    page of rows at a time: :meth:`~rubric_engine.store.task_store.TaskStore.report_rows`)."""
+
+    store: TaskStore
+    task_id: str
+
+    def __iter__(self) -> Iterator[tuple[RowResult, RowFacts]]:
+        for row in stored_report_rows(self.store, self.task_id):
+            yield row.result, row.facts
+
+
+def streamed_side(store: TaskStore, task_id: str, *, pass_score: int | None = None) -> DiffSide:
+    """One task as the diff reads it without holding its rows: its report built in one pass
+    with exact figures (the diff decides on them and rounds what it shows), its rows a
+    :class:`StoredRows` stream and its rowIds in input order.
+
+    Raises:
+        TaskNotFoundError / StoreError: as :func:`~rubric_engine.report.stored.load_task`.
+    """
+    task = stream_report(store, task_id, pass_score=pass_score, exact=True)
+    query = "SELECT row_id FROM rows WHERE task_id=? ORDER BY seq, row_id"
+    ids = [row_id for (row_id,) in store.backend.execute(query, (task.record.id,))]
+    return DiffSide(task.report, task.rubric, StoredRows(store, task.record.id), ids)
 
 
 def run_gate(

@@ -26,6 +26,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
 from rubric_engine.errors import RubricEvalError, TaskNotFoundError
+from rubric_engine.report.model import Diff
 from rubric_engine.report.run import require_store
 from rubric_engine.review.accounts import Account
 from rubric_engine.rubric.model import EvalRubric
@@ -70,6 +71,8 @@ class ServeConfig:
     rubrics: dict[tuple[str, str], EvalRubric] = field(default_factory=dict)
     #: (task id, state, stored rows, calibration) → the report page, most recent last
     reports: dict[tuple[str, str, int, str], str] = field(default_factory=dict)
+    #: (baseline and current task: id, state, stored rows) → their diff, most recent last
+    diffs: dict[tuple[str, str, int, str, str, int], Diff] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.store = parse_location(self.store)  # a path or URL given as text

@@ -11,6 +11,9 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
+from rubric_engine.report.diff import diff_tasks
+from rubric_engine.report.model import Diff
+from rubric_engine.report.run import streamed_side
 from rubric_engine.report.stored import html_report, stream_report, task_calibration
 from rubric_engine.review.accounts import Account
 from rubric_engine.review.queue_store import queues
@@ -20,6 +23,8 @@ from rubric_engine.store.task_store import TaskStore
 
 #: items of a comparison listed per page
 COMPARE_PAGE_ITEMS = 100
+#: comparisons a server keeps built (their items: one per difference, not per row)
+DIFFS_KEPT = 4
 #: reports a server keeps built (each a few MB: the drill-down holds its rows' dialogues)
 REPORTS_KEPT = 4
 
@@ -105,12 +110,27 @@ class BrowsePages(Pages):
                     del self.config.reports[next(iter(self.config.reports))]
             return HTMLResponse(html)
 
+    def _diff(self, store: TaskStore, base_id: str, cur_id: str) -> Diff:
+        """The two tasks' diff, streamed from the store (memory holds the reports and the
+        items, not the rows) and kept per task state and row count, so the next page of
+        items is a lookup."""
+        done = store.finished_rows()
+        base, cur = store.task(base_id), store.task(cur_id)
+        key = (base_id, base.state, done.get(base_id, 0), cur_id, cur.state, done.get(cur_id, 0))
+        diff = self.config.diffs.get(key)
+        if diff is None:
+            diff = diff_tasks(streamed_side(store, base_id), streamed_side(store, cur_id))
+        with self.lock:  # comparison pages are built in worker threads
+            self.config.diffs.pop(key, None)
+            self.config.diffs[key] = diff  # the most recent last
+            while len(self.config.diffs) > DIFFS_KEPT:
+                del self.config.diffs[next(iter(self.config.diffs))]
+        return diff
+
     async def compare(self, request: Request) -> Response:
         return await run_in_threadpool(self._compare, request)
 
     def _compare(self, request: Request) -> Response:
-        from rubric_engine.report.run import run_diff
-
         baseline = request.query_params.get("baseline", "")
         current = request.query_params.get("current", "")
         page = request.query_params.get("page", "1")
@@ -124,7 +144,7 @@ class BrowsePages(Pages):
             cur_id = resolve_in_store(store, current)
             for task_id in (base_id, cur_id):
                 self._refuse_blind(store, task_id, me)
-        diff = run_diff(self.config.store, base_id, cur_id)
+            diff = self._diff(store, base_id, cur_id)
         rank = {"REGRESSION": 0, "CHANGED": 1, "IMPROVEMENT": 2}
         items = sorted(diff.items, key=lambda i: (rank[i.type], i.scope != "case"))
         pages = max(1, -(-len(items) // COMPARE_PAGE_ITEMS))
