@@ -155,3 +155,21 @@ def test_pages_benchmark_fetches_each_review_page_on_30_rows() -> None:
     assert all(r["rows"] == "30" and float(r["server peak MB"]) > 0 for r in pages)
     assert all(r["load before"] and r["load after"] for r in pages)
     assert int(setup[0]["labels in the store"]) > 0
+
+
+def test_verify_benchmark_measures_the_digest_check_and_verify_on_20_rows() -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "verify.py"), "--rows", "20", "--repeat", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    (rows,) = tables(done.stdout)
+    assert [r["command"] for r in rows] == [
+        "report, digests checked",
+        "report, before digests",
+        "verify",
+    ]
+    assert "digest check: " in done.stdout and "µs a row" in done.stdout

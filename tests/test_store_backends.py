@@ -12,6 +12,7 @@ import pytest
 
 from rubric_engine.errors import StoreError
 from rubric_engine.rubric.versions import RubricRegistry
+from rubric_engine.store.backend import Backend
 from rubric_engine.store.location import PostgresUrl, parse_location
 from rubric_engine.store.migrations import MIGRATIONS, SCHEMA_VERSION, raw_attempts_text
 from rubric_engine.store.task_store import TaskStore
@@ -293,16 +294,26 @@ def test_rows_wait_for_their_commit_and_the_store_reads_what_it_wrote(
         assert again.finished_rows()[target] == 4
 
 
+def stored_before_digests(db: Backend, task_id: str) -> None:
+    """Make a task look as an engine before row digests stored it (docs/verify.md)."""
+    (extra,) = db.execute("SELECT extra FROM tasks WHERE id = ?", (task_id,)).fetchone()
+    extra = {k: v for k, v in json.loads(extra).items() if k != "rowDigests"}
+    db.execute("UPDATE tasks SET extra = ? WHERE id = ?", (json.dumps(extra), task_id))
+    db.execute("UPDATE rows SET digest = NULL WHERE task_id = ?", (task_id,))
+
+
 def test_raw_attempts_stored_in_another_spelling_are_rewritten_canonical(
     store_at: str, tmp_path: Path
 ) -> None:
     """A store whose ``raw_attempts`` columns hold the attempts spelled another way (spaced,
     keys in another order, a lone surrogate escaped: what engines of one period stored for a
     replayed reply) is rewritten to the canonical text when it opens; the values read back
-    are the same, and the report files of the task are unchanged."""
+    are the same, and the report files of the task are unchanged. (Such stores predate row
+    digests: the task is made to look like one of theirs, without digests.)"""
     task = score_demo(store_at, *DEMOS[0], tmp_path / "before")
     with TaskStore(store_at) as opened:
         db = opened.backend
+        stored_before_digests(db, task)
         rows = db.execute("SELECT row_id, raw_attempts FROM rows WHERE task_id = ?", (task,))
         canonical = dict(rows.fetchall())
         spelled = {}

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rubric_engine.store.task_store import StoredRow, TaskStore, row_values
+from rubric_engine.store.task_store import StoredRow, TaskStore, row_write
 from rubric_engine.store.work_queue import WorkQueue, work_stats
 from tests.conftest import CASES, CASSETTES, RUBRICS
 from tests.test_cli import run
@@ -98,9 +98,10 @@ def test_a_late_worker_cannot_overwrite_a_row_another_worker_took_over(
         time.sleep(0.5)  # a's lease runs out (no heartbeat: a is "dead")
         (claim_b,) = b.claim(1)
         assert claim_b.seq == 0 and claim_b.token == 2
-        assert not a.complete(claim_a, row_values(task, first))  # fenced: a lost the row
-        assert b.complete(claim_b, row_values(task, first))
-        assert not b.complete(claim_b, row_values(task, first))  # stored once only
+        digests = a_store.digests(task)
+        assert not a.complete(claim_a, *row_write(task, first, digests))  # fenced: a lost it
+        assert b.complete(claim_b, *row_write(task, first, digests))
+        assert not b.complete(claim_b, *row_write(task, first, digests))  # stored once only
         assert a_store.finished_rows() == {task: 1}
         assert work_stats(a_store, task)["claimedTwice"] == 1
 

@@ -27,6 +27,7 @@ __all__ = ["COMMAND_MODULES", "app", "main"]
 COMMAND_MODULES = (
     "score_cmd",
     "report_cmd",
+    "verify_cmd",
     "export_cmd",
     "gate_cmd",
     "ci_cmd",

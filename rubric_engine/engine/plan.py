@@ -302,9 +302,11 @@ def resumed_plan(
         ConfigurationError: the task cannot be resumed (workers judge it, rule checks only,
             no run settings, nothing left, another prompt template, its inputs changed or were
             in memory).
-        StoreError: its rubric snapshot was altered.
+        StoreError: its rubric snapshot was altered; its rows are signed and the signing key
+            is not set.
     """
     task = store.task(task_id)
+    store.digests(task_id)  # a signed task's rows are written only with its key
     settings = task.extra.get("run")
     if task.extra.get(QUEUED_FOR_WORKERS):  # resuming would write rows outside the claims
         raise ConfigurationError(

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rubric_engine.dialogue.model import DialogueRow
+from rubric_engine.engine.task import new_task_extra
 from rubric_engine.errors import Problem, StoreError
 from rubric_engine.judge.prompt import EVIDENCE_PROMPTS
 from rubric_engine.report import ReportFiles, stream_report, write_reports
@@ -146,7 +147,7 @@ def renormalize(
                 rubric_snapshot=target.snapshot(),
                 judge_mode="renormalize",
                 row_count=len(rows),
-                extra={},
+                extra=new_task_extra(),
             )
         )
         compiled = CompiledRubric.of(target)

@@ -24,6 +24,7 @@ from rubric_engine.judge.secrets import masked_url
 from rubric_engine.results.model import JudgeErrorKind
 from rubric_engine.rubric.loader import parse_rubric
 from rubric_engine.rubric.model import EvalRubric
+from rubric_engine.store.digest import EXTRA_KEY, scheme_mark, signing_key
 from rubric_engine.store.location import StoreLocation
 from rubric_engine.store.task_ref import check_name_and_tags
 from rubric_engine.store.task_state import TaskState
@@ -121,8 +122,22 @@ def task_record(
         judge_params=judge_params(options, params) if template else {},
         inputs=input_records(inputs),
         row_count=inputs.total,
-        extra={"run": run_settings(options), **check_name_and_tags(options.name, options.tags)},
+        extra={
+            "run": run_settings(options),
+            **check_name_and_tags(options.name, options.tags),
+            **new_task_extra(),
+        },
     )
+
+
+def new_task_extra() -> dict[str, JsonValue]:
+    """What every new task records besides its run: how its rows are digested (plain SHA-256,
+    or HMAC under ``$RUBRIC_EVAL_SIGNING_KEY``; docs/verify.md).
+
+    Raises:
+        StoreError: the signing key is set but too short.
+    """
+    return {EXTRA_KEY: scheme_mark(signing_key())}
 
 
 def judge_params(

@@ -58,9 +58,17 @@ from rubric_engine.errors import ConfigurationError, ExitCode, RubricEvalError, 
 from rubric_engine.judge.backends import ReplayBackend
 from rubric_engine.judge.instructor_judge import InstructorJudge
 from rubric_engine.results.model import JudgeErrorKind
+from rubric_engine.store.digest import RowDigests
 from rubric_engine.store.location import StoreLocation
 from rubric_engine.store.task_state import TaskState
-from rubric_engine.store.task_store import StoredRow, TaskRecord, TaskStore, new_task_id, row_values
+from rubric_engine.store.task_store import (
+    StoredRow,
+    StoredSample,
+    TaskRecord,
+    TaskStore,
+    new_task_id,
+    row_write,
+)
 from rubric_engine.store.work_budget import TaskBudget, allowance, spend, stop_reason
 from rubric_engine.store.work_queue import Claim, WorkQueue, enqueue, need_postgres, work_stats
 
@@ -181,9 +189,10 @@ class FencedWriter:
     ``--api-base`` must not turn the whole task into JUDGE_ERROR rows.
     """
 
-    def __init__(self, queue: WorkQueue, batch: int) -> None:
+    def __init__(self, queue: WorkQueue, batch: int, digests: RowDigests | None = None) -> None:
         self.queue = queue
         self.batch = batch
+        self.digests = digests
         self.held: dict[str, Claim] = {}
         self.stored = 0
         self.lost = 0
@@ -207,10 +216,19 @@ class FencedWriter:
             self.handed_back += 1
             return
         stored = replace(row, seq=claim.seq)  # the pipeline numbers the rows it was given
-        if self.queue.complete(claim, row_values(task_id, stored)):
+        if self.queue.complete(claim, *row_write(task_id, stored, self.digests)):
             self.stored += 1
         else:
             self.lost += 1
+
+    def add_sample(self, task_id: str, sample: StoredSample) -> None:
+        """A worker writes a row's samples with the row, in its fenced write."""
+
+    def keep_answer(
+        self, task_id: str, row_id: str, where: tuple[int, int, int], tries: list[Any]
+    ) -> None:
+        """A worker keeps no answers of a row in flight: a row it does not finish is claimed
+        again whole (docs/stability.md "Batch mode and workers")."""
 
     def commit(self) -> None:
         """Each row is committed by its fenced write."""
@@ -242,7 +260,7 @@ def work(location: StoreLocation, task_id: str, settings: WorkSettings) -> WorkS
         store.commit()
         budget = TaskBudget.from_extra(task.extra)
         queue = WorkQueue(store, task_id, worker, settings.lease_s, budget)
-        writer = FencedWriter(queue, settings.batch)
+        writer = FencedWriter(queue, settings.batch, store.digests(task_id))
 
         # as in score's live runs: stop when the first rows all fail to reach the judge
         stop_after = 0 if replay is not None else 3

@@ -78,6 +78,8 @@ class CallKey:
         when the caller knows them (see
         :func:`~rubric_engine.judge.cassettes.cassette.key_parts`)."""
         parts = key_parts(kwargs, request.rubric_hash, request.prompt_hash, static)
+        if request.sample > 1:  # sample 1 keeps a single ask's key (docs/stability.md)
+            parts["sample"] = str(request.sample)
         return cls(request_key(parts), parts)
 
 

@@ -28,6 +28,10 @@ class JudgeRequest:
         prompt_hash: the template's hash (part of the cassette key).
         turn_count: the row's number of messages: the range of ``judge_v3`` evidence turns
             (not part of the cassette key: the messages already show every turn).
+        judge: which judge of a panel asks, from 1 (docs/stability.md); its model is in the
+            request itself.
+        sample: which ask of the row this is, from 1: part of the cassette key from 2 on
+            (sample 1's key is a single ask's).
     """
 
     row_id: str
@@ -36,6 +40,8 @@ class JudgeRequest:
     rubric_hash: str
     prompt_hash: str
     turn_count: int | None = None
+    judge: int = 1
+    sample: int = 1
 
 
 @dataclass(slots=True)

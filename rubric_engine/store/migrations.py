@@ -419,6 +419,56 @@ def m010_review_team(db: Backend) -> None:
     )
 
 
+def m011_samples_and_digests(db: Backend) -> None:
+    """Repeated judging and verifiable rows (docs/stability.md, docs/verify.md).
+
+    - ``rows.digest``: each row's digest (:mod:`rubric_engine.store.digest`); empty for rows
+      stored before digests, which are never given one afterwards (an edit made before would
+      be blessed).
+    - ``row_samples``: one line per judge and sample of a sampled row: the sample's own result,
+      raw replies and usage. ``judge`` is the judge's place in the panel (1 = the first or only
+      one), ``model`` its model.
+    - ``row_attempts``: the answered calls of a row still in flight (``answer`` counts them from
+      0 within its sample; ``attempts`` is the answer's tries as JSON), so ``--resume`` does not
+      pay for them again; removed when the row is stored.
+    """
+    have = {column[0] for column in db.execute("SELECT * FROM rows WHERE 1=0").description}
+    if "digest" not in have:
+        _ddl(db, "ALTER TABLE rows ADD COLUMN digest TEXT")
+    _ddl(
+        db,
+        """
+        CREATE TABLE IF NOT EXISTS row_samples (
+            task_id TEXT NOT NULL REFERENCES tasks(id),
+            row_id TEXT NOT NULL,
+            judge INTEGER NOT NULL,
+            sample INTEGER NOT NULL,
+            model TEXT NOT NULL,
+            result TEXT NOT NULL,
+            raw_attempts TEXT NOT NULL,
+            calls INTEGER NOT NULL,
+            prompt_tokens INTEGER NOT NULL,
+            completion_tokens INTEGER NOT NULL,
+            cost_usd REAL,
+            latency_ms REAL NOT NULL,
+            cassette_key TEXT,
+            cache_read_tokens INTEGER NOT NULL,
+            cache_creation_tokens INTEGER NOT NULL,
+            PRIMARY KEY (task_id, row_id, judge, sample)
+        );
+        CREATE TABLE IF NOT EXISTS row_attempts (
+            task_id TEXT NOT NULL REFERENCES tasks(id),
+            row_id TEXT NOT NULL,
+            judge INTEGER NOT NULL,
+            sample INTEGER NOT NULL,
+            answer INTEGER NOT NULL,
+            attempts TEXT NOT NULL,
+            PRIMARY KEY (task_id, row_id, judge, sample, answer)
+        )
+        """,
+    )
+
+
 #: every migration, in the order applied; append only
 MIGRATIONS: tuple[Migration, ...] = (
     m001_tasks_and_rows,
@@ -431,6 +481,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     m008_cached_tokens,
     m009_canonical_raw_attempts,
     m010_review_team,
+    m011_samples_and_digests,
 )
 #: what ``meta.schema`` says once every migration is applied
 SCHEMA_VERSION = len(MIGRATIONS)

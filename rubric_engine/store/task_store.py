@@ -30,13 +30,25 @@ from rubric_engine.errors import StoreError, TaskNotFoundError
 from rubric_engine.formats.canonical import canonical_json
 from rubric_engine.results.model import RowResult
 from rubric_engine.store.backend import Backend
+from rubric_engine.store.digest import DigestCheck, RowDigests
 from rubric_engine.store.location import StoreLocation, parse_location
 from rubric_engine.store.migrations import SCHEMA_VERSION, migrate, raw_attempts_text
+from rubric_engine.store.samples import (
+    DELETE_ATTEMPTS,
+    UPSERT_ATTEMPT,
+    UPSERT_SAMPLE,
+    StoredSample,
+    attempt_values,
+    sample_rows,
+    sample_values,
+    stored_sample,
+)
 
 __all__ = [
     "SCHEMA_VERSION",
     "RowSink",
     "StoredRow",
+    "StoredSample",
     "TaskRecord",
     "TaskStore",
     "new_task_id",
@@ -60,7 +72,7 @@ SEND_EVERY_ROWS = 32
 #: with foreign keys on it cost ~2.5 µs a row more in SQLite than this upsert (a
 #: REPLACE must be ready to delete the old row, and checks the keys for it)
 _UPSERT = (
-    "INSERT INTO rows VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
+    "INSERT INTO rows VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
     "ON CONFLICT (task_id, row_id) DO UPDATE SET "
     + ", ".join(
         f"{c}=EXCLUDED.{c}"
@@ -79,6 +91,7 @@ _UPSERT = (
             "cassette_key",
             "cache_read_tokens",
             "cache_creation_tokens",
+            "digest",
         )
     )
 )
@@ -173,6 +186,8 @@ class StoredRow:
     #: of ``prompt_tokens``, read from / written to the provider's prompt cache
     cache_read_tokens: int = 0
     cache_creation_tokens: int = 0
+    #: a sampled row's samples (docs/stability.md), judge by judge; empty for a single ask
+    samples: tuple[StoredSample, ...] = ()
 
 
 def result_json(result: RowResult) -> str:
@@ -213,11 +228,38 @@ def row_values(task_id: str, row: StoredRow) -> tuple[Any, ...]:
     )
 
 
+def row_write(
+    task_id: str, row: StoredRow, digests: RowDigests | None
+) -> tuple[tuple[Any, ...], list[tuple[Any, ...]]]:
+    """What storing a row writes: its ``rows`` columns with the digest last (``None`` for a
+    task stored before digests), and the ``row_samples`` columns of its samples."""
+    values = row_values(task_id, row)
+    samples = [sample_values(task_id, s, result_json(s.result)) for s in row.samples]
+    digest = digests.of(values, samples) if digests is not None else None
+    return (*values, digest), samples
+
+
+#: every ``rows`` column but the digest, in table order, then the digest
+_ALL_COLUMNS = (
+    "task_id, seq, row_id, status, final_score, result, dialogue, raw_attempts, calls, "
+    "prompt_tokens, completion_tokens, cost_usd, latency_ms, cassette_key, cache_read_tokens, "
+    "cache_creation_tokens, digest"
+)
+
+
 class RowSink(Protocol):
     """Where the scoring pipeline puts finished rows: a :class:`TaskStore`, or a worker's
     fenced writer (:mod:`rubric_engine.engine.workers`)."""
 
     def add_row(self, task_id: str, row: StoredRow) -> None: ...
+
+    def add_sample(self, task_id: str, sample: StoredSample) -> None:
+        """A finished sample of a row still being judged (kept for ``--resume``)."""
+
+    def keep_answer(
+        self, task_id: str, row_id: str, where: tuple[int, int, int], tries: list[Any]
+    ) -> None:
+        """An answered call of a row in flight, ``where`` = (judge, sample, answer number)."""
 
     def commit(self) -> None: ...
 
@@ -238,6 +280,12 @@ class TaskStore:
         self.path: StoreLocation = parse_location(path)
         self._backend = _open_backend(self.path)
         self._unsent: list[tuple[Any, ...]] = []  #: rows not sent yet (until the commit)
+        self._unsent_samples: list[tuple[Any, ...]] = []
+        self._unsent_answers: list[tuple[Any, ...]] = []
+        #: rows whose answered calls were kept while in flight: dropped when the row is stored
+        self._kept: set[tuple[str, str]] = set()
+        self._dropped: list[tuple[str, str]] = []
+        self._digests: dict[str, RowDigests | None] = {}
         self._pending = 0
         self._committed = time.monotonic()
 
@@ -313,17 +361,54 @@ class TaskStore:
         by a kill whether it was sent or not. This store's own reads send the rows first, so
         it reads what it wrote.
         """
-        self._unsent.append(row_values(task_id, row))
+        values, samples = row_write(task_id, row, self.digests(task_id))
+        self._unsent_samples.extend(samples)
+        self._unsent.append(values)
+        if (task_id, row.result.row_id) in self._kept:
+            self._kept.discard((task_id, row.result.row_id))
+            self._dropped.append((task_id, row.result.row_id))
         if len(self._unsent) >= SEND_EVERY_ROWS and self._backend.dialect == "sqlite":
             self._send()  # a statement per row costs more; a commit's rows held cost memory
         self._pending += 1
         if self._pending >= commit_every or time.monotonic() - self._committed > COMMIT_INTERVAL_S:
             self.commit()
 
+    def add_sample(self, task_id: str, sample: StoredSample) -> None:
+        """Store a finished sample of a row still being judged, so ``--resume`` never asks it
+        again (committed with the rows, on the same clock)."""
+        self._unsent_samples.append(sample_values(task_id, sample, result_json(sample.result)))
+
+    def keep_answer(
+        self, task_id: str, row_id: str, where: tuple[int, int, int], tries: list[Any]
+    ) -> None:
+        """Keep an answered call of a row in flight (``where``: judge, sample, answer number)
+        until the row is stored (docs/stability.md "Resume")."""
+        self._kept.add((task_id, row_id))
+        self._unsent_answers.append(attempt_values(task_id, row_id, *where, tries))
+
+    def digests(self, task_id: str) -> RowDigests | None:
+        """The digests of a task's rows (``None``: stored before digests), worked out once.
+
+        Raises:
+            StoreError: the rows are signed and the signing key is not the one set.
+        """
+        if task_id not in self._digests:
+            self._digests[task_id] = RowDigests.for_task(self.task(task_id))
+        return self._digests[task_id]
+
     def _send(self) -> None:
+        if self._unsent_answers:
+            answers, self._unsent_answers = self._unsent_answers, []
+            self._backend.executemany(UPSERT_ATTEMPT, answers)
+        if self._unsent_samples:
+            samples, self._unsent_samples = self._unsent_samples, []
+            self._backend.executemany(UPSERT_SAMPLE, samples)
         if self._unsent:
             unsent, self._unsent = self._unsent, []
             self._backend.executemany(UPSERT_ROW[self._backend.dialect], unsent)
+        if self._dropped:
+            dropped, self._dropped = self._dropped, []
+            self._backend.executemany(DELETE_ATTEMPTS, dropped)
 
     def commit(self) -> None:
         self._send()
@@ -382,38 +467,84 @@ class TaskStore:
         query = "SELECT task_id, COUNT(*) FROM rows GROUP BY task_id"
         return {task_id: int(n) for task_id, n in self._backend.execute(query)}
 
-    def rows(self, task_id: str) -> Iterator[StoredRow]:
-        """Rows of a task in input order."""
-        self._send()  # rows this store holds back until the commit first
-        for found in self._backend.execute(
-            "SELECT seq, result, dialogue, raw_attempts, calls, prompt_tokens, completion_tokens,"
-            " cost_usd, latency_ms, cassette_key, cache_read_tokens, cache_creation_tokens,"
-            " row_id FROM rows WHERE task_id=? ORDER BY seq",
-            (task_id,),
-        ):
-            row = f"task {task_id} row {found[12]!r}"
+    def rows(self, task_id: str, check: DigestCheck | None = None) -> Iterator[StoredRow]:
+        """Rows of a task in input order, with their samples, digests checked
+        (:meth:`checked_rows`)."""
+        for found, samples in self.checked_rows(task_id, with_samples=True, check=check):
+            row = f"task {task_id} row {found[2]!r}"
             yield StoredRow(
-                seq=found[0],
-                result=parse_result(found[1], task_id, found[12]),
-                dialogue=decode_column(found[2], f"{row} dialogue"),
-                raw_attempts=decode_column(found[3], f"{row} raw_attempts"),
-                calls=found[4],
-                prompt_tokens=found[5],
-                completion_tokens=found[6],
-                cost_usd=found[7],
-                latency_ms=found[8],
-                cassette_key=found[9],
-                cache_read_tokens=found[10],
-                cache_creation_tokens=found[11],
+                seq=found[1],
+                result=parse_result(found[5], task_id, found[2]),
+                dialogue=decode_column(found[6], f"{row} dialogue"),
+                raw_attempts=decode_column(found[7], f"{row} raw_attempts"),
+                calls=found[8],
+                prompt_tokens=found[9],
+                completion_tokens=found[10],
+                cost_usd=found[11],
+                latency_ms=found[12],
+                cassette_key=found[13],
+                cache_read_tokens=found[14],
+                cache_creation_tokens=found[15],
+                samples=tuple(
+                    stored_sample(s, parse_result(s[5], task_id, found[2])) for s in samples
+                ),
             )
+
+    def checked_rows(
+        self,
+        task_id: str,
+        page: int = 500,
+        with_samples: bool = False,
+        check: DigestCheck | None = None,
+    ) -> Iterator[tuple[tuple[Any, ...], list[tuple[Any, ...]]]]:
+        """Every column of each stored row of a task (table order, the digest last) and, when
+        asked or needed for the digest, its ``row_samples`` tuples, in input order.
+
+        Each row's digest is checked as it is read (docs/verify.md); when the last row has
+        been read and any did not match, :class:`~rubric_engine.errors.StoreError` names
+        them (so a reader that writes a file as it reads writes it through a temporary file).
+        Read ``page`` rows per query (by ``seq``, on the ``rows_by_seq`` index), so memory holds
+        one page whatever the task's size: a PostgreSQL cursor keeps its whole result
+        client-side, and a streamed report must not hold every row.
+
+        Args:
+            check: the caller's own check (``rubric-eval verify``, which names each row's
+                problems): each row is checked before it is yielded
+                (:attr:`DigestCheck.last`), and nothing is raised at the end.
+
+        Raises:
+            StoreError: rows whose digests do not match, or rows without one in a task whose
+                rows carry them; the rows are signed and the signing key is not set.
+        """
+        self._send()  # rows this store holds back until the commit first
+        digests = self.digests(task_id)
+        own = check is None
+        check = DigestCheck(task_id, digests) if check is None else check
+        sampled = digests is not None or with_samples
+        after: tuple[Any, ...] = ()  # (seq, row_id) of the last row read
+        while True:
+            where = "task_id=? AND (seq>? OR (seq=? AND row_id>?))" if after else "task_id=?"
+            params = (task_id, after[0], after[0], after[1], page) if after else (task_id, page)
+            found = self._backend.execute(
+                f"SELECT {_ALL_COLUMNS} FROM rows WHERE {where} ORDER BY seq, row_id LIMIT ?",
+                params,
+            ).fetchall()
+            samples = sample_rows(self._backend, task_id, [r[2] for r in found]) if sampled else {}
+            for row in found:
+                mine = samples.get(row[2], [])
+                check.row(row[:16], mine, row[16])
+                yield tuple(row), mine
+            if len(found) < page:
+                break
+            after = (found[-1][1], found[-1][2])
+        if own:
+            check.finish()
 
     def result_texts(self, task_id: str) -> Iterator[tuple[str, str]]:
         """``(result, dialogue)`` of each stored row as stored (JSON text, not decoded), in
-        input order: one cursor over the rows, for writers that copy them (``rows.jsonl``)."""
-        self._send()  # rows this store holds back until the commit first
-        yield from self._backend.execute(
-            "SELECT result, dialogue FROM rows WHERE task_id=? ORDER BY seq", (task_id,)
-        )
+        input order, digests checked: for writers that copy them (``rows.jsonl``)."""
+        for row, _ in self.checked_rows(task_id):
+            yield row[5], row[6]
 
     def cassette_keys(self, task_id: str) -> Iterator[str | None]:
         """The cassette key of each stored row of a task, in input order."""
@@ -427,29 +558,12 @@ class TaskStore:
         self, task_id: str, page: int = 500
     ) -> Iterator[tuple[RowResult, int, int, int, float | None, float, dict[str, Any], int, int]]:
         """What reports read, in input order: (result, calls, prompt tokens, completion tokens,
-        cost, latency ms, dialogue, cache-read tokens, cache-creation tokens); never the raw
-        judge attempts.
-
-        Read ``page`` rows per query (by ``seq``, on the ``rows_by_seq`` index), so memory
-        holds one page whatever the task's size: a PostgreSQL cursor keeps its whole result
-        client-side, and a streamed report must not hold every row."""
-        self._send()  # rows this store holds back until the commit first
-        columns = "seq, row_id, result, calls, prompt_tokens, completion_tokens, cost_usd, "
-        columns += "latency_ms, dialogue, cache_read_tokens, cache_creation_tokens"
-        after: tuple[Any, ...] = ()  # (seq, row_id) of the last row read
-        while True:
-            where = "task_id=? AND (seq>? OR (seq=? AND row_id>?))" if after else "task_id=?"
-            params = (task_id, after[0], after[0], after[1], page) if after else (task_id, page)
-            found = self._backend.execute(
-                f"SELECT {columns} FROM rows WHERE {where} ORDER BY seq, row_id LIMIT ?", params
-            ).fetchall()
-            for row in found:
-                dialogue = decode_column(row[8], f"task {task_id} row {row[1]!r} dialogue")
-                result = parse_result(row[2], task_id, row[1])
-                yield (result, *row[3:8], dialogue, *row[9:11])
-            if len(found) < page:
-                return
-            after = (found[-1][0], found[-1][1])
+        cost, latency ms, dialogue, cache-read tokens, cache-creation tokens), digests checked
+        (:meth:`checked_rows`: the raw judge attempts are read for the digest, not kept)."""
+        for row, _ in self.checked_rows(task_id, page):
+            dialogue = decode_column(row[6], f"task {task_id} row {row[2]!r} dialogue")
+            result = parse_result(row[5], task_id, row[2])
+            yield (result, *row[8:13], dialogue, *row[14:16])
 
     def results_by_row_id(self, task_id: str, page: int = 500) -> Iterator[RowResult]:
         """The results of a task's rows in rowId order (code-point order on both stores), for

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +36,7 @@ from rubric_engine.errors import StoreError
 from rubric_engine.formats.canonical import canonical_json
 from rubric_engine.store.backend import Backend
 from rubric_engine.store.location import PostgresUrl
+from rubric_engine.store.samples import UPSERT_SAMPLE
 from rubric_engine.store.task_store import UPSERT_ROW, TaskStore
 from rubric_engine.store.work_budget import TaskBudget, allowance, spend
 
@@ -148,11 +149,16 @@ class WorkQueue:
             key=lambda c: c.seq,
         )
 
-    def complete(self, claim: Claim, values: tuple[Any, ...]) -> bool:
+    def complete(
+        self, claim: Claim, values: tuple[Any, ...], samples: Sequence[tuple[Any, ...]] = ()
+    ) -> bool:
         """Store one row's result if this worker still holds the claim (fenced by its token).
 
         Args:
-            values: the ``rows`` columns (:func:`rubric_engine.store.task_store.row_values`).
+            values: the ``rows`` columns with the digest last
+                (:func:`rubric_engine.store.task_store.row_write`).
+            samples: the ``row_samples`` columns of a sampled row's samples, written in the
+                same fenced transaction (a worker that lost the row writes none).
 
         Returns:
             False: the lease was lost and another worker holds (or finished) the row; nothing
@@ -168,6 +174,8 @@ class WorkQueue:
             if cursor.rowcount != 1:
                 db.rollback()
                 return False
+            if samples:
+                db.executemany(UPSERT_SAMPLE, samples)
             db.execute(UPSERT_ROW["postgres"], values)
             db.commit()
         return True

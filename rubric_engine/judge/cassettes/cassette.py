@@ -617,8 +617,13 @@ class CassetteIndex:
         candidates = self._row_entries(row_id)
         if not candidates:
             return f"no entry for row {row_id!r} under {self.root}"
-        best = min(candidates, key=lambda e: sum(e.key_parts.get(k) != v for k, v in parts.items()))
-        differ = [k for k, v in parts.items() if best.key_parts.get(k) != v]
+
+        def differing(entry: CassetteEntry) -> list[str]:
+            names = dict.fromkeys([*parts, *entry.key_parts])  # a sample part may be on one side
+            return [k for k in names if entry.key_parts.get(k) != parts.get(k)]
+
+        best = min(candidates, key=lambda e: len(differing(e)))
+        differ = differing(best)
         hints = {
             "promptHash": "the prompt template changed",
             "rubricHash": "the rubric content changed",
@@ -627,6 +632,8 @@ class CassetteIndex:
             "paramsHash": "sampling parameters differ (temperature, max tokens …)",
             "schemaHash": "the verdict schema or output mode differs",
             "messagesHash": "the dialogue or rendered prompt differs",
+            "sample": f"no answer for sample {parts.get('sample', '1')} of this row (record "
+            "it with --mode record --samples K, or author it with `cassette author --sample N`)",
         }
         if not differ:  # its keyParts match: the key itself was edited
             return (

@@ -1,0 +1,365 @@
+"""Verifiable rows (docs/verify.md): a digest per stored row, checked by every command that reads
+results, and ``rubric-eval verify`` re-deriving every row from its stored replies.
+
+Each edit a person with database access could make is tried on a scored task: the readers refuse
+it (exit 3, the row named) and ``verify`` fails on it; untouched tasks of every mode verify.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rubric_engine.engine import ScoreOptions, score
+from rubric_engine.judge.retry import RetryPolicy
+from rubric_engine.store.digest import SIGNING_KEY_ENV, RowDigests
+from rubric_engine.store.task_store import TaskStore
+from rubric_engine.testing.openai_stub import (
+    Responder,
+    StubReply,
+    StubServer,
+    load_verdicts,
+    row_id_of,
+    verdicts_responder,
+)
+from tests.conftest import CASES, CASSETTES, RUBRICS
+from tests.test_cli import run
+
+HEALTH = CASES / "health_consult_zh.jsonl"
+VERDICTS = load_verdicts(CASES / "verdicts" / "health_cs.jsonl")
+FAST = RetryPolicy(max_attempts=3, base_s=0.01, max_wait_s=0.02)
+
+
+def scored(store: Path, out: Path, *extra: object) -> str:
+    """The health demo replayed into ``store``; the task id."""
+    code, output = run(
+        "score", HEALTH, "-r", RUBRICS / "health_cs.yaml", "--draft", "--store", store,
+        "--cassettes", CASSETTES, "--out", out, "-q", *extra,
+    )  # fmt: skip
+    assert code == 0, output
+    return output.rsplit("task id: ", 1)[1].split()[0]
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """One replayed task, copied by each test that edits it."""
+    folder = tmp_path_factory.mktemp("demo")
+    return folder / "s.sqlite", scored(folder / "s.sqlite", folder / "out")
+
+
+@pytest.fixture()
+def copy(demo: tuple[Path, str], tmp_path: Path) -> tuple[Path, str]:
+    store, task = demo
+    shutil.copy(store, tmp_path / "s.sqlite")
+    return tmp_path / "s.sqlite", task
+
+
+def sql(store: Path, statement: str, *args: object) -> None:
+    with sqlite3.connect(store) as db:
+        db.execute(statement, args)
+
+
+def verified(store: object, task: str) -> tuple[int, str]:
+    return run("verify", task, "--store", store)
+
+
+# -- untouched tasks of every mode verify ------------------------------------------------------
+
+
+def test_a_replayed_task_verifies(demo: tuple[Path, str]) -> None:
+    code, out = verified(*demo)
+    assert code == 0, out
+    assert "26 of 26 row(s) re-derived byte for byte" in out and "(sha256)" in out
+
+
+def hostile(verdicts: dict[str, dict[str, Any]]) -> Responder:
+    """Answers that take every path of the judge's loop, statelessly (a live, record and batch
+    run get the same): medgpt-2's first answer names an unknown intent (re-asked), medgpt-7's
+    first is cut off at max_tokens (asked again with a larger budget), medgpt-17 never gets an
+    answer (HTTP 500: a TRANSPORT row), medgpt-22's reply wraps the verdict in prose."""
+    answer = verdicts_responder(verdicts)
+
+    def respond(body: dict[str, Any]) -> StubReply:
+        row = row_id_of(body)
+        first = len(body["messages"]) == 2
+        if row == "medgpt-2" and first:
+            return StubReply(content='{"intentKey": "HEALTH", "score": 3}')
+        if row == "medgpt-7" and body.get("max_tokens") == 1024:
+            return StubReply(
+                content='{"rowId": "medgpt-7", "intentKey": "HEAL', finish_reason="length"
+            )
+        if row == "medgpt-17":
+            return StubReply(status=500, content="upstream exploded")
+        if row == "medgpt-22":
+            return StubReply(content="Here is my verdict:\n" + json.dumps(verdicts[row]))
+        return answer(body)
+
+    return respond
+
+
+def live_options(tmp_path: Path, server: StubServer, mode: str, **extra: Any) -> ScoreOptions:
+    return ScoreOptions(
+        inputs=[HEALTH],
+        rubric=RUBRICS / "health_cs.yaml",
+        draft=True,
+        mode=mode,  # type: ignore[arg-type]
+        model="openai/gpt-4o-mini",
+        api_base=server.base_url,
+        store=tmp_path / "s.sqlite",
+        out=tmp_path / mode,
+        cassettes=tmp_path / "cassettes",
+        concurrency=4,
+        retry=FAST,
+        **extra,
+    )
+
+
+@pytest.mark.live
+def test_live_record_and_the_replay_of_the_recording_verify(tmp_path: Path) -> None:
+    with StubServer(hostile(VERDICTS)) as server:
+        live = score(live_options(tmp_path, server, "live")).task_id
+        record = score(live_options(tmp_path, server, "record")).task_id
+    replay = score(
+        ScoreOptions(
+            inputs=[HEALTH],
+            rubric=RUBRICS / "health_cs.yaml",
+            draft=True,
+            store=tmp_path / "s.sqlite",
+            out=tmp_path / "replay",
+            cassettes=tmp_path / "cassettes",
+        )
+    ).task_id
+    with TaskStore(tmp_path / "s.sqlite") as store:
+        rows = {r.result.row_id: r for r in store.rows(live)}
+    assert rows["medgpt-2"].calls == 2 and rows["medgpt-7"].calls == 2  # re-asked, re-budgeted
+    assert rows["medgpt-17"].result.error is not None  # failed in transport
+    for task in (live, record, replay):
+        code, out = verified(tmp_path / "s.sqlite", task)
+        assert code == 0 and "26 of 26 row(s) re-derived" in out, out
+
+
+@pytest.mark.live
+def test_a_batch_task_verifies(tmp_path: Path) -> None:
+    from rubric_engine.batch.settings import BatchSettings
+    from rubric_engine.testing.batch_stub import BatchStub
+
+    with BatchStub(hostile(VERDICTS)) as stub:
+        options = ScoreOptions(
+            inputs=[HEALTH], rubric=RUBRICS / "health_cs.yaml", draft=True, mode="batch",
+            api_base=stub.base_url, store=tmp_path / "s.sqlite", out=tmp_path / "b",
+            retry=FAST, batch=BatchSettings(poll_interval_s=0.02),
+        )  # fmt: skip
+        task = score(options).task_id
+    code, out = verified(tmp_path / "s.sqlite", task)
+    assert code == 0 and "26 of 26 row(s) re-derived" in out, out
+
+
+def test_a_task_judged_by_workers_verifies(tmp_path: Path, pg_url: str) -> None:
+    code, out = run("rubric", "publish", RUBRICS / "health_cs.yaml", "--store", pg_url)
+    assert code == 0, out
+    code, out = run(
+        "score", HEALTH, "-r", "health_cs", "--store", pg_url, "--workers-only",
+        "--cassettes", CASSETTES, "--out", tmp_path / "o",
+    )  # fmt: skip
+    assert code == 0, out
+    task = out.rsplit("task id: ", 1)[1].split()[0]
+    code, out = run("work", task, "--store", pg_url, "--cassettes", CASSETTES)
+    assert code == 0, out
+    code, out = verified(pg_url, task)
+    assert code == 0 and "26 of 26 row(s) re-derived" in out, out
+
+
+def test_judge_none_judge_when_evidence_and_renormalized_tasks_verify(tmp_path: Path) -> None:
+    store = tmp_path / "s.sqlite"
+    tasks = [
+        scored(store, tmp_path / "when", "--judge-when", "sourceLine in 1,2,3"),
+        scored(store, tmp_path / "v3", "--prompt", "judge_v3", "--cassettes", ROOT_V3),
+    ]
+    checked = tmp_path / "checked.jsonl"
+    checked.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "rowId": f"c-{i}",
+                    "messages": [
+                        {"role": "user", "content": "hi"},
+                        {"role": "assistant", "content": text},
+                    ],
+                    "expected": [{"type": "must_not_contain", "keywords": ["refund"]}],
+                }
+            )
+            + "\n"
+            for i, text in enumerate(["hello", "no refund for you"])
+        ),
+        encoding="utf-8",
+    )
+    code, out = run(
+        "score", checked, "--judge", "none", "--store", store, "--out", tmp_path / "none", "-q"
+    )
+    assert code == 0, out
+    tasks.append(out.rsplit("task id: ", 1)[1].split()[0])
+    code, out = run("rubric", "publish", RUBRICS / "health_cs.yaml", "--store", store)
+    source = scored(store, tmp_path / "src")
+    code, out = run(
+        "renormalize", source, "-r", RUBRICS / "health_cs.yaml", "--draft", "--store", store,
+        "--out", tmp_path / "renorm",
+    )  # fmt: skip
+    assert code == 0, out
+    tasks.append(out.rsplit("task id: ", 1)[1].split()[0])
+    for task in tasks:
+        code, out = verified(store, task)
+        assert code == 0, (task, out)
+
+
+ROOT_V3 = CASSETTES.parent / "cassettes-v3"
+
+
+# -- every kind of edit is caught ---------------------------------------------------------------
+
+EDITS = {
+    "result": "UPDATE rows SET result=json_set(result,'$.finalScore',5) WHERE row_id='medgpt-7'",
+    "reply": "UPDATE rows SET raw_attempts=replace(raw_attempts,'INTENT_HEALTH_TRIAGE',"
+    "'INTENT_HEALTH_ON_TOPIC') WHERE row_id='medgpt-7'",
+    "dialogue": "UPDATE rows SET dialogue=replace(dialogue,'medgpt-7','medgpt-7 ') "
+    "WHERE row_id='medgpt-7'",
+    "usage": "UPDATE rows SET calls=calls+5, cost_usd=1.5 WHERE row_id='medgpt-7'",
+    "digest": "UPDATE rows SET digest=NULL WHERE row_id='medgpt-7'",
+    "status": "UPDATE rows SET final_score=5 WHERE row_id='medgpt-7'",
+}
+
+
+@pytest.mark.parametrize("edit", sorted(EDITS))
+def test_an_edited_row_makes_report_exit_3_naming_it_and_verify_fail(
+    copy: tuple[Path, str], edit: str, tmp_path: Path
+) -> None:
+    store, task = copy
+    sql(store, EDITS[edit])
+    code, out = run("report", task, "--store", store, "--out", tmp_path / "r")
+    assert code == 3 and "medgpt-7" in out and "digest" in out, out
+    assert not (tmp_path / "r" / "report.json").exists()
+    code, out = verified(store, task)
+    assert code == 3 and "medgpt-7: digest" in out, out
+    if edit in ("result", "reply"):
+        assert "medgpt-7: re-derived" in out, out
+
+
+def test_every_reader_refuses_an_edited_row(copy: tuple[Path, str], tmp_path: Path) -> None:
+    store, task = copy
+    baseline = scored(store, tmp_path / "base")
+    sql(store, EDITS["result"])
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text(
+        json.dumps(
+            {
+                "rowId": "medgpt-1",
+                "requirementId": "INTENT_HEALTH_TRIAGE",
+                "status": "VIOLATED",
+                "reviewer": "expert-1",
+            }
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    for args in (
+        ("gate", task, "--threshold", "meanScore>=1"),
+        ("export", task, "--out", tmp_path / "x.csv"),
+        ("diff", baseline, task),
+        ("calibrate", task, "--labels", labels),
+    ):
+        code, out = run(*args, "--store", store)
+        assert code == 3 and "medgpt-7" in out and "digest" in out, (args, out)
+    assert not (tmp_path / "x.csv").exists()
+
+
+def test_a_recomputed_plain_digest_passes_the_readers_but_not_verify(
+    copy: tuple[Path, str],
+) -> None:
+    """Anyone can recompute a plain SHA-256 digest (docs/verify.md's table): the readers then
+    accept the edit, and verify catches it by re-deriving the row from its replies."""
+    store, task = copy
+    sql(store, EDITS["result"])
+    with TaskStore(store) as opened:
+        digests = RowDigests.for_task(opened.task(task))
+        assert digests is not None
+    with sqlite3.connect(store) as db:  # the columns as stored, hashed by the public recipe
+        (row,) = db.execute("SELECT * FROM rows WHERE row_id='medgpt-7' AND task_id=?", (task,))
+        db.execute("UPDATE rows SET digest=? WHERE row_id='medgpt-7'", (digests.of(row[:16]),))
+    assert run("report", task, "--store", store, "--format", "json")[0] == 0
+    code, out = verified(store, task)
+    assert code == 3 and "medgpt-7: re-derived: finalScore differ" in out, out
+    assert "impossible: finalScore 5 is above judgeScore" in out, out
+
+
+def test_a_row_copied_from_another_task_does_not_match(
+    copy: tuple[Path, str], tmp_path: Path
+) -> None:
+    store, task = copy
+    other = scored(store, tmp_path / "other")
+    sql(store, "DELETE FROM rows WHERE task_id=? AND row_id='medgpt-7'", task)
+    sql(
+        store,
+        "INSERT INTO rows SELECT ?, seq, row_id, status, final_score, result, dialogue, "
+        "raw_attempts, calls, prompt_tokens, completion_tokens, cost_usd, latency_ms, "
+        "cassette_key, cache_read_tokens, cache_creation_tokens, digest FROM rows "
+        "WHERE task_id=? AND row_id='medgpt-7'",
+        task,
+        other,
+    )
+    code, out = run("report", task, "--store", store, "--format", "json")
+    assert code == 3 and "medgpt-7" in out, out
+
+
+# -- signing ------------------------------------------------------------------------------------
+
+
+def test_signed_rows_need_their_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    key = "k" * 40
+    monkeypatch.setenv(SIGNING_KEY_ENV, key)
+    store = tmp_path / "s.sqlite"
+    task = scored(store, tmp_path / "out")
+    with TaskStore(store) as opened:
+        mark = opened.task(task).extra["rowDigests"]
+        assert mark.startswith("hmac-sha256:")
+        digest = opened.backend.execute("SELECT digest FROM rows LIMIT 1").fetchone()[0]
+        assert digest.startswith(mark + ":")
+    assert verified(store, task)[0] == 0
+    monkeypatch.setenv(SIGNING_KEY_ENV, "x" * 40)
+    code, out = run("report", task, "--store", store, "--format", "json")
+    assert code == 3 and SIGNING_KEY_ENV in out and mark.split(":")[1] in out, out
+    monkeypatch.delenv(SIGNING_KEY_ENV)
+    code, out = run("report", task, "--store", store, "--format", "json")
+    assert code == 3 and "no key is set" in out, out
+    monkeypatch.setenv(SIGNING_KEY_ENV, "short")
+    code, out = run("report", task, "--store", store, "--format", "json")
+    assert code == 3 and "at least 32" in out, out
+
+
+def test_with_the_key_set_an_unsigned_task_fails_verify(
+    demo: tuple[Path, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(SIGNING_KEY_ENV, "k" * 40)
+    code, out = verified(*demo)
+    assert code == 3 and "not signed" in out, out
+
+
+# -- stores written before digests -------------------------------------------------------------
+
+
+def test_rows_stored_before_digests_read_and_are_still_re_derived(copy: tuple[Path, str]) -> None:
+    store, task = copy
+    with sqlite3.connect(store) as db:
+        (extra,) = db.execute("SELECT extra FROM tasks WHERE id=?", (task,)).fetchone()
+        extra = {k: v for k, v in json.loads(extra).items() if k != "rowDigests"}
+        db.execute("UPDATE tasks SET extra=? WHERE id=?", (json.dumps(extra), task))
+        db.execute("UPDATE rows SET digest=NULL")
+    assert run("report", task, "--store", store, "--format", "json")[0] == 0
+    code, out = verified(store, task)
+    assert code == 0 and "26 row(s) not verifiable by digest: stored before digests" in out, out
+    sql(store, EDITS["result"])
+    code, out = verified(store, task)
+    assert code == 3 and "medgpt-7: re-derived" in out, out
