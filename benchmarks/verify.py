@@ -32,10 +32,12 @@ ENGINE = [sys.executable, "-m", "rubric_engine.cli"]
 def scored(folder: Path, rows: int) -> tuple[Path, str]:
     replica = make_replica(folder / "data", rows)
     store = folder / "digests.sqlite"
+    rubric = str(ROOT / "rubrics" / "health_cs.yaml")
+    cmd = [*ENGINE, "score", str(replica.rows), "-r", rubric, "--draft"]
+    cmd += ["--cassettes", str(replica.cassettes), "--store", str(store)]
+    cmd += ["--out", str(folder / "out"), "-q"]
     done = subprocess.run(
-        [*ENGINE, "score", str(replica.rows), "-r", str(ROOT / "rubrics" / "health_cs.yaml"),
-         "--draft", "--cassettes", str(replica.cassettes), "--store", str(store),
-         "--out", str(folder / "out"), "-q"],  # fmt: skip
+        cmd,
         capture_output=True,
         text=True,
         check=False,
@@ -83,10 +85,9 @@ def main() -> None:
                     best = got
             assert best is not None
             cpu[name] = best.cpu_s
-            runs.append(
-                [name, ns.rows, best.cpu_s, best.wall_s, best.load_before, best.load_after]
-            )
-        print(table(["command", "rows", "CPU s (best)", "wall s", "load before", "load after"], runs))
+            runs.append([name, ns.rows, best.cpu_s, best.wall_s, best.load_before, best.load_after])
+        head = ["command", "rows", "CPU s (best)", "wall s", "load before", "load after"]
+        print(table(head, runs))
         extra = cpu["report, digests checked"] - cpu["report, before digests"]
         print(
             f"\ndigest check: {extra * 1e6 / ns.rows:.0f} µs of CPU a row "
