@@ -105,6 +105,13 @@ def score(
     max_tokens: Annotated[
         int, typer.Option(help="Judge output token limit (at least 16).")
     ] = D.max_tokens,
+    samples: Annotated[
+        int,
+        typer.Option(
+            help="Ask the judge K times per row (1 to 25); the row's result is the samples' "
+            "aggregate and the report gains a stability section (docs/stability.md)."
+        ),
+    ] = D.samples,
     seed: Annotated[
         int | None,
         typer.Option(help="Sampling seed sent to the provider (where supported); recorded."),
@@ -298,6 +305,7 @@ def score(
         max_reasks=max_reasks,
         temperature=temperature,
         max_tokens=max_tokens,
+        samples=samples,
         seed=seed,
         timeout_s=timeout,
         restart_wait_s=restart_wait,

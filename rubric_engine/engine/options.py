@@ -30,6 +30,8 @@ JUDGES: tuple[str, ...] = get_args(JudgeKind)
 DEFAULT_MODEL = "openai/gpt-4o-mini"
 #: the smallest judge output budget worth asking for (a verdict is never shorter)
 MIN_MAX_TOKENS = 16
+#: the most asks of one row ``--samples`` takes
+MAX_SAMPLES = 25
 #: the shortest per-request timeout, seconds
 MIN_TIMEOUT_S = 0.1
 #: the most judge calls in flight: a provider's rate limit bounds a run long before this, and
@@ -76,6 +78,9 @@ class ScoreOptions:
     max_reasks: int = 2
     temperature: float = 0.0
     max_tokens: int = 1024
+    #: ``--samples K``: asks of each judged row, their aggregate the row's result
+    #: (docs/stability.md); 1 asks once, exactly as before samples existed
+    samples: int = 1
     #: sent to the provider as ``seed`` (where it supports one) and recorded with the task;
     #: ``None`` sends none
     seed: int | None = None
@@ -449,6 +454,13 @@ def _check_ranges(options: ScoreOptions) -> None:
         raise ConfigurationError("--max-reasks must be 0 or more")
     if not 0 <= options.temperature <= 2:
         raise ConfigurationError("--temperature must be between 0 and 2")
+    if not 1 <= options.samples <= MAX_SAMPLES:
+        raise ConfigurationError(f"--samples must be between 1 and {MAX_SAMPLES}")
+    if options.samples > 1 and options.mode == "batch":
+        raise ConfigurationError(
+            "--samples above 1 is not supported with --mode batch yet; use --mode live or "
+            "record (docs/stability.md)"
+        )
     if options.max_tokens < MIN_MAX_TOKENS:
         raise ConfigurationError(f"--max-tokens must be at least {MIN_MAX_TOKENS}")
     if options.max_context is not None and options.max_context < 1:

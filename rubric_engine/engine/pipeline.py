@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from rubric_engine.dialogue.model import DialogueRow
+from rubric_engine.engine.sampling import Sampling, aggregate_row, ask_samples, sampled_row
 from rubric_engine.errors import StoreError
 from rubric_engine.judge.prompt import PromptTemplate, render_system, render_user
 from rubric_engine.judge.protocol import Judge, JudgeOutcome, JudgeRequest
@@ -281,6 +282,7 @@ async def run_batch(
     budget: Budget | None = None,
     on_stored: Callable[[StoredRow], None] | None = None,
     judge_if: Callable[[DialogueRow], bool] | None = None,
+    sampling: Sampling | None = None,
 ) -> None:
     """Judge every row with at most ``concurrency`` calls in flight; store each as it ends.
 
@@ -301,6 +303,8 @@ async def run_batch(
             equals one rebuilt from the store, without reading it back).
         judge_if: when given, rows it rejects are not sent to ``judge``: their rule checks
             decide them (CHECKED, as with ``--judge none``; ``--judge-when``).
+        sampling: ``--samples K`` (docs/stability.md): each judged row is asked K times, each
+            sample stored as it finishes, the row's result their aggregate.
 
     Raises:
         JudgeUnavailable: the stop above; the failed rows are stored.
@@ -311,6 +315,31 @@ async def run_batch(
             rows finished before it are stored.
     """
     queue: asyncio.Queue[PreparedRow | None] = asyncio.Queue(maxsize=2 * concurrency)
+
+    async def _sampled(
+        prepared: PreparedRow, chosen: Judge, sampling: Sampling
+    ) -> tuple[StoredRow, JudgeOutcome | None]:
+        asked: list[JudgeOutcome] = []
+
+        def spent(outcome: JudgeOutcome) -> None:
+            asked.append(outcome)
+            if budget is not None:
+                budget.spend(outcome)
+
+        samples = await ask_samples(
+            chosen,
+            prepared.request,
+            sampling,
+            lambda outcome: stored_row(
+                prepared, outcome, row_result(builder.compiled, prepared, outcome)
+            ),
+            lambda sample: store.add_sample(task_id, sample),
+            spent,
+        )
+        result = aggregate_row(builder.compiled, prepared.case.all, samples)
+        dialogue = prepared.row.model_dump(mode="json", by_alias=True)
+        return sampled_row(prepared.seq, dialogue, result, samples), (asked[-1] if asked else None)
+
     finished = [0, 0]  # rows, transport failures among the first rows
     failed_calls = [0, 0]  # the calls of those failures, and those the judge answered
     in_flight = [0]
@@ -323,21 +352,27 @@ async def run_batch(
             if refusal:
                 continue  # not started: judged on resume
             in_flight[0] += 1
+            chosen = judge if judge_if is None or judge_if(prepared.row) else _NO_JUDGE
             try:
-                chosen = judge if judge_if is None or judge_if(prepared.row) else _NO_JUDGE
-                outcome = await chosen.judge(prepared.request)
+                if chosen is judge and sampling is not None and sampling.samples > 1:
+                    stored, outcome = await _sampled(prepared, chosen, sampling)
+                else:
+                    outcome = await chosen.judge(prepared.request)
+                    if budget is not None:
+                        budget.spend(outcome)
+                    result = row_result(builder.compiled, prepared, outcome)
+                    stored = stored_row(prepared, outcome, result)
             finally:
                 in_flight[0] -= 1
-            if budget is not None:
-                budget.spend(outcome)
-            result = row_result(builder.compiled, prepared, outcome)
-            stored = stored_row(prepared, outcome, result)
+            result = stored.result
             store.add_row(task_id, stored)
             if on_stored is not None:
                 on_stored(stored)
             if on_row is not None:
                 on_row(result)
             finished[0] += 1
+            if outcome is None:  # every sample was kept from before
+                continue
             if outcome.error is not None and outcome.error.kind is JudgeErrorKind.TRANSPORT:
                 finished[1] += 1
                 failed_calls[0] += len(outcome.attempts)

@@ -41,6 +41,7 @@ from rubric_engine.engine.task import (
     check_inputs_unchanged,
     resume_command,
     rules_only_rubric,
+    samples_of,
 )
 from rubric_engine.errors import ConfigurationError
 from rubric_engine.judge.backends import LiveBackend, LiveSettings, RecordBackend, ReplayBackend
@@ -361,6 +362,7 @@ def resumed_plan(
         timeout_s=float(settings.get("timeoutS") or options.timeout_s),
         prompt_cache=options.prompt_cache and settings.get("promptCache", True) is not False,
         max_reasks=int(task.judge_params["maxReasks"]),
+        samples=samples_of(task.extra),
         judge_when=settings.get("judgeWhen"),
         output_mode=output_mode_of(task.judge_params),
         system_as_user=bool(task.judge_params.get("systemAsUser")),

@@ -33,6 +33,7 @@ from rubric_engine.engine.pipeline import (
     run_batch,
 )
 from rubric_engine.engine.plan import AlreadyComplete, Plan, fresh_plan, resumed_plan
+from rubric_engine.engine.sampling import Sampling
 from rubric_engine.engine.task import report_command, resume_command, task_record
 from rubric_engine.errors import ConfigurationError, ExitCode, RubricEvalError, StoreError
 from rubric_engine.judge.backends import LiveBackend, ReplayBackend
@@ -412,6 +413,13 @@ async def _run(
             budget=budget,
             on_stored=keep,
             judge_if=judge_if_for(options.judge_when),
+            sampling=Sampling(
+                options.samples,
+                options.model,
+                store.unfinished_samples(task_id, done)
+                if options.samples > 1 and options.resume is not None
+                else {},
+            ),
         )
     except RubricNotDelivered as stop:
         store.finish_task(

@@ -13,6 +13,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from rubric_engine import DEFAULT_STORE, __version__
 from rubric_engine.engine.options import ScoreOptions, effective_model, effective_output_mode
@@ -126,8 +127,15 @@ def task_record(
             "run": run_settings(options),
             **check_name_and_tags(options.name, options.tags),
             **new_task_extra(),
+            **({"sampling": {"samples": options.samples}} if options.samples > 1 else {}),
         },
     )
+
+
+def samples_of(extra: Mapping[str, Any]) -> int:
+    """The asks of each row a task records (``extra.sampling``; 1 when it has none)."""
+    sampling = extra.get("sampling")
+    return int(sampling.get("samples", 1)) if isinstance(sampling, dict) else 1
 
 
 def new_task_extra() -> dict[str, JsonValue]:

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.engine.judge_when import judge_if_for
-from rubric_engine.engine.pipeline import NoJudge, RequestBuilder, row_result
+from rubric_engine.engine.pipeline import NoJudge, PreparedRow, RequestBuilder, row_result
 from rubric_engine.engine.plan import output_mode_of, stored_judge
+from rubric_engine.engine.sampling import aggregate_row
 from rubric_engine.errors import RubricEvalError, StoreError
 from rubric_engine.judge.instructor_judge import InstructorJudge
 from rubric_engine.judge.protocol import Judge, JudgeOutcome
@@ -177,21 +179,37 @@ def _deriver(store: TaskStore, task: TaskRecord, rubric: EvalRubric) -> Derive:
         judge_if = judge_if_for((task.extra.get("run") or {}).get("judgeWhen"))
     loop = asyncio.new_event_loop()
 
+    def one(
+        prepared: PreparedRow, raw: list[dict[str, Any]], stored: RowResult, sample: int
+    ) -> RowResult:
+        assert replies is not None
+        replies.load(raw, stored.error)
+        outcome = loop.run_until_complete(judge.judge(replace(prepared.request, sample=sample)))
+        if replies.unread:
+            raise StoreError(
+                f"{replies.unread} stored repl(ies) follow the one the judge's answer was read from"
+            )
+        return _as_stored_error(row_result(compiled, prepared, outcome), stored)
+
     def derive(stored: StoredRow) -> RowResult:
         row = DialogueRow.model_validate(stored.dialogue)
         prepared = builder.prepare(stored.seq, row)
         if replies is None or (judge_if is not None and not judge_if(row)):
             outcome = JudgeOutcome(verdict=None, error=None)
-        else:
-            replies.load(stored.raw_attempts, stored.result.error)
-            outcome = loop.run_until_complete(judge.judge(prepared.request))
-            if replies.unread:
+            return row_result(compiled, prepared, outcome)
+        if not stored.samples:
+            return one(prepared, stored.raw_attempts, stored.result, 1)
+        # a sampled row: each sample from its own replies, then their aggregate
+        samples = []
+        for sample in stored.samples:
+            derived = one(prepared, sample.raw_attempts, sample.result, sample.sample)
+            if result_json(derived) != result_json(sample.result):
                 raise StoreError(
-                    f"{replies.unread} stored repl(ies) follow the one the judge's answer was "
-                    "read from"
+                    f"sample {sample.sample}: {_differences(sample.result, derived)} differ "
+                    "from the stored sample"
                 )
-        result = row_result(compiled, prepared, outcome)
-        return _as_stored_error(result, stored.result)
+            samples.append(replace(sample, result=derived))
+        return aggregate_row(compiled, prepared.case.all, samples)
 
     return derive
 

@@ -53,7 +53,8 @@ from rubric_engine.engine.plan import (
     stored_judge,
 )
 from rubric_engine.engine.run import replay_extra
-from rubric_engine.engine.task import QUEUED_FOR_WORKERS, task_record
+from rubric_engine.engine.sampling import Sampling
+from rubric_engine.engine.task import QUEUED_FOR_WORKERS, samples_of, task_record
 from rubric_engine.errors import ConfigurationError, ExitCode, RubricEvalError, StoreError
 from rubric_engine.judge.backends import ReplayBackend
 from rubric_engine.judge.instructor_judge import InstructorJudge
@@ -266,12 +267,14 @@ def work(location: StoreLocation, task_id: str, settings: WorkSettings) -> WorkS
         stop_after = 0 if replay is not None else 3
         # --judge-when recorded by `score --workers-only`: the same rows are judged as in score
         judge_if = judge_if_for((task.extra.get("run") or {}).get("judgeWhen"))
+        # a row's samples are judged within its claim and written with it (docs/stability.md)
+        sampling = Sampling(samples_of(task.extra), task.model)
 
         async def loop() -> None:
             while True:
                 await run_batch(
                     writer.rows(), builder, judge, writer, task_id, settings.concurrency,
-                    stop_after_failures=stop_after, judge_if=judge_if,
+                    stop_after_failures=stop_after, judge_if=judge_if, sampling=sampling,
                 )  # fmt: skip
                 if queue.remaining() == 0 or queue.exhausted:
                     return

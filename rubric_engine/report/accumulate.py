@@ -56,6 +56,7 @@ from rubric_engine.report.row_ids import RowIds
 from rubric_engine.report.rows import RowFacts, RowUsage, Usage
 from rubric_engine.report.rules_section import rules_section_of
 from rubric_engine.report.slices import SliceAccumulator, status_counts
+from rubric_engine.report.stability_section import StabilityCounts
 from rubric_engine.results.model import (
     RequirementStatus,
     RowResult,
@@ -281,6 +282,7 @@ class ReportAccumulator:
         self.usage = UsageTotals()
         self._rules: list[tuple[int, RuleSummary]] = []
         self._routes: Counter[tuple[str, str]] = Counter()
+        self._stability = StabilityCounts()
         self.worst = WorstRows(threshold)
         self._released = False
 
@@ -324,6 +326,8 @@ class ReportAccumulator:
             pair = route_pair(facts.metadata)
             if pair is not None:
                 self._routes[pair] += 1
+        if result.samples:
+            self._stability.add(seq, result)
         self.worst.add(seq, result, outcome)
 
     def _scored(self, seq: int, r: RowResult, outcome: str, shape: _Shape | None) -> None:
@@ -455,6 +459,7 @@ class ReportAccumulator:
             usage=self.usage.summary(),
             rules=rules_section_of([s for _, s in sorted(self._rules, key=lambda ss: ss[0])]),
             router=router_from_pairs(self._routes, fig),
+            stability=self._stability.section(),
         )
 
     def release(self) -> None:

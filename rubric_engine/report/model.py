@@ -406,6 +406,48 @@ class RouterSection(_Section):
     confusions: tuple[RouterConfusion, ...]
 
 
+class StabilityRequirement(_Section):
+    """One requirement whose samples disagreed on some row."""
+
+    requirement_id: str
+    #: sampled rows that judged it
+    rows: int
+    #: of those, rows whose voting samples did not all agree
+    flips: int
+    flip_rate: float
+
+
+class StabilityRow(_Section):
+    """An unstable row: its aggregate score, each sample's, and what disagreed."""
+
+    row_id: str
+    final_score: int | None
+    scores: tuple[int | None, ...]
+    reasons: tuple[str, ...]
+    flips: tuple[str, ...]
+
+
+class StabilitySection(_Section):
+    """How far a sampled task's samples agreed (report/stability_section.py,
+    docs/stability.md)."""
+
+    sampled_rows: int
+    #: samples asked (and stored) over the sampled rows
+    samples: int
+    unstable_rows: int
+    unstable_rate: float | None
+    flip_rate: float | None
+    #: Fleiss' κ of the requirement statuses across samples
+    kappa: float | None
+    red_flag_splits: int
+    intent_splits: int
+    rows_with_failed_sample: int
+    #: the requirements that flipped on some row, the highest flip rate first
+    requirements: tuple[StabilityRequirement, ...]
+    #: the unstable rows with the most disagreements (at most 50), the most first
+    unstable: tuple[StabilityRow, ...]
+
+
 class Report(_Document):
     """A task's report (README "Reports"); :meth:`to_json` is ``report.json``.
 
@@ -415,7 +457,7 @@ class Report(_Document):
     :meth:`json_tree` without making them lists.
     """
 
-    _omit_when_none = frozenset({"slices", "rules", "router"})
+    _omit_when_none = frozenset({"slices", "rules", "router", "stability"})
     _streamed = ("red_flags", "issue_clusters")
 
     task: TaskSection
@@ -435,6 +477,8 @@ class Report(_Document):
     calibration: CalibrationSection | None = Field(default=None, exclude=True)
     #: routing metrics, when rows carry ``metadata.expectedRoute`` (docs/ci.md)
     router: RouterSection | None = None
+    #: a sampled task's agreement between samples (docs/stability.md); absent otherwise
+    stability: StabilitySection | None = None
 
 
 class DiffItem(_Section):

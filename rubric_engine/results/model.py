@@ -101,6 +101,11 @@ class WarningCode(StrEnum):
     SCORE_TEXT_CONVERTED = "SCORE_TEXT_CONVERTED"
     #: the same red-flag type listed twice; kept once
     DUPLICATE_RED_FLAG_TYPE = "DUPLICATE_RED_FLAG_TYPE"
+    # a sampled row's aggregate (docs/stability.md)
+    #: the samples did not all pick the same intent; the mode was taken (detail: the counts)
+    INTENT_SPLIT = "INTENT_SPLIT"
+    #: a red flag some samples raised was dropped by the vote (detail: raised by n of K)
+    RED_FLAG_SPLIT = "RED_FLAG_SPLIT"
 
 
 class ProtocolWarning(_Wire):
@@ -207,6 +212,43 @@ class RuleSummary(_Wire):
         return self.verifier_verdict
 
 
+class SampleSummary(_Wire):
+    """One sample of a sampled row, as its aggregate lists it (docs/stability.md).
+
+    Attributes:
+        judge: the judge's place in the panel, from 1.
+        sample: the sample's number, from 1.
+        statuses: requirement ID → the status the sample gave it (its referenceBasis).
+    """
+
+    judge: int
+    sample: int
+    status: RowStatus
+    intent_key: str | None = None
+    judge_score: int | None = None
+    final_score: int | None = None
+    red_flag_types: tuple[str, ...] = ()
+    statuses: dict[str, RequirementStatus] = {}
+
+
+class Stability(_Wire):
+    """Whether a sampled row's samples agreed (docs/stability.md).
+
+    Attributes:
+        stable: every sample picked the same intent, raised the same red flags, gave every
+            requirement the same status and the same final score.
+        reasons: which of ``intent``, ``redFlags``, ``requirements``, ``score`` disagreed.
+        flips: the requirements whose voting samples did not all give the same status.
+        agreement: requirement ID → the share of its voting samples that gave the aggregate's
+            status (4 decimals).
+    """
+
+    stable: bool
+    reasons: tuple[str, ...] = ()
+    flips: tuple[str, ...] = ()
+    agreement: dict[str, float] = {}
+
+
 class RowResult(_Wire):
     """One row's outcome. For ``JUDGE_ERROR`` rows every score field is ``None``.
 
@@ -236,6 +278,12 @@ class RowResult(_Wire):
     #: left out of the JSON when absent: rows without rule checks keep the exact shape they
     #: had before checks existed
     rules: RuleSummary | None = Field(default=None, exclude_if=lambda rules: rules is None)
+    #: a sampled row's samples and their agreement (docs/stability.md); left out of the JSON
+    #: of a single ask, whose bytes are what they were before samples existed
+    samples: tuple[SampleSummary, ...] | None = Field(
+        default=None, exclude_if=lambda samples: samples is None
+    )
+    stability: Stability | None = Field(default=None, exclude_if=lambda value: value is None)
 
     def with_warnings(self, first: tuple[ProtocolWarning, ...]) -> RowResult:
         """This result with ``first`` (warnings found before judging) ahead of its own."""

@@ -35,6 +35,7 @@ from rubric_engine.store.location import StoreLocation, parse_location
 from rubric_engine.store.migrations import SCHEMA_VERSION, migrate, raw_attempts_text
 from rubric_engine.store.samples import (
     DELETE_ATTEMPTS,
+    SAMPLE_SELECT,
     UPSERT_ATTEMPT,
     UPSERT_SAMPLE,
     StoredSample,
@@ -438,6 +439,21 @@ class TaskStore:
         for row_id, result in self._backend.execute(query, (task_id,)):
             error = decode_column(result, f"task {task_id} row {row_id} result").get("error")
             out[row_id] = error["kind"] if error else None
+        return out
+
+    def unfinished_samples(
+        self, task_id: str, done: Collection[str]
+    ) -> dict[str, list[StoredSample]]:
+        """The stored samples of a task's rows not in ``done`` (rows ``--resume`` judges):
+        rowId → its samples in (judge, sample) order (docs/stability.md "Resume")."""
+        self._send()  # samples this store holds back until the commit first
+        out: dict[str, list[StoredSample]] = {}
+        for found in self._backend.execute(
+            f"{SAMPLE_SELECT} WHERE task_id=? ORDER BY row_id, judge, sample", (task_id,)
+        ):
+            if found[1] not in done:
+                result = parse_result(found[5], task_id, found[1])
+                out.setdefault(found[1], []).append(stored_sample(found, result))
         return out
 
     # -- reading -----------------------------------------------------------------------------

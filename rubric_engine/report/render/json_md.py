@@ -19,6 +19,7 @@ from rubric_engine.report.model import (
     Report,
     RulesSection,
     Slice,
+    StabilitySection,
     TaskSection,
 )
 
@@ -183,6 +184,8 @@ def render_markdown(report: Report) -> str:
         "violated); not-applicable and JUDGE_ERROR rows are outside the denominator.",
         "",
     ]
+    if report.stability is not None:
+        out += _stability_section(report.stability)
     for cut in report.slices or ():
         out += _slice(cut)
     out += _clusters(report.issue_clusters)
@@ -307,6 +310,41 @@ def _clusters(clusters: tuple[IssueCluster, ...]) -> list[str]:
             f"{', '.join(map(_cell, c.example_row_ids))} |"
         )
     return [*out, ""]
+
+
+def _stability_section(st: StabilitySection) -> list[str]:
+    """Whether asking again gave the same answer (docs/stability.md)."""
+    out = [
+        "## Stability",
+        "",
+        f"- Sampled rows: {st.sampled_rows} ({st.samples} samples) · unstable "
+        f"{st.unstable_rows} ({_pct(st.unstable_rate)}) · failed a sample "
+        f"{st.rows_with_failed_sample}",
+        f"- Requirement flip rate: {_pct(st.flip_rate)} · Fleiss' κ across samples: "
+        f"{_fmt(st.kappa, 4)} · red lines split: {st.red_flag_splits} · intents split: "
+        f"{st.intent_splits}",
+        "",
+    ]
+    if st.requirements:
+        out += ["| requirement | rows | flipped | flip rate |", "|---|---:|---:|---:|"]
+        out += [
+            f"| {r.requirement_id} | {r.rows} | {r.flips} | {_pct(r.flip_rate)} |"
+            for r in st.requirements
+        ]
+        out.append("")
+    if st.unstable:
+        out += [
+            "| unstable row | final | samples' scores | why | flipped |",
+            "|---|---:|---|---|---|",
+        ]
+        out += [
+            f"| {_cell(u.row_id)} | {_fmt(u.final_score)} | "
+            f"{', '.join(_fmt(s) for s in u.scores)} | {', '.join(u.reasons)} | "
+            f"{', '.join(u.flips) or '–'} |"
+            for u in st.unstable
+        ]
+        out.append("")
+    return out
 
 
 def _rules_section(rules: RulesSection) -> list[str]:

@@ -1,0 +1,130 @@
+"""Asking the judge K times for a row (``score --samples K``, docs/stability.md).
+
+A row's samples are asked one after another with the same prompt; each is its own call (its
+cassette key carries the sample number from 2 on), goes through the one row → result path
+and is stored the moment it is finished, so ``--resume`` never asks it again. The row's result
+is the samples' aggregate (:func:`rubric_engine.results.samples.aggregate_samples`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from rubric_engine.judge.protocol import Judge, JudgeOutcome, JudgeRequest
+from rubric_engine.results.model import RowResult, RowStatus
+from rubric_engine.results.samples import Sample, aggregate_samples
+from rubric_engine.rubric.compiled import CompiledRubric
+from rubric_engine.rubric.model import HardRequirement
+from rubric_engine.store.task_store import StoredRow, StoredSample
+
+__all__ = ["Sampling", "aggregate_row", "ask_samples", "sampled_row"]
+
+
+@dataclass
+class Sampling:
+    """How a run samples its rows.
+
+    Attributes:
+        samples: K, the asks of a row (1: a single ask, nothing on this page applies).
+        model: the judge's model (stored with each sample).
+        kept: ``--resume``: rowId → its samples stored before (a scored one is not asked
+            again).
+    """
+
+    samples: int = 1
+    model: str = ""
+    kept: Mapping[str, Sequence[StoredSample]] = field(default_factory=dict)
+
+
+def requirements_of(
+    compiled: CompiledRubric, case: Sequence[HardRequirement]
+) -> dict[str, HardRequirement]:
+    """Every requirement a row's results may name: the pack's and the row's case-level ones."""
+    return {**compiled.rubric.requirements_by_id, **{r.id: r for r in case}}
+
+
+def aggregate_row(
+    compiled: CompiledRubric, case: Sequence[HardRequirement], samples: Sequence[StoredSample]
+) -> RowResult:
+    """The row's result from its stored samples (in judge, sample order)."""
+    return aggregate_samples(
+        [Sample(s.judge, s.sample, s.result) for s in samples],
+        requirements_of(compiled, case),
+        compiled.flag_order,
+    )
+
+
+def sampled_row(
+    seq: int,
+    dialogue: dict[str, object],
+    result: RowResult,
+    samples: Sequence[StoredSample],
+) -> StoredRow:
+    """The row as the store keeps it: the aggregate, usage summed over every sample's calls,
+    no raw replies of its own (they are each sample's), sample 1's cassette key."""
+    costs = [s.cost_usd for s in samples if s.cost_usd is not None]
+    return StoredRow(
+        seq=seq,
+        result=result,
+        dialogue=dialogue,
+        raw_attempts=[],
+        calls=sum(s.calls for s in samples),
+        prompt_tokens=sum(s.prompt_tokens for s in samples),
+        completion_tokens=sum(s.completion_tokens for s in samples),
+        cost_usd=sum(costs) if costs else None,
+        latency_ms=round(sum(s.latency_ms for s in samples), 1),
+        cassette_key=samples[0].cassette_key if samples else None,
+        cache_read_tokens=sum(s.cache_read_tokens for s in samples),
+        cache_creation_tokens=sum(s.cache_creation_tokens for s in samples),
+        samples=tuple(samples),
+    )
+
+
+def as_sample(row: StoredRow, sample: int, model: str) -> StoredSample:
+    """A single ask's stored row as sample ``sample`` of judge 1."""
+    return StoredSample(
+        judge=1,
+        model=model,
+        sample=sample,
+        result=row.result,
+        raw_attempts=row.raw_attempts,
+        calls=row.calls,
+        prompt_tokens=row.prompt_tokens,
+        completion_tokens=row.completion_tokens,
+        cost_usd=row.cost_usd,
+        latency_ms=row.latency_ms,
+        cassette_key=row.cassette_key,
+        cache_read_tokens=row.cache_read_tokens,
+        cache_creation_tokens=row.cache_creation_tokens,
+    )
+
+
+def reusable(sample: StoredSample) -> bool:
+    """A stored sample ``--resume`` takes as it is: one that scored."""
+    return sample.result.status is RowStatus.SCORED
+
+
+async def ask_samples(
+    judge: Judge,
+    request: JudgeRequest,
+    sampling: Sampling,
+    one: Callable[[JudgeOutcome], StoredRow],
+    on_sample: Callable[[StoredSample], None],
+    on_outcome: Callable[[JudgeOutcome], None],
+) -> list[StoredSample]:
+    """Ask the samples of one row not kept from before, in order; stop at the first that does
+    not score (rule 1: the row is then that sample's error)."""
+    kept = {s.sample: s for s in sampling.kept.get(request.row_id, ()) if s.judge == 1}
+    out: list[StoredSample] = []
+    for number in range(1, sampling.samples + 1):
+        sample = kept.get(number)
+        if sample is None or not reusable(sample):
+            outcome = await judge.judge(replace(request, sample=number))
+            on_outcome(outcome)
+            sample = as_sample(one(outcome), number, sampling.model)
+            on_sample(sample)
+        out.append(sample)
+        if not reusable(sample):
+            break
+    return out

@@ -1,0 +1,339 @@
+"""Repeated judging (docs/stability.md): ``score --samples K`` keeps every sample, the row's
+result is their aggregate by the documented rules, a recorded K = 3 run replays byte for byte,
+``verify`` re-derives through the aggregate, and a SIGKILL mid-sampling loses no stored sample.
+
+The aggregate is checked against an independent reference aggregator written here from the
+rules' text, on hypothesis-made samples and on samples a loopback judge answered differently.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rubric_engine.engine import ScoreOptions, score
+from rubric_engine.judge.retry import RetryPolicy
+from rubric_engine.results.model import RowResult, RowStatus, WarningCode
+from rubric_engine.results.normalize import normalize_verdict
+from rubric_engine.results.samples import Sample, aggregate_samples
+from rubric_engine.rubric import load_rubric
+from rubric_engine.store.task_store import COMMIT_INTERVAL_S, TaskStore
+from rubric_engine.testing.openai_stub import StubReply, StubServer, load_verdicts, row_id_of
+from rubric_engine.verdict.model import verdict_model
+from tests.conftest import CASES, RUBRICS
+from tests.test_cli import run
+
+RUBRIC = load_rubric(RUBRICS / "health_cs.yaml")
+REQS = RUBRIC.requirements_by_id
+ORDER = {flag: n for n, flag in enumerate(RUBRIC.red_flag_types)}
+STRICT = ["NOT_APPLICABLE", "FOLLOWED", "PARTIAL", "VIOLATED"]
+VERDICTS = load_verdicts(CASES / "verdicts" / "health_cs.jsonl")
+FAST = RetryPolicy(max_attempts=3, base_s=0.01, max_wait_s=0.02)
+
+
+# -- the reference aggregator: docs/stability.md's rules, written again without the engine ---
+
+
+def reference(results: list[RowResult]) -> dict[str, Any]:
+    """What the rules say the aggregate of ``results`` is (the fields compared)."""
+    failed = [r for r in results if r.status is not RowStatus.SCORED]
+    if failed:
+        return {"status": failed[0].status, "error": failed[0].error}
+    n = len(results)
+    intents = [r.intent_key for r in results]
+    intent = sorted(set(intents), key=lambda i: (-intents.count(i), intents.index(i)))[0]
+    voters = [r for r in results if r.intent_key == intent]
+    statuses: dict[str, str] = {}
+    votes: dict[str, list[str]] = {}
+    for entry in voters[0].reference_basis:
+        rid = entry.requirement_id
+        votes[rid] = [
+            str(e.status) for v in voters for e in v.reference_basis if e.requirement_id == rid
+        ]
+        best = max(votes[rid].count(s) for s in STRICT)
+        statuses[rid] = [s for s in STRICT if votes[rid].count(s) == best][-1]
+    raised = Counter(f for r in results for f in r.red_flag_types)
+    flags = {f for f in raised if raised[f] * 2 >= n}
+    flags |= {
+        REQS[rid].red_flag_type
+        for rid, s in statuses.items()
+        if s == "VIOLATED" and rid in REQS and REQS[rid].critical
+    }
+    for flag in sorted(flags):
+        lines = [
+            rid for rid in statuses
+            if rid in REQS and REQS[rid].critical and REQS[rid].red_flag_type == flag
+            and REQS[rid].observable_in_data
+        ]  # fmt: skip
+        if lines and not any(statuses[rid] == "VIOLATED" for rid in lines):
+            most = max(votes[rid].count("VIOLATED") for rid in lines)
+            statuses[next(rid for rid in lines if votes[rid].count("VIOLATED") == most)] = (
+                "VIOLATED"
+            )
+    judges = sorted(r.judge_score for r in results)
+    finals = sorted(r.final_score for r in results)
+    caps = [
+        REQS[rid].violation_score
+        for rid, s in statuses.items()
+        if s == "VIOLATED" and rid in REQS and REQS[rid].violation_score is not None
+    ]
+    shapes = {
+        (
+            r.intent_key,
+            r.red_flag_types,
+            r.final_score,
+            tuple((e.requirement_id, e.status) for e in r.reference_basis),
+        )
+        for r in results
+    }
+    return {
+        "status": RowStatus.SCORED,
+        "intent": intent,
+        "judgeScore": judges[(n - 1) // 2],
+        "finalScore": min([finals[(n - 1) // 2], *caps]),
+        "redFlags": sorted(flags, key=ORDER.__getitem__),
+        "statuses": statuses,
+        "split": sorted(set(raised) - flags),
+        "stable": len(shapes) == 1,
+    }
+
+
+def as_compared(result: RowResult) -> dict[str, Any]:
+    if result.status is not RowStatus.SCORED:
+        return {"status": result.status, "error": result.error}
+    assert result.stability is not None
+    return {
+        "status": result.status,
+        "intent": result.intent_key,
+        "judgeScore": result.judge_score,
+        "finalScore": result.final_score,
+        "redFlags": list(result.red_flag_types),
+        "statuses": {e.requirement_id: str(e.status) for e in result.reference_basis},
+        "split": sorted(
+            w.red_flag_type for w in result.warnings if w.code is WarningCode.RED_FLAG_SPLIT
+        ),
+        "stable": result.stability.stable,
+    }
+
+
+INTENTS = ["HEALTH_CONSULTATION", "PRODUCT_RECOMMENDATION"]
+
+
+@st.composite
+def sample_verdicts(draw: Any) -> list[dict[str, Any]]:
+    ids = [r.id for r in RUBRIC.applicable_requirements(INTENTS[0])][:8]
+    pick = st.lists(st.sampled_from(ids), max_size=4)
+    out = []
+    for _ in range(draw(st.integers(1, 5))):
+        out.append(
+            {
+                "rowId": "r",
+                "intentKey": draw(
+                    st.sampled_from(INTENTS) if draw(st.booleans()) else st.just(INTENTS[0])
+                ),
+                "score": draw(st.integers(1, 5)),
+                "redFlagTypes": draw(
+                    st.lists(st.sampled_from(list(RUBRIC.red_flag_types)[:4]), max_size=2)
+                ),
+                "unmetRequirementIds": draw(pick),
+                "partialRequirementIds": draw(pick),
+            }
+        )
+    return out
+
+
+def judged(fields: dict[str, Any]) -> RowResult:
+    verdict = verdict_model(RUBRIC).model_validate(fields, context={"row_id": "r"})
+    return normalize_verdict(RUBRIC, verdict, "r")
+
+
+@settings(max_examples=300, deadline=None)
+@given(sample_verdicts())
+def test_the_aggregate_is_the_reference_aggregators(verdicts: list[dict[str, Any]]) -> None:
+    results = [judged(v) for v in verdicts]
+    got = aggregate_samples([Sample(1, n, r) for n, r in enumerate(results, 1)], REQS, ORDER)
+    assert as_compared(got) == reference(results)
+    # a red flag some sample raised is kept or warned about: never dropped silently
+    raised = {f for r in results for f in r.red_flag_types}
+    warned = {w.red_flag_type for w in got.warnings if w.code is WarningCode.RED_FLAG_SPLIT}
+    assert raised <= set(got.red_flag_types) | warned
+    assert got.final_score is not None and got.judge_score is not None
+    assert got.final_score <= got.judge_score
+
+
+def test_a_red_flag_raised_by_one_sample_of_three_is_warned_about() -> None:
+    clean = {"rowId": "r", "intentKey": INTENTS[0], "score": 4, "redFlagTypes": []}
+    flagged = {**clean, "score": 1, "redFlagTypes": ["MEDICAL_OVERREACH"]}
+    results = [judged(clean), judged(flagged), judged(clean)]
+    got = aggregate_samples([Sample(1, n, r) for n, r in enumerate(results, 1)], REQS, ORDER)
+    assert got.red_flag_types == () and got.final_score == 4
+    (split,) = [w for w in got.warnings if w.code is WarningCode.RED_FLAG_SPLIT]
+    assert split.red_flag_type == "MEDICAL_OVERREACH" and "raised by 1 of 3" in (split.detail or "")
+    assert got.stability is not None and not got.stability.stable
+    assert set(got.stability.reasons) >= {"redFlags", "score"}
+
+
+# -- through the loopback judge ----------------------------------------------------------------
+
+
+def subset(tmp_path: Path, rows: int) -> Path:
+    lines = (CASES / "health_consult_zh.jsonl").read_text("utf-8").splitlines()[:rows]
+    path = tmp_path / "rows.jsonl"
+    path.write_text("\n".join(lines) + "\n", "utf-8")
+    return path
+
+
+def per_sample(body: dict[str, Any], n: int) -> StubReply:
+    """The n-th answer (from 0) for a row: sample 2 drops a point and raises no red flag, so
+    rows split on their score and, where the first sample raised one, on a red flag."""
+    verdict = dict(VERDICTS[row_id_of(body) or ""])
+    if n % 3 == 1:
+        verdict["score"] = max(1, verdict["score"] - 1) if verdict["score"] > 1 else 2
+        verdict["redFlagTypes"] = []
+    return StubReply(content=json.dumps(verdict, ensure_ascii=False))
+
+
+class Counting:
+    """Answers by :func:`per_sample`; counts the requests of each row; while ``hold`` is set,
+    keeps the third request of a row hanging (a slow provider, for the SIGKILL)."""
+
+    def __init__(self, hold: bool = False) -> None:
+        self.asked: Counter[str] = Counter()
+        self.lock = threading.Lock()
+        self.release = threading.Event()
+        if not hold:
+            self.release.set()
+
+    def __call__(self, body: dict[str, Any]) -> StubReply:
+        row = row_id_of(body) or ""
+        with self.lock:
+            n = self.asked[row]
+            self.asked[row] += 1
+        if n % 3 == 2:
+            self.release.wait(60)
+        return per_sample(body, n)
+
+
+def options(tmp_path: Path, rows: Path, mode: str, **extra: Any) -> ScoreOptions:
+    return ScoreOptions(
+        inputs=[rows], rubric=RUBRICS / "health_cs.yaml", draft=True, mode=mode,  # type: ignore[arg-type]
+        model="openai/gpt-4o-mini", store=tmp_path / "s.sqlite", out=tmp_path / mode,
+        cassettes=tmp_path / "cassettes", concurrency=3, retry=FAST, samples=3, **extra,
+    )  # fmt: skip
+
+
+@pytest.mark.live
+def test_a_recorded_k3_run_replays_byte_for_byte_and_verifies(tmp_path: Path) -> None:
+    rows = subset(tmp_path, 8)
+    judge = Counting()
+    with StubServer(judge) as server:
+        recorded = score(options(tmp_path, rows, "record", api_base=server.base_url)).task_id
+    assert sum(judge.asked.values()) == 24  # K calls per row
+    replayed = score(options(tmp_path, rows, "replay")).task_id
+    record_rows = (tmp_path / "record" / "rows.jsonl").read_bytes()
+    assert record_rows == (tmp_path / "replay" / "rows.jsonl").read_bytes()
+    report = json.loads((tmp_path / "replay" / "report.json").read_text("utf-8"))
+    assert report["stability"]["sampledRows"] == 8 and report["stability"]["samples"] == 24
+    assert "## Stability" in (tmp_path / "replay" / "report.md").read_text("utf-8")
+    with TaskStore(tmp_path / "s.sqlite") as store:
+        stored = list(store.rows(replayed))
+    for row in stored:  # each sample kept, the aggregate the reference's
+        assert [s.sample for s in row.samples] == [1, 2, 3]
+        assert as_compared(row.result) == reference([s.result for s in row.samples])
+        assert row.calls == 3 and row.raw_attempts == []
+    unstable = [r for r in stored if not reference([s.result for s in r.samples])["stable"]]
+    assert 0 < len(unstable) == report["stability"]["unstableRows"]
+    flagged = [r for r in stored if r.samples[0].result.red_flag_types]
+    assert flagged and all(
+        any(w.code is WarningCode.RED_FLAG_SPLIT for w in r.result.warnings) is False
+        for r in flagged
+    )  # raised by 2 of 3: kept, not split
+    for task in (recorded, replayed):
+        code, out = run("verify", task, "--store", tmp_path / "s.sqlite")
+        assert code == 0 and "8 of 8 row(s) re-derived" in out, out
+    code, out = run(
+        "gate",
+        replayed,
+        "--store",
+        tmp_path / "s.sqlite",
+        "--threshold",
+        "stability.unstableRate<=0.2",
+    )
+    assert code == 7 and "stability.unstableRate" in out, out
+
+    # an edited sample: the readers refuse the row, verify names it
+    row_id = stored[0].result.row_id
+    with sqlite3.connect(tmp_path / "s.sqlite") as db:
+        db.execute(
+            "UPDATE row_samples SET result=json_set(result,'$.finalScore',5) "
+            "WHERE task_id=? AND row_id=? AND sample=2",
+            (replayed, row_id),
+        )
+    code, out = run("report", replayed, "--store", tmp_path / "s.sqlite")
+    assert code == 3 and row_id in out, out
+    code, out = run("verify", replayed, "--store", tmp_path / "s.sqlite")
+    assert code == 3 and row_id in out, out
+
+
+@pytest.mark.live
+def test_sigkill_mid_sampling_then_resume_asks_no_stored_sample_again(tmp_path: Path) -> None:
+    rows = subset(tmp_path, 6)
+    store = tmp_path / "s.sqlite"
+    judge = Counting(hold=True)
+    with StubServer(judge) as server:
+        process = subprocess.Popen(
+            [
+                sys.executable, "-m", "rubric_engine.cli", "score", str(rows),
+                "-r", str(RUBRICS / "health_cs.yaml"), "--draft", "--mode", "live",
+                "--api-base", server.base_url, "--model", "openai/stub-judge",
+                "--store", str(store), "--out", str(tmp_path / "out"),
+                "--concurrency", "3", "--samples", "3",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "NO_COLOR": "1", "OPENAI_API_KEY": "sk-test"},
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 90
+            while sum(judge.asked.values()) < 9:  # 3 rows: samples 1, 2 answered, 3 hanging
+                assert time.monotonic() < deadline
+                assert process.poll() is None, process.communicate()[1]
+                time.sleep(0.01)
+            time.sleep(COMMIT_INTERVAL_S + 1.5)  # the answered samples reach the store
+            process.send_signal(signal.SIGKILL)
+            process.wait(30)
+        finally:
+            if process.poll() is None:
+                process.kill()
+        with sqlite3.connect(store) as db:
+            (task,) = db.execute("SELECT id FROM tasks").fetchone()
+            kept = db.execute("SELECT row_id, sample FROM row_samples").fetchall()
+            finished = db.execute("SELECT COUNT(*) FROM rows").fetchone()[0]
+        assert finished == 0 and len(kept) == 6, kept  # 3 rows in flight, 2 samples each
+        judge.release.set()
+        time.sleep(0.2)  # the killed run's hung requests finish on their own
+        before = Counter(judge.asked)
+        code, out = run("score", "--resume", task, "--store", store, "--out", tmp_path / "resumed")
+        assert code == 0, out
+        resumed = judge.asked - before
+    in_flight = {row for row, _ in kept}
+    assert sum(resumed.values()) == 18 - len(kept), resumed
+    assert all(resumed[row] == 1 for row in in_flight), resumed  # only sample 3
+    with TaskStore(store) as opened:
+        done = list(opened.rows(task))
+    assert len(done) == 6 and all(len(r.samples) == 3 for r in done)
+    code, out = run("verify", task, "--store", store)
+    assert code == 0, out
