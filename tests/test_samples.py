@@ -337,3 +337,33 @@ def test_sigkill_mid_sampling_then_resume_asks_no_stored_sample_again(tmp_path: 
     assert len(done) == 6 and all(len(r.samples) == 3 for r in done)
     code, out = run("verify", task, "--store", store)
     assert code == 0, out
+
+
+def test_authored_second_and_third_opinions_replay_as_samples_2_and_3(tmp_path: Path) -> None:
+    import shutil
+
+    from tests.conftest import CASSETTES
+
+    folder = tmp_path / "cassettes"
+    shutil.copytree(CASSETTES, folder)
+    rows = CASES / "health_consult_zh.jsonl"
+    for sample in (2, 3):
+        code, out = run(
+            "cassette", "author", rows, "-r", RUBRICS / "health_cs.yaml",
+            "--verdicts", CASES / "verdicts" / "health_cs.jsonl", "--author", "test",
+            "--method", "the first opinion again", "--sample", sample,
+            "--out", folder / f"sample{sample}.jsonl",
+        )  # fmt: skip
+        assert code == 0, out
+    code, out = run(
+        "score", rows, "-r", RUBRICS / "health_cs.yaml", "--draft", "--cassettes", folder,
+        "--samples", "3", "--store", tmp_path / "s.sqlite", "--out", tmp_path / "o", "-q",
+    )  # fmt: skip
+    assert code == 0, out
+    report = json.loads((tmp_path / "o" / "report.json").read_text("utf-8"))
+    assert report["stability"]["samples"] == 78 and report["totals"]["judgeErrors"] == 0
+    code, out = run(
+        "score", rows, "-r", RUBRICS / "health_cs.yaml", "--draft", "--cassettes", CASSETTES,
+        "--samples", "2", "--store", tmp_path / "s.sqlite", "--out", tmp_path / "miss", "-q",
+    )  # fmt: skip
+    assert code != 0 and "sample 2" in out, out

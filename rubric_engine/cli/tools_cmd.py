@@ -112,6 +112,14 @@ def cassette_author(
             "verdicts carry evidence)."
         ),
     ] = None,
+    sample: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="The sample these verdicts answer (score --samples K): 2 and 3 are a second "
+            "and third opinion (docs/stability.md).",
+        ),
+    ] = 1,
 ) -> None:
     """Turn hand-written verdicts into an `authored` cassette keyed like a real run."""
 
@@ -120,7 +128,7 @@ def cassette_author(
         from rubric_engine.judge.prompt import DEFAULT_PROMPT
 
         count = author_cassette(
-            inputs, rubric, verdicts, author, method, out, model, prompt or DEFAULT_PROMPT
+            inputs, rubric, verdicts, author, method, out, model, prompt or DEFAULT_PROMPT, sample
         )
         typer.echo(f"wrote {count} authored entries to {out}")
 

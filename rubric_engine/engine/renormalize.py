@@ -118,6 +118,12 @@ def renormalize(
         task_id = resolve_in_store(store, task_id)
         source = store.task(task_id)
         judged = verified_snapshot(source.rubric_snapshot, source.rubric_hash, f"task {task_id}")
+        if source.extra.get("sampling"):
+            raise LifecycleError(
+                f"task {task_id} was scored with --samples: renormalizing its samples is not "
+                "built yet (docs/stability.md); score the rows again under "
+                f"{target.key}@{target.version}"
+            )
         if target.key != judged.key:
             raise LifecycleError(
                 f"task {task_id} was judged with rubric {judged.key!r}; renormalize it with a "

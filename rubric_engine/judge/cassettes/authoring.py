@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -141,11 +142,14 @@ def author_cassette(
     out: Path,
     model: str,
     prompt_version: str = DEFAULT_PROMPT,
+    sample: int = 1,
 ) -> int:
     """Build an authored cassette for every row of ``inputs``; return the entry count.
 
     ``prompt_version`` is the template the requests are rendered and keyed with; under one that
     asks for evidence (``judge_v3``) each verdict is checked with its ``evidence`` turns.
+    ``sample``: the entries answer that sample of each row (``score --samples K``,
+    docs/stability.md): a second or third opinion; 1 is a single ask's key.
 
     Raises:
         InputError: a row has no verdict, a verdict names no row, or the files are malformed.
@@ -165,6 +169,8 @@ def author_cassette(
     }
     if template.version != DEFAULT_PROMPT:
         provenance["prompt"] = template.version
+    if sample != 1:
+        provenance["sample"] = str(sample)
     judge = InstructorJudge(
         _NoBackend(),
         rubric,
@@ -188,7 +194,8 @@ def author_cassette(
 
     writer = _Author(judge, verdicts, model)
     entries = [
-        writer.entry(builder.prepare(seq, row).request, provenance) for seq, row in enumerate(rows)
+        writer.entry(replace(builder.prepare(seq, row).request, sample=sample), provenance)
+        for seq, row in enumerate(rows)
     ]
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("".join(e.to_json() + "\n" for e in entries), encoding="utf-8")
