@@ -15,6 +15,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import ROOT
 
 
@@ -173,3 +175,19 @@ def test_verify_benchmark_measures_the_digest_check_and_verify_on_20_rows() -> N
         "verify",
     ]
     assert "digest check: " in done.stdout and "µs a row" in done.stdout
+
+
+@pytest.mark.live
+def test_adaptive_sampling_finds_every_unstable_row_within_1_4x_the_calls_on_20_rows() -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "adaptive_sampling.py"), "--rows", "20"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    (rows,) = tables(done.stdout)
+    assert [r["calls"] for r in rows] == ["20", "28"]  # 4 unstable rows: 2 extra calls each
+    assert "unstable rows found: 4 of 4; missed: 0; stable rows called unstable: 0" in done.stdout
+    assert "Extra calls: expected 4 to 8, made 8" in done.stdout

@@ -112,6 +112,13 @@ def score(
             "aggregate and the report gains a stability section (docs/stability.md)."
         ),
     ] = D.samples,
+    samples_when: Annotated[
+        str,
+        typer.Option(
+            help="always: every judged row K times; unsure: a second sample only for rows near "
+            "the pass line or with a red flag, the rest only when the first two disagree."
+        ),
+    ] = D.samples_when,
     seed: Annotated[
         int | None,
         typer.Option(help="Sampling seed sent to the provider (where supported); recorded."),
@@ -306,6 +313,7 @@ def score(
         temperature=temperature,
         max_tokens=max_tokens,
         samples=samples,
+        samples_when=samples_when,
         seed=seed,
         timeout_s=timeout,
         restart_wait_s=restart_wait,
@@ -339,6 +347,8 @@ def score(
         return
     result = _guard(lambda: _run_score(options, "none" if quiet else display))
     _print_summary(result)
+    if result.sampling_note:
+        typer.echo(result.sampling_note, err=True)
     for name, message in result.dropped_params.items():
         typer.echo(
             f"note: the provider rejected {name} ({redact(message)}); it was not sent again after "

@@ -81,6 +81,9 @@ class ScoreOptions:
     #: ``--samples K``: asks of each judged row, their aggregate the row's result
     #: (docs/stability.md); 1 asks once, exactly as before samples existed
     samples: int = 1
+    #: ``--samples-when``: ``always`` (every judged row K times) or ``unsure`` (adaptive:
+    #: more samples only where the first answers leave the outcome in doubt)
+    samples_when: str = "always"
     #: sent to the provider as ``seed`` (where it supports one) and recorded with the task;
     #: ``None`` sends none
     seed: int | None = None
@@ -456,6 +459,10 @@ def _check_ranges(options: ScoreOptions) -> None:
         raise ConfigurationError("--temperature must be between 0 and 2")
     if not 1 <= options.samples <= MAX_SAMPLES:
         raise ConfigurationError(f"--samples must be between 1 and {MAX_SAMPLES}")
+    if options.samples_when not in ("always", "unsure"):
+        raise ConfigurationError(
+            f"--samples-when {options.samples_when!r} is not one of: always, unsure"
+        )
     if options.samples > 1 and options.mode == "batch":
         raise ConfigurationError(
             "--samples above 1 is not supported with --mode batch yet; use --mode live or "

@@ -43,6 +43,7 @@ from rubric_engine.judge.server_checks import RubricNotDelivered
 from rubric_engine.report import ReportFiles, write_reports
 from rubric_engine.report.accumulate import ReportAccumulator
 from rubric_engine.report.model import Report
+from rubric_engine.report.outcome import default_pass_score
 from rubric_engine.report.stored import StreamedTask, add_stored, stream_report, streamed_task
 from rubric_engine.results.model import JudgeErrorKind, RowResult
 from rubric_engine.store.location import StoreLocation, store_exists
@@ -70,6 +71,7 @@ class ScoreResult:
             judged, its report files were (re)written.
         dropped_params: sampling parameters the provider rejected, with its message: they
             were not sent after the first rejection (the task's ``extra.droppedParams``).
+        sampling_note: adaptive sampling's account of its extra calls (docs/stability.md).
     """
 
     task_id: str
@@ -79,6 +81,8 @@ class ScoreResult:
     stopped: str | None = None
     already_complete: bool = False
     dropped_params: dict[str, str] = field(default_factory=dict)
+    #: ``--samples-when unsure``: the unsure rows and the extra calls they cost
+    sampling_note: str | None = None
 
     def __repr__(self) -> str:
         # short: asyncio.run (Python 3.11) formats the repr of its main task, result included,
@@ -394,6 +398,15 @@ async def _run(
         before = int(store.task(task_id).extra.get("callsNotInRows") or 0)
         return {**learned, "callsNotInRows": before + lost}
 
+    sampling = Sampling(
+        options.samples,
+        options.model,
+        store.unfinished_samples(task_id, done)
+        if options.samples > 1 and options.resume is not None
+        else {},
+        when=options.samples_when,
+        pass_score=default_pass_score(plan.rubric),
+    )
     try:
         if options.mode == "batch":
             stopped, extra = await _in_batches(plan, store, task_id, track, keep, on_event)
@@ -413,13 +426,7 @@ async def _run(
             budget=budget,
             on_stored=keep,
             judge_if=judge_if_for(options.judge_when),
-            sampling=Sampling(
-                options.samples,
-                options.model,
-                store.unfinished_samples(task_id, done)
-                if options.samples > 1 and options.resume is not None
-                else {},
-            ),
+            sampling=sampling,
         )
     except RubricNotDelivered as stop:
         store.finish_task(
@@ -468,7 +475,9 @@ async def _run(
     stopped = budget.stop_reason if budget is not None else None
     state = TaskState.STOPPED if stopped else TaskState.COMPLETED
     store.finish_task(task_id, state, {**_extra(plan, store, task_id, stopped, judge), **counted()})
-    return _report(plan, store, task_id, kept, misses, stopped)
+    result = _report(plan, store, task_id, kept, misses, stopped)
+    result.sampling_note = sampling.note()
+    return result
 
 
 async def _in_batches(

@@ -21,20 +21,84 @@ from rubric_engine.store.task_store import StoredRow, StoredSample
 __all__ = ["Sampling", "aggregate_row", "ask_samples", "sampled_row"]
 
 
+#: ``--samples-when`` choices: every row K times, or only where it matters
+WHEN = ("always", "unsure")
+
+
 @dataclass
 class Sampling:
-    """How a run samples its rows.
+    """How a run samples its rows, and (adaptive sampling) what it decided.
 
     Attributes:
-        samples: K, the asks of a row (1: a single ask, nothing on this page applies).
+        samples: K, the most asks of a row (1: a single ask, nothing on this page applies).
         model: the judge's model (stored with each sample).
         kept: ``--resume``: rowId → its samples stored before (a scored one is not asked
             again).
+        when: ``always`` asks every judged row K times; ``unsure`` asks a second time only
+            when the first answer is unsure (:meth:`unsure`), and the rest only when the
+            first two disagree (docs/stability.md "Adaptive sampling").
+        pass_score: the pack's default pass score (``unsure``'s pass line).
     """
 
     samples: int = 1
     model: str = ""
     kept: Mapping[str, Sequence[StoredSample]] = field(default_factory=dict)
+    when: str = "always"
+    pass_score: int = 0
+    #: rows whose first sample scored; of them, unsure by the pass line / by a red flag
+    first: int = 0
+    near_pass: int = 0
+    red_flag: int = 0
+    #: rows whose first two samples disagreed
+    split: int = 0
+    #: samples after each row's first
+    extra: int = 0
+
+    def unsure(self, first: RowResult) -> bool:
+        """A first answer worth asking again: its final score within one point below the
+        pass line or on it, or a red flag."""
+        score = first.final_score
+        near = score is not None and self.pass_score - 1 <= score <= self.pass_score
+        self.near_pass += near
+        self.red_flag += bool(first.red_flag_types) and not near
+        return near or bool(first.red_flag_types)
+
+    def more(self, asked: Sequence[StoredSample]) -> bool:
+        """Whether a row with ``asked`` samples (all scored) is asked another."""
+        if len(asked) >= self.samples:
+            return False
+        if self.when == "always":
+            return True
+        if len(asked) == 1:
+            self.first += 1
+            return self.unsure(asked[0].result)
+        if len(asked) == 2:
+            split = _shape(asked[0].result) != _shape(asked[1].result)
+            self.split += split
+            return split
+        return True
+
+    def note(self) -> str | None:
+        """What adaptive sampling cost, for the end of the run (``None`` unless ``unsure``)."""
+        if self.when != "unsure" or self.samples < 2:
+            return None
+        unsure = self.near_pass + self.red_flag
+        return (
+            f"adaptive sampling (K={self.samples}): {unsure} of {self.first} row(s) unsure after "
+            f"one sample ({self.near_pass} near the pass line, {self.red_flag} with a red flag); "
+            f"{self.split} split after two. Extra calls: expected {unsure} to "
+            f"{unsure * (self.samples - 1)}, made {self.extra}"
+        )
+
+
+def _shape(result: RowResult) -> tuple[object, ...]:
+    """What two samples must share to agree: intent, red flags, statuses, final score."""
+    return (
+        result.intent_key,
+        result.red_flag_types,
+        tuple((e.requirement_id, e.status) for e in result.reference_basis),
+        result.final_score,
+    )
 
 
 def requirements_of(
@@ -113,18 +177,20 @@ async def ask_samples(
     on_sample: Callable[[StoredSample], None],
     on_outcome: Callable[[JudgeOutcome], None],
 ) -> list[StoredSample]:
-    """Ask the samples of one row not kept from before, in order; stop at the first that does
-    not score (rule 1: the row is then that sample's error)."""
+    """Ask the samples of one row not kept from before, in order, as many as
+    :meth:`Sampling.more` wants; stop at the first that does not score (rule 1: the row is
+    then that sample's error)."""
     kept = {s.sample: s for s in sampling.kept.get(request.row_id, ()) if s.judge == 1}
     out: list[StoredSample] = []
-    for number in range(1, sampling.samples + 1):
+    while True:
+        number = len(out) + 1
         sample = kept.get(number)
         if sample is None or not reusable(sample):
             outcome = await judge.judge(replace(request, sample=number))
             on_outcome(outcome)
             sample = as_sample(one(outcome), number, sampling.model)
             on_sample(sample)
+            sampling.extra += number > 1
         out.append(sample)
-        if not reusable(sample):
-            break
-    return out
+        if not reusable(sample) or not sampling.more(out):
+            return out

@@ -127,15 +127,24 @@ def task_record(
             "run": run_settings(options),
             **check_name_and_tags(options.name, options.tags),
             **new_task_extra(),
-            **({"sampling": {"samples": options.samples}} if options.samples > 1 else {}),
+            **({"sampling": sampling_extra(options)} if options.samples > 1 else {}),
         },
     )
 
 
-def samples_of(extra: Mapping[str, Any]) -> int:
-    """The asks of each row a task records (``extra.sampling``; 1 when it has none)."""
+def sampling_extra(options: ScoreOptions) -> dict[str, JsonValue]:
+    """``extra.sampling`` of a sampled task: K, and ``when`` for adaptive sampling."""
+    when = {"when": options.samples_when} if options.samples_when != "always" else {}
+    return {"samples": options.samples, **when}
+
+
+def samples_of(extra: Mapping[str, Any]) -> tuple[int, str]:
+    """The asks of each row a task records and when (``extra.sampling``; a single ask when
+    it has none)."""
     sampling = extra.get("sampling")
-    return int(sampling.get("samples", 1)) if isinstance(sampling, dict) else 1
+    if not isinstance(sampling, dict):
+        return 1, "always"
+    return int(sampling.get("samples", 1)), str(sampling.get("when", "always"))
 
 
 def new_task_extra() -> dict[str, JsonValue]:

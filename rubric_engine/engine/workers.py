@@ -58,6 +58,7 @@ from rubric_engine.engine.task import QUEUED_FOR_WORKERS, samples_of, task_recor
 from rubric_engine.errors import ConfigurationError, ExitCode, RubricEvalError, StoreError
 from rubric_engine.judge.backends import ReplayBackend
 from rubric_engine.judge.instructor_judge import InstructorJudge
+from rubric_engine.report.outcome import default_pass_score
 from rubric_engine.results.model import JudgeErrorKind
 from rubric_engine.store.digest import RowDigests
 from rubric_engine.store.location import StoreLocation
@@ -268,7 +269,10 @@ def work(location: StoreLocation, task_id: str, settings: WorkSettings) -> WorkS
         # --judge-when recorded by `score --workers-only`: the same rows are judged as in score
         judge_if = judge_if_for((task.extra.get("run") or {}).get("judgeWhen"))
         # a row's samples are judged within its claim and written with it (docs/stability.md)
-        sampling = Sampling(samples_of(task.extra), task.model)
+        samples, when = samples_of(task.extra)
+        sampling = Sampling(
+            samples, task.model, when=when, pass_score=default_pass_score(builder.rubric)
+        )
 
         async def loop() -> None:
             while True:
