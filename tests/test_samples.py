@@ -367,3 +367,74 @@ def test_authored_second_and_third_opinions_replay_as_samples_2_and_3(tmp_path: 
         "--samples", "2", "--store", tmp_path / "s.sqlite", "--out", tmp_path / "miss", "-q",
     )  # fmt: skip
     assert code != 0 and "sample 2" in out, out
+
+
+class ReaskThenHang:
+    """Answers a row's first call with prose (the judge re-asks) and, while held, keeps the
+    re-ask hanging; counts each row's requests."""
+
+    def __init__(self) -> None:
+        self.asked: Counter[str] = Counter()
+        self.lock = threading.Lock()
+        self.release = threading.Event()
+
+    def __call__(self, body: dict[str, Any]) -> StubReply:
+        row = row_id_of(body) or ""
+        with self.lock:
+            n = self.asked[row]
+            self.asked[row] += 1
+        if n == 0:
+            return StubReply(content="I think this reply is fine overall.")
+        self.release.wait(60)
+        return StubReply(content=json.dumps(VERDICTS[row], ensure_ascii=False))
+
+
+@pytest.mark.live
+def test_sigkill_between_a_reask_and_its_answer_resume_pays_the_first_answer_once(
+    tmp_path: Path,
+) -> None:
+    rows = subset(tmp_path, 6)
+    store = tmp_path / "s.sqlite"
+    judge = ReaskThenHang()
+    with StubServer(judge) as server:
+        process = subprocess.Popen(
+            [
+                sys.executable, "-m", "rubric_engine.cli", "score", str(rows),
+                "-r", str(RUBRICS / "health_cs.yaml"), "--draft", "--mode", "live",
+                "--api-base", server.base_url, "--model", "openai/stub-judge",
+                "--store", str(store), "--out", str(tmp_path / "out"), "--concurrency", "3",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "NO_COLOR": "1", "OPENAI_API_KEY": "sk-test"},
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 90
+            while sum(judge.asked.values()) < 6:  # 3 rows: answered once, re-ask hanging
+                assert time.monotonic() < deadline
+                assert process.poll() is None, process.communicate()[1]
+                time.sleep(0.01)
+            time.sleep(COMMIT_INTERVAL_S + 1.5)
+            process.send_signal(signal.SIGKILL)
+            process.wait(30)
+        finally:
+            if process.poll() is None:
+                process.kill()
+        with sqlite3.connect(store) as db:
+            (task,) = db.execute("SELECT id FROM tasks").fetchone()
+            kept = {row for (row,) in db.execute("SELECT row_id FROM row_attempts")}
+        assert len(kept) == 3, kept
+        judge.release.set()
+        time.sleep(0.2)
+        before = Counter(judge.asked)
+        code, out = run("score", "--resume", task, "--store", store, "--out", tmp_path / "resumed")
+        assert code == 0, out
+        resumed = judge.asked - before
+    assert all(resumed[row] == 1 for row in kept), resumed  # only the re-ask
+    assert sum(resumed.values()) == 3 + 3 * 2, resumed
+    with TaskStore(store) as opened:
+        done = {r.result.row_id: r for r in opened.rows(task)}
+        assert opened.kept_answers(task) == {}  # dropped once the rows were stored
+    assert all(done[row].calls == 2 and done[row].result.final_score is not None for row in kept)
+    code, out = run("verify", task, "--store", store)
+    assert code == 0, out

@@ -44,7 +44,13 @@ from rubric_engine.engine.task import (
     samples_of,
 )
 from rubric_engine.errors import ConfigurationError
-from rubric_engine.judge.backends import LiveBackend, LiveSettings, RecordBackend, ReplayBackend
+from rubric_engine.judge.backends import (
+    Backend,
+    LiveBackend,
+    LiveSettings,
+    RecordBackend,
+    ReplayBackend,
+)
 from rubric_engine.judge.cassettes.cassette import CassetteIndex, CassetteWriter
 from rubric_engine.judge.endpoints import SELF_HOSTED_PREFIXES
 from rubric_engine.judge.instructor_judge import DEFAULT_PARAMS, InstructorJudge
@@ -96,11 +102,12 @@ class Plan:
     def __post_init__(self) -> None:
         self.builder = RequestBuilder(self.rubric, self.template)
 
-    def judge(self) -> InstructorJudge:
-        """The run's judge (:func:`build_judge`)."""
+    def judge(self, backend: Backend | None = None) -> InstructorJudge:
+        """The run's judge (:func:`build_judge`), asking ``backend`` when given (the plan's
+        own wrapped, e.g. :class:`~rubric_engine.judge.stored_replies.KeptAnswers`)."""
         assert self.backend is not None
         return build_judge(
-            self.backend,
+            backend or self.backend,
             self.rubric,
             self.options,
             self.params,
@@ -112,7 +119,7 @@ class Plan:
 
 
 def build_judge(
-    backend: ReplayBackend | LiveBackend,
+    backend: Backend,
     rubric: EvalRubric,
     options: ScoreOptions,
     params: dict[str, Any],

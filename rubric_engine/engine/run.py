@@ -40,6 +40,7 @@ from rubric_engine.judge.backends import LiveBackend, ReplayBackend
 from rubric_engine.judge.instructor_judge import InstructorJudge
 from rubric_engine.judge.protocol import Judge
 from rubric_engine.judge.server_checks import RubricNotDelivered
+from rubric_engine.judge.stored_replies import KeptAnswers
 from rubric_engine.report import ReportFiles, write_reports
 from rubric_engine.report.accumulate import ReportAccumulator
 from rubric_engine.report.model import Report
@@ -333,7 +334,7 @@ async def _run(
 ) -> ScoreResult:
     """Judge the rows not in ``done``, finish the task, build and write its report."""
     options = plan.options
-    judge: Judge = NoJudge() if plan.backend is None else plan.judge()
+    judge: Judge = NoJudge() if plan.backend is None else plan.judge(_keeping(plan, store, task_id))
     budget = None
     if options.max_calls is not None or options.max_cost_usd is not None:
         budget = Budget(options.max_calls, options.max_cost_usd)
@@ -513,6 +514,16 @@ async def _in_batches(
         system_as_user=options.system_as_user,
     )
     return outcome.stop_reason, outcome.summary
+
+
+def _keeping(plan: Plan, store: TaskStore, task_id: str) -> KeptAnswers | None:
+    """Live and record calls: every answered call of a row in flight is kept in the store
+    until the row is, and a resumed run is given those answers again before it asks the
+    provider (docs/stability.md "Resume"). A replay keeps none (a cassette answer is free)."""
+    if not isinstance(plan.backend, LiveBackend):
+        return None
+    earlier = store.kept_answers(task_id) if plan.options.resume is not None else {}
+    return KeptAnswers(plan.backend, store, task_id, earlier)
 
 
 def _report(

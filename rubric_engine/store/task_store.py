@@ -40,6 +40,7 @@ from rubric_engine.store.samples import (
     UPSERT_SAMPLE,
     StoredSample,
     attempt_values,
+    kept_answers,
     sample_rows,
     sample_values,
     stored_sample,
@@ -439,6 +440,17 @@ class TaskStore:
         for row_id, result in self._backend.execute(query, (task_id,)):
             error = decode_column(result, f"task {task_id} row {row_id} result").get("error")
             out[row_id] = error["kind"] if error else None
+        return out
+
+    def kept_answers(self, task_id: str) -> dict[tuple[str, int, int], list[list[Any]]]:
+        """The answered calls kept of a task's rows in flight (:meth:`keep_answer`):
+        (rowId, judge, sample) → each answer's tries, in order, up to the first gap."""
+        self._send()
+        out: dict[tuple[str, int, int], list[list[Any]]] = {}
+        for row_id, judge, sample, answer, tries in kept_answers(self._backend, task_id):
+            answers = out.setdefault((row_id, judge, sample), [])
+            if answer == len(answers):  # a gap: the answers after it cannot be served in order
+                answers.append(tries)
         return out
 
     def unfinished_samples(
