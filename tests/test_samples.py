@@ -228,10 +228,11 @@ class Counting:
 
 
 def options(tmp_path: Path, rows: Path, mode: str, **extra: Any) -> ScoreOptions:
+    extra.setdefault("concurrency", 3)
     return ScoreOptions(
         inputs=[rows], rubric=RUBRICS / "health_cs.yaml", draft=True, mode=mode,  # type: ignore[arg-type]
         model="openai/gpt-4o-mini", store=tmp_path / "s.sqlite", out=tmp_path / mode,
-        cassettes=tmp_path / "cassettes", concurrency=3, retry=FAST, samples=3, **extra,
+        cassettes=tmp_path / "cassettes", retry=FAST, samples=3, **extra,
     )  # fmt: skip
 
 
@@ -471,3 +472,22 @@ def test_the_html_report_shows_the_stability_section_escaped(tmp_path: Path) -> 
     assert 'id="stability"' in html and "9 of 9 sampled row(s) unstable" in html
     single = json.loads((tmp_path / "o" / "report.json").read_text("utf-8"))
     assert single["stability"]["redFlagSplits"] == 2
+
+
+@pytest.mark.live
+def test_samples_2_to_k_read_the_static_prefix_from_the_prompt_cache(tmp_path: Path) -> None:
+    rows = subset(tmp_path, 2)
+    with StubServer(Counting(), prompt_cache=True) as server:
+        task = score(
+            options(tmp_path, rows, "live", api_base=server.base_url, concurrency=1)
+        ).task_id
+    with TaskStore(tmp_path / "s.sqlite") as store:
+        stored = list(store.rows(task))
+    first = stored[0].samples
+    assert first[0].cache_read_tokens == 0  # the first request of the run writes the prefix
+    assert all(s.cache_read_tokens > 0 for r in stored for s in r.samples[1:])
+    for row in stored:  # the row's usage adds up its samples'
+        assert row.cache_read_tokens == sum(s.cache_read_tokens for s in row.samples)
+        assert row.prompt_tokens == sum(s.prompt_tokens for s in row.samples)
+    report = json.loads((tmp_path / "live" / "report.json").read_text("utf-8"))
+    assert report["usage"]["cacheReadTokens"] == sum(r.cache_read_tokens for r in stored)
