@@ -191,6 +191,8 @@ _FROM_TASK = (
     ("output_mode", "--output-mode"),
     ("system_as_user", "--system-as-user"),
     ("prompt_version", "--prompt"),
+    ("samples", "--samples"),
+    ("samples_when", "--samples-when"),
 )
 
 
