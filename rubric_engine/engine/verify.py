@@ -173,9 +173,10 @@ def _deriver(store: TaskStore, task: TaskRecord, rubric: EvalRubric) -> Derive:
             evidence=builder.asks_evidence,
             output_mode=output_mode_of(task.judge_params),  # type: ignore[arg-type]
             system_as_user=bool(task.judge_params.get("systemAsUser")),
+            settled_form=settled
+            if isinstance(settled := task.extra.get("outputForm"), dict)
+            else None,
         )
-        form = (task.extra.get("outputForm") or {}).get("form")
-        judge.use_form(form)
         judge_if = judge_if_for((task.extra.get("run") or {}).get("judgeWhen"))
     loop = asyncio.new_event_loop()
 

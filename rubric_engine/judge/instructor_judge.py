@@ -122,15 +122,6 @@ class InstructorJudge:
         #: system text -> the prepared kwargs of a probe row and their static key parts
         self._prepared: dict[str, tuple[dict[str, Any], dict[str, str]] | None] = {}
 
-    def use_form(self, form: str | None) -> None:
-        """In ``schema`` mode, ask every row in ``form`` without probing the server first (the
-        form an earlier run of the task settled on, ``extra.outputForm``); other modes and an
-        unknown form change nothing."""
-        if self.output_mode == "schema" and form in SCHEMA_FORMS:
-            self._forms = [form]
-            self._settled = True
-            self.form_record = {"mode": self.output_mode, "form": form}
-
     @property
     def verdict_model(self) -> type[VerdictBase]:
         """The model whose JSON Schema the judge is shown (instructor's wrapper; imports
