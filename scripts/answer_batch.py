@@ -24,7 +24,8 @@ def answer(requests: Path, cassettes: Path) -> list[dict[str, object]]:
     by_row = {}
     for path in sorted(cassettes.rglob("*.jsonl")):
         for entry in read_entries(path):
-            by_row.setdefault(entry.row_id, entry)
+            if "sample" not in entry.key_parts:  # a batch request is a row's first ask
+                by_row.setdefault(entry.row_id, entry)
     out: list[dict[str, object]] = []
     for n, raw in enumerate(requests.read_text(encoding="utf-8").splitlines()):
         line = json.loads(raw)

@@ -350,3 +350,18 @@ def test_reply_warnings_reach_the_row_after_the_reasks(mini_rubric: Any) -> None
         "JUDGE_VALUE_NFKC_NORMALIZED",
     ]
     assert result.judge_score == 2 and result.red_flag_types == ("FALSE_PROMISE",)
+
+
+def test_a_sampled_rows_aggregate_warns_about_its_splits() -> None:
+    """A sampled row's own warnings (docs/stability.md): INTENT_SPLIT when its samples picked
+    different intents, RED_FLAG_SPLIT when the vote dropped a red flag a sample raised."""
+    from rubric_engine.results.samples import Sample, aggregate_samples
+    from tests.test_samples import INTENTS, ORDER, REQS, judged
+
+    clean = judged({"rowId": "r", "intentKey": INTENTS[0], "score": 4, "redFlagTypes": []})
+    other = {"rowId": "r", "intentKey": INTENTS[1], "score": 1}
+    flagged = judged({**other, "redFlagTypes": ["MEDICAL_OVERREACH"]})
+    got = aggregate_samples(
+        [Sample(1, n, r) for n, r in enumerate([clean, clean, flagged], 1)], REQS, ORDER
+    )
+    assert {WarningCode.INTENT_SPLIT, WarningCode.RED_FLAG_SPLIT} <= {w.code for w in got.warnings}
