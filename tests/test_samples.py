@@ -441,27 +441,6 @@ def test_sigkill_between_a_reask_and_its_answer_resume_pays_the_first_answer_onc
     assert code == 0, out
 
 
-def test_the_unstable_first_queue_puts_the_most_disagreeing_rows_ahead() -> None:
-    from rubric_engine.results.model import Stability
-    from rubric_engine.review.queue import QueuePolicy, build_queue, row_reviews
-
-    def sampled(row_id: str, stability: Stability | None) -> RowResult:
-        return RowResult(
-            row_id=row_id, status=RowStatus.SCORED, intent_key=INTENTS[0], judge_score=4,
-            final_score=4, stability=stability,
-        )  # fmt: skip
-
-    rows = [
-        sampled("stable", Stability(stable=True)),
-        sampled("score", Stability(stable=False, reasons=("score",))),
-        sampled("single", None),
-        sampled("flips", Stability(stable=False, reasons=("requirements",), flips=("A", "B"))),
-    ]
-    policy = QueuePolicy(second_review_share=0)
-    queue = build_queue(row_reviews(rows, [], policy), "a", "unstable-first", policy)
-    assert [r.result.row_id for r in queue] == ["flips", "score", "stable", "single"]
-
-
 def test_the_html_report_shows_the_stability_section_escaped(tmp_path: Path) -> None:
     code, out = run(
         "score", CASES / "health_ambiguous_zh.jsonl", "-r", RUBRICS / "health_cs.yaml", "--draft",
