@@ -7,6 +7,8 @@ The public API, imported on first use so that ``rubric-eval --help`` stays fast:
     result = score(ScoreOptions(inputs=[Path("rows.jsonl")], rubric="support_cs"))
     report = read_report(result.task_id)   # the typed report.json of any stored task
 
+``evaluate(options)`` scores rows (``ScoreOptions(rows=[…])``) in a temporary store and returns
+every row's result in input order, for harnesses that want results, not a stored task.
 In a notebook or an async app, ``await score_async(options)`` (``score`` refuses to start a
 second event loop inside a running one).
 """
@@ -27,6 +29,7 @@ if TYPE_CHECKING:  # the real types for checkers; at run time each name loads on
     from rubric_engine.cases.eval_case import EvalCase
     from rubric_engine.dialogue.model import DialogueRow
     from rubric_engine.dialogue.readers import DialogueSource
+    from rubric_engine.engine.evaluate import Evaluation, evaluate, evaluate_async
     from rubric_engine.engine.options import ScoreOptions
     from rubric_engine.engine.run import (
         ScoreResult,
@@ -78,6 +81,9 @@ _API = {
     "WarningCode": "rubric_engine.results.model",
     "row_result": "rubric_engine.results.row_result",
     "ScoreOptions": "rubric_engine.engine.options",
+    "Evaluation": "rubric_engine.engine.evaluate",
+    "evaluate": "rubric_engine.engine.evaluate",
+    "evaluate_async": "rubric_engine.engine.evaluate",
     "ScoreResult": "rubric_engine.engine.run",
     "score": "rubric_engine.engine.run",
     "score_async": "rubric_engine.engine.run",
@@ -108,6 +114,7 @@ __all__ = [
     "Diff",
     "EvalCase",
     "EvalRubric",
+    "Evaluation",
     "ExitCode",
     "GateResult",
     "HardRequirement",
@@ -121,6 +128,8 @@ __all__ = [
     "TaskStore",
     "WarningCode",
     "__version__",
+    "evaluate",
+    "evaluate_async",
     "evaluate_check",
     "evidence_from_row",
     "load_rubric",

@@ -48,6 +48,31 @@ class ExitCode(IntEnum):
     BROKEN_PIPE = 141
 
 
+#: one line per exit code, for machine-read summaries (``--json``); the comments above say more
+_MEANINGS = {
+    ExitCode.OK: "done",
+    ExitCode.UNEXPECTED: "unexpected error (a bug: please report it)",
+    ExitCode.BAD_INPUT: "bad input or options: nothing was scored",
+    ExitCode.STORE: "the task store is missing, locked or holds something unexpected",
+    ExitCode.CASSETTE_MISS: "some rows had no cassette entry (they are JUDGE_ERROR rows)",
+    ExitCode.NOTHING_SCORED: "no row could be scored",
+    ExitCode.BUDGET: "a budget (--max-calls / --max-cost) stopped the run",
+    ExitCode.GATE_FAILED: "a check failed, or the task is incomplete",
+    ExitCode.CREDENTIALS_REFUSED: "the provider refused the credentials (HTTP 401/403)",
+    ExitCode.REPORT_NOT_WRITTEN: "rows stored, but the report files were not written",
+    ExitCode.INTERRUPTED: "interrupted; finished rows are kept",
+    ExitCode.BROKEN_PIPE: "stdout was closed early",
+}
+
+
+def exit_meaning(code: int) -> str:
+    """The one-line meaning of an exit code of :class:`ExitCode` (``"unknown"`` otherwise)."""
+    try:
+        return _MEANINGS[ExitCode(code)]
+    except ValueError:
+        return "unknown exit code"
+
+
 @dataclass(frozen=True)
 class Problem:
     """One problem found in an input file.

@@ -333,7 +333,7 @@ def test_killed_three_times_resume_never_submits_twice_nor_loses_a_row(tmp_path:
             "score", str(replica.rows), "-r", str(RUBRICS / "health_cs.yaml"), "--draft",
             "--mode", "batch", "--api-base", stub.base_url, "--model", "openai/gpt-4o-mini",
             "--batch-max-requests", "60", "--batch-poll-interval", "0.02",
-            "--store", str(store), "--out", str(tmp_path / "out"), "-q",
+            "--store", str(store), "--out", str(tmp_path / "out"), "--display", "none",
         ]  # fmt: skip
         args, kills, finished = first, 0, False
         # each start is killed, finishes, or fails the test: at most 3 kills + 1 starts
@@ -365,7 +365,7 @@ def test_killed_three_times_resume_never_submits_twice_nor_loses_a_row(tmp_path:
             )
             with TaskStore(store) as opened:
                 (task,) = opened.tasks()
-            args = ["score", "--resume", task.id, "--store", str(store), "-q"]
+            args = ["score", "--resume", task.id, "--store", str(store), "--display", "none"]
         assert kills == 3, "the run finished before the third kill"
         if not finished:
             code, out = run(*args)

@@ -97,7 +97,8 @@ def test_the_calibration_is_pinned_and_stale_for_another_judge_model(tmp_path: P
             "openai/stub-judge",
             "--out",
             tmp_path / "other",
-            "-q",
+            "--display",
+            "none",
         )
     assert code == 0, out
     other = out.split("task id: ")[1].split()[0]
@@ -134,7 +135,8 @@ def test_judge_against_judge_over_the_same_rows_counts_flips(tmp_path: Path) -> 
             "openai/stub-judge",
             "--out",
             tmp_path / "other",
-            "-q",
+            "--display",
+            "none",
         )
     assert code == 0, out
     other = out.split("task id: ")[1].split()[0]
@@ -195,7 +197,8 @@ def test_the_gate_fails_on_calibration_red_flag_recall_and_on_a_stale_calibratio
             "openai/stub-judge",
             "--out",
             tmp_path / "other",
-            "-q",
+            "--display",
+            "none",
         )
     other = out.split("task id: ")[1].split()[0]
     code, out = run("gate", other, "--store", store, "--threshold", "calibration.kappa>=0.6")

@@ -41,7 +41,8 @@ def test_an_unreadable_entry_is_that_rows_error_and_the_batch_goes_on(tmp_path: 
     folder = broken_copy(tmp_path)
     code, out = run(
         "score", CASES / "health_consult_zh.jsonl", "-r", RUBRICS / "health_cs.yaml", "--draft",
-        "--cassettes", folder, "--store", tmp_path / "s.sqlite", "--out", tmp_path / "out", "-q",
+        "--cassettes", folder, "--store", tmp_path / "s.sqlite", "--out", tmp_path / "out",
+        "--display", "none",
     )  # fmt: skip
     assert code == 4, out
     assert "Traceback" not in out

@@ -33,7 +33,8 @@ def score_demo(tmp_path: Path, store: Path, *extra: object) -> tuple[int, str]:
         tmp_path / "out",
         "--cassettes",
         CASSETTES,
-        "-q",
+        "--display",
+        "none",
         *extra,
     )
 
@@ -222,7 +223,7 @@ def test_output_closed_early_ends_quietly(tmp_path: Path) -> None:
     command = (
         f"{sys.executable} -m rubric_engine.cli score {CASES / 'health_consult_zh.jsonl'} "
         f"-r {RUBRICS / 'health_cs.yaml'} --draft --cassettes {CASSETTES} "
-        f"--store {tmp_path / 's.sqlite'} --out {tmp_path / 'o'} -q | head -1"
+        f"--store {tmp_path / 's.sqlite'} --out {tmp_path / 'o'} --display none | head -1"
     )
     done = subprocess.run(
         ["bash", "-o", "pipefail", "-c", command], capture_output=True, text=True, timeout=120

@@ -152,7 +152,7 @@ def test_a_401_after_a_success_stops_the_run_at_once_and_the_rows_stay_resumable
         code, out = run(
             "score", ROWS, "-r", RUBRICS / "health_cs.yaml", "--draft", "--mode", "live",
             "--api-base", server.base_url, "--model", "openai/stub-judge", "--store", store,
-            "--out", tmp_path / "out", "--concurrency", "1", "-q",
+            "--out", tmp_path / "out", "--concurrency", "1", "--display", "none",
         )  # fmt: skip
         assert code == 8, out
         assert "refused the credentials (HTTP 401)" in out and "Invalid API key: key revoked" in out
@@ -163,7 +163,7 @@ def test_a_401_after_a_success_stops_the_run_at_once_and_the_rows_stay_resumable
             kept = {s.result.row_id: s.result.status for s in opened.rows(task.id)}
         assert kept == {ROW_IDS[0]: "SCORED", ROW_IDS[1]: "JUDGE_ERROR"}
         state["status"] = 200  # a new key
-        code, out = run("score", "--resume", task.id, "--store", store, "-q")
+        code, out = run("score", "--resume", task.id, "--store", store, "--display", "none")
         assert code == 0, out
     with TaskStore(store) as opened:
         assert all(s.result.status == "SCORED" for s in opened.rows(task.id))
@@ -287,7 +287,7 @@ def test_sigterm_to_a_replay_started_with_sigint_ignored_ends_without_a_tracebac
     process = subprocess.Popen(
         [sys.executable, "-m", "rubric_engine.cli", "score", str(data / "rows.jsonl"),
          "--cassettes", str(data / "cassettes"), "-r", str(RUBRICS / "health_cs.yaml"),
-         "--draft", "--store", str(store), "--out", str(tmp_path / "out"), "-q"],
+         "--draft", "--store", str(store), "--out", str(tmp_path / "out"), "--display", "none"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "NO_COLOR": "1"}, preexec_fn=_ignore_sigint,
     )  # fmt: skip

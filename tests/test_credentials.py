@@ -83,7 +83,7 @@ def test_sentinel_keys_reach_the_provider_but_nothing_rubric_eval_writes_or_prin
                 "score", ROWS, "-r", RUBRICS / "health_cs.yaml", "--draft", "--mode", mode,
                 "--api-base", api_base, "--api-key-env", "JUDGE_CRED", "--model",
                 "openai/stub-judge", "--store", store, "--out", work / out,
-                "--cassettes", work / "cassettes", "-q",
+                "--cassettes", work / "cassettes", "--display", "none",
             )  # fmt: skip
             outputs.extend((done.stdout, done.stderr))
             return done

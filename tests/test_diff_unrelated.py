@@ -11,7 +11,7 @@ from tests.test_cli import run
 def scored(tmp_path: Path, store: Path, rows: Path, rubric: Path, out: str) -> str:
     code, text = run(
         "score", rows, "-r", rubric, "--draft", "--store", store, "--cassettes", CASSETTES,
-        "--out", tmp_path / out, "-q",
+        "--out", tmp_path / out, "--display", "none",
     )  # fmt: skip
     assert code == 0, text
     return text.rsplit("task id: ", 1)[1].split()[0]

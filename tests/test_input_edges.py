@@ -214,7 +214,8 @@ def test_deep_metadata_is_refused_before_any_call_and_nothing_is_stored(tmp_path
             str(store),
             "--out",
             str(tmp_path / "out"),
-            "-q",
+            "--display",
+            "none",
         ],
     )
     assert result.exit_code == 2, result.output
@@ -351,7 +352,7 @@ def test_malformed_markers_are_kept_for_rules_and_judge_and_warned(tmp_path: Pat
         app,
         [
             "score", str(rows), "-r", str(pack), "--draft", "--judge", "none",
-            "--store", str(tmp_path / "s.sqlite"), "--out", str(out), "-q",
+            "--store", str(tmp_path / "s.sqlite"), "--out", str(out), "--display", "none",
         ],
     )  # fmt: skip
     assert result.exit_code == 0, result.output

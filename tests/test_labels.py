@@ -211,7 +211,8 @@ def score_airline(tmp_path: Path) -> tuple[Path, str]:
         CASSETTES,
         "--out",
         tmp_path / "rep",
-        "-q",
+        "--display",
+        "none",
     )
     assert code == 0, out
     return store, out.split("task id: ")[1].split()[0]

@@ -21,7 +21,7 @@ HEALTH = CASES / "health_consult_zh.jsonl"
 def score(tmp_path: Path, rows: Path, cassettes: Path = CASSETTES) -> tuple[int, str]:
     return run(
         "score", rows, "-r", RUBRICS / "health_cs.yaml", "--draft", "--cassettes", cassettes,
-        "--store", tmp_path / "s.sqlite", "--out", tmp_path / "out", "-q",
+        "--store", tmp_path / "s.sqlite", "--out", tmp_path / "out", "--display", "none",
     )  # fmt: skip
 
 

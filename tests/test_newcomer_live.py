@@ -40,7 +40,7 @@ def test_azure_key_alone_is_enough_with_api_base_and_api_version(
             "--mode", "live", "--model", "azure/x",
             "--api-base", server.base_url.removesuffix("/v1"),
             "--judge-param", "api_version=2024-10-21",
-            "--store", tmp_path / "s.sqlite", "--out", tmp_path / "out", "-q",
+            "--store", tmp_path / "s.sqlite", "--out", tmp_path / "out", "--display", "none",
         )  # fmt: skip
         sent = list(server.requests)
     assert code == 0, out
@@ -69,7 +69,7 @@ def test_a_bad_transport_variable_does_not_stop_a_replay(
     demo = Path(__file__).parent.parent / "cases" / "health_consult_zh.jsonl"
     code, out = run(
         "score", demo, "-r", RUBRICS / "health_cs.yaml", "--draft", "--cassettes", CASSETTES,
-        "--store", tmp_path / "s.sqlite", "--out", tmp_path / "out", "-q",
+        "--store", tmp_path / "s.sqlite", "--out", tmp_path / "out", "--display", "none",
     )  # fmt: skip
     assert code == 0, out
     # a live run is refused before any call, naming the variable and the choices

@@ -111,7 +111,7 @@ def test_a_rejected_temperature_is_learned_once_recorded_and_the_seed_is_sent(
             Path(__file__).parent.parent / "rubrics" / "health_cs.yaml", "--draft", "--mode",
             "live", "--api-base", server.base_url, "--model", "openai/stub-judge", "--store",
             tmp_path / "s.sqlite", "--out", tmp_path / "out", "--seed", "7", "--concurrency",
-            "1", "-q",
+            "1", "--display", "none",
         )  # fmt: skip
         bodies = [r["body"] for r in server.requests]
     assert code == 0, out

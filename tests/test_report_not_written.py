@@ -46,7 +46,8 @@ def _scored_demo(tmp_path: Path) -> tuple[Path, str]:
     store = tmp_path / "s.sqlite"
     code, printed = run(
         "score", CASES / "health_consult_zh.jsonl", "-r", RUBRICS / "health_cs.yaml", "--draft",
-        "--cassettes", CASSETTES, "--store", store, "--out", tmp_path / "first", "-q",
+        "--cassettes", CASSETTES, "--store", store, "--out", tmp_path / "first",
+        "--display", "none",
     )  # fmt: skip
     assert code == 0, printed
     return store, printed.rsplit("task id: ", 1)[1].split()[0]

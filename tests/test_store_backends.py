@@ -28,7 +28,7 @@ def score_demo(store: object, cases: str, key: str, out: Path) -> str:
     assert code == 0, output
     code, output = run(
         "score", CASES / cases, "-r", key, "--store", store, "--cassettes", CASSETTES,
-        "--out", out, "-q",
+        "--out", out, "--display", "none",
     )  # fmt: skip
     assert code == 0, output
     return output.rsplit("task id: ", 1)[1].split()[0]

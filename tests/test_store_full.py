@@ -37,7 +37,7 @@ def test_a_full_store_stops_the_run_with_exit_3_and_resume_finishes_it(
         self._db.execute(f"PRAGMA max_page_count={pages + room}")
 
     store = tmp_path / "s.sqlite"
-    args = ("--store", store, "--out", tmp_path / "out", "-q")
+    args = ("--store", store, "--out", tmp_path / "out", "--display", "none")
     code, out = run("rubric", "publish", RUBRICS / "health_cs.yaml", "--store", store)
     assert code == 0, out
     monkeypatch.setattr(SqliteBackend, "__init__", capped)

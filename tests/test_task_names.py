@@ -43,7 +43,8 @@ def named(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
         "accepted",
         "--tag",
         "v1",
-        "-q",
+        "--display",
+        "none",
     )
     assert code == 0, out
     base = out.rsplit("task id: ", 1)[1].split()[0]

@@ -125,6 +125,27 @@ def _guard(fn: Callable[[], T]) -> T:
         _fail(exc)
 
 
+def guard_json(model: type[Any], fn: Callable[[], int]) -> NoReturn:
+    """Run a ``--json`` command body that prints its own summary and returns the exit code;
+    when it fails before that, print ``model``'s failure summary (``error`` set) on stdout,
+    the message on stderr, and exit with the error's code. stdout gets one JSON object."""
+    from rubric_engine.judge.secrets import redact
+    from rubric_engine.report.summary import failed_summary
+
+    try:
+        code = fn()
+    except RubricEvalError as exc:
+        message = redact(str(exc))
+        typer.echo(f"error: {message}", err=True)
+        typer.echo(failed_summary(model, int(exc.exit_code), message).to_json())
+        raise typer.Exit(exc.exit_code) from None
+    except typer.Exit as stop:  # interrupted: the messages went to stderr already
+        if stop.exit_code:
+            typer.echo(failed_summary(model, stop.exit_code, "interrupted").to_json())
+        raise
+    raise typer.Exit(code)
+
+
 def _require_store(store: StoreLocation) -> None:
     """Refuse a store that does not exist (see :func:`rubric_engine.report.run.require_store`)."""
     from rubric_engine.report.run import require_store

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from rubric_engine.cli._app import _guard, app, print_columns
+from rubric_engine.cli._app import _guard, app, guard_json, print_columns
 from rubric_engine.errors import ExitCode
 
 
@@ -39,6 +39,22 @@ def ci(
     schema: Annotated[
         bool, typer.Option("--schema", help="Print the suite file's JSON Schema and exit.")
     ] = False,
+    markdown: Annotated[
+        Path | None,
+        typer.Option(
+            help="Also write the checklist, failed regressions and tasks as Markdown here (for "
+            "$GITHUB_STEP_SUMMARY or a pull-request comment)."
+        ),
+    ] = None,
+    json_out: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print one JSON object on stdout and nothing else: suite, passed, exitCode "
+            "and its meaning, datasets and tasks, every check, regressions "
+            "(docs/json-output.md); progress goes to stderr.",
+        ),
+    ] = False,
 ) -> None:
     """Run the suite: score every dataset, then print the release checklist (✓/✗ with figure
     and threshold) and write JUnit XML. Exit 7 when any check fails."""
@@ -50,11 +66,11 @@ def ci(
         typer.echo(json.dumps(suite_json_schema(), indent=2, ensure_ascii=False))
         return
 
-    def run() -> bool:
+    def run() -> int:
         from rubric_engine.errors import ConfigurationError
         from rubric_engine.suite import load_suite
         from rubric_engine.suite.load import read_env
-        from rubric_engine.suite.run import checklist_rows, run_suite
+        from rubric_engine.suite.run import checklist_markdown, checklist_rows, run_suite
 
         loaded = load_suite(suite)
         # the .env beside the suite also feeds the judge's key check (the environment wins)
@@ -85,21 +101,38 @@ def ci(
         result = run_suite(
             merged,
             branch=branch,
-            on_dataset=lambda d, t: typer.echo(f"scored {d.name} ({d.tier}): task {t}"),
+            on_dataset=lambda d, t: typer.echo(
+                f"scored {d.name} ({d.tier}): task {t}", err=json_out
+            ),
         )
-        print_columns(checklist_rows(result))
         target = junit or merged.out / "junit.xml"
         from rubric_engine.report.render.output import write_output
 
         write_output(target, result.junit(), "--junit")
+        if markdown is not None:
+            write_output(markdown, checklist_markdown(result, merged.out), "--markdown")
+        code = 0 if result.passed else ExitCode.GATE_FAILED
+        if json_out:
+            from rubric_engine.report.summary import ci_summary
+
+            summary = ci_summary(result.suite, result.tasks, result.lines, code, str(target))
+            typer.echo(summary.to_json())
+            return code
+        print_columns(checklist_rows(result))
         failed = sum(1 for line in result.lines if not line.passed)
         typer.echo(f"wrote {target}")
+        if markdown is not None:
+            typer.echo(f"wrote {markdown}")
         typer.echo(
             f"ci {'failed' if failed else 'passed'}: {len(result.lines) - failed} of "
             f"{len(result.lines)} check(s) hold"
             + (": " + ", ".join(x.name for x in result.lines if not x.passed) if failed else "")
         )
-        return result.passed
+        return code
 
-    if not _guard(run):
-        raise typer.Exit(ExitCode.GATE_FAILED)
+    if json_out:
+        from rubric_engine.report.summary import CiSummary
+
+        guard_json(CiSummary, run)
+    if code := _guard(run):
+        raise typer.Exit(code)

@@ -4,12 +4,23 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from rubric_engine import DEFAULT_STORE
-from rubric_engine.cli._app import EXIT_GATE_FAILED, StoreOpt, _fail, _guard, _store_location, app
+from rubric_engine.cli._app import (
+    EXIT_GATE_FAILED,
+    StoreOpt,
+    _fail,
+    _guard,
+    _store_location,
+    app,
+    guard_json,
+)
+
+if TYPE_CHECKING:
+    from rubric_engine.report.gate import GateResult
 
 PassScoreOpt = Annotated[
     int | None,
@@ -134,11 +145,19 @@ def gate(
             "fails only when it holds there too."
         ),
     ] = None,
+    json_out: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print one JSON object on stdout and nothing else: taskId, passed, exitCode "
+            "and its meaning, every check (docs/json-output.md).",
+        ),
+    ] = False,
 ) -> None:
     """CI gate: exit 7 when a threshold or the no-regression rule fails, 0 when all hold."""
     from rubric_engine.errors import ConfigurationError
 
-    def run() -> bool:
+    def run() -> GateResult:
         from rubric_engine.report.render.junit import gate_junit
         from rubric_engine.report.run import run_gate
 
@@ -162,19 +181,31 @@ def gate(
             noise=noise,
             confirm_with=confirm_with,
         )
-        for check in result.checks:
-            typer.echo(f"{'PASS' if check.passed else 'FAIL'}  {check.message}")
         if junit is not None:
             _write(junit, gate_junit(result), "--junit")
-            typer.echo(f"wrote {junit}")
-        checks = len(result.checks)
-        typer.echo(
-            f"gate {'failed' if result.failed else 'passed'}: {checks - result.failed} of "
-            f"{checks} check(s) hold"
-        )
-        return result.passed
+        return result
 
-    if not _guard(run):
+    if json_out:
+        from rubric_engine.report.summary import GateSummary, gate_summary
+
+        def as_json() -> int:
+            result = run()
+            code = EXIT_GATE_FAILED if result.failed else 0
+            typer.echo(gate_summary(result, code, str(junit) if junit else None).to_json())
+            return code
+
+        guard_json(GateSummary, as_json)
+    result = _guard(run)
+    for check in result.checks:
+        typer.echo(f"{'PASS' if check.passed else 'FAIL'}  {check.message}")
+    if junit is not None:
+        typer.echo(f"wrote {junit}")
+    checks = len(result.checks)
+    typer.echo(
+        f"gate {'failed' if result.failed else 'passed'}: {checks - result.failed} of "
+        f"{checks} check(s) hold"
+    )
+    if not result.passed:
         raise typer.Exit(EXIT_GATE_FAILED)
 
 

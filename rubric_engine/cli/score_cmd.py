@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
 
-from rubric_engine.cli._app import StoreOpt, _guard, app
+from rubric_engine.cli._app import StoreOpt, _guard, app, guard_json
 from rubric_engine.engine.options import DEFAULTS as D
 from rubric_engine.errors import ExitCode
 
@@ -272,7 +272,17 @@ def score(
         ),
     ] = False,
     quiet: Annotated[
-        bool, typer.Option("--quiet", "-q", help="No progress (--display none).")
+        bool,
+        typer.Option("--quiet", "-q", help="Print only errors: no progress, no summary, no notes."),
+    ] = False,
+    json_out: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print one JSON object on stdout and nothing else: taskId, state, exitCode and "
+            "its meaning, row counts, key metrics, report paths, notes (docs/json-output.md). "
+            "Messages still go to stderr.",
+        ),
     ] = False,
     display: Annotated[
         str | None,
@@ -291,101 +301,161 @@ def score(
     """
     from rubric_engine.batch.settings import BatchSettings, Fallback
     from rubric_engine.dialogue.readers import InputFormat
-    from rubric_engine.engine import JudgeKind, Mode, ScoreOptions, resume_command
+    from rubric_engine.engine import JudgeKind, Mode, ScoreOptions
     from rubric_engine.engine.options import parse_judge_params
-    from rubric_engine.judge.secrets import redact
+    from rubric_engine.report.summary import ScoreSummary
 
-    params = _guard(lambda: parse_judge_params(judge_param or ()))
-    options = ScoreOptions(
-        inputs=inputs or [],
-        rubric=rubric,
-        mode=cast(Mode, mode),
-        cassettes=cassettes,
-        model=model,
-        api_base=api_base,
-        api_key_env=api_key_env,
-        concurrency=concurrency,
-        store=store,
-        out=out,
-        input_format=cast(InputFormat, input_format),
-        prompt_version=prompt,
-        max_reasks=max_reasks,
-        temperature=temperature,
-        max_tokens=max_tokens,
-        samples=samples,
-        samples_when=samples_when,
-        seed=seed,
-        timeout_s=timeout,
-        restart_wait_s=restart_wait,
-        transport=transport,
-        draft=draft,
-        resume=resume,
-        max_calls=max_calls,
-        max_cost_usd=max_cost,
-        judge=cast(JudgeKind, judge),
-        name=name,
-        tags=tuple(tag or ()),
-        judge_params=params,
-        judge_when=judge_when,
-        output_mode=output_mode,
-        system_as_user=system_as_user,
-        prompt_cache=prompt_cache,
-        max_context=max_context,
-        batch=BatchSettings(
-            max_requests=batch_max_requests,
-            max_bytes=batch_max_bytes,
-            poll_interval_s=batch_poll_interval,
-            fallback=cast(Fallback, batch_fallback),
-            record=batch_record,
-        ),
-    )
+    def build() -> ScoreOptions:
+        return ScoreOptions(
+            inputs=inputs or [],
+            rubric=rubric,
+            mode=cast(Mode, mode),
+            cassettes=cassettes,
+            model=model,
+            api_base=api_base,
+            api_key_env=api_key_env,
+            concurrency=concurrency,
+            store=store,
+            out=out,
+            input_format=cast(InputFormat, input_format),
+            prompt_version=prompt,
+            max_reasks=max_reasks,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            samples=samples,
+            samples_when=samples_when,
+            seed=seed,
+            timeout_s=timeout,
+            restart_wait_s=restart_wait,
+            transport=transport,
+            draft=draft,
+            resume=resume,
+            max_calls=max_calls,
+            max_cost_usd=max_cost,
+            judge=cast(JudgeKind, judge),
+            name=name,
+            tags=tuple(tag or ()),
+            judge_params=parse_judge_params(judge_param or ()),
+            judge_when=judge_when,
+            output_mode=output_mode,
+            system_as_user=system_as_user,
+            prompt_cache=prompt_cache,
+            max_context=max_context,
+            batch=BatchSettings(
+                max_requests=batch_max_requests,
+                max_bytes=batch_max_bytes,
+                poll_interval_s=batch_poll_interval,
+                fallback=cast(Fallback, batch_fallback),
+                record=batch_record,
+            ),
+        )
+
     if dry_run:
-        _dry_run(options)
+        _dry_run(_guard(build))
         return
+    if json_out:
+        guard_json(ScoreSummary, lambda: _score_json(build(), display, workers_only))
+        return
+    options = _guard(build)
     if workers_only:
         _queue(options)
         return
     result = _guard(lambda: _run_score(options, "none" if quiet else display))
-    _print_summary(result)
+    code, messages = _outcome(result, options)
+    if not quiet:
+        _print_summary(result)
+    for level, text in messages:
+        if level == "error" or not quiet:
+            typer.echo(text, err=True)
+    if code:
+        raise typer.Exit(code)
+
+
+def _score_json(options: ScoreOptions, display: str | None, workers_only: bool) -> int:
+    """``score --json``: the run, then its one summary object on stdout; the exit code."""
+    from rubric_engine.report.summary import RowCounts, ScoreSummary, score_summary
+
+    if workers_only:
+        from rubric_engine.engine.workers import queue_task
+
+        queued = queue_task(options)
+        summary = ScoreSummary(
+            task_id=queued.task_id, state="QUEUED", exit_code=0, exit_meaning="done",
+            rows=RowCounts(planned=queued.rows, total=0, scored=0, judge_errors=0, checked=0,
+                           passed=0),
+            notes=[f"judge the rows with `rubric-eval work {queued.task_id} --store URL`"],
+        )  # fmt: skip
+        typer.echo(summary.to_json())
+        return 0
+    result = _run_score(options, display or "none")
+    code, messages = _outcome(result, options)
+    for _, text in messages:
+        typer.echo(text, err=True)
+    files = {"json_": str(result.files.json), "markdown": str(result.files.markdown),
+             "html": str(result.files.html), "rows": str(result.files.rows)}  # fmt: skip
+    notes = [text.split(": ", 1)[1] if ": " in text else text for _, text in messages]
+    typer.echo(score_summary(result.report, code, files, notes).to_json())
+    return code
+
+
+def _outcome(result: ScoreResult, options: ScoreOptions) -> tuple[int, list[tuple[str, str]]]:
+    """The exit code of a finished run and what to say on stderr, ``(level, text)`` each with
+    level ``note`` or ``error`` (``-q`` prints only errors)."""
+    from rubric_engine.engine import resume_command
+    from rubric_engine.judge.secrets import redact
+
+    messages: list[tuple[str, str]] = []
     if result.sampling_note:
-        typer.echo(result.sampling_note, err=True)
+        messages.append(("note", result.sampling_note))
     for name, message in result.dropped_params.items():
-        typer.echo(
-            f"note: the provider rejected {name} ({redact(message)}); it was not sent again after "
-            "that (the task records it as droppedParams)",
-            err=True,
+        messages.append(
+            (
+                "note",
+                f"note: the provider rejected {name} ({redact(message)}); it was not "
+                "sent again after that (the task records it as droppedParams)",
+            )
         )
     if result.already_complete:
-        typer.echo(
-            f"task {result.task_id} was already complete: nothing was judged; its report "
-            "files were written again",
-            err=True,
+        messages.append(
+            (
+                "note",
+                f"note: task {result.task_id} was already complete: nothing "
+                "was judged; its report files were written again",
+            )
         )
     if result.cassette_misses:
         first = result.cassette_misses[0].error
-        typer.echo(
-            f"error: {len(result.cassette_misses)} row(s) had no cassette entry and are "
-            f"JUDGE_ERROR. First: {first.message if first else ''}\n"
-            "Record them with the same options plus `--mode record` (needs the provider and its "
-            "API key), or point --cassettes at the folder that holds them.",
-            err=True,
+        messages.append(
+            (
+                "error",
+                f"error: {len(result.cassette_misses)} row(s) had no cassette entry and are "
+                f"JUDGE_ERROR. First: {first.message if first else ''}\n"
+                "Record them with the same options plus `--mode record` (needs the provider "
+                "and its API key), or point --cassettes at the folder that holds them.",
+            )
         )
-        raise typer.Exit(ExitCode.CASSETTE_MISS)
+        return ExitCode.CASSETTE_MISS, messages
     if result.stopped:
-        typer.echo(
-            f"stopped: {result.stopped}; {result.report.totals.rows} of "
-            f"{result.report.task.planned_rows} row(s) have a result. Finish with "
-            f"`{resume_command(result.task_id, options.store)}` and a larger budget.",
-            err=True,
+        messages.append(
+            (
+                "error",
+                f"stopped: {result.stopped}; {result.report.totals.rows} of "
+                f"{result.report.task.planned_rows} row(s) have a result. Finish with "
+                f"`{resume_command(result.task_id, options.store)}` and a larger budget.",
+            )
         )
-        raise typer.Exit(ExitCode.BUDGET)
+        return ExitCode.BUDGET, messages
     totals = result.report.totals
     if not totals.scored and not totals.checked:
-        typer.echo(
-            "error: no row was scored (every row is JUDGE_ERROR; reasons above and in rows.jsonl)",
-            err=True,
+        messages.append(
+            (
+                "error",
+                "error: no row was scored (every row is JUDGE_ERROR; reasons "
+                "above and in rows.jsonl)",
+            )
         )
-        raise typer.Exit(ExitCode.NOTHING_SCORED)
+        return ExitCode.NOTHING_SCORED, messages
+    return ExitCode.OK, messages
 
 
 def _dry_run(options: ScoreOptions) -> None:

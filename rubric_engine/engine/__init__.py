@@ -7,7 +7,9 @@ directly (notebooks and async apps: ``await score_async(options)``).
 
 Modules: :mod:`.options` (the options, their defaults and checks), :mod:`.preflight` (checks
 that read files or the environment), :mod:`.task` (the stored task record), :mod:`.plan`
-(everything a new or resumed run needs, checked) and :mod:`.run` (the one orchestrator).
+(everything a new or resumed run needs, checked) and :mod:`.run` (the one orchestrator);
+:mod:`.evaluate` returns a run's row results in memory (the base of the plug-ins in
+:mod:`rubric_engine.integrations`).
 Names are imported on first use, so ``rubric-eval --help`` (which reads the option defaults)
 stays fast.
 """
@@ -18,6 +20,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from rubric_engine.engine.evaluate import Evaluation, evaluate, evaluate_async
     from rubric_engine.engine.options import (
         DEFAULT_MODEL,
         DEFAULTS,
@@ -56,6 +59,9 @@ _WHERE = {
     "ScoreOptions": "options",
     "check_options": "options",
     "effective_model": "options",
+    "Evaluation": "evaluate",
+    "evaluate": "evaluate",
+    "evaluate_async": "evaluate",
     "CredentialsRefusedError": "run",
     "JudgeUnavailableError": "run",
     "RubricNotDeliveredError": "run",
@@ -78,6 +84,7 @@ __all__ = [
     "MODES",
     "RETRIED_ON_RESUME",
     "CredentialsRefusedError",
+    "Evaluation",
     "JudgeKind",
     "JudgeUnavailableError",
     "Mode",
@@ -86,6 +93,8 @@ __all__ = [
     "ScoreResult",
     "check_options",
     "effective_model",
+    "evaluate",
+    "evaluate_async",
     "report_command",
     "resume_command",
     "rules_only_rubric",

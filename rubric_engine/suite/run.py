@@ -273,4 +273,46 @@ def checklist_rows(result: SuiteResult) -> list[list[str]]:
     return rows
 
 
-__all__ = ["HISTORY", "SuiteResult", "checklist_rows", "last_run", "run_suite", "shown"]
+def checklist_markdown(result: SuiteResult, reports: Path | None = None) -> str:
+    """The checklist as GitHub-flavoured Markdown, for a CI step summary or a pull-request
+    comment: the verdict line, the failed regressions, then every check in a table and each
+    dataset's task (with its ``report.html`` under ``reports`` when given)."""
+
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|").replace("\n", " ")
+
+    failed = [x for x in result.lines if not x.passed]
+    verdict = "failed" if failed else "passed"
+    lines = [
+        f"## rubric-eval ci: {cell(result.suite)} {verdict}",
+        "",
+        f"{len(result.lines) - len(failed)} of {len(result.lines)} check(s) hold"
+        + (": ✗ " + ", ".join(cell(x.name) for x in failed) if failed else "."),
+        "",
+    ]
+    regressions = [x for x in failed if x.item == "noRegression"]
+    if regressions:
+        lines += ["### Regressions", ""]
+        lines += [f"- **{cell(x.name)}**: {cell(x.message)}" for x in regressions]
+        lines.append("")
+    lines += ["| | check | figure | threshold |", "|---|---|---|---|"]
+    lines += [
+        f"| {'✓' if x.passed else '✗'} | {cell(x.name)} | {cell(x.figure)} | {cell(x.threshold)} |"
+        for x in result.lines
+    ]
+    lines += ["", "### Tasks", ""]
+    for name, task in result.tasks.items():
+        where = f" — `{reports / name / 'report.html'}`" if reports is not None else ""
+        lines.append(f"- {cell(name)}: task `{task}`{where}")
+    return "\n".join(lines) + "\n"
+
+
+__all__ = [
+    "HISTORY",
+    "SuiteResult",
+    "checklist_markdown",
+    "checklist_rows",
+    "last_run",
+    "run_suite",
+    "shown",
+]

@@ -2,8 +2,10 @@
 
 The thresholds are the gate's (``METRIC OP NUMBER``, :mod:`rubric_engine.report.metrics`),
 checked on exact figures as ``rubric-eval gate`` checks them. Rows are scored in **replay** by
-default, so the test runs offline in CI from the cassettes; ``RUBRIC_EVAL_TEST_MODE`` (or the
-pytest plugin's ``--rubric-mode``) switches to ``record`` or ``live``. A failure raises
+default, so the test runs offline in CI from the cassettes; ``mode=``, ``RUBRIC_EVAL_TEST_MODE``
+(or the pytest plugin's ``--rubric-mode``) switches to ``record`` or ``live``, and ``model=`` /
+``api_base=`` (``RUBRIC_EVAL_TEST_MODEL`` / ``RUBRIC_EVAL_TEST_API_BASE``, ``--rubric-model`` /
+``--rubric-api-base``) choose the judge those modes call. A failure raises
 ``AssertionError`` naming each failing threshold with its figure, then the least-followed
 requirements and the failing rows with what they violated.
 """
@@ -13,13 +15,40 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from rubric_engine.report.model import Report
 
+if TYPE_CHECKING:
+    from rubric_engine.engine.options import Mode
+
 #: the environment variable that picks the judge mode of ``assert_rubric`` (default replay)
 MODE_ENV = "RUBRIC_EVAL_TEST_MODE"
+#: the judge model of ``assert_rubric`` when none is passed (default: the engine's)
+MODEL_ENV = "RUBRIC_EVAL_TEST_MODEL"
+#: the judge's OpenAI-compatible base URL of ``assert_rubric`` when none is passed
+API_BASE_ENV = "RUBRIC_EVAL_TEST_API_BASE"
+
+
+@dataclass(frozen=True)
+class _Judge:
+    """Which judge ``assert_rubric`` scores with: argument, else environment, else default."""
+
+    mode: str | None = None
+    model: str | None = None
+    api_base: str | None = None
+
+    def options(self) -> dict[str, Any]:
+        from rubric_engine.engine.options import DEFAULTS
+
+        mode = self.mode or os.environ.get(MODE_ENV) or DEFAULTS.mode
+        return {
+            "mode": cast("Mode", mode),
+            "model": self.model or os.environ.get(MODEL_ENV) or DEFAULTS.model,
+            "api_base": self.api_base or os.environ.get(API_BASE_ENV) or None,
+        }
 
 
 def _score(
@@ -29,8 +58,9 @@ def _score(
     store: Path | None,
     pass_score: int | None,
     by: tuple[str, ...],
+    judge: _Judge,
 ) -> Report:
-    from rubric_engine.engine import Mode, ScoreOptions, score
+    from rubric_engine.engine import ScoreOptions, score
     from rubric_engine.report.run import _load
     from rubric_engine.report.stored import report_from_task
 
@@ -41,8 +71,7 @@ def _score(
         rows = None if files else list(cast(Sequence[Mapping[str, Any]], source))
         options = ScoreOptions(
             inputs=files, rows=rows, rubric=rubric, draft=draft, store=where,
-            out=Path(tmp) / "report", cassettes=cassettes,
-            mode=cast(Mode, os.environ.get(MODE_ENV, "replay")),
+            out=Path(tmp) / "report", cassettes=cassettes, **judge.options(),
         )  # fmt: skip
         task_id = score(options).task_id
         return report_from_task(_load(where, task_id), pass_score=pass_score, by=by, exact=True)
@@ -57,6 +86,9 @@ def assert_rubric(
     store: Path | None = None,
     pass_score: int | None = None,
     allow_unjudged: bool = False,
+    mode: str | None = None,
+    model: str | None = None,
+    api_base: str | None = None,
 ) -> Report:
     """Check gate thresholds on a report, or on rows scored now.
 
@@ -74,6 +106,11 @@ def assert_rubric(
         cassettes: the replay folder.
         store: a task store to keep the task in (default: a temporary one, deleted after).
         allow_unjudged: do not fail on JUDGE_ERROR rows.
+        mode: ``replay`` (default), ``record`` or ``live``; default ``$RUBRIC_EVAL_TEST_MODE``.
+        model: the judge's litellm model name; default ``$RUBRIC_EVAL_TEST_MODEL``, else the
+            engine's default model (the one the demo cassettes are keyed by).
+        api_base: an OpenAI-compatible base URL for ``live``/``record``; default
+            ``$RUBRIC_EVAL_TEST_API_BASE``.
 
     Returns:
         The report the thresholds were checked on.
@@ -95,7 +132,10 @@ def assert_rubric(
     if isinstance(source, Report):
         report = source
     else:
-        report = _score(source, rubric, Path(cassettes), store, pass_score, slice_fields(parsed))
+        judge = _Judge(mode, model, api_base)
+        report = _score(
+            source, rubric, Path(cassettes), store, pass_score, slice_fields(parsed), judge
+        )
     check_parameters(parsed, report)
     failed = [c.message for c in (check_threshold(t, report) for t in parsed) if not c.passed]
     if report.totals.judge_errors and not allow_unjudged:
