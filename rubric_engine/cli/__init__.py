@@ -31,6 +31,8 @@ COMMAND_MODULES = (
     "export_cmd",
     "gate_cmd",
     "ci_cmd",
+    "emit_cmd",
+    "trend_cmd",
     "rubric_cmd",
     "actions_cmd",
     "tools_cmd",

@@ -275,6 +275,22 @@ def score(
         bool,
         typer.Option("--quiet", "-q", help="Print only errors: no progress, no summary, no notes."),
     ] = False,
+    emit_otlp: Annotated[
+        str | None,
+        typer.Option(
+            metavar="URL",
+            help="When scored, send one gen_ai.evaluation.result event per row to this OTLP/HTTP "
+            "endpoint, linked to the row's source span (as `rubric-eval emit --otlp`).",
+        ),
+    ] = None,
+    emit_phoenix: Annotated[
+        str | None,
+        typer.Option(
+            metavar="URL",
+            help="When scored, annotate each row's source span in the Phoenix at URL (as "
+            "`rubric-eval emit --phoenix`).",
+        ),
+    ] = None,
     json_out: Annotated[
         bool,
         typer.Option(
@@ -353,8 +369,9 @@ def score(
     if dry_run:
         _dry_run(_guard(build))
         return
+    emits = (emit_otlp, emit_phoenix)
     if json_out:
-        guard_json(ScoreSummary, lambda: _score_json(build(), display, workers_only))
+        guard_json(ScoreSummary, lambda: _score_json(build(), display, workers_only, emits))
         return
     options = _guard(build)
     if workers_only:
@@ -367,11 +384,32 @@ def score(
     for level, text in messages:
         if level == "error" or not quiet:
             typer.echo(text, err=True)
+    for line in _guard(lambda: _emit(result.task_id, options, emits)):
+        if not quiet:
+            typer.echo(line)
     if code:
         raise typer.Exit(code)
 
 
-def _score_json(options: ScoreOptions, display: str | None, workers_only: bool) -> int:
+def _emit(task_id: str, options: ScoreOptions, emits: tuple[str | None, str | None]) -> list[str]:
+    """``--emit-otlp`` / ``--emit-phoenix``: send the scored task's results; lines to print."""
+    from rubric_engine.cli.emit_cmd import emit_otlp, emit_phoenix
+
+    otlp, phoenix = emits
+    lines = []
+    if otlp is not None:
+        lines.append(emit_otlp(options.store, task_id, otlp, False, {}))
+    if phoenix is not None:
+        lines.append(emit_phoenix(options.store, task_id, phoenix, False, {}))
+    return lines
+
+
+def _score_json(
+    options: ScoreOptions,
+    display: str | None,
+    workers_only: bool,
+    emits: tuple[str | None, str | None] = (None, None),
+) -> int:
     """``score --json``: the run, then its one summary object on stdout; the exit code."""
     from rubric_engine.report.summary import RowCounts, ScoreSummary, score_summary
 
@@ -394,6 +432,9 @@ def _score_json(options: ScoreOptions, display: str | None, workers_only: bool) 
     files = {"json_": str(result.files.json), "markdown": str(result.files.markdown),
              "html": str(result.files.html), "rows": str(result.files.rows)}  # fmt: skip
     notes = [text.split(": ", 1)[1] if ": " in text else text for _, text in messages]
+    for line in _emit(result.task_id, options, emits):
+        typer.echo(line, err=True)
+        notes.append(line)
     typer.echo(score_summary(result.report, code, files, notes).to_json())
     return code
 

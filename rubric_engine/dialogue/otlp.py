@@ -22,11 +22,18 @@ capture writes them there, on one of its events; the messages are then read by
 are skipped. ``rowId`` is the span id; the trace and span ids, span name, service name and the
 span's other attributes go to metadata, and the span's duration to ``trace.durationMs``. A file
 with no such span is an error that says what was found and how to export message content.
-Pure.
+
+Trace and span ids are stored as lowercase hex, the spelling OTLP/JSON specifies and every
+backend shows; a protobuf JSON dump of the same request (``json_format.MessageToJson``) writes
+them base64, and those are read and turned into hex (:func:`hex_id`), so a result emitted back
+(``rubric-eval emit``, docs/integrations.md) finds its span either way. Pure.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -36,6 +43,26 @@ from rubric_engine.dialogue.storable import MAX_ROW_DEPTH
 
 #: the AnyValue fields that hold a scalar, and how to read each
 _SCALARS = ("stringValue", "boolValue", "doubleValue", "bytesValue")
+
+
+#: bytes in a trace id and a span id (OTLP ``trace.proto``)
+TRACE_ID_BYTES, SPAN_ID_BYTES = 16, 8
+_HEX = re.compile(r"^[0-9a-fA-F]+$")
+
+
+def hex_id(value: Any, size: int) -> Any:
+    """A trace or span id of ``size`` bytes as lowercase hex: hex (OTLP/JSON) as it is, base64
+    (protobuf's JSON mapping) decoded. Anything else (an empty or odd id) is returned unchanged,
+    for the row to keep what the file said."""
+    if not isinstance(value, str):
+        return value
+    if len(value) == 2 * size and _HEX.match(value):
+        return value.lower()
+    try:
+        raw = base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        return value
+    return raw.hex() if len(raw) == size else value
 
 
 def is_otlp_export(obj: Any) -> bool:
@@ -109,15 +136,15 @@ def _row(span: dict[str, Any], service: Any) -> dict[str, Any] | None:
     others = {k: v for k, v in attributes.items() if k not in OTEL_KEYS}
     metadata: dict[str, Any] = {
         "source": "otlp",
-        "traceId": span.get("traceId"),
-        "spanId": span.get("spanId"),
+        "traceId": hex_id(span.get("traceId"), TRACE_ID_BYTES),
+        "spanId": hex_id(span.get("spanId"), SPAN_ID_BYTES),
         "spanName": span.get("name"),
         **({"service": service} if service is not None else {}),
         **({"otelAttributes": others} if others else {}),
     }
     row: dict[str, Any] = {"attributes": messages, "metadata": metadata}
-    if span.get("spanId"):
-        row["rowId"] = str(span["spanId"])
+    if metadata["spanId"]:
+        row["rowId"] = str(metadata["spanId"])
     duration = _duration_ms(span)
     if duration is not None:
         row["trace"] = {"durationMs": duration}
