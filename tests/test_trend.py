@@ -1,0 +1,72 @@
+"""``rubric-eval trend`` over three demo runs of one name, the last with the deliberately worse
+cassettes: the drop shows in the terminal (▼) and as red segments of the SVG chart."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from rubric_engine.cli import app
+from rubric_engine.rubric.versions import RubricRegistry
+from rubric_engine.store.task_store import TaskStore
+from tests.conftest import CASES, CASSETTES, ROOT, RUBRICS
+
+runner = CliRunner()
+
+
+def run(*args: object) -> tuple[int, str]:
+    result = runner.invoke(app, [str(a) for a in args])
+    return result.exit_code, result.output
+
+
+def test_three_runs_show_the_drop_in_the_terminal_and_the_chart(tmp_path: Path) -> None:
+    store = tmp_path / "s.sqlite"
+    with TaskStore(store) as opened:
+        RubricRegistry(opened).publish(RUBRICS / "health_cs.yaml")
+    for n, cassettes in enumerate((CASSETTES, CASSETTES, ROOT / "cassettes-worse")):
+        code, out = run("score", CASES / "health_consult_zh.jsonl", "-r", "health_cs",
+                        "--name", "nightly", "--tag", f"run{n}", "--cassettes", cassettes,
+                        "--store", store, "--out", tmp_path / f"r{n}", "-q")  # fmt: skip
+        assert (code, out) == (0, "")
+    page = tmp_path / "trend.html"
+    code, out = run("trend", "nightly", "--store", store, "--html", page, "-m", "meanScore",
+                    "-m", "passRate", "-m", "redFlags.CARD_VIOLATION")  # fmt: skip
+    assert code == 0, out
+    lines = out.splitlines()
+    assert lines[0] == "trend of nightly: 3 task(s), oldest first"
+    first, second, third = (re.split(r"\s{2,}", x) for x in lines[2:5])
+    assert first[4:7] == second[4:7] == ["1.692", "0.0385", "1"]
+    assert third[4:7] == ["1.5 ▼", "0 ▼", "2 ▼"]
+    assert "  ▼ meanScore: 1.692 → 1.5 (task" in out
+    svg = page.read_text("utf-8")
+    assert svg.count("<svg") == 3 and 'class="worse"' in svg
+    # each chart: the first segment holds, the second (to the worse run) is drawn red
+    charts = svg.split("<svg")[1:]
+    for chart in charts:
+        assert [m for m in re.findall(r'class="(worse|same)"', chart)] == ["same", "worse"]
+    # a name nobody used is an error naming the known ones
+    code, out = run("trend", "nope", "--store", store)
+    assert code == 2 and "names: nightly" in out
+    code, out = run("trend", "nightly", "--store", store, "-m", "meanScor")
+    assert code == 2 and "not a metric" in out
+
+
+def test_a_change_of_rubric_version_is_marked(tmp_path: Path) -> None:
+    store = tmp_path / "s.sqlite"
+    v2 = tmp_path / "health_cs_v2.yaml"
+    text = (RUBRICS / "health_cs.yaml").read_text("utf-8")
+    v2.write_text(re.sub(r"(?m)^version: 1$", "version: 2", text), "utf-8")
+    with TaskStore(store) as opened:
+        RubricRegistry(opened).publish(RUBRICS / "health_cs.yaml")
+        RubricRegistry(opened).publish(v2)
+    # v2's snapshot hash keys no cassette: its rows are JUDGE_ERROR (exit 4), still a task
+    for ref, exit_code in (("health_cs@1", 0), ("health_cs@2", 4)):
+        code, out = run("score", CASES / "health_consult_zh.jsonl", "-r", ref, "--tag", "weekly",
+                        "--cassettes", CASSETTES, "--store", store, "--out", tmp_path / ref,
+                        "-q")  # fmt: skip
+        assert code == exit_code, out
+    code, out = run("trend", "tag:weekly", "--store", store, "-m", "judgeErrors")
+    assert code == 0, out
+    assert re.search(r"\n2 .* health_cs@2 +26 +26 ▼ +\* rubric health_cs@1→health_cs@2\n", out), out
