@@ -191,3 +191,13 @@ def test_adaptive_sampling_finds_every_unstable_row_within_1_4x_the_calls_on_20_
     assert [r["calls"] for r in rows] == ["20", "28"]  # 4 unstable rows: 2 extra calls each
     assert "unstable rows found: 4 of 4; missed: 0; stable rows called unstable: 0" in done.stdout
     assert "Extra calls: expected 4 to 8, made 8" in done.stdout
+
+
+def test_plugin_batching_prints_its_table() -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "plugin_batching.py"), "--rows", "3",
+         "--repeat", "1"],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "| 3    |" in done.stdout and "load average" in done.stdout
