@@ -46,6 +46,11 @@ def test_three_runs_show_the_drop_in_the_terminal_and_the_chart(tmp_path: Path) 
     charts = svg.split("<svg")[1:]
     for chart in charts:
         assert [m for m in re.findall(r'class="(worse|same)"', chart)] == ["same", "worse"]
+    # the HTML report of each named task charts its name's earlier tasks and itself
+    assert '<section id="trend">' not in (tmp_path / "r0" / "report.html").read_text("utf-8")
+    report = (tmp_path / "r2" / "report.html").read_text("utf-8")
+    section = report.split('<section id="trend">')[1].split("</section>")[0]
+    assert section.count("<svg") == 2 and section.count('class="worse"') == 2
     # a name nobody used is an error naming the known ones
     code, out = run("trend", "nope", "--store", store)
     assert code == 2 and "names: nightly" in out

@@ -414,7 +414,34 @@ def html_report_chunks(
         picked, total = worst.rows(), task.stored_rows
     dialogues = store.dialogues(task.record.id, [r.row_id for r in picked])
     pairs = [(r, dialogues.get(r.row_id, {})) for r in picked]
-    return html_chunks(report, task.rubric, pairs, total_rows=total, review_url=review_url)
+    trend = name_trend_svgs(store, task.record, report)
+    return html_chunks(
+        report, task.rubric, pairs, total_rows=total, review_url=review_url, trend_svgs=trend
+    )
+
+
+#: how many earlier tasks of a name the report's trend chart reads (each is streamed again)
+TREND_TASKS = 9
+
+
+def name_trend_svgs(store: TaskStore, record: TaskRecord, report: Report) -> tuple[str, ...]:
+    """Mean score and pass rate of the task's name over its last :data:`TREND_TASKS` earlier
+    tasks and this one, as SVG charts; none for a task without a name or the first of it."""
+    from rubric_engine.report.render.trend_svg import trend_svg
+    from rubric_engine.report.trend import build_trend
+    from rubric_engine.store.task_ref import task_name
+
+    name = task_name(record.extra)
+    if name is None:
+        return ()
+    earlier = [t for t in store.tasks() if task_name(t.extra) == name
+               and (t.created_at, t.id) < (record.created_at, record.id)][-TREND_TASKS:]  # fmt: skip
+    if not earlier:
+        return ()
+    tasks = [(t.id, t.id, t.prompt_version, stream_report(store, t.id).report) for t in earlier]
+    tasks.append((record.id, record.id, record.prompt_version, report))
+    trend = build_trend(name, tasks, ("meanScore", "passRate"))
+    return tuple(trend_svg(trend, metric) for metric in trend.metrics)
 
 
 def task_calibration(store: TaskStore, task: TaskRecord) -> CalibrationSection:

@@ -316,9 +316,13 @@ def html_chunks(
     rows: list[tuple[RowResult, dict[str, Any]]],
     total_rows: int | None = None,
     review_url: str | None = None,
+    trend_svgs: tuple[str, ...] = (),
 ) -> Iterator[str]:
     """:func:`render_html`'s text in the template's own chunks, for writing to a file without
-    holding the page: a cluster lists every one of its rowIds, so the page grows with rows."""
+    holding the page: a cluster lists every one of its rowIds, so the page grows with rows.
+    ``trend_svgs``: charts of the task's name over its earlier tasks
+    (:mod:`rubric_engine.report.render.trend_svg`, text escaped there); none leaves the page
+    as it was."""
     details = row_details(rubric, rows, report.totals.pass_score)
     by_id = {d["rowId"]: d for d in details}
     flags = [
@@ -352,4 +356,5 @@ def html_chunks(
         calibration=shown_calibration(report),
         glossary=GLOSSARY,
         review_url=review_url,
+        trend_svgs=[Markup(svg) for svg in trend_svgs],
     )
