@@ -434,8 +434,9 @@ def name_trend_svgs(store: TaskStore, record: TaskRecord, report: Report) -> tup
     name = task_name(record.extra)
     if name is None:
         return ()
-    earlier = [t for t in store.tasks() if task_name(t.extra) == name
-               and (t.created_at, t.id) < (record.created_at, record.id)][-TREND_TASKS:]  # fmt: skip
+    before = (record.created_at, record.id)
+    named = [t for t in store.tasks() if task_name(t.extra) == name]
+    earlier = [t for t in named if (t.created_at, t.id) < before][-TREND_TASKS:]
     if not earlier:
         return ()
     tasks = [(t.id, t.id, t.prompt_version, stream_report(store, t.id).report) for t in earlier]
