@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from rubric_engine.dialogue.model import DialogueRow
-from rubric_engine.engine.task import new_task_extra
+from rubric_engine.engine.task import creation_time, new_task_extra
 from rubric_engine.errors import Problem, StoreError
 from rubric_engine.judge.prompt import EVIDENCE_PROMPTS
 from rubric_engine.report import ReportFiles, stream_report, write_reports
@@ -144,7 +143,7 @@ def renormalize(
             replace(
                 source,
                 id=new_id,
-                created_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                created_at=creation_time(),
                 finished_at=None,
                 state=TaskState.RUNNING,
                 rubric_version=target.version,

@@ -44,6 +44,13 @@ QUEUED_FOR_WORKERS = "queuedForWorkers"
 JsonValue = object
 
 
+def creation_time() -> str:
+    """Now in UTC to the millisecond (``2026-01-01T00:00:00.000Z``): tasks created within one
+    second still sort in the order they were made, so "the newest task of a name" and
+    ``trend`` see them in that order."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 def report_command(task_id: str, store: StoreLocation) -> str:
     """The command that shows a task's report, with ``--store`` when it is not the default."""
     extra = "" if store == DEFAULT_STORE else f" --store {store}"
@@ -105,7 +112,7 @@ def task_record(
     """The task as stored; without a template (``--judge none``) judge fields say ``none``."""
     return TaskRecord(
         id=task_id,
-        created_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        created_at=creation_time(),
         finished_at=None,
         state=TaskState.RUNNING,
         rubric_key=rubric.key,
