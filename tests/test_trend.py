@@ -3,6 +3,7 @@ cassettes: the drop shows in the terminal (▼) and as red segments of the SVG c
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -40,7 +41,18 @@ def test_three_runs_show_the_drop_in_the_terminal_and_the_chart(tmp_path: Path) 
     assert first[4:7] == second[4:7] == ["1.692", "0.0385", "1"]
     assert third[4:7] == ["1.5 ▼", "0 ▼", "2 ▼"]
     assert "  ▼ meanScore: 1.692 → 1.5 (task" in out
+    # stability: the rows each run shares with the one before, read here from rows.jsonl
+    stable = out.split("stability against the task before (rows judged in both):\n")[1]
+    table = [re.split(r"\s{2,}", x) for x in stable.splitlines()[1:3]]
+    assert table[0] == ["2", "26", "1", "0", "0"]
+    before, after = (_marks(tmp_path / f"r{n}" / "rows.jsonl") for n in (1, 2))
+    outcome = sum(before[r][0] != after[r][0] for r in after)
+    score = sum(before[r][1] != after[r][1] for r in after)
+    assert 0 < outcome <= score  # the worse cassettes move some rows, not all
+    assert table[1] == ["3", "26", f"{(26 - outcome) / 26:.3g}", str(outcome), str(score)]
+    assert re.search(r"CARD_VIOLATION.*\n1 .*\n2 .*\n3 +(\S+ +){2}0\.0769 ▼", out), out
     svg = page.read_text("utf-8")
+    assert f"26 rows in both: {outcome} changed outcome, {score} changed score" in svg
     assert svg.count("<svg") == 3 and 'class="worse"' in svg
     # each chart: the first segment holds, the second (to the worse run) is drawn red
     charts = svg.split("<svg")[1:]
@@ -75,3 +87,15 @@ def test_a_change_of_rubric_version_is_marked(tmp_path: Path) -> None:
     code, out = run("trend", "tag:weekly", "--store", store, "-m", "judgeErrors")
     assert code == 0, out
     assert re.search(r"\n2 .* health_cs@2 +26 +26 ▼ +\* rubric health_cs@1→health_cs@2\n", out), out
+
+
+def _marks(rows: Path) -> dict[str, tuple[str, int | None]]:
+    """(outcome, final score) by rowId as a reader of rows.jsonl works them out: a red flag
+    first, then PASS at 4 or more on the 1–5 scale (docs/reports.md)."""
+    marks = {}
+    for line in rows.read_text("utf-8").splitlines():
+        row = json.loads(line)
+        score = row["finalScore"]
+        outcome = "RED_FLAG" if row["redFlagTypes"] else "PASS" if score >= 4 else "FAIL"
+        marks[row["rowId"]] = (outcome, score)
+    return marks

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -12,6 +13,7 @@ from rubric_engine.cli._app import StoreOpt, _guard, app, print_columns
 
 if TYPE_CHECKING:
     from rubric_engine.report.model import Report
+    from rubric_engine.report.trend import RowMark, TrendPoint
 
 
 @app.command()
@@ -42,7 +44,8 @@ def trend(
         from rubric_engine.report.trend import build_trend, check_metrics
 
         chosen = check_metrics(metric or ())
-        built = build_trend(ref, _tasks(store, ref), chosen)
+        tasks, marks = _tasks(store, ref)
+        built = build_trend(ref, tasks, chosen, marks)
         _print(built)
         if html is not None:
             from rubric_engine.report.render.trend_svg import trend_html
@@ -54,12 +57,16 @@ def trend(
     _guard(run)
 
 
-def _tasks(store: object, ref: str) -> list[tuple[str, str, str, Report]]:
-    """``(id, label, prompt version, report)`` of every task of the name or tag, oldest first.
+def _tasks(
+    store: object, ref: str
+) -> tuple[list[tuple[str, str, str, Report]], list[dict[str, RowMark]]]:
+    """``(id, label, prompt version, report)`` of every task of the name or tag, oldest first,
+    and each task's rows as (outcome, final score) by rowId, for their stability.
 
     Raises:
         TaskNotFoundError: no task has that name or tag (the known ones listed).
     """
+    from rubric_engine.report.outcome import row_outcome
     from rubric_engine.report.run import require_store
     from rubric_engine.report.stored import stream_report
     from rubric_engine.store.task_ref import TAG_PREFIX, resolve_task, task_name, task_tags
@@ -74,7 +81,17 @@ def _tasks(store: object, ref: str) -> list[tuple[str, str, str, Report]]:
             found = [t for t in records if task_name(t.extra) == ref]
         if not found:
             resolve_task([t for t in records if t.id != ref], ref, str(opened.path))
-        return [(t.id, t.id, t.prompt_version, stream_report(opened, t.id).report) for t in found]
+        tasks: list[tuple[str, str, str, Report]] = []
+        marks: list[dict[str, RowMark]] = []
+        for t in found:
+            report = stream_report(opened, t.id).report
+            tasks.append((t.id, t.id, t.prompt_version, report))
+            pass_score = report.totals.pass_score
+            marks.append({
+                r.result.row_id: (row_outcome(r.result, pass_score), r.result.final_score)
+                for r in opened.rows(t.id)
+            })  # fmt: skip
+        return tasks, marks
 
 
 def _print(built: object) -> None:
@@ -97,8 +114,8 @@ def _print(built: object) -> None:
     if types:
         typer.echo("\nred-flag rate per type (rows with it / scored rows):")
         print_columns([["#", *types]] + [
-            [str(i + 1), *(f"{p.red_flag_rates.get(t, 0):.3g}" for t in types)]
-            for i, p in enumerate(built.points)
+            [str(i + 1), *(_rate(built.points, i, t) for t in types)]
+            for i in range(len(built.points))
         ])  # fmt: skip
     intents = sorted({k for p in built.points for k in p.intent_means})
     if intents:
@@ -108,7 +125,24 @@ def _print(built: object) -> None:
                            for k in intents)]
             for i, p in enumerate(built.points)
         ])  # fmt: skip
+    if len(built.points) > 1 and built.points[1].stability is not None:
+        typer.echo("\nstability against the task before (rows judged in both):")
+        lines = [["#", "shared rows", "same outcome", "outcome changed", "score changed"]]
+        for i, point in enumerate(built.points[1:], start=2):
+            st = point.stability
+            assert st is not None
+            same = st.same_outcome_rate
+            lines.append([str(i), str(st.shared), "—" if same is None else f"{same:.3g}",
+                          str(st.outcome_changed), str(st.score_changed)])  # fmt: skip
+        print_columns(lines)
     if built.drops:
         typer.echo(f"\ngot worse ({len(built.drops)}):")
         for d in built.drops:
             typer.echo(f"  ▼ {d.metric}: {d.before:.4g} → {d.after:.4g} (task {d.task_id})")
+
+
+def _rate(points: Sequence[TrendPoint], i: int, flag: str) -> str:
+    """A red-flag type's rate in task ``i``, marked ▼ when it rose from the task before."""
+    rate = points[i].red_flag_rates.get(flag, 0)
+    rose = i > 0 and rate > points[i - 1].red_flag_rates.get(flag, 0)
+    return f"{rate:.3g}" + (" ▼" if rose else "")

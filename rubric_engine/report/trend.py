@@ -7,12 +7,18 @@ the rubric version, the judge model or the prompt — since a figure that moves 
 instrument is not the agent moving. ``drops`` lists each metric's changes for the worse
 between neighbours (by the metric's better direction), which the terminal marks and the
 chart shows.
+
+**Stability**: given each task's rows as :data:`RowMark` values, a point also says how many
+rows it shares with the task before (judged in both, neither a JUDGE_ERROR) and how many of
+those changed their outcome (PASS, FAIL, RED_FLAG) or final score. Two runs of the same
+agent, rubric and judge that disagree on many rows say the figures move with the judge's
+noise, not the agent (docs/ci.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from itertools import pairwise
 
 from rubric_engine.errors import ConfigurationError
@@ -21,6 +27,37 @@ from rubric_engine.report.model import Report
 
 #: the metrics shown when none is asked for
 DEFAULT_METRICS = ("meanScore", "passRate", "redFlagRate", "judgeErrors")
+#: a row as stability compares it: (outcome, final score), keyed by rowId in a task's marks
+RowMark = tuple[str, int | None]
+
+
+@dataclass(frozen=True)
+class Stability:
+    """Rows judged in a task and in the one before it (``shared``: neither a JUDGE_ERROR),
+    and how many of them changed outcome or final score."""
+
+    shared: int
+    outcome_changed: int
+    score_changed: int
+
+    @property
+    def same_outcome_rate(self) -> float | None:
+        """Share of the shared rows that kept their outcome; ``None`` with none shared."""
+        return (self.shared - self.outcome_changed) / self.shared if self.shared else None
+
+
+def stability(before: Mapping[str, RowMark], after: Mapping[str, RowMark]) -> Stability:
+    """Compare the rows two tasks share by rowId (JUDGE_ERROR rows have no outcome)."""
+    shared = [
+        (before[row_id], mark)
+        for row_id, mark in after.items()
+        if row_id in before and "JUDGE_ERROR" not in (mark[0], before[row_id][0])
+    ]
+    return Stability(
+        shared=len(shared),
+        outcome_changed=sum(old[0] != new[0] for old, new in shared),
+        score_changed=sum(old[1] != new[1] for old, new in shared),
+    )
 
 
 @dataclass(frozen=True)
@@ -32,6 +69,8 @@ class TrendPoint:
         red_flag_rates: red-flag type → rows with it / scored rows (types of the task's pack).
         intent_means: intent key → mean final score (intents with scored rows).
         changes: what differs from the task before (``rubric health_cs@1→@2``, ``model …``).
+        stability: rows shared with the task before and how many changed (``None`` for the
+            first task, or when no marks were given).
     """
 
     task_id: str
@@ -45,6 +84,7 @@ class TrendPoint:
     red_flag_rates: dict[str, float] = field(default_factory=dict)
     intent_means: dict[str, float] = field(default_factory=dict)
     changes: tuple[str, ...] = ()
+    stability: Stability | None = None
 
 
 @dataclass(frozen=True)
@@ -85,11 +125,13 @@ def check_metrics(names: Sequence[str]) -> tuple[str, ...]:
 
 
 def build_trend(ref: str, tasks: Sequence[tuple[str, str, str, Report]],
-                metrics: Sequence[str]) -> Trend:  # fmt: skip
-    """The trend of ``tasks`` — ``(task id, label, prompt version, report)`` oldest first."""
+                metrics: Sequence[str],
+                marks: Sequence[Mapping[str, RowMark]] | None = None) -> Trend:  # fmt: skip
+    """The trend of ``tasks`` — ``(task id, label, prompt version, report)`` oldest first;
+    ``marks``, one mapping per task in the same order, adds each point's stability."""
     chosen = check_metrics(metrics)
     points: list[TrendPoint] = []
-    for task_id, label, prompt, report in tasks:
+    for index, (task_id, label, prompt, report) in enumerate(tasks):
         task, totals = report.task, report.totals
         values = []
         for name in chosen:
@@ -108,6 +150,8 @@ def build_trend(ref: str, tasks: Sequence[tuple[str, str, str, Report]],
         )  # fmt: skip
         if points:
             point = _with_changes(points[-1], point)
+            if marks is not None:
+                point = replace(point, stability=stability(marks[index - 1], marks[index]))
         points.append(point)
     return Trend(ref, chosen, tuple(points), tuple(_drops(chosen, points)))
 
@@ -122,7 +166,7 @@ def _with_changes(before: TrendPoint, point: TrendPoint) -> TrendPoint:
         )
         if old != new
     ]
-    return TrendPoint(**{**point.__dict__, "changes": tuple(changes)})
+    return replace(point, changes=tuple(changes))
 
 
 def _drops(metrics: tuple[str, ...], points: list[TrendPoint]) -> list[Drop]:

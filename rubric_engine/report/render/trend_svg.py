@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from html import escape
 
-from rubric_engine.report.trend import Trend
+from rubric_engine.report.trend import Stability, Trend
 
 WIDTH, HEIGHT, PAD = 520, 170, 36
 
@@ -79,7 +79,7 @@ def trend_html(trend: Trend) -> str:
         f"<tr><td>{i + 1}</td><td>{escape(p.label)}</td><td>{escape(p.created_at)}</td>"
         f"<td>{escape(p.rubric)}</td><td>{escape(p.model)}</td><td>{p.rows}</td>"
         + "".join(f"<td>{'—' if v is None else f'{v:.4g}'}</td>" for v in p.values)
-        + f"<td>{escape('; '.join(p.changes))}</td></tr>"
+        + f"<td>{escape('; '.join(p.changes))}</td><td>{_stability(p.stability)}</td></tr>"
         for i, p in enumerate(trend.points)
     )
     head = "".join(f"<th>{escape(m)}</th>" for m in trend.metrics)
@@ -97,7 +97,18 @@ def trend_html(trend: Trend) -> str:
         "</style></head><body>"
         f"<h1>Trend of {escape(trend.ref)}</h1>"
         f"<table><tr><th>#</th><th>task</th><th>created</th><th>rubric</th><th>model</th>"
-        f"<th>rows</th>{head}<th>changed</th></tr>\n{rows}</table>"
+        f"<th>rows</th>{head}<th>changed</th><th>against the task before</th></tr>\n{rows}"
+        "</table>"
         f"<h2>Got worse</h2><ul>{drops or '<li>nothing</li>'}</ul>"
         f"<h2>Charts</h2>{charts}</body></html>\n"
+    )
+
+
+def _stability(found: Stability | None) -> str:
+    """The stability cell: rows shared with the task before and how many changed."""
+    if found is None:
+        return ""
+    return (
+        f"{found.shared} rows in both: {found.outcome_changed} changed outcome, "
+        f"{found.score_changed} changed score"
     )
