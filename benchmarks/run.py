@@ -7,6 +7,7 @@
     .venv/bin/python benchmarks/run.py tokens
     .venv/bin/python benchmarks/run.py data --rows 100000 --out DIR   (for an outside timer)
     .venv/bin/python benchmarks/run.py pages --rows 1000 10000 100000  (the review app's pages)
+    .venv/bin/python benchmarks/run.py scale --rows 100000 1000000 --data DIR
 
 Every subcommand works in a throwaway folder (rows, cassettes, stores, reports) and prints a
 table with the load average before and after each measurement. Each measured run is its own
@@ -43,6 +44,7 @@ guard()
 
 import live  # noqa: E402
 import pages  # noqa: E402
+import scale  # noqa: E402
 from common import PEER_PYTHON, flags, measured, run_py, stub, table, workdir  # noqa: E402
 
 PACKS = {
@@ -544,7 +546,8 @@ def cmd_data(ns: argparse.Namespace) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="benchmarks/run.py", description=__doc__.split("\n\n")[0])
-    shown = "{replay,startup,live,throughput,tokens,peer,data,pages}"  # _child, _client: internal
+    # _child, _client, _cli: internal
+    shown = "{replay,startup,live,throughput,tokens,peer,data,pages,scale}"
     sub = parser.add_subparsers(dest="command", required=True, metavar=shown)
 
     p = sub.add_parser(
@@ -608,6 +611,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         "pages", help="the review app: server CPU and memory per page at 1k, 10k, 100k rows"
     )
     pages.add_arguments(p)
+
+    p = sub.add_parser(
+        "scale", help="every command at N rows: CPU, wall, peak RSS and output size per step"
+    )
+    scale.add_arguments(p)
+
+    p = sub.add_parser("_cli")
+    p.add_argument("argv", nargs=argparse.REMAINDER)
+    p.set_defaults(func=lambda ns: scale.run_cli_child(ns.argv))
 
     p = sub.add_parser("_child")
     for name in ("--work", "--rows", "--rubric", "--mode", "--model"):

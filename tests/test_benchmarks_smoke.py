@@ -77,6 +77,16 @@ def test_live_matrix_runs_one_cell_per_client_on_20_rows() -> None:
     assert all(float(c["stub CPU ms/call"]) > 0 and c["load after"] for c in cells)
 
 
+def test_scale_benchmark_runs_every_step_on_20_rows() -> None:
+    out = bench("scale", "--rows", "20")
+    (steps, *_) = tables(out)
+    assert [s["step"] for s in steps] == [
+        "score", "report", "export-csv", "export-parquet", "export-long", "labels-import",
+        "calibrate", "labels-export", "score-b", "diff", "batch-export", "batch-import", "migrate",
+    ]  # fmt: skip
+    assert all(s["rows"] == "20" and float(s["peak MB"]) > 0 and s["load after"] for s in steps)
+
+
 def test_workers_benchmark_runs_one_worker_on_30_rows(pg_cluster: object) -> None:
     # pg_cluster: skipped (or failed in CI) as the other PostgreSQL tests are without a server
     done = subprocess.run(
