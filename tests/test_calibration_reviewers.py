@@ -32,7 +32,7 @@ def run(*args: object) -> tuple[int, str]:
 def score(store: Path, out: Path, *extra: object, verdicts: dict[str, Any] | None = None) -> str:
     """Score the demo batch (replay, or live against the loopback stub with ``verdicts``)."""
     args: list[object] = ["score", CASES / "airline_tau2_dev.json", "--store", store,
-                          "--out", out, "-q", *extra]  # fmt: skip
+                          "--out", out, "--display", "none", *extra]  # fmt: skip
     if verdicts is None:
         code, text = run(*args, "--rubric", "airline_cs", "--cassettes", CASSETTES)
     else:

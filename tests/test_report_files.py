@@ -215,7 +215,7 @@ def test_a_report_folder_is_replaced_whole_or_not_at_all(
     worse = CASSETTES.parent / "cassettes-worse"
     code, out = run("score", CASES / "health_consult_zh.jsonl", "-r", RUBRICS / "health_cs.yaml",
                     "--draft", "--store", store, "--cassettes", worse,
-                    "--out", tmp_path / "other", "-q")  # fmt: skip
+                    "--out", tmp_path / "other", "--display", "none")  # fmt: skip
     assert code == 0, out
     second = out.rsplit("task id: ", 1)[1].split()[0]
 

@@ -39,7 +39,7 @@ def scored(store: Path, out: Path, *extra: object) -> str:
     """The health demo replayed into ``store``; the task id."""
     code, output = run(
         "score", HEALTH, "-r", RUBRICS / "health_cs.yaml", "--draft", "--store", store,
-        "--cassettes", CASSETTES, "--out", out, "-q", *extra,
+        "--cassettes", CASSETTES, "--out", out, "--display", "none", *extra,
     )  # fmt: skip
     assert code == 0, output
     return output.rsplit("task id: ", 1)[1].split()[0]
@@ -199,7 +199,16 @@ def test_judge_none_judge_when_evidence_and_renormalized_tasks_verify(tmp_path: 
         encoding="utf-8",
     )
     code, out = run(
-        "score", checked, "--judge", "none", "--store", store, "--out", tmp_path / "none", "-q"
+        "score",
+        checked,
+        "--judge",
+        "none",
+        "--store",
+        store,
+        "--out",
+        tmp_path / "none",
+        "--display",
+        "none",
     )
     assert code == 0, out
     tasks.append(out.rsplit("task id: ", 1)[1].split()[0])
