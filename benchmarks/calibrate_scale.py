@@ -46,7 +46,8 @@ def _demo_task(folder: Path) -> tuple[Path, str]:
                    check=True, capture_output=True)  # fmt: skip
     done = subprocess.run(
         [*cli, "score", str(ROOT / "cases/airline_tau2_dev.json"), "--rubric", "airline_cs",
-         "--cassettes", str(ROOT / "cassettes"), "--out", str(folder / "demo"), "-q", *common],
+         "--cassettes", str(ROOT / "cassettes"), "--out", str(folder / "demo"),
+         "--display", "none", *common],
         check=True, capture_output=True, text=True,
     )  # fmt: skip
     return store, done.stdout.split("task id: ")[1].split()[0]

@@ -35,7 +35,7 @@ def scored(folder: Path, rows: int) -> tuple[Path, str]:
     rubric = str(ROOT / "rubrics" / "health_cs.yaml")
     cmd = [*ENGINE, "score", str(replica.rows), "-r", rubric, "--draft"]
     cmd += ["--cassettes", str(replica.cassettes), "--store", str(store)]
-    cmd += ["--out", str(folder / "out"), "-q"]
+    cmd += ["--out", str(folder / "out"), "--display", "none"]
     done = subprocess.run(
         cmd,
         capture_output=True,
