@@ -555,7 +555,9 @@ class TaskStore:
         sampled = digests is not None or with_samples
         after: tuple[Any, ...] = ()  # (seq, row_id) of the last row read
         while True:
-            where = "task_id=? AND (seq>? OR (seq=? AND row_id>?))" if after else "task_id=?"
+            # seq>=? bounds the index range: with the OR alone the database scans the task's
+            # rows from the first on every page, and reading a task grows with its square
+            where = "task_id=? AND seq>=? AND (seq>? OR row_id>?)" if after else "task_id=?"
             params = (task_id, after[0], after[0], after[1], page) if after else (task_id, page)
             found = self._backend.execute(
                 f"SELECT {_ALL_COLUMNS} FROM rows WHERE {where} ORDER BY seq, row_id LIMIT ?",
