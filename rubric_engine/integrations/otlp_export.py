@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rubric_engine.errors import ConfigurationError, RubricEvalError
+from rubric_engine.errors import ConfigurationError, ExitCode, RubricEvalError
 from rubric_engine.integrations.events import EvaluationEvent
 from rubric_engine.integrations.semconv import EVALUATION_EVENT
 
@@ -24,9 +24,10 @@ LOGS_PATH = "/v1/logs"
 
 
 class ExportFailed(RubricEvalError):
-    """The endpoint did not accept every event (exit 5: nothing, or not everything, sent)."""
+    """The endpoint did not accept every event (nothing, or not everything, sent): the exit
+    code of a judge that could not be reached, the one table's 5."""
 
-    exit_code = 5
+    exit_code = ExitCode.NOTHING_SCORED
 
 
 @dataclass(frozen=True)
