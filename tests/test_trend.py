@@ -89,6 +89,25 @@ def test_a_change_of_rubric_version_is_marked(tmp_path: Path) -> None:
     assert re.search(r"\n2 .* health_cs@2 +26 +26 ▼ +\* rubric health_cs@1→health_cs@2\n", out), out
 
 
+def test_a_task_id_is_answered_with_the_name_or_tag_to_follow(tmp_path: Path) -> None:
+    store = tmp_path / "s.sqlite"
+    with TaskStore(store) as opened:
+        RubricRegistry(opened).publish(RUBRICS / "health_cs.yaml")
+    for named in ((), ("--name", "nightly", "--tag", "v1")):
+        code, out = run("score", CASES / "health_consult_zh.jsonl", "-r", "health_cs", *named,
+                        "--cassettes", CASSETTES, "--store", store, "--out", tmp_path / "r",
+                        "--display", "none")  # fmt: skip
+        assert code == 0, out
+    with TaskStore(store) as opened:
+        unnamed, named_id = (t.id for t in opened.tasks())
+    code, out = run("trend", named_id, "--store", store)
+    assert code == 2
+    assert f"{named_id!r} is one task's id" in out
+    assert "belongs to nightly, tag:v1: run `rubric-eval trend nightly`" in out
+    code, out = run("trend", unnamed, "--store", store)
+    assert code == 2 and "has no name or tag" in out and "score --name NAME" in out
+
+
 def _marks(rows: Path) -> dict[str, tuple[str, int | None]]:
     """(outcome, final score) by rowId as a reader of rows.jsonl works them out: a red flag
     first, then PASS at 4 or more on the 1–5 scale (docs/reports.md)."""

@@ -14,6 +14,7 @@ from rubric_engine.cli._app import StoreOpt, _guard, app, print_columns
 if TYPE_CHECKING:
     from rubric_engine.report.model import Report
     from rubric_engine.report.trend import RowMark, TrendPoint
+    from rubric_engine.store.task_store import TaskRecord
 
 
 @app.command()
@@ -80,7 +81,8 @@ def _tasks(
         else:
             found = [t for t in records if task_name(t.extra) == ref]
         if not found:
-            resolve_task([t for t in records if t.id != ref], ref, str(opened.path))
+            _not_a_series(records, ref)
+            resolve_task(records, ref, str(opened.path))
         tasks: list[tuple[str, str, str, Report]] = []
         marks: list[dict[str, RowMark]] = []
         for t in found:
@@ -92,6 +94,28 @@ def _tasks(
                 for r in opened.rows(t.id)
             })  # fmt: skip
         return tasks, marks
+
+
+def _not_a_series(records: Sequence[TaskRecord], ref: str) -> None:
+    """Raises: TaskNotFoundError: ``ref`` is one task's id; trend follows a name or a tag, so
+    the message says which of them that task has, or how to give it one."""
+    from rubric_engine.errors import TaskNotFoundError
+    from rubric_engine.store.task_ref import TAG_PREFIX, task_name, task_tags
+
+    task = next((t for t in records if t.id == ref), None)
+    if task is None:
+        return
+    name, tags = task_name(task.extra), task_tags(task.extra)
+    refs = ([name] if name else []) + [TAG_PREFIX + t for t in tags]
+    follow = (
+        f"it belongs to {', '.join(refs)}: run `rubric-eval trend {refs[0]}`"
+        if refs
+        else "it has no name or tag: give the runs to follow one with `score --name NAME` "
+        "or `--tag TAG`, then run `rubric-eval trend NAME` or `trend tag:TAG`"
+    )
+    raise TaskNotFoundError(
+        f"{ref!r} is one task's id; trend follows every task of a name or tag, and {follow}"
+    )
 
 
 def _print(built: object) -> None:
