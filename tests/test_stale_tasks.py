@@ -26,6 +26,11 @@ def test_tasks_marks_a_killed_running_task_stale(store_at: str, tmp_path: Path) 
     code, out = run("tasks", "--store", store_at)
     assert code == 0, out
     assert f"RUNNING (stale: no process holds it; score --resume {task_id})" in out
+    # its report says what RUNNING may mean and how to finish it
+    code, out = run("report", task_id, "--store", store_at, "--format", "md")
+    assert code == 0, out
+    assert "**State: RUNNING**" in out
+    assert f"the run was interrupted: `rubric-eval score --resume {task_id}` judges" in out
     # another process running it: plain RUNNING
     context = multiprocessing.get_context("spawn")
     held, release = context.Event(), context.Event()

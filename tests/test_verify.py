@@ -372,3 +372,19 @@ def test_rows_stored_before_digests_read_and_are_still_re_derived(copy: tuple[Pa
     sql(store, EDITS["result"])
     code, out = verified(store, task)
     assert code == 3 and "medgpt-7: re-derived" in out, out
+
+
+def test_verify_of_a_stopped_task_says_how_many_planned_rows_it_holds(tmp_path: Path) -> None:
+    store = tmp_path / "s.sqlite"
+    code, out = run(
+        "score", HEALTH, "-r", RUBRICS / "health_cs.yaml", "--draft", "--store", store,
+        "--cassettes", CASSETTES, "--out", tmp_path / "out", "--display", "none",
+        "--max-calls", "5", "--concurrency", "1",
+    )  # fmt: skip
+    assert code != 0 and "task id: " in out, out
+    task = out.rsplit("task id: ", 1)[1].split()[0]
+    code, out = verified(store, task)
+    assert code == 0, out
+    assert "5 of 5 row(s) re-derived byte for byte" in out
+    assert "the task is STOPPED: 5 of 26 planned rows are stored and were verified" in out
+    assert f"score --resume {task}" in out

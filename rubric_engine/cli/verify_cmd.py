@@ -54,5 +54,11 @@ def verify(
                 "written by this rubric-eval; restore it from a backup or score again"
             )
         typer.echo(f"verified {summary}; aggregates possible")
+        if found.state != "COMPLETED":
+            typer.echo(
+                f"the task is {found.state}: {found.rows} of {found.planned} planned rows are "
+                "stored and were verified; the rest are not judged yet (`rubric-eval score "
+                f"--resume {found.task_id}` judges them, then verify again)"
+            )
 
     _guard(run)

@@ -58,6 +58,8 @@ class VerifyResult:
         undigested: rows stored before digests (their digest is not verifiable).
         problems: ``(rowId, what)`` for each failed check, in input order.
         aggregates: what is impossible about the task's report.
+        state: the task's stored state (a task not COMPLETED holds only some of its rows).
+        planned: the rows the task planned to judge.
     """
 
     task_id: str
@@ -67,6 +69,8 @@ class VerifyResult:
     undigested: int = 0
     problems: list[tuple[str, str]] = field(default_factory=list)
     aggregates: list[str] = field(default_factory=list)
+    state: str = "COMPLETED"
+    planned: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -88,7 +92,7 @@ def verify_task(location: StoreLocation, task_id: str) -> VerifyResult:
         task = store.task(task_id)
         rubric = verified_snapshot(task.rubric_snapshot, task.rubric_hash, f"task {task_id}")
         derive = _deriver(store, task, rubric)
-        found = VerifyResult(task_id)
+        found = VerifyResult(task_id, state=task.state, planned=task.row_count)
         digests = store.digests(task_id)
         found.digests = digests.mark if digests is not None else None
         if signing_key() is not None and (digests is None or digests.key is None):

@@ -126,7 +126,8 @@ def render_markdown(report: Report) -> str:
     if task.state != "COMPLETED":
         out += [
             f"**State: {task.state}** — {totals.rows} of {task.planned_rows} "
-            "planned rows were judged; this report covers those rows only.",
+            "planned rows were judged; this report covers those rows only."
+            + (_unfinished(task.id) if task.state == "RUNNING" else ""),
             "",
         ]
     out += ["## Red flags", ""]
@@ -407,6 +408,15 @@ def _answers(task: TaskSection) -> list[str]:
                 f"{source.get('method', '')}"
             )
     return lines
+
+
+def _unfinished(task_id: str) -> str:
+    """What a RUNNING task's report adds: the state is the store's when the report was made,
+    and a run killed before it could say so stays RUNNING until resumed."""
+    return (
+        " Unless a run is still judging it, the run was interrupted: "
+        f"`rubric-eval score --resume {task_id}` judges the rest."
+    )
 
 
 def _provenance(counts: dict[str, int] | None) -> str:
