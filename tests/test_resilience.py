@@ -156,12 +156,29 @@ def test_ctrl_c_marks_the_task_interrupted_keeps_its_rows_and_exits_130(tmp_path
             time.sleep(0.01)
         process.send_signal(signal.SIGINT)
         _, err = process.communicate(timeout=30)
+        assert process.returncode == 130, err
+        task_id, rows = stored(store)
+        assert f"interrupted: task {task_id} keeps {len(rows)} of 26 row(s)" in err
+        assert "score --resume" in err
+        with TaskStore(store) as opened:
+            assert opened.task(task_id).state == "INTERRUPTED"
+        assert 0 < len(rows) < 26 and all(r["status"] == "SCORED" for r in rows.values())
+        # interrupted again while resuming: the count is still the task's, not this run's
+        asked = len(server.requests)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "rubric_engine.cli", "score", "--resume", task_id,
+             "--store", str(store)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, "NO_COLOR": "1"},
+        )  # fmt: skip
+        while len(server.requests) < asked + 4 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=30)
     assert process.returncode == 130, err
-    task_id, rows = stored(store)
-    assert f"interrupted: task {task_id} keeps" in err and "score --resume" in err
-    with TaskStore(store) as opened:
-        assert opened.task(task_id).state == "INTERRUPTED"
-    assert 0 < len(rows) < 26 and all(r["status"] == "SCORED" for r in rows.values())
+    _, now = stored(store)
+    assert len(rows) < len(now) < 26
+    assert f"interrupted: task {task_id} keeps {len(now)} of 26 row(s)" in err
 
 
 def test_resume_refusals_say_what_to_do(tmp_path: Path) -> None:

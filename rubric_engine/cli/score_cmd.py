@@ -591,7 +591,8 @@ def _run_score(options: ScoreOptions, display: str | None) -> ScoreResult:
             warnings.showwarning = show
             return score(options, on_start=start, on_row=advance, on_event=event)
     except KeyboardInterrupt:
-        if state.task is not None and _stored_state(options, state.task) == "COMPLETED":
+        stored = _stored_state(options, state.task) if state.task is not None else None
+        if state.task is not None and stored is not None and stored[0] == "COMPLETED":
             typer.echo(
                 f"\ninterrupted while the report files were written: task {state.task} is "
                 f"COMPLETED (all {state.total} row(s) stored); "
@@ -599,9 +600,10 @@ def _run_score(options: ScoreOptions, display: str | None) -> ScoreResult:
                 err=True,
             )
         elif state.task is not None:
+            # the task's rows, not this run's: a resumed run judges only the rest
+            kept = f"{stored[1]} of {stored[2]}" if stored else f"{state.done} of {state.total}"
             typer.echo(
-                f"\ninterrupted: task {state.task} keeps {state.done} of "
-                f"{state.total} finished row(s); "
+                f"\ninterrupted: task {state.task} keeps {kept} row(s); "
                 f"`{report_command(state.task, options.store)}` shows them; "
                 f"`{resume_command(state.task, options.store)}` finishes the task",
                 err=True,
@@ -613,13 +615,15 @@ def _run_score(options: ScoreOptions, display: str | None) -> ScoreResult:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _stored_state(options: ScoreOptions, task_id: str) -> str | None:
-    """The task's state as stored, or ``None`` when the store cannot be read just now."""
+def _stored_state(options: ScoreOptions, task_id: str) -> tuple[str, int, int] | None:
+    """The task's state as stored, its stored rows and its planned rows, or ``None`` when the
+    store cannot be read just now."""
     from rubric_engine.store.task_store import TaskStore
 
     try:
         with TaskStore(options.store) as store:
-            return str(store.task(task_id).state)
+            task = store.task(task_id)
+            return str(task.state), store.stored_row_count(task_id), task.row_count
     except Exception:  # only chooses which advice to print; the store's own error is not ours
         return None
 

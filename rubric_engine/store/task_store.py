@@ -499,6 +499,12 @@ class TaskStore:
         query = "SELECT task_id, COUNT(*) FROM rows GROUP BY task_id"
         return {task_id: int(n) for task_id, n in self._backend.execute(query)}
 
+    def stored_row_count(self, task_id: str) -> int:
+        """How many rows one task has stored."""
+        self._send()  # rows this store holds back until the commit first
+        query = "SELECT COUNT(*) FROM rows WHERE task_id=?"
+        return int(self._backend.execute(query, (task_id,)).fetchone()[0])
+
     def rows(self, task_id: str, check: DigestCheck | None = None) -> Iterator[StoredRow]:
         """Rows of a task in input order, with their samples, digests checked
         (:meth:`checked_rows`)."""
