@@ -45,6 +45,9 @@ def test_score_json_is_one_object_that_matches_the_report(tmp_path: Path) -> Non
     assert summary["rows"] == {"planned": 26, "total": 26, "scored": 26, "judgeErrors": 0,
                                "checked": 0, "passed": report["totals"]["passedRows"]}  # fmt: skip
     assert summary["metrics"]["meanScore"] == report["totals"]["meanScore"]  # type: ignore[index]
+    # a rate worked out for the summary is rounded as the report rounds its figures
+    flagged = report["totals"]["rowsWithRedFlags"] / report["totals"]["scored"]
+    assert summary["metrics"]["redFlagRate"] == round(flagged, 4) == 0.5385  # type: ignore[index]
     assert summary["rubric"] == "health_cs@1"
 
 
