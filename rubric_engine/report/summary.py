@@ -141,14 +141,16 @@ class CiSummary(_Summary):
 
 def key_metrics(report: Report) -> dict[str, float | int | None]:
     """:data:`KEY_METRICS` of ``report`` by name (``None`` where it has no value); scores and
-    rates to 4 places, as the report shows them (a share worked out here, such as the red-flag rate,
-    would otherwise print all its digits beside the report's rounded ones)."""
+    rates to 4 places, as the report shows them (a share worked out here, such as the red-flag
+    rate, would otherwise print all its digits beside the report's rounded ones); dollars keep
+    every digit."""
     out: dict[str, float | int | None] = {}
     for name in KEY_METRICS:
         found = find_metric(name)
         value = found[0].value(report, found[1]) if found else None
-        exact = name == "costUsd" or not isinstance(value, float)  # dollars keep every digit
-        out[name] = value if exact else round(value, 4)
+        if isinstance(value, float) and name != "costUsd":
+            value = round(value, 4)
+        out[name] = value
     return out
 
 
