@@ -94,12 +94,15 @@ def test_a_bad_row_in_memory_is_named_by_its_index(tmp_path: Path) -> None:
     assert any(p.where == "rows[1]" for p in caught.value.problems)
 
 
-def _mypy_strict(tmp_path: Path, source: str) -> subprocess.CompletedProcess[str]:
+def _mypy_strict(tmp_path: Path, sources: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``mypy --strict`` over user scripts, in one run (each run reads the package and pydantic
+    afresh: about a minute of the suite's CPU apiece)."""
     # outside the repository, as a user's script sees the installed package
-    script = tmp_path / "user_script.py"
-    script.write_text(source, encoding="utf-8")
+    for name, source in sources.items():
+        (tmp_path / f"{name}.py").write_text(source, encoding="utf-8")
+    files = [f"{name}.py" for name in sources]
     return subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", str(script)],
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", *files],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -109,35 +112,32 @@ def _mypy_strict(tmp_path: Path, source: str) -> subprocess.CompletedProcess[str
 
 
 def test_a_user_script_type_checks_under_mypy_strict_with_real_types(tmp_path: Path) -> None:
-    good = _mypy_strict(
+    checked = _mypy_strict(
         tmp_path,
-        "import asyncio\n"
-        "from rubric_engine import ScoreOptions, ScoreResult, score, score_async\n\n"
-        "async def run(options: ScoreOptions) -> str:\n"
-        "    result: ScoreResult = await score_async(options)\n"
-        "    return result.task_id\n\n"
-        "def run_sync(options: ScoreOptions) -> str | None:\n"
-        "    return score(options).stopped\n\n"
-        "print(asyncio.run(run(ScoreOptions(rows=[{'messages': []}], judge='none'))))\n",
+        {
+            "good": "import asyncio\n"
+            "from rubric_engine import ScoreOptions, ScoreResult, score, score_async\n\n"
+            "async def run(options: ScoreOptions) -> str:\n"
+            "    result: ScoreResult = await score_async(options)\n"
+            "    return result.task_id\n\n"
+            "def run_sync(options: ScoreOptions) -> str | None:\n"
+            "    return score(options).stopped\n\n"
+            "print(asyncio.run(run(ScoreOptions(rows=[{'messages': []}], judge='none'))))\n",
+            "reading": "from pathlib import Path\n"
+            "from rubric_engine import EvalRubric, Report, load_rubric, read_report, run_gate\n\n"
+            "def mean(task: str) -> float | None:\n"
+            "    report: Report = read_report(task, Path('s.sqlite'), by=['intent'])\n"
+            "    return report.totals.mean_score\n\n"
+            "def passed(task: str) -> bool:\n"
+            "    return run_gate(Path('s.sqlite'), task, ['passRate>=0.9']).passed\n\n"
+            "pack: EvalRubric = load_rubric(Path('p.yaml'))\n",
+            # were the names Any, a wrong use would pass as well: it must not
+            "bad": "from rubric_engine import score, score_async\n"
+            "wrong: int = score\n"
+            "also_wrong: str = score_async\n",
+        },
     )
-    assert good.returncode == 0, good.stdout + good.stderr
-    reading = _mypy_strict(
-        tmp_path,
-        "from pathlib import Path\n"
-        "from rubric_engine import EvalRubric, Report, load_rubric, read_report, run_gate\n\n"
-        "def mean(task: str) -> float | None:\n"
-        "    report: Report = read_report(task, Path('s.sqlite'), by=['intent'])\n"
-        "    return report.totals.mean_score\n\n"
-        "def passed(task: str) -> bool:\n"
-        "    return run_gate(Path('s.sqlite'), task, ['passRate>=0.9']).passed\n\n"
-        "pack: EvalRubric = load_rubric(Path('p.yaml'))\n",
-    )
-    assert reading.returncode == 0, reading.stdout + reading.stderr
-    # were the names Any, a wrong use would pass as well: it must not
-    bad = _mypy_strict(
-        tmp_path,
-        "from rubric_engine import score, score_async\n"
-        "wrong: int = score\n"
-        "also_wrong: str = score_async\n",
-    )
-    assert bad.returncode == 1 and bad.stdout.count("Incompatible types in assignment") == 2
+    errors = [line for line in checked.stdout.splitlines() if ": error:" in line]
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    assert [e.split(":")[0] for e in errors] == ["bad.py", "bad.py"], checked.stdout
+    assert all("Incompatible types in assignment" in e for e in errors), checked.stdout
