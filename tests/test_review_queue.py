@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from rubric_engine.errors import ConfigurationError, InputError
 from rubric_engine.labels.model import Label, LabelSource, LabelStatus
-from rubric_engine.results.model import BasisEntry, BasisSource, RowResult, RowStatus
+from rubric_engine.results.model import BasisEntry, BasisSource, RowResult, RowStatus, Stability
 from rubric_engine.review.adjudication import decision_from_form, dispute
 from rubric_engine.review.answers import (
     NOT_CHECKED,
@@ -87,6 +87,48 @@ def test_strategies_draw_and_order_the_rows() -> None:
     assert ordered(SUMMARIES, "disagreement", 0) == []
     other = {"r3": [summary_of_result(row("r3", "Y", 5))]}
     assert ordered(SUMMARIES, "disagreement", 0, other) == ["r3"]
+
+
+def test_unstable_first_puts_the_most_disagreeing_rows_ahead_then_the_random_order() -> None:
+    def sampled(row_id: str, intent: str, stability: Stability | None) -> RowResult:
+        return row(row_id, intent, 4).model_copy(update={"stability": stability})
+
+    agreed = {"A": 1.0, "B": 1.0, "C": 1.0}
+    rows = [
+        sampled("stable-1", "X", Stability(stable=True, agreement=agreed)),
+        sampled("score", "X", Stability(stable=False, reasons=("score",), agreement=agreed)),
+        sampled("unsampled", "Y", None),
+        sampled(
+            "two-flips",
+            "Y",
+            Stability(
+                stable=False,
+                reasons=("requirements",),
+                flips=("A", "B"),
+                agreement={**agreed, "A": 0.6667, "B": 0.6667},
+            ),
+        ),
+        sampled(
+            "one-flip-low",
+            "Z",
+            Stability(stable=False, reasons=("requirements",), flips=("A",), agreement={"A": 0.5}),
+        ),
+        sampled(
+            "one-flip",
+            "X",
+            Stability(
+                stable=False, reasons=("requirements",), flips=("C",), agreement={"C": 0.6667}
+            ),
+        ),
+        sampled("stable-2", "Z", Stability(stable=True, agreement=agreed)),
+    ]
+    summaries = [summary_of_result(r) for r in rows]
+    order = ordered(summaries, "unstable-first", 3)
+    # most disagreements first; of equals, the lowest agreement first; a score split counts
+    assert order[:4] == ["two-flips", "one-flip-low", "one-flip", "score"]
+    rest = [s for s in summaries if s.row_id in {"stable-1", "unsampled", "stable-2"}]
+    assert order[4:] == ordered(rest, "random", 3)  # the rest in the default order
+    assert check_strategy("unstable-first") == "unstable-first"
 
 
 @given(

@@ -453,6 +453,68 @@ def test_the_html_report_shows_the_stability_section_escaped(tmp_path: Path) -> 
     assert single["stability"]["redFlagSplits"] == 2
 
 
+def test_the_unstable_first_queue_lists_the_unstable_rows_first(tmp_path: Path) -> None:
+    """The health demo with the ambiguous rows' shipped opinions and, for every other row,
+    the first opinion given again: 9 unstable rows of 26 head the queue."""
+    import shutil
+
+    from tests.conftest import CASSETTES
+
+    folder = tmp_path / "cassettes"
+    shutil.copytree(CASSETTES, folder)
+    ambiguous = {
+        json.loads(line)["rowId"]
+        for line in (CASES / "health_ambiguous_zh.jsonl").read_text("utf-8").splitlines()
+    }
+    verdicts = (CASES / "verdicts" / "health_cs.jsonl").read_text("utf-8").splitlines()
+    clear = tmp_path / "clear.jsonl"
+    clear.write_text(
+        "".join(v + "\n" for v in verdicts if json.loads(v)["rowId"] not in ambiguous), "utf-8"
+    )
+    rows = CASES / "health_consult_zh.jsonl"
+    clear_rows = tmp_path / "clear_rows.jsonl"
+    clear_rows.write_text(
+        "".join(
+            line + "\n"
+            for line in rows.read_text("utf-8").splitlines()
+            if json.loads(line)["rowId"] not in ambiguous
+        ),
+        "utf-8",
+    )
+    for sample in (2, 3):
+        code, out = run(
+            "cassette", "author", clear_rows, "-r", RUBRICS / "health_cs.yaml", "--verdicts", clear,
+            "--author", "test", "--method", "the first opinion again", "--sample", sample,
+            "--out", folder / f"clear{sample}.jsonl",
+        )  # fmt: skip
+        assert code == 0, out
+    store = tmp_path / "s.sqlite"
+    code, out = run(
+        "score", rows, "-r", RUBRICS / "health_cs.yaml", "--draft", "--cassettes", folder,
+        "--samples", "3", "--store", store, "--name", "mixed", "--out", tmp_path / "o", "-q",
+    )  # fmt: skip
+    assert code == 0, out
+    code, out = run("queue", "create", "mixed", "--strategy", "unstable-first", "--store", store)
+    assert code == 0 and "26 row(s) (unstable-first)" in out, out
+    code, out = run("queue", "rows", "mixed", "--limit", "26", "--store", store)
+    assert code == 0, out
+    listed = [line.split() for line in out.splitlines()[1:]]
+    assert {line[1] for line in listed[:9]} == ambiguous, out
+    assert all("unstable:" in " ".join(line) for line in listed[:9]), out
+    assert all(line[-1] == "stable" for line in listed[9:]), out
+    counts = [int(" ".join(line).split("unstable: ")[1].split()[0]) for line in listed[:9]]
+    assert counts == sorted(counts, reverse=True), out  # the most disagreements first
+
+    once = tmp_path / "once.sqlite"
+    code, out = run(
+        "score", rows, "-r", RUBRICS / "health_cs.yaml", "--draft", "--store", once,
+        "--name", "once", "--out", tmp_path / "once", "-q",
+    )  # fmt: skip
+    assert code == 0, out
+    code, out = run("queue", "create", "once", "--strategy", "unstable-first", "--store", once)
+    assert code != 0 and "--samples" in out and "random" in out, out
+
+
 @pytest.mark.live
 def test_samples_2_to_k_read_the_static_prefix_from_the_prompt_cache(tmp_path: Path) -> None:
     rows = subset(tmp_path, 2)

@@ -364,6 +364,12 @@ def test_queue_settings_live_with_the_task_and_every_server_reads_them(fresh: De
         {"name": "flags", "strategy": "red-flag", "second_review": "0.5", "member": ""},
     )
     assert made.status_code in (200, 400)
+    assert "<option>unstable-first</option>" in carol.get(f"/tasks/{task}/queues").text
+    shaky = carol.post(
+        f"/tasks/{task}/queues",
+        {"name": "shaky", "strategy": "unstable-first", "second_review": "0.2", "member": ""},
+    )  # the task asked the judge once per row: nothing to put first
+    assert shaky.status_code == 400 and "--samples" in shaky.text, shaky.text
 
 
 def test_the_agreement_panel_prints_what_calibrate_prints(fresh: Demo) -> None:

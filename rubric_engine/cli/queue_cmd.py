@@ -1,4 +1,4 @@
-"""`rubric-eval queue create|list|set`: review queues stored with their task (docs/review.md)."""
+"""`rubric-eval queue create|list|rows|set`: review queues kept with their task (docs/review.md)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from rubric_engine import DEFAULT_STORE
 from rubric_engine.cli._app import HELP_MARKUP, StoreOpt, _guard, _require_store, app, print_columns
 
 queue_app = typer.Typer(
-    help="Review queues, stored with their task and read by every `serve`: create, list, set.",
+    help="Review queues, stored with their task and read by every `serve`: create, list, rows, "
+    "set.",
     no_args_is_help=True,
     rich_markup_mode=HELP_MARKUP,
 )
@@ -52,7 +53,11 @@ def queue_create(
     task: Annotated[str, typer.Argument(help="Task id, name or tag:TAG.")],
     name: Annotated[str, typer.Option(help="The queue's name within the task.")] = "main",
     strategy: Annotated[
-        str, typer.Option(help="random, disagreement, red-flag, low-score or rare.")
+        str,
+        typer.Option(
+            help="random, disagreement, red-flag, low-score, rare or unstable-first (a task "
+            "scored with --samples K: the rows whose samples disagreed first)."
+        ),
     ] = "random",
     reviewers_per_row: Annotated[int, typer.Option(help="Reviewers every row needs.")] = 1,
     second_review: Annotated[
@@ -164,6 +169,62 @@ def queue_list(
         print_columns(rows)
 
     _guard(run)
+
+
+@queue_app.command("rows")
+def queue_rows(
+    task: Annotated[str, typer.Argument(help="Task id, name or tag:TAG.")],
+    name: Annotated[str, typer.Argument(help="The queue's name.")] = "main",
+    limit: Annotated[int, typer.Option(min=1, help="Rows to list.")] = 20,
+    offset: Annotated[int, typer.Option(min=0, help="Rows to skip first.")] = 0,
+    store: StoreOpt = DEFAULT_STORE,
+) -> None:
+    """The queue's rows in the order it offers them, with their review state and, for a
+    task scored with --samples K, how much each row's samples disagreed."""
+
+    def run() -> None:
+        from rubric_engine.review.queue_store import get_queue, queued_rows
+        from rubric_engine.store.task_ref import resolve_in_store
+        from rubric_engine.store.task_store import TaskStore
+
+        _require_store(store)
+        with TaskStore(store) as opened:
+            task_id = resolve_in_store(opened, task)
+            queue = get_queue(opened.backend, task_id, name)
+            listed = queued_rows(opened, queue, limit, offset)
+        sampled = any(r.summary is not None and r.summary.sampled for r in listed)
+        header = ["#", "row", "state", "reviews", "second", "final"]
+        lines = [header + (["samples"] if sampled else [])]
+        for r in listed:
+            s = r.summary
+            line = [
+                str(r.position + 1),
+                r.row_id,
+                r.state,
+                f"{r.reviews}/{r.needed}",
+                "yes" if r.second else "",
+                "–" if s is None or s.final_score is None else str(s.final_score),
+            ]
+            if sampled:
+                line.append(_samples_note(s))
+            lines.append(line)
+        print_columns(lines)
+        shown = offset + len(listed)
+        if shown < queue.row_count:
+            typer.echo(f"({shown} of {queue.row_count}; --offset {shown} for more)")
+
+    _guard(run)
+
+
+def _samples_note(summary: Any) -> str:
+    if summary is None or not summary.sampled:
+        return "–"
+    if not summary.disagreements:
+        return "stable"
+    return (
+        f"unstable: {summary.disagreements} disagreement(s), lowest agreement "
+        f"{summary.lowest_agreement:.2f}"
+    )
 
 
 @queue_app.command("set")

@@ -10,7 +10,11 @@ read by every server. Its rows are drawn and ordered once, when it is made:
   differs from this one (rows a reviewer overrides join at the front as they happen);
 - ``red-flag``: rows the judge gave a red flag;
 - ``low-score``: scored rows, lowest final score first;
-- ``rare``: rows with an unmet requirement, the least often unmet in the task first.
+- ``rare``: rows with an unmet requirement, the least often unmet in the task first;
+- ``unstable-first``: a task scored with ``--samples K`` (docs/stability.md): the rows whose
+  samples disagreed first, the most disagreements first (flipped requirements plus a split
+  intent, red flags or score; then the lowest agreement of a requirement), then every other
+  row in the ``random`` order.
 
 The second review takes exactly ``round(share × rows)`` rows (half up): the rows whose seeded
 hash is smallest, so the sample is the same on every server and recorded with the queue.
@@ -25,7 +29,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, get_args
 
 from rubric_engine.errors import ConfigurationError
@@ -33,7 +37,7 @@ from rubric_engine.labels.model import UNMET
 from rubric_engine.results.model import RowResult, RowStatus
 from rubric_engine.review.answers import Answer, differences
 
-Strategy = Literal["random", "disagreement", "red-flag", "low-score", "rare"]
+Strategy = Literal["random", "disagreement", "red-flag", "low-score", "rare", "unstable-first"]
 STRATEGIES: tuple[str, ...] = get_args(Strategy)
 #: a second reviewer re-checks this share of a queue's rows unless the queue says otherwise
 DEFAULT_SECOND_REVIEW_SHARE = 0.2
@@ -176,12 +180,29 @@ class RowSummary:
     final_score: int | None
     red_flags: tuple[str, ...]
     unmet: tuple[str, ...]
+    #: the row was scored with samples (it carries ``stability``)
+    sampled: bool = False
+    #: how much its samples disagreed: flipped requirements plus each other split (intent,
+    #: red flags, score); 0 for a stable or unsampled row
+    disagreements: int = 0
+    #: the lowest share of samples that agreed on a requirement's status (1.0: all agreed)
+    lowest_agreement: float = 1.0
 
 
 def summary_of_result(result: RowResult) -> RowSummary:
     unmet = tuple(b.requirement_id for b in result.reference_basis if str(b.status) in UNMET)
     score = None if result.status is RowStatus.JUDGE_ERROR else result.final_score
-    return RowSummary(result.row_id, result.intent_key, score, result.red_flag_types, unmet)
+    summary = RowSummary(result.row_id, result.intent_key, score, result.red_flag_types, unmet)
+    stability = result.stability
+    if stability is None:
+        return summary
+    others = [r for r in stability.reasons if r != "requirements"]
+    return replace(
+        summary,
+        sampled=True,
+        disagreements=0 if stability.stable else len(stability.flips) + len(others),
+        lowest_agreement=min(stability.agreement.values(), default=1.0),
+    )
 
 
 def ordered(
@@ -216,6 +237,17 @@ def ordered(
         counts = Counter(rid for r in rows for rid in r.unmet)
         rare = [r for r in rows if r.unmet]
         return [r.row_id for r in sorted(rare, key=lambda r: min(counts[i] for i in r.unmet))]
+    if strategy == "unstable-first":
+        unstable = [r for r in rows if r.disagreements]
+        unstable.sort(key=lambda r: (-r.disagreements, r.lowest_agreement))  # stable sort
+        first = {r.row_id for r in unstable}
+        rest = _stratified([r for r in rows if r.row_id not in first], seed)
+        return [r.row_id for r in unstable] + rest
+    return _stratified(rows, seed)
+
+
+def _stratified(rows: Sequence[RowSummary], seed: int) -> list[str]:
+    """Every row, shuffled per intent by a seeded hash and drawn from the intents in turn."""
     strata: dict[str, list[RowSummary]] = {}
     for r in rows:
         strata.setdefault(r.intent_key or "(no intent)", []).append(r)

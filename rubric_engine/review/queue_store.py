@@ -41,6 +41,7 @@ __all__ = [
     "next_rows",
     "progress",
     "queue_of_row",
+    "queued_rows",
     "queues",
     "refresh_rows",
     "update_queue",
@@ -139,6 +140,12 @@ def create_queue(store: TaskStore, task_id: str, settings: QueueSettings, create
         if settings.strategy == "disagreement"
         else {}
     )
+    if settings.strategy == "unstable-first" and not any(s.sampled for s in summaries):
+        raise ConfigurationError(
+            f"strategy unstable-first needs a task scored with --samples K (K of 2 or more; "
+            f"docs/stability.md); task {task_id} asked the judge once per row: score it again "
+            "with --samples 3, or choose another strategy (random takes every row)"
+        )
     order = ordered(summaries, settings.strategy, settings.seed, others)
     if not order:
         raise ConfigurationError(
@@ -319,6 +326,51 @@ def next_rows(
             ).fetchall()
             out += [r for (r,) in found if r not in claimed_by_others][: limit - len(out)]
     return out
+
+
+@dataclass(frozen=True)
+class QueuedRow:
+    """A queued row as a lead lists it: its place, review state and what the judge said."""
+
+    position: int
+    row_id: str
+    state: str
+    reviews: int
+    needed: int
+    second: bool
+    summary: RowSummary | None
+
+
+def queued_rows(store: TaskStore, queue: Queue, limit: int, offset: int = 0) -> list[QueuedRow]:
+    """The queue's rows in its order, ``limit`` from ``offset`` (read through the index)."""
+    db = store.backend
+    found = db.execute(
+        "SELECT position, row_id, state, reviews, needed, second FROM review_items "
+        "WHERE task_id=? AND queue=? ORDER BY position LIMIT ? OFFSET ?",
+        (queue.task_id, queue.name, limit, offset),
+    ).fetchall()
+    summaries: dict[str, RowSummary] = {}
+    for start in range(0, len(found), _BATCH):
+        ids = [str(f[1]) for f in found[start : start + _BATCH]]
+        marks = ",".join("?" * len(ids))
+        for (text,) in db.execute(
+            f"SELECT result FROM rows WHERE task_id=? AND row_id IN ({marks})",
+            (queue.task_id, *ids),
+        ):
+            summary = summary_of_result(parse_result(text, queue.task_id))
+            summaries[summary.row_id] = summary
+    return [
+        QueuedRow(
+            int(pos),
+            str(row),
+            str(state),
+            int(reviews),
+            int(needed),
+            bool(second),
+            summaries.get(str(row)),
+        )
+        for pos, row, state, reviews, needed, second in found
+    ]
 
 
 @dataclass(frozen=True)

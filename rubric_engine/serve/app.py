@@ -29,6 +29,7 @@ from rubric_engine.errors import RubricEvalError, TaskNotFoundError
 from rubric_engine.report.model import Diff
 from rubric_engine.report.run import require_store
 from rubric_engine.review.accounts import Account
+from rubric_engine.review.queue import STRATEGIES
 from rubric_engine.rubric.model import EvalRubric
 from rubric_engine.rubric.versions import verified_snapshot
 from rubric_engine.serve.security import LOOPBACK_HOSTS, SecurityMiddleware
@@ -96,6 +97,7 @@ def environment() -> Environment:
     )
     env.filters["pct"] = lambda v: "–" if v is None else f"{v * 100:.1f}%"
     env.filters["q"] = lambda v: quote(str(v), safe="")
+    env.globals["queue_strategies"] = STRATEGIES
     return env
 
 
