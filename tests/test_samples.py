@@ -47,8 +47,9 @@ FAST = RetryPolicy(max_attempts=3, base_s=0.01, max_wait_s=0.02)
 # -- the reference aggregator: docs/stability.md's rules, written again without the engine ---
 
 
-def reference(results: list[RowResult]) -> dict[str, Any]:
-    """What the rules say the aggregate of ``results`` is (the fields compared)."""
+def reference(results: list[RowResult], reqs: Any = REQS) -> dict[str, Any]:
+    """What the rules say the aggregate of ``results`` is (the fields compared), under the
+    pack whose requirements are ``reqs``."""
     failed = [r for r in results if r.status is not RowStatus.SCORED]
     if failed:
         return {"status": failed[0].status, "error": failed[0].error}
@@ -68,15 +69,15 @@ def reference(results: list[RowResult]) -> dict[str, Any]:
     raised = Counter(f for r in results for f in r.red_flag_types)
     flags = {f for f in raised if raised[f] * 2 >= n}
     flags |= {
-        REQS[rid].red_flag_type
+        reqs[rid].red_flag_type
         for rid, s in statuses.items()
-        if s == "VIOLATED" and rid in REQS and REQS[rid].critical
+        if s == "VIOLATED" and rid in reqs and reqs[rid].critical
     }
     for flag in sorted(flags):
         lines = [
             rid for rid in statuses
-            if rid in REQS and REQS[rid].critical and REQS[rid].red_flag_type == flag
-            and REQS[rid].observable_in_data
+            if rid in reqs and reqs[rid].critical and reqs[rid].red_flag_type == flag
+            and reqs[rid].observable_in_data
         ]  # fmt: skip
         if lines and not any(statuses[rid] == "VIOLATED" for rid in lines):
             most = max(votes[rid].count("VIOLATED") for rid in lines)
@@ -86,9 +87,9 @@ def reference(results: list[RowResult]) -> dict[str, Any]:
     judges = sorted(r.judge_score for r in results)
     finals = sorted(r.final_score for r in results)
     caps = [
-        REQS[rid].violation_score
+        reqs[rid].violation_score
         for rid, s in statuses.items()
-        if s == "VIOLATED" and rid in REQS and REQS[rid].violation_score is not None
+        if s == "VIOLATED" and rid in reqs and reqs[rid].violation_score is not None
     ]
     shapes = {
         (
@@ -532,3 +533,70 @@ def test_samples_2_to_k_read_the_static_prefix_from_the_prompt_cache(tmp_path: P
         assert row.prompt_tokens == sum(s.prompt_tokens for s in row.samples)
     report = json.loads((tmp_path / "live" / "report.json").read_text("utf-8"))
     assert report["usage"]["cacheReadTokens"] == sum(r.cache_read_tokens for r in stored)
+
+
+def _unmet(status: str) -> bool | None:
+    return {"VIOLATED": True, "PARTIAL": True, "FOLLOWED": False}.get(status)
+
+
+def test_calibrate_shows_the_aggregate_beside_sample_one(tmp_path: Path) -> None:
+    """The ambiguous demo scored 3 times; a reviewer whose labels are the broad reading
+    (sample 2): both sides' accuracy are computed here from the stored samples."""
+    store, out = tmp_path / "s.sqlite", tmp_path / "o"
+    code, text = run(
+        "score", CASES / "health_ambiguous_zh.jsonl", "-r", RUBRICS / "health_cs.yaml", "--draft",
+        "--samples", "3", "--store", store, "--name", "amb", "--out", out, "--display", "none",
+    )  # fmt: skip
+    assert code == 0, text
+    rows = [json.loads(line) for line in (out / "rows.jsonl").read_text("utf-8").splitlines()]
+    labels, pairs = [], {"aggregate": [], "sample1": []}
+    for row in rows:
+        result = row.get("result", row)
+        by = {(s["judge"], s["sample"]): s for s in result["samples"]}
+        broad, first = by[(1, 2)], by[(1, 1)]
+        aggregate = {b["requirementId"]: b["status"] for b in result["referenceBasis"]}
+        for rid, status in broad["statuses"].items():
+            if _unmet(status) is None:
+                continue
+            labels.append(
+                {"rowId": result["rowId"], "reviewer": "rev", "requirementId": rid,
+                 "status": status}
+            )  # fmt: skip
+            for side, theirs in (
+                ("aggregate", aggregate.get(rid)),
+                ("sample1", first["statuses"].get(rid)),
+            ):
+                if theirs is not None and _unmet(theirs) is not None:
+                    pairs[side].append(_unmet(theirs) == _unmet(status))
+    file = tmp_path / "labels.jsonl"
+    file.write_text("".join(json.dumps(lab) + "\n" for lab in labels), "utf-8")
+    code, text = run("calibrate", "amb", "--labels", file, "--format", "json", "--store", store,
+                     "--no-save")  # fmt: skip
+    assert code == 0, text
+    result = json.loads(text)
+    sampling = result["sampling"]
+    assert sampling["sampledRows"] == 9
+    figures = {fig["name"]: fig for fig in sampling["figures"]}
+    accuracy = figures["requirement accuracy"]
+    assert accuracy["aggregate"] == pytest.approx(sum(pairs["aggregate"]) / len(pairs["aggregate"]))
+    assert accuracy["sample1"] == pytest.approx(sum(pairs["sample1"]) / len(pairs["sample1"]))
+    assert accuracy["aggregate"] == pytest.approx(result["overall"]["accuracy"])
+    assert accuracy["aggregate"] != accuracy["sample1"]  # the readings part on these rows
+    code, text = run("calibrate", "amb", "--labels", file, "--store", store, "--no-save")
+    assert code == 0 and "does sampling buy agreement?" in text, text
+    assert f"requirement accuracy  {accuracy['aggregate']:.3f} vs {accuracy['sample1']:.3f}" in text
+    code, text = run("calibrate", "amb", "--labels", file, "--format", "md", "--store", store,
+                     "--no-save")  # fmt: skip
+    assert code == 0 and "## Does sampling buy agreement?" in text, text
+    assert "| requirement accuracy |" in text
+
+    once = tmp_path / "once.sqlite"
+    code, text = run(
+        "score", CASES / "health_ambiguous_zh.jsonl", "-r", RUBRICS / "health_cs.yaml", "--draft",
+        "--store", once, "--name", "one", "--out", tmp_path / "one", "--display", "none",
+    )  # fmt: skip
+    assert code == 0, text
+    code, text = run("calibrate", "one", "--labels", file, "--format", "json", "--store", once,
+                     "--no-save")  # fmt: skip
+    assert code == 0 and "sampling" not in json.loads(text), text
+

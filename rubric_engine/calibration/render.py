@@ -17,6 +17,7 @@ from rubric_engine.calibration.render_lines import (
     f,
     left_out_line,
     length_lines,
+    sampling_lines,
     shown,
 )
 from rubric_engine.calibration.views import natural_key
@@ -148,6 +149,7 @@ def render_calibration_text(result: dict[str, Any], full: bool = False) -> str:
         lines += alt_test_lines(result["altTest"], full)
     lines += baseline_lines(result)
     lines += length_lines(result)
+    lines += sampling_lines(result)
     if "plan" in result:
         lines.append(
             f"plan: labels for ±{result['plan']['halfWidth']} on TPR and TNR (95%), per "

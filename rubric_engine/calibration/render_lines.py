@@ -21,6 +21,7 @@ __all__ = [
     "left_out_line",
     "length_lines",
     "requirement_verdict",
+    "sampling_lines",
     "shown",
 ]
 
@@ -199,4 +200,28 @@ def comparison_lines(comparison: dict[str, Any]) -> list[str]:
             continue
         cells = ", ".join(f"{j} {f(by.get(j, {}).get('advantageProbability'), 2)}" for j in judges)
         lines.append(f"  {name}: {cells}; highest {comparison['highestAdvantage'][name] or '—'}")
+    return lines
+
+
+def _signed(value: Any) -> str:
+    return "—" if value is None else f"{value:+.3f}"
+
+
+def sampling_lines(result: dict[str, Any]) -> list[str]:
+    """A sampled task: the aggregate's figures beside sample 1's (docs/stability.md)."""
+    sampling = result.get("sampling")
+    if not sampling:
+        return []
+    lines = [
+        f"does sampling buy agreement? the aggregate vs sample 1 alone, against the same "
+        f"reviewers ({sampling['sampledRows']} labelled row(s) sampled; pairs "
+        f"{sampling['pairs']['aggregate']} vs {sampling['pairs']['sample1']}):"
+    ]
+    width = max(len(fig["name"]) for fig in sampling["figures"])
+    for fig in sampling["figures"]:
+        better = f", {fig['better']} better" if fig["better"] else ""
+        lines.append(
+            f"  {fig['name'].ljust(width)}  {f(fig['aggregate'])} vs {f(fig['sample1'])} "
+            f"({_signed(fig['difference'])}{better})"
+        )
     return lines

@@ -143,5 +143,31 @@ def render_calibration_markdown(result: dict[str, Any], full: bool = False) -> s
         extra += comparison_lines(result["judgeComparison"])
     if extra:
         out += ["", "## Reviewers as the baseline, length and leniency", "", *_bullets(extra)]
+    out += _sampling(result)
     out += _intents(result)
     return "\n".join(out) + "\n"
+
+
+def _sampling(result: dict[str, Any]) -> list[str]:
+    """A sampled task's aggregate beside sample 1 alone (docs/stability.md)."""
+    sampling = result.get("sampling")
+    if not sampling:
+        return []
+    out = [
+        "",
+        "## Does sampling buy agreement?",
+        "",
+        f"The aggregate of the samples against sample 1 alone, each against the same reviewers "
+        f"({sampling['sampledRows']} labelled row(s) sampled; the other rows are the same on "
+        "both sides).",
+        "",
+        "| figure | aggregate | sample 1 | difference | better |",
+        "|---|---:|---:|---:|---|",
+    ]
+    for fig in sampling["figures"]:
+        diff = "—" if fig["difference"] is None else f"{fig['difference']:+.3f}"
+        out.append(
+            f"| {fig['name']} | {f(fig['aggregate'])} | {f(fig['sample1'])} | {diff} | "
+            f"{fig['better'] or '–'} |"
+        )
+    return out

@@ -21,6 +21,7 @@ from rubric_engine.calibration.binary import ratio
 from rubric_engine.calibration.compare import calibrate_views
 from rubric_engine.calibration.metrics import flat_metrics
 from rubric_engine.calibration.record import default_selection, save_calibration
+from rubric_engine.calibration.sample_one import side_by_side
 from rubric_engine.calibration.stream import LabelSelection, LeftOut, feed
 from rubric_engine.calibration.tally import CalibrationTally
 from rubric_engine.calibration.views import (
@@ -29,6 +30,7 @@ from rubric_engine.calibration.views import (
     view_of_labels,
     view_of_result,
 )
+from rubric_engine.engine.task import samples_of
 from rubric_engine.errors import InputError
 from rubric_engine.labels.io import check_against_task, read_label_file, unknown_fields
 from rubric_engine.labels.model import Label, LabelSource
@@ -119,10 +121,16 @@ def calibrate_task(
         wanted = set(rows)
         groups = ((row, labs) for row, labs in groups if row in wanted)
     tally = CalibrationTally(rubric, half_width=half_width, seed=seed, alt_test=alt_test)
-    feed(store, record, rubric, selected.rows(groups), tally, list(dict.fromkeys(order)))
+    # a sampled task: sample 1 alone against the same reviewers, beside the aggregate
+    first = CalibrationTally(rubric, seed=seed) if samples_of(record.extra)[0] > 1 else None
+    sampled = feed(
+        store, record, rubric, selected.rows(groups), tally, list(dict.fromkeys(order)), first
+    )
     if not tally.labelled:
         raise InputError(_no_labels(record.id, reviewers, selected.left_out))
     result = tally.result()
+    if first is not None:
+        result["sampling"] = side_by_side(result, first.result(), sampled)
     result["pinnedTo"] = {
         "taskId": record.id,
         "rubricKey": record.rubric_key,

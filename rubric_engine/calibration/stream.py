@@ -10,10 +10,11 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rubric_engine.calibration.leniency import answer_chars
+from rubric_engine.calibration.sample_one import first_sample_view
 from rubric_engine.calibration.tally import CalibrationTally
 from rubric_engine.calibration.views import RowView, unit_of_labels, view_of_result
 from rubric_engine.labels.model import Label
@@ -88,11 +89,21 @@ class LabelSelection:
         return kept
 
 
+@dataclass(frozen=True)
+class _Labelled:
+    """A labelled row: the judge's view, sample 1's view (the judge's when not sampled) and
+    the row's labels."""
+
+    judge: RowView | None
+    first: RowView | None
+    labels: list[Label]
+
+
 def _merge(
     results: Iterator[RowResult],
     groups: Iterator[tuple[str, list[Label]]],
     tally: CalibrationTally,
-) -> Iterator[tuple[RowView | None, list[Label]]]:
+) -> Iterator[_Labelled]:
     """Both streams in rowId order: every judged row is observed; each labelled row of the task
     comes out with the judge's view (``None``: no verdict) and its labels."""
     pending = next(groups, None)
@@ -103,7 +114,7 @@ def _merge(
         while pending is not None and pending[0] < result.row_id:
             pending = next(groups, None)  # labels of a row this task does not have
         if pending is not None and pending[0] == result.row_id:
-            yield judge, pending[1]
+            yield _Labelled(judge, first_sample_view(result, judge), pending[1])
             pending = next(groups, None)
 
 
@@ -114,15 +125,27 @@ def feed(
     groups: Iterator[tuple[str, list[Label]]],
     tally: CalibrationTally,
     order: Sequence[str],
-) -> None:
-    batch: list[tuple[RowView | None, list[Label]]] = []
+    first: CalibrationTally | None = None,
+) -> int:
+    """Feed ``tally`` (and ``first``, with sample 1 as the judge of each sampled row).
+
+    Returns:
+        How many labelled rows had a sample 1 of their own (sampled and not a judge error).
+    """
+    batch: list[_Labelled] = []
+    sampled = 0
 
     def flush() -> None:
-        texts = store.dialogues(record.id, [labels[0].row_id for _, labels in batch])
-        for judge, labels in batch:
-            row_id = labels[0].row_id
+        nonlocal sampled
+        texts = store.dialogues(record.id, [item.labels[0].row_id for item in batch])
+        for item in batch:
+            row_id = item.labels[0].row_id
             chars = answer_chars(texts[row_id]) if row_id in texts else None
-            tally.add(unit_of_labels(row_id, labels, judge, rubric, order, chars))
+            unit = unit_of_labels(row_id, item.labels, item.judge, rubric, order, chars)
+            tally.add(unit)
+            if first is not None:
+                first.add(replace(unit, judge=item.first))
+                sampled += item.first is not item.judge
         batch.clear()
 
     for item in _merge(store.results_by_row_id(record.id), groups, tally):
@@ -131,3 +154,4 @@ def feed(
             flush()
     if batch:
         flush()
+    return sampled
