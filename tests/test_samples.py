@@ -600,3 +600,52 @@ def test_calibrate_shows_the_aggregate_beside_sample_one(tmp_path: Path) -> None
                      "--no-save")  # fmt: skip
     assert code == 0 and "sampling" not in json.loads(text), text
 
+
+def test_renormalize_re_aggregates_a_sampled_tasks_samples_and_verifies(tmp_path: Path) -> None:
+    """The ambiguous demo scored 3 times, then renormalized under a version where a verbose
+    reply caps at 1 and a wrong fact is a red line: every sample is normalized again, the
+    row is their aggregate by the reference aggregator's rules, nothing is asked."""
+    import yaml
+
+    store, out = tmp_path / "s.sqlite", tmp_path / "o"
+    code, text = run(
+        "score", CASES / "health_ambiguous_zh.jsonl", "-r", RUBRICS / "health_cs.yaml", "--draft",
+        "--samples", "3", "--store", store, "--name", "amb", "--out", out, "--display", "none",
+    )  # fmt: skip
+    assert code == 0, text
+    data = yaml.safe_load((RUBRICS / "health_cs.yaml").read_text("utf-8"))
+    for req in data["commonRequirements"]:
+        if req["id"] == "COMMON_CONCISE_NATURAL":
+            req["violationScore"] = 1
+        if req["id"] == "COMMON_KNOWLEDGE_ACCURACY":
+            req.update(critical=True, redFlagType="SAFETY_OMISSION")
+    v2 = tmp_path / "health_v2.yaml"
+    v2.write_text(yaml.safe_dump(data, allow_unicode=True, sort_keys=False), "utf-8")
+    code, text = run(
+        "renormalize", "amb", "-r", v2, "--draft", "--store", store, "--out", tmp_path / "rn"
+    )
+    assert code == 0, text
+    with TaskStore(store) as opened:
+        tasks = {t.id: t for t in opened.tasks()}
+        (new_task,) = [t for t in tasks if tasks[t].judge_mode == "renormalize"]
+        before = {r.result.row_id: r for r in opened.rows(next(t for t in tasks if t != new_task))}
+        after = {r.result.row_id: r for r in opened.rows(new_task)}
+    reqs = load_rubric(v2).requirements_by_id
+    changed = 0
+    for row_id, row in after.items():
+        assert len(row.samples) == 3 and row.calls == 0 and all(s.calls == 0 for s in row.samples)
+        results = [s.result for s in row.samples]
+        for sample, old in zip(results, before[row_id].samples, strict=True):
+            statuses = {e.requirement_id: str(e.status) for e in sample.reference_basis}
+            assert sample.judge_score == old.result.judge_score  # the judge's own answer
+            if statuses.get("COMMON_CONCISE_NATURAL") == "VIOLATED":
+                assert sample.final_score == 1
+            if statuses.get("COMMON_KNOWLEDGE_ACCURACY") == "VIOLATED":
+                assert "SAFETY_OMISSION" in sample.red_flag_types
+        assert as_compared(row.result) == reference(results, reqs), row_id
+        changed += row.result.final_score != before[row_id].result.final_score
+    assert changed > 0
+    report = json.loads((tmp_path / "rn" / "report.json").read_text("utf-8"))
+    assert report["stability"]["samples"] == 27
+    code, text = run("verify", new_task, "--store", store)
+    assert code == 0, text

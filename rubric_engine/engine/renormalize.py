@@ -6,6 +6,10 @@ version N: its caps, observability, red-line and red-flag mapping. No judge is c
 a new task (judge mode ``renormalize``, ``extra.renormalizedFrom`` = the source task) whose report
 can be compared with the original. Changes that would need the judge to answer again (see
 :func:`rubric_engine.rubric.diff.renormalize_blockers`) are refused up front.
+
+A task scored with ``--samples K`` is re-aggregated: each stored sample's reply is normalized
+under version N, and the row's result is their aggregate by the rules of docs/stability.md
+(:func:`rubric_engine.results.samples.aggregate_samples`); the new task keeps every sample.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from rubric_engine.dialogue.model import DialogueRow
+from rubric_engine.engine.sampling import aggregate_row
 from rubric_engine.engine.task import creation_time, new_task_extra
 from rubric_engine.errors import Problem, StoreError
 from rubric_engine.judge.prompt import EVIDENCE_PROMPTS
@@ -31,7 +36,7 @@ from rubric_engine.rubric.versions import LifecycleError, rubric_for_scoring, ve
 from rubric_engine.rules.run import run_rules
 from rubric_engine.store.location import StoreLocation
 from rubric_engine.store.task_state import TaskState
-from rubric_engine.store.task_store import StoredRow, TaskStore, new_task_id
+from rubric_engine.store.task_store import StoredRow, StoredSample, TaskStore, new_task_id
 from rubric_engine.verdict.model import verdict_model
 from rubric_engine.verdict.parse import ParseFailure, RowContext, parse_reply
 
@@ -52,6 +57,43 @@ def _final_response(stored: StoredRow) -> dict[str, Any]:
         if response:
             return dict(response)
     raise StoreError(f"row {stored.result.row_id}: no stored judge reply to re-apply")
+
+
+#: a renormalized row (or sample) cost no call
+_NO_USAGE: dict[str, Any] = {
+    "calls": 0,
+    "prompt_tokens": 0,
+    "completion_tokens": 0,
+    "cost_usd": 0.0,
+    "latency_ms": 0.0,
+    "cache_read_tokens": 0,
+    "cache_creation_tokens": 0,
+}
+
+
+def sample_as_row(stored: StoredRow, sample: StoredSample) -> StoredRow:
+    """A stored sample as a row of its own: its result and replies, the row's dialogue."""
+    return replace(stored, result=sample.result, raw_attempts=sample.raw_attempts, samples=())
+
+
+def renormalized_row(
+    stored: StoredRow, judged: EvalRubric, target: CompiledRubric, evidence: bool = False
+) -> StoredRow:
+    """The row under ``target``, costing nothing; a sampled row's samples each renormalized,
+    then aggregated again."""
+    if not stored.samples:
+        return replace(stored, result=_renormalized(stored, judged, target, evidence), **_NO_USAGE)
+    samples = tuple(
+        replace(
+            sample,
+            result=_renormalized(sample_as_row(stored, sample), judged, target, evidence),
+            **_NO_USAGE,
+        )
+        for sample in stored.samples
+    )
+    case = row_case_requirements(DialogueRow.model_validate(stored.dialogue)).all
+    result = aggregate_row(target, case, samples)
+    return replace(stored, result=result, samples=samples, **_NO_USAGE)
 
 
 #: warnings of the stored row about how the judge answered, kept as they were
@@ -91,6 +133,10 @@ def _renormalized(
     )
 
 
+def _sampling_of(extra: dict[str, Any]) -> dict[str, Any]:
+    return {"sampling": extra["sampling"]} if extra.get("sampling") else {}
+
+
 def renormalize(
     store_path: StoreLocation,
     task_id: str,
@@ -117,12 +163,6 @@ def renormalize(
         task_id = resolve_in_store(store, task_id)
         source = store.task(task_id)
         judged = verified_snapshot(source.rubric_snapshot, source.rubric_hash, f"task {task_id}")
-        if source.extra.get("sampling"):
-            raise LifecycleError(
-                f"task {task_id} was scored with --samples: renormalizing its samples is not "
-                "built yet (docs/stability.md); score the rows again under "
-                f"{target.key}@{target.version}"
-            )
         if target.key != judged.key:
             raise LifecycleError(
                 f"task {task_id} was judged with rubric {judged.key!r}; renormalize it with a "
@@ -152,28 +192,14 @@ def renormalize(
                 rubric_snapshot=target.snapshot(),
                 judge_mode="renormalize",
                 row_count=len(rows),
-                extra=new_task_extra(),
+                # a sampled source: its sampling is the new task's (report, verify, calibrate)
+                extra={**new_task_extra(), **_sampling_of(source.extra)},
             )
         )
         compiled = CompiledRubric.of(target)
+        evidence = source.prompt_version in EVIDENCE_PROMPTS
         for stored in rows:
-            result = _renormalized(
-                stored, judged, compiled, source.prompt_version in EVIDENCE_PROMPTS
-            )
-            store.add_row(
-                new_id,
-                replace(
-                    stored,
-                    result=result,
-                    calls=0,
-                    prompt_tokens=0,
-                    completion_tokens=0,
-                    cost_usd=0.0,
-                    latency_ms=0.0,
-                    cache_read_tokens=0,
-                    cache_creation_tokens=0,
-                ),
-            )
+            store.add_row(new_id, renormalized_row(stored, judged, compiled, evidence))
         store.finish_task(
             new_id,
             TaskState.COMPLETED,

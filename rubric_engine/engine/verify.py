@@ -233,7 +233,7 @@ def _as_stored_error(derived: RowResult, stored: RowResult) -> RowResult:
 
 
 def _renormalized_deriver(store: TaskStore, task: TaskRecord, target: EvalRubric) -> Derive:
-    from rubric_engine.engine.renormalize import _renormalized
+    from rubric_engine.engine.renormalize import _renormalized, sample_as_row
     from rubric_engine.judge.prompt import EVIDENCE_PROMPTS
 
     source_id = str(task.extra.get("renormalizedFrom") or "")
@@ -247,7 +247,24 @@ def _renormalized_deriver(store: TaskStore, task: TaskRecord, target: EvalRubric
     judged = verified_snapshot(source.rubric_snapshot, source.rubric_hash, f"task {source_id}")
     compiled = CompiledRubric.of(target)
     evidence = source.prompt_version in EVIDENCE_PROMPTS
-    return lambda stored: _renormalized(stored, judged, compiled, evidence)
+
+    def derive(stored: StoredRow) -> RowResult:
+        if not stored.samples:
+            return _renormalized(stored, judged, compiled, evidence)
+        # a sampled row: each sample renormalized from its own replies, then their aggregate
+        samples = []
+        for sample in stored.samples:
+            derived = _renormalized(sample_as_row(stored, sample), judged, compiled, evidence)
+            if result_json(derived) != result_json(sample.result):
+                raise StoreError(
+                    f"sample {sample.sample}: {_differences(sample.result, derived)} differ "
+                    "from the stored sample"
+                )
+            samples.append(replace(sample, result=derived))
+        case = row_case_requirements(DialogueRow.model_validate(stored.dialogue)).all
+        return aggregate_row(compiled, case, samples)
+
+    return derive
 
 
 def _aggregate_problems(built: ReportAccumulator, task: TaskRecord, rows: int) -> list[str]:
