@@ -649,3 +649,87 @@ def test_renormalize_re_aggregates_a_sampled_tasks_samples_and_verifies(tmp_path
     assert report["stability"]["samples"] == 27
     code, text = run("verify", new_task, "--store", store)
     assert code == 0, text
+
+
+class HangAfter:
+    """Answers every call with fixed usage (20,000 prompt, 10 completion tokens: more than
+    the rubric, which the judge checks arrived): a row's first
+    call with prose (the judge re-asks) when ``reask``, else with its verdict; each row's call
+    number ``hang_at`` (from 0) hangs until released. Counts the requests received and the
+    answers sent while the client still waited (a call begun before the release is not one)."""
+
+    def __init__(self, hang_at: int, reask: bool) -> None:
+        self.hang_at, self.reask = hang_at, reask
+        self.asked: Counter[str] = Counter()
+        self.answered = 0
+        self.lock = threading.Lock()
+        self.release = threading.Event()
+
+    def __call__(self, body: dict[str, Any]) -> StubReply:
+        row = row_id_of(body) or ""
+        with self.lock:
+            n = self.asked[row]
+            self.asked[row] += 1
+            held = n == self.hang_at and not self.release.is_set()
+            self.answered += not held
+        if held:
+            self.release.wait(60)
+        usage = {"prompt_tokens": 20000, "completion_tokens": 10}
+        if self.reask and n == 0:
+            return StubReply(content="I think this reply is fine overall.", usage=usage)
+        return StubReply(content=json.dumps(VERDICTS[row], ensure_ascii=False), usage=usage)
+
+
+@pytest.mark.live
+@pytest.mark.parametrize(
+    ("samples", "reask"), [(1, True), (3, False)], ids=["kept-answer", "stored-sample"]
+)
+def test_ctrl_c_then_resume_counts_every_answer_and_request_once(
+    tmp_path: Path, samples: int, reask: bool
+) -> None:
+    """Ctrl-C with 3 rows in flight, each holding an answered call (a re-ask's first answer,
+    or a finished sample 1) and a hanging one; the resumed run reuses what was answered. The
+    report's usage is every answer the client received, once, and every request sent."""
+    rows = subset(tmp_path, 6)
+    store = tmp_path / "s.sqlite"
+    judge = HangAfter(1, reask)
+    with StubServer(judge) as server:
+        process = subprocess.Popen(
+            [
+                sys.executable, "-m", "rubric_engine.cli", "score", str(rows),
+                "-r", str(RUBRICS / "health_cs.yaml"), "--draft", "--mode", "live",
+                "--api-base", server.base_url, "--model", "openai/stub-judge",
+                "--store", str(store), "--out", str(tmp_path / "out"), "--concurrency", "3",
+                "--samples", str(samples),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "NO_COLOR": "1", "OPENAI_API_KEY": "sk-test"},
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 90
+            while sum(judge.asked.values()) < 6:  # 3 rows: answered once, then hanging
+                assert time.monotonic() < deadline
+                assert process.poll() is None, process.communicate()[1]
+                time.sleep(0.01)
+            time.sleep(0.3)
+            process.send_signal(signal.SIGINT)
+            process.wait(60)
+        finally:
+            if process.poll() is None:
+                process.kill()
+        with sqlite3.connect(store) as db:
+            (task,) = db.execute("SELECT id FROM tasks").fetchone()
+            assert db.execute("SELECT COUNT(*) FROM rows").fetchone()[0] == 0
+        judge.release.set()
+        time.sleep(0.2)
+        code, out = run("score", "--resume", task, "--store", store, "--out", tmp_path / "resumed")
+        assert code == 0, out
+    usage = json.loads((tmp_path / "resumed" / "report.json").read_text("utf-8"))["usage"]
+    received = sum(judge.asked.values())
+    assert received == 6 + 9 if reask else 6 + 18 - 3, judge.asked
+    assert usage["promptTokens"] == 20000 * judge.answered, (usage, judge.answered)
+    assert usage["completionTokens"] == 10 * judge.answered, (usage, judge.answered)
+    assert usage["calls"] == received, (usage, received)
+    code, out = run("verify", task, "--store", store)
+    assert code == 0, out

@@ -48,6 +48,7 @@ from rubric_engine.report.outcome import default_pass_score
 from rubric_engine.report.stored import StreamedTask, add_stored, stream_report, streamed_task
 from rubric_engine.results.model import JudgeErrorKind, RowResult
 from rubric_engine.store.location import StoreLocation, store_exists
+from rubric_engine.store.samples import HeldUsage
 from rubric_engine.store.task_state import TaskState
 from rubric_engine.store.task_store import StoredRow, TaskStore, new_task_id
 
@@ -356,6 +357,16 @@ async def _run(
 
     stored_calls = [0]  # calls of the rows this run stored
     stored_usage = [0, 0, 0.0]  # their prompt and completion tokens and cost
+    # answers an earlier run left for rows it did not store: this run puts them into rows
+    # without asking again, so they are not this run's calls lost (docs/stability.md "Resume")
+    held_before = store.held_usage(task_id) if options.resume is not None else None
+    held: list[HeldUsage] = []
+
+    def held_now() -> HeldUsage:
+        """What the task holds for its rows not stored, at the end of this run (read once)."""
+        if not held:
+            held.append(store.held_usage(task_id))
+        return held[0]
 
     def keep(stored: StoredRow) -> None:
         stored_calls[0] += stored.calls
@@ -378,14 +389,24 @@ async def _run(
         if reasoning:
             out["reasoningTokens"] = reasoning
         tally = backend.tally
+        # every answered call is in a stored row, held for a row not stored yet, or lost
+        start, now = held_before or HeldUsage(), held_now()
         lost = {
-            "promptTokens": tally.prompt_tokens - stored_usage[0],
-            "completionTokens": tally.completion_tokens - stored_usage[1],
-            "costUsd": round(tally.cost_usd - stored_usage[2], 10),
+            "promptTokens": tally.prompt_tokens
+            + start.prompt_tokens
+            - stored_usage[0]
+            - now.prompt_tokens,
+            "completionTokens": tally.completion_tokens
+            + start.completion_tokens
+            - stored_usage[1]
+            - now.completion_tokens,
+            "costUsd": round(tally.cost_usd + start.cost_usd - stored_usage[2] - now.cost_usd, 10),
         }
         if any(v > 0 for v in lost.values()):
             old = before.get("usageNotInRows") or {}
             out["usageNotInRows"] = {k: v + (old.get(k) or 0) for k, v in lost.items()}
+        if now != HeldUsage() or before.get("usageHeld"):
+            out["usageHeld"] = now.to_json()  # replaced by each run: what is held now
         return out
 
     def cut_off() -> dict[str, Any]:
@@ -393,7 +414,10 @@ async def _run(
         (:func:`judge_record`) and ``callsNotInRows``, requests sent for rows that were never
         stored, added up."""
         learned = {**judge_record(plan, judge), **counted()}
-        lost = plan.backend.sent - stored_calls[0] if isinstance(plan.backend, LiveBackend) else 0
+        lost = 0
+        if isinstance(plan.backend, LiveBackend):
+            start = held_before or HeldUsage()
+            lost = plan.backend.sent + start.calls - stored_calls[0] - held_now().calls
         if lost <= 0:
             return learned
         before = int(store.task(task_id).extra.get("callsNotInRows") or 0)

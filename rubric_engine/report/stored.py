@@ -233,22 +233,32 @@ def with_unrowed_calls(report: Report, record: TaskRecord) -> Report:
     """What the runs counted beside the stored rows, added to ``usage``: requests sent for rows
     that were cut off (Ctrl-C, a stop) and so are in no row (``callsNotInRows``: every
     request the provider received is a call), the tokens and cost of those that were answered
-    (``usageNotInRows``), and the reasoning tokens of every answered call
-    (``reasoningTokens``)."""
+    (``usageNotInRows``), the calls and tokens held for rows not stored yet, which a resumed
+    run puts into those rows without asking again (``usageHeld``, docs/stability.md
+    "Resume"), and the reasoning tokens of every answered call (``reasoningTokens``)."""
     extra = record.extra
     unrowed = int(extra.get("callsNotInRows") or 0)
     lost = extra.get("usageNotInRows") or {}
+    held = extra.get("usageHeld") or {}
     reasoning = int(extra.get("reasoningTokens") or 0)
-    if not (unrowed or lost or reasoning):
+    if not (unrowed or lost or reasoning or any(held.values())):
         return report
     usage = report.usage
     update: dict[str, Any] = {
-        "calls": usage.calls + unrowed,
-        "prompt_tokens": usage.prompt_tokens + int(lost.get("promptTokens") or 0),
-        "completion_tokens": usage.completion_tokens + int(lost.get("completionTokens") or 0),
+        "calls": usage.calls + unrowed + int(held.get("calls") or 0),
+        "prompt_tokens": usage.prompt_tokens
+        + int(lost.get("promptTokens") or 0)
+        + int(held.get("promptTokens") or 0),
+        "completion_tokens": usage.completion_tokens
+        + int(lost.get("completionTokens") or 0)
+        + int(held.get("completionTokens") or 0),
     }
-    if lost.get("costUsd"):
-        update["cost_usd"] = (usage.cost_usd or 0.0) + float(lost["costUsd"])
+    if lost.get("costUsd") or held.get("costUsd"):
+        update["cost_usd"] = (
+            (usage.cost_usd or 0.0)
+            + float(lost.get("costUsd") or 0.0)
+            + float(held.get("costUsd") or 0.0)
+        )
     if reasoning:
         update["reasoning_tokens"] = reasoning
     return report.model_copy(update={"usage": usage.model_copy(update=update)})

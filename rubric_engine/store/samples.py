@@ -19,9 +19,11 @@ from rubric_engine.store.backend import Backend
 from rubric_engine.store.migrations import raw_attempts_text
 
 __all__ = [
+    "HELD_SAMPLES",
     "SAMPLE_SELECT",
     "UPSERT_ATTEMPT",
     "UPSERT_SAMPLE",
+    "HeldUsage",
     "StoredSample",
     "sample_values",
 ]
@@ -106,6 +108,43 @@ SAMPLE_SELECT = (
     "SELECT task_id, row_id, judge, sample, model, result, raw_attempts, calls, prompt_tokens, "
     "completion_tokens, cost_usd, latency_ms, cassette_key, cache_read_tokens, "
     "cache_creation_tokens FROM row_samples"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class HeldUsage:
+    """The calls and tokens a task holds for rows not stored yet: their scored samples and
+    the answers kept for their other calls. A resumed run puts them into those rows without
+    asking again, so a run counts them here, not among the calls lost (docs/stability.md
+    "Resume")."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+
+    def plus(self, calls: int, prompt: int, completion: int, cost: float | None) -> HeldUsage:
+        return HeldUsage(
+            self.calls + calls,
+            self.prompt_tokens + prompt,
+            self.completion_tokens + completion,
+            self.cost_usd + (cost or 0.0),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "calls": self.calls,
+            "promptTokens": self.prompt_tokens,
+            "completionTokens": self.completion_tokens,
+            "costUsd": round(self.cost_usd, 10),
+        }
+
+
+#: the samples of a task's rows not stored yet (a resumed run takes the scored ones as they are)
+HELD_SAMPLES = (
+    SAMPLE_SELECT
+    + " s WHERE s.task_id=? AND NOT EXISTS (SELECT 1 FROM rows r WHERE r.task_id=s.task_id "
+    "AND r.row_id=s.row_id)"
 )
 
 

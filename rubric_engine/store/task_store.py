@@ -28,16 +28,18 @@ from pydantic import ValidationError
 
 from rubric_engine.errors import StoreError, TaskNotFoundError
 from rubric_engine.formats.canonical import canonical_json
-from rubric_engine.results.model import RowResult
+from rubric_engine.results.model import RowResult, RowStatus
 from rubric_engine.store.backend import Backend
 from rubric_engine.store.digest import DigestCheck, RowDigests
 from rubric_engine.store.location import StoreLocation, parse_location
 from rubric_engine.store.migrations import SCHEMA_VERSION, migrate, raw_attempts_text
 from rubric_engine.store.samples import (
     DELETE_ATTEMPTS,
+    HELD_SAMPLES,
     SAMPLE_SELECT,
     UPSERT_ATTEMPT,
     UPSERT_SAMPLE,
+    HeldUsage,
     StoredSample,
     attempt_values,
     kept_answers,
@@ -456,6 +458,27 @@ class TaskStore:
             if answer == len(answers):  # a gap: the answers after it cannot be served in order
                 answers.append(tries)
         return out
+
+    def held_usage(self, task_id: str) -> HeldUsage:
+        """What the task holds for rows not stored yet and a resumed run will put into them
+        without asking again: their scored samples, and the answers kept for calls no scored
+        sample covers (:class:`~rubric_engine.store.samples.HeldUsage`)."""
+        self._send()
+        held, covered = HeldUsage(), set()
+        for found in self._backend.execute(HELD_SAMPLES, (task_id,)):
+            if parse_result(found[5], task_id, found[1]).status is RowStatus.SCORED:
+                covered.add((found[1], int(found[2]), int(found[3])))
+                held = held.plus(int(found[7]), int(found[8]), int(found[9]), found[10])
+        for where, answers in self.kept_answers(task_id).items():
+            if where not in covered:
+                for tries in answers:
+                    held = held.plus(
+                        len(tries),
+                        sum(int(t.get("promptTokens") or 0) for t in tries),
+                        sum(int(t.get("completionTokens") or 0) for t in tries),
+                        sum(float(t.get("costUsd") or 0.0) for t in tries),
+                    )
+        return held
 
     def unfinished_samples(
         self, task_id: str, done: Collection[str]
