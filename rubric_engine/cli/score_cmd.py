@@ -47,12 +47,16 @@ def score(
         ),
     ] = str(D.rubric),
     judge: Annotated[
-        str,
+        list[str] | None,
         typer.Option(
-            help="llm: the LLM judge plus rule checks; none: rule checks only (no judge "
-            "call, no cassettes, no API key)."
+            help="llm (default): the LLM judge (--model) plus rule checks; none: rule checks "
+            "only (no judge call, no cassettes, no API key); MODEL: that judge model. Given "
+            "more than once with models (--judge A --judge B), a panel: every row is judged "
+            "by each judge (--samples K times each), every answer kept, the row's result "
+            "their aggregate, and the report compares the judges (docs/panels.md).",
+            metavar="llm|none|MODEL",
         ),
-    ] = D.judge,
+    ] = None,
     mode: Annotated[
         str,
         typer.Option(
@@ -319,15 +323,18 @@ def score(
     from rubric_engine.dialogue.readers import InputFormat
     from rubric_engine.engine import JudgeKind, Mode, ScoreOptions
     from rubric_engine.engine.options import parse_judge_params
+    from rubric_engine.engine.panel import judges_from_flags
     from rubric_engine.report.summary import ScoreSummary
 
     def build() -> ScoreOptions:
+        kind, judge_model, panel = judges_from_flags(judge or [], model, D.model)
         return ScoreOptions(
             inputs=inputs or [],
             rubric=rubric,
             mode=cast(Mode, mode),
             cassettes=cassettes,
-            model=model,
+            model=judge_model,
+            panel=panel,
             api_base=api_base,
             api_key_env=api_key_env,
             concurrency=concurrency,
@@ -348,7 +355,7 @@ def score(
             resume=resume,
             max_calls=max_calls,
             max_cost_usd=max_cost,
-            judge=cast(JudgeKind, judge),
+            judge=cast(JudgeKind, kind),
             name=name,
             tags=tuple(tag or ()),
             judge_params=parse_judge_params(judge_param or ()),

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Literal, get_args
 
 from rubric_engine import DEFAULT_STORE
 from rubric_engine.batch.settings import BATCH_PROVIDERS, FALLBACKS, BatchSettings
+from rubric_engine.engine.panel import check_panel
 from rubric_engine.errors import ConfigurationError
 from rubric_engine.store.location import StoreLocation
 
@@ -84,6 +85,10 @@ class ScoreOptions:
     #: ``--samples-when``: ``always`` (every judged row K times) or ``unsure`` (adaptive:
     #: more samples only where the first answers leave the outcome in doubt)
     samples_when: str = "always"
+    #: a panel of judges (``--judge MODEL`` given more than once, docs/panels.md): their
+    #: models in order, the first being ``model``; every judged row is asked by each; empty
+    #: for one judge
+    panel: Sequence[str] = ()
     #: sent to the provider as ``seed`` (where it supports one) and recorded with the task;
     #: ``None`` sends none
     seed: int | None = None
@@ -193,6 +198,7 @@ _FROM_TASK = (
     ("prompt_version", "--prompt"),
     ("samples", "--samples"),
     ("samples_when", "--samples-when"),
+    ("panel", "--judge"),
 )
 
 
@@ -249,6 +255,7 @@ def check_options(options: ScoreOptions) -> None:
     _check_choices(options)
     _check_batch(options)
     _check_ranges(options)
+    check_panel(options)
     if options.api_base and not options.api_base.startswith(("http://", "https://")):
         raise ConfigurationError(
             f"--api-base {options.api_base!r} needs a scheme, e.g. http://127.0.0.1:8000/v1"

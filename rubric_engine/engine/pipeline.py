@@ -354,7 +354,7 @@ async def run_batch(
             in_flight[0] += 1
             chosen = judge if judge_if is None or judge_if(prepared.row) else _NO_JUDGE
             try:
-                if chosen is judge and sampling is not None and sampling.samples > 1:
+                if chosen is judge and sampling is not None and sampling.many:
                     stored, outcome = await _sampled(prepared, chosen, sampling)
                 else:
                     outcome = await chosen.judge(prepared.request)

@@ -25,6 +25,7 @@ from rubric_engine.engine.options import (
     effective_model,
     effective_output_mode,
 )
+from rubric_engine.engine.panel import panel_of
 from rubric_engine.engine.pipeline import RequestBuilder
 from rubric_engine.engine.preflight import (
     Inputs,
@@ -116,6 +117,29 @@ class Plan:
             evidence=self.builder.asks_evidence,
             settled_form=self.settled_form,
         )
+
+    def judges(self, backend: Backend | None = None) -> list[tuple[InstructorJudge, str]]:
+        """Each judge of the run with its model (docs/panels.md): the run's judge alone, or
+        one per judge of a panel, in order, in the task's output mode, all asking the same
+        backend (a cassette or provider call is keyed and priced by its request's model)."""
+        if not self.options.panel:
+            return [(self.judge(backend), effective_model(self.options))]
+        assert self.backend is not None
+        out = []
+        for model in self.options.panel:
+            options = replace(self.options, model=model)
+            judge = build_judge(
+                backend or self.backend,
+                self.rubric,
+                options,
+                self.params,
+                self.output_mode,
+                self.context_limit,
+                evidence=self.builder.asks_evidence,
+                settled_form=self.settled_form if model == self.options.model else None,
+            )
+            out.append((judge, effective_model(options)))
+        return out
 
 
 def build_judge(
@@ -363,7 +387,9 @@ def resumed_plan(
         input_format=settings["inputFormat"],
         mode=cast(Mode, task.judge_mode),
         cassettes=Path(settings["cassettes"]),
-        model=task.model,
+        # a panel keeps its judges' models as given (judge 1's is the task's model)
+        model=panel_of(task.extra)[0] if panel_of(task.extra) else task.model,
+        panel=panel_of(task.extra),
         api_base=options.api_base or settings.get("apiBase"),
         api_key_env=options.api_key_env or settings.get("apiKeyEnv"),
         timeout_s=float(settings.get("timeoutS") or options.timeout_s),
@@ -442,8 +468,9 @@ def judge_backend(options: ScoreOptions, rubric: EvalRubric) -> ReplayBackend | 
             :func:`~rubric_engine.engine.preflight.check_cost_known`.
     """
     backend = make_backend(options, rubric)
-    check_credentials(options)
-    check_cost_known(options)
+    for model in options.panel or (options.model,):  # each judge of a panel
+        check_credentials(replace(options, model=model))
+        check_cost_known(replace(options, model=model))
     return backend
 
 

@@ -335,7 +335,8 @@ async def _run(
 ) -> ScoreResult:
     """Judge the rows not in ``done``, finish the task, build and write its report."""
     options = plan.options
-    judge: Judge = NoJudge() if plan.backend is None else plan.judge(_keeping(plan, store, task_id))
+    judges = [] if plan.backend is None else plan.judges(_keeping(plan, store, task_id))
+    judge: Judge = judges[0][0] if judges else NoJudge()
     budget = None
     if options.max_calls is not None or options.max_cost_usd is not None:
         budget = Budget(options.max_calls, options.max_cost_usd)
@@ -425,12 +426,13 @@ async def _run(
 
     sampling = Sampling(
         options.samples,
-        options.model,
+        judges[0][1] if options.panel else options.model,
         store.unfinished_samples(task_id, done)
-        if options.samples > 1 and options.resume is not None
+        if (options.samples > 1 or options.panel) and options.resume is not None
         else {},
         when=options.samples_when,
         pass_score=default_pass_score(plan.rubric),
+        panel=judges[1:],
     )
     try:
         if options.mode == "batch":

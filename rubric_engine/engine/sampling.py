@@ -1,4 +1,5 @@
-"""Asking the judge K times for a row (``score --samples K``, docs/stability.md).
+"""Asking the judge K times for a row (``score --samples K``, docs/stability.md), or each
+judge of a panel (``--judge MODEL`` more than once, docs/panels.md) K times.
 
 A row's samples are asked one after another with the same prompt; each is its own call (its
 cassette key carries the sample number from 2 on), goes through the one row → result path
@@ -38,6 +39,8 @@ class Sampling:
             when the first answer is unsure (:meth:`unsure`), and the rest only when the
             first two disagree (docs/stability.md "Adaptive sampling").
         pass_score: the pack's default pass score (``unsure``'s pass line).
+        panel: a panel's judges after the first, each with its model (docs/panels.md): each
+            is asked a row's samples after the judge before it; empty for one judge.
     """
 
     samples: int = 1
@@ -45,6 +48,7 @@ class Sampling:
     kept: Mapping[str, Sequence[StoredSample]] = field(default_factory=dict)
     when: str = "always"
     pass_score: int = 0
+    panel: Sequence[tuple[Judge, str]] = ()
     #: rows whose first sample scored; of them, unsure by the pass line / by a red flag
     first: int = 0
     near_pass: int = 0
@@ -53,6 +57,11 @@ class Sampling:
     split: int = 0
     #: samples after each row's first
     extra: int = 0
+
+    @property
+    def many(self) -> bool:
+        """Whether a judged row is asked more than once (more samples, or a panel)."""
+        return self.samples > 1 or bool(self.panel)
 
     def unsure(self, first: RowResult) -> bool:
         """A first answer worth asking again: its final score within one point below the
@@ -145,10 +154,10 @@ def sampled_row(
     )
 
 
-def as_sample(row: StoredRow, sample: int, model: str) -> StoredSample:
-    """A single ask's stored row as sample ``sample`` of judge 1."""
+def as_sample(row: StoredRow, sample: int, model: str, judge: int = 1) -> StoredSample:
+    """A single ask's stored row as sample ``sample`` of judge ``judge``."""
     return StoredSample(
-        judge=1,
+        judge=judge,
         model=model,
         sample=sample,
         result=row.result,
@@ -177,20 +186,41 @@ async def ask_samples(
     on_sample: Callable[[StoredSample], None],
     on_outcome: Callable[[JudgeOutcome], None],
 ) -> list[StoredSample]:
-    """Ask the samples of one row not kept from before, in order, as many as
-    :meth:`Sampling.more` wants; stop at the first that does not score (rule 1: the row is
-    then that sample's error)."""
-    kept = {s.sample: s for s in sampling.kept.get(request.row_id, ()) if s.judge == 1}
+    """Ask the samples of one row not kept from before: judge by judge (``judge``, then
+    ``sampling.panel``), each judge's in order, as many as :meth:`Sampling.more` wants; stop
+    at the first that does not score (rule 1: the row is then that sample's error)."""
+    out: list[StoredSample] = []
+    judges = [(judge, sampling.model), *sampling.panel]
+    for number, (asked, model) in enumerate(judges, start=1):
+        own = await _ask_judge(asked, model, number, request, sampling, one, on_sample, on_outcome)
+        out += own
+        if not reusable(own[-1]):
+            break
+    return out
+
+
+async def _ask_judge(
+    judge: Judge,
+    model: str,
+    number: int,
+    request: JudgeRequest,
+    sampling: Sampling,
+    one: Callable[[JudgeOutcome], StoredRow],
+    on_sample: Callable[[StoredSample], None],
+    on_outcome: Callable[[JudgeOutcome], None],
+) -> list[StoredSample]:
+    """The samples of judge ``number`` of a row (see :func:`ask_samples`)."""
+    kept = {s.sample: s for s in sampling.kept.get(request.row_id, ()) if s.judge == number}
     out: list[StoredSample] = []
     while True:
-        number = len(out) + 1
-        sample = kept.get(number)
+        count = len(out) + 1
+        sample = kept.get(count)
         if sample is None or not reusable(sample):
-            outcome = await judge.judge(replace(request, sample=number))
+            outcome = await judge.judge(replace(request, judge=number, sample=count))
             on_outcome(outcome)
-            sample = as_sample(one(outcome), number, sampling.model)
+            sample = as_sample(one(outcome), count, model, number)
             on_sample(sample)
-            sampling.extra += number > 1
+            sampling.extra += count > 1
         out.append(sample)
         if not reusable(sample) or not sampling.more(out):
             return out

@@ -134,15 +134,21 @@ def task_record(
             "run": run_settings(options),
             **check_name_and_tags(options.name, options.tags),
             **new_task_extra(),
-            **({"sampling": sampling_extra(options)} if options.samples > 1 else {}),
+            **(
+                {"sampling": sampling_extra(options)}
+                if options.samples > 1 or options.panel
+                else {}
+            ),
         },
     )
 
 
 def sampling_extra(options: ScoreOptions) -> dict[str, JsonValue]:
-    """``extra.sampling`` of a sampled task: K, and ``when`` for adaptive sampling."""
+    """``extra.sampling`` of a sampled task: K, ``when`` for adaptive sampling, and a panel's
+    ``judges`` (their models in order, docs/panels.md)."""
     when = {"when": options.samples_when} if options.samples_when != "always" else {}
-    return {"samples": options.samples, **when}
+    judges: dict[str, JsonValue] = {"judges": list(options.panel)} if options.panel else {}
+    return {"samples": options.samples, **when, **judges}
 
 
 def samples_of(extra: Mapping[str, Any]) -> tuple[int, str]:

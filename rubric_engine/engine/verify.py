@@ -19,6 +19,7 @@ from typing import Any
 
 from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.engine.judge_when import judge_if_for
+from rubric_engine.engine.panel import panel_of
 from rubric_engine.engine.pipeline import NoJudge, PreparedRow, RequestBuilder, row_result
 from rubric_engine.engine.plan import output_mode_of, stored_judge
 from rubric_engine.engine.sampling import aggregate_row
@@ -157,6 +158,9 @@ def _deriver(store: TaskStore, task: TaskRecord, rubric: EvalRubric) -> Derive:
     if task.judge_mode == "renormalize":
         return _renormalized_deriver(store, task, rubric)
     compiled = CompiledRubric.of(rubric)
+    panel_models = panel_of(task.extra)
+    panel: dict[str, Judge] = {}  # a panel's judges, by each sample's model (docs/panels.md)
+    make: Callable[[str], Judge] | None = None
     if task.judge_mode == "none":
         builder = RequestBuilder(rubric, None)
         judge: Judge = NoJudge()
@@ -168,28 +172,43 @@ def _deriver(store: TaskStore, task: TaskRecord, rubric: EvalRubric) -> Derive:
         )
         builder = RequestBuilder(rubric, template)
         replies = StoredReplies()
-        judge = InstructorJudge(
-            replies,
-            rubric,
-            task.model,
-            params,
-            int(task.judge_params.get("maxReasks", 2)),
-            evidence=builder.asks_evidence,
-            output_mode=output_mode_of(task.judge_params),  # type: ignore[arg-type]
-            system_as_user=bool(task.judge_params.get("systemAsUser")),
-            settled_form=settled
-            if isinstance(settled := task.extra.get("outputForm"), dict)
-            else None,
-        )
+        settled = task.extra.get("outputForm")
+
+        def judge_of(model: str) -> Judge:
+            return InstructorJudge(
+                replies,
+                rubric,
+                model,
+                params,
+                int(task.judge_params.get("maxReasks", 2)),
+                evidence=builder.asks_evidence,
+                output_mode=output_mode_of(task.judge_params),  # type: ignore[arg-type]
+                system_as_user=bool(task.judge_params.get("systemAsUser")),
+                settled_form=settled if isinstance(settled, dict) and model == task.model else None,
+            )
+
+        judge = panel[task.model] = judge_of(task.model)
+        make = judge_of
         judge_if = judge_if_for((task.extra.get("run") or {}).get("judgeWhen"))
     loop = asyncio.new_event_loop()
 
     def one(
-        prepared: PreparedRow, raw: list[dict[str, Any]], stored: RowResult, sample: int
+        prepared: PreparedRow,
+        raw: list[dict[str, Any]],
+        stored: RowResult,
+        sample: int,
+        by: tuple[int, str] | None = None,
     ) -> RowResult:
+        """``by``: a sample's judge (its place and model) when it is not the task's model."""
         assert replies is not None
         replies.load(raw, stored.error)
-        outcome = loop.run_until_complete(judge.judge(replace(prepared.request, sample=sample)))
+        asking, request = judge, replace(prepared.request, sample=sample)
+        if by is not None:
+            assert make is not None
+            if by[1] not in panel:
+                panel[by[1]] = make(by[1])
+            asking, request = panel[by[1]], replace(request, judge=by[0])
+        outcome = loop.run_until_complete(asking.judge(request))
         if replies.unread:
             raise StoreError(
                 f"{replies.unread} stored repl(ies) follow the one the judge's answer was read from"
@@ -207,10 +226,12 @@ def _deriver(store: TaskStore, task: TaskRecord, rubric: EvalRubric) -> Derive:
         # a sampled row: each sample from its own replies, then their aggregate
         samples = []
         for sample in stored.samples:
-            derived = one(prepared, sample.raw_attempts, sample.result, sample.sample)
+            by = (sample.judge, sample.model) if panel_models else None
+            derived = one(prepared, sample.raw_attempts, sample.result, sample.sample, by)
             if result_json(derived) != result_json(sample.result):
                 raise StoreError(
-                    f"sample {sample.sample}: {_differences(sample.result, derived)} differ "
+                    f"{f'judge {sample.judge} ' if panel_models else ''}sample {sample.sample}: "
+                    f"{_differences(sample.result, derived)} differ "
                     "from the stored sample"
                 )
             samples.append(replace(sample, result=derived))

@@ -98,6 +98,7 @@ def queue_task(options: ScoreOptions) -> QueuedTask:
             ("--judge none", options.judge == "none"),
             ("--mode record", options.mode == "record"),
             ("--mode batch", options.mode == "batch"),
+            ("a panel (--judge MODEL more than once)", bool(options.panel)),
         )
         if given
     ]

@@ -614,7 +614,7 @@ class RecordBackend(LiveBackend):
                 key_parts=key.parts,
                 provenance={
                     "kind": "recorded",
-                    "provider": self.provider,
+                    "provider": _provider(key.parts["model"], self.provider),
                     "model": model,  # as the server reported it
                     "requestedModel": key.parts["model"],
                     "endpoint": endpoint_kind(key.parts["model"], self.settings.api_base),
@@ -625,6 +625,12 @@ class RecordBackend(LiveBackend):
                 ],
             )
         )
+
+
+def _provider(model: str, default: str) -> str:
+    """The provider a recorded call went to: its model's prefix (a panel's judges may each
+    have another, docs/panels.md), else the run's."""
+    return model.split("/")[0] if "/" in model else default
 
 
 #: sampling parameters a judge run can do without when a model refuses them (reasoning

@@ -51,6 +51,7 @@ from rubric_engine.report.outcome import (
     default_pass_score,
     row_outcome,
 )
+from rubric_engine.report.panel_section import PanelCounts
 from rubric_engine.report.router import EXPECTED_FIELD, route_pair, router_from_pairs
 from rubric_engine.report.row_ids import RowIds
 from rubric_engine.report.rows import RowFacts, RowUsage, Usage
@@ -283,6 +284,7 @@ class ReportAccumulator:
         self._rules: list[tuple[int, RuleSummary]] = []
         self._routes: Counter[tuple[str, str]] = Counter()
         self._stability = StabilityCounts()
+        self._panel = PanelCounts()
         self.worst = WorstRows(threshold)
         self._released = False
 
@@ -328,6 +330,7 @@ class ReportAccumulator:
                 self._routes[pair] += 1
         if result.samples:
             self._stability.add(seq, result)
+            self._panel.add(result)
         self.worst.add(seq, result, outcome)
 
     def _scored(self, seq: int, r: RowResult, outcome: str, shape: _Shape | None) -> None:
@@ -460,6 +463,7 @@ class ReportAccumulator:
             rules=rules_section_of([s for _, s in sorted(self._rules, key=lambda ss: ss[0])]),
             router=router_from_pairs(self._routes, fig),
             stability=self._stability.section(),
+            panel=self._panel.section(task.judges or ()),
         )
 
     def release(self) -> None:

@@ -24,7 +24,7 @@ from rubric_engine.report.calibration import (
     calibration_value,
     why_no_calibration_value,
 )
-from rubric_engine.report.model import IntentSummary, Report, SliceGroup
+from rubric_engine.report.model import IntentSummary, PanelSection, Report, SliceGroup
 from rubric_engine.report.outcome import EXACT
 from rubric_engine.results.model import JudgeErrorKind, WarningCode
 
@@ -123,6 +123,12 @@ class MetricValue:
 
 def _totals(read: Callable[[Report], Value]) -> Reader:
     return lambda report, _: read(report)
+
+
+def _lowest_kappa(panel: PanelSection) -> float | None:
+    """The lowest defined Cohen's κ between two judges of a panel."""
+    kappas = [p.kappa for p in panel.pairs if p.kappa is not None]
+    return min(kappas) if kappas else None
 
 
 def _share(num: Callable[[Report], int], den: Callable[[Report], int]) -> Reader:
@@ -380,6 +386,20 @@ METRICS: tuple[MetricDef, ...] = (
         C,
         LO,
         _totals(lambda r: r.stability.red_flag_splits if r.stability else None),
+    ),
+    MetricDef(
+        "panel.agreement",
+        "requirement statuses every judge of a panel gave alike / statuses all judged, 0–1",
+        S,
+        HI,
+        _totals(lambda r: r.panel.agreement if r.panel else None),
+    ),
+    MetricDef(
+        "panel.kappa",
+        "the lowest Cohen's kappa between two judges of a panel (-1 to 1)",
+        MetricKind.STATISTIC,
+        HI,
+        _totals(lambda r: _lowest_kappa(r.panel) if r.panel else None),
     ),
     MetricDef(
         "toolCallsMean",

@@ -110,6 +110,7 @@ class TaskSection(_Section):
             "judged_under",
             "latency",
             "output_form",
+            "judges",
         }
     )
 
@@ -142,6 +143,8 @@ class TaskSection(_Section):
     latency: str | None = None
     #: ``schema``/``tools`` mode: the request form used, and a form the server refused
     output_form: dict[str, Any] | None = None
+    #: a panel's judges' models, in order (docs/panels.md); absent for one judge
+    judges: tuple[str, ...] | None = None
 
 
 class Totals(_Section):
@@ -448,6 +451,52 @@ class StabilitySection(_Section):
     unstable: tuple[StabilityRow, ...]
 
 
+class PanelJudge(_Section):
+    """One judge of a panel: the rows it scored and its mean final score."""
+
+    judge: int
+    #: its model (``None`` for a task stored without its panel's models)
+    model: str | None
+    rows: int
+    mean_final_score: float | None
+
+
+class PanelRequirement(_Section):
+    """How often a panel's judges gave one requirement the same status."""
+
+    requirement_id: str
+    #: rows every judge gave it a status
+    rows: int
+    #: of those, the share where every judge gave the same
+    agreement: float
+
+
+class PanelPair(_Section):
+    """Two judges of a panel against each other."""
+
+    judges: tuple[int, int]
+    #: (row, requirement) pairs both gave a status
+    items: int
+    agreement: float | None
+    #: Cohen's κ over those pairs (``None``: undefined, one status throughout)
+    kappa: float | None
+    #: the share of their common rows with the same final score
+    same_score: float | None
+
+
+class PanelSection(_Section):
+    """How far a panel's judges agreed (report/panel_section.py, docs/panels.md)."""
+
+    #: scored rows judged by more than one judge
+    rows: int
+    judges: tuple[PanelJudge, ...]
+    #: (row, requirement) pairs where every judge gave the same status / pairs all judged
+    agreement: float | None
+    #: each requirement, the lowest agreement first
+    requirements: tuple[PanelRequirement, ...]
+    pairs: tuple[PanelPair, ...]
+
+
 class Report(_Document):
     """A task's report (README "Reports"); :meth:`to_json` is ``report.json``.
 
@@ -457,7 +506,7 @@ class Report(_Document):
     :meth:`json_tree` without making them lists.
     """
 
-    _omit_when_none = frozenset({"slices", "rules", "router", "stability"})
+    _omit_when_none = frozenset({"slices", "rules", "router", "stability", "panel"})
     _streamed = ("red_flags", "issue_clusters")
 
     task: TaskSection
@@ -479,6 +528,8 @@ class Report(_Document):
     router: RouterSection | None = None
     #: a sampled task's agreement between samples (docs/stability.md); absent otherwise
     stability: StabilitySection | None = None
+    #: a panel's agreement between judges (docs/panels.md); absent for one judge
+    panel: PanelSection | None = None
 
 
 class DiffItem(_Section):

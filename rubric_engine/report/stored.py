@@ -69,6 +69,8 @@ def task_section(task: TaskRecord) -> TaskSection:
         judged_under=extra.get("judgedUnder"),
         latency=extra.get("latency"),
         output_form=extra.get("outputForm"),
+        # a panel's models (extra.sampling.judges, docs/panels.md)
+        judges=tuple((extra.get("sampling") or {}).get("judges") or ()) or None,
     )
 
 

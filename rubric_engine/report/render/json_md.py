@@ -16,6 +16,7 @@ from rubric_engine.report.model import (
     CalibrationSection,
     Diff,
     IssueCluster,
+    PanelSection,
     Report,
     RulesSection,
     Slice,
@@ -187,6 +188,8 @@ def render_markdown(report: Report) -> str:
     ]
     if report.stability is not None:
         out += _stability_section(report.stability)
+    if report.panel is not None:
+        out += _panel_section(report.panel)
     for cut in report.slices or ():
         out += _slice(cut)
     out += _clusters(report.issue_clusters)
@@ -346,6 +349,36 @@ def _stability_section(st: StabilitySection) -> list[str]:
         ]
         out.append("")
     return out
+
+
+def _panel_section(panel: PanelSection) -> list[str]:
+    """How far a panel's judges agreed (docs/panels.md)."""
+    out = [
+        "## Judge panel",
+        "",
+        f"- Rows judged by every judge: {panel.rows} · requirement statuses all judges "
+        f"agreed on: {_pct(panel.agreement)}",
+        "",
+        "| judge | model | rows | mean final score |",
+        "|---:|---|---:|---:|",
+    ]
+    out += [
+        f"| {j.judge} | {_cell(j.model or '–')} | {j.rows} | {_fmt(j.mean_final_score)} |"
+        for j in panel.judges
+    ]
+    out += [
+        "",
+        "| judges | statuses compared | agreement | Cohen's κ | same final score |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    out += [
+        f"| {p.judges[0]} vs {p.judges[1]} | {p.items} | {_pct(p.agreement)} | "
+        f"{_fmt(p.kappa, 4)} | {_pct(p.same_score)} |"
+        for p in panel.pairs
+    ]
+    out += ["", "| requirement | rows | judges agree |", "|---|---:|---:|"]
+    out += [f"| {r.requirement_id} | {r.rows} | {_pct(r.agreement)} |" for r in panel.requirements]
+    return [*out, ""]
 
 
 def _rules_section(rules: RulesSection) -> list[str]:

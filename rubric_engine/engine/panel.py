@@ -1,0 +1,119 @@
+"""A panel of judges: ``score --judge MODEL`` given more than once (docs/panels.md).
+
+Every judged row is asked by each judge of the panel (``--samples K`` times each); each
+answer is stored as a sample of its judge and the row's result is the aggregate of them all,
+by the rules of docs/stability.md. This module reads the ``--judge`` values and checks a
+panel's options; :mod:`rubric_engine.engine.sampling` asks the judges. Light on imports:
+``--help`` loads it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from rubric_engine.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from rubric_engine.engine.options import ScoreOptions
+
+__all__ = ["MAX_JUDGES", "check_panel", "judges_from_flags", "panel_of"]
+
+#: the most judges a panel takes (each one multiplies the calls of every row)
+MAX_JUDGES = 5
+#: ``--judge`` values that are not a model
+_KINDS = ("llm", "none")
+
+
+def judges_from_flags(
+    values: Sequence[str], model: str, default_model: str
+) -> tuple[str, str, tuple[str, ...]]:
+    """The judge kind, the model and the panel that ``--judge`` (given ``values`` times, in
+    order) and ``--model`` make.
+
+    ``--judge llm`` / ``--judge none`` (or nothing): as before panels. ``--judge MODEL`` once:
+    that model, the same as ``--model MODEL``. ``--judge MODEL`` more than once: a panel of
+    those models, in order (judge 1 is the first).
+
+    Raises:
+        ConfigurationError: ``llm``/``none`` mixed with models or given twice; the same model
+            named twice; ``--model`` given besides ``--judge MODEL``; more than
+            :data:`MAX_JUDGES`.
+    """
+    if not values:
+        return "llm", model, ()
+    kinds = [v for v in values if v in _KINDS]
+    if kinds:
+        if len(values) > 1:
+            raise ConfigurationError(
+                f"--judge {kinds[0]} cannot be combined with another --judge; give --judge llm "
+                "or --judge none alone, or name each judge's model (--judge MODEL --judge "
+                "MODEL) for a panel"
+            )
+        return values[0], model, ()
+    twice = sorted({v for v in values if values.count(v) > 1})
+    if twice:
+        raise ConfigurationError(
+            f"--judge {', '.join(twice)} is given more than once; a panel's judges must differ "
+            "(to ask one judge several times use --samples K)"
+        )
+    if model != default_model and model != values[0]:
+        raise ConfigurationError(
+            f"--model {model} and --judge {values[0]} both name the judge; give the judge's "
+            "model once: --judge MODEL (more than once for a panel) or --model MODEL"
+        )
+    if len(values) > MAX_JUDGES:
+        raise ConfigurationError(
+            f"--judge is given {len(values)} times; a panel takes at most {MAX_JUDGES} judges"
+        )
+    return "llm", values[0], tuple(values) if len(values) > 1 else ()
+
+
+def check_panel(options: ScoreOptions) -> None:
+    """A panel's options (``options.panel``); nothing to check without one.
+
+    Raises:
+        ConfigurationError: a panel of one judge or more than :data:`MAX_JUDGES`, a judge
+            named twice, a model that is not the panel's first judge, ``--judge none``, and
+            what panels do not support yet (``--mode batch``, ``--samples-when unsure``).
+    """
+    panel = tuple(options.panel)
+    if not panel:
+        return
+    if not 2 <= len(panel) <= MAX_JUDGES:
+        raise ConfigurationError(
+            f"a panel has 2 to {MAX_JUDGES} judges, not {len(panel)}; for one judge give "
+            "--model MODEL (or --judge MODEL once)"
+        )
+    twice = sorted({m for m in panel if panel.count(m) > 1})
+    if twice:
+        raise ConfigurationError(
+            f"--judge {', '.join(twice)} is given more than once; a panel's judges must differ "
+            "(to ask one judge several times use --samples K)"
+        )
+    if options.judge != "llm":
+        raise ConfigurationError("--judge none calls no judge; a panel needs --judge MODEL")
+    if options.model != panel[0]:
+        raise ConfigurationError(
+            f"the panel's first judge ({panel[0]}) is the task's model, and model is "
+            f"{options.model!r}; set model to the panel's first judge"
+        )
+    if options.mode == "batch":
+        raise ConfigurationError(
+            "a panel (--judge given more than once) is not supported with --mode batch yet; "
+            "use --mode live or record, or score each judge's batch as its own task"
+        )
+    if options.samples_when != "always":
+        raise ConfigurationError(
+            "--samples-when unsure is not supported with a panel yet: every judge is asked "
+            "--samples K times; drop --samples-when"
+        )
+
+
+def panel_of(extra: Mapping[str, Any]) -> tuple[str, ...]:
+    """The judges' models a task's panel recorded (``extra.sampling.judges``); empty for a
+    task of one judge."""
+    sampling = extra.get("sampling")
+    if not isinstance(sampling, dict):
+        return ()
+    return tuple(str(m) for m in sampling.get("judges") or ())
