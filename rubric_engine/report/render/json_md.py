@@ -376,8 +376,16 @@ def _panel_section(panel: PanelSection) -> list[str]:
         f"{_fmt(p.kappa, 4)} | {_pct(p.same_score)} |"
         for p in panel.pairs
     ]
-    out += ["", "| requirement | rows | judges agree |", "|---|---:|---:|"]
-    out += [f"| {r.requirement_id} | {r.rows} | {_pct(r.agreement)} |" for r in panel.requirements]
+    split = [r for r in panel.requirements if r.agreement < 1]
+    if split:
+        out += ["", "| requirement | rows | judges agree |", "|---|---:|---:|"]
+        out += [f"| {r.requirement_id} | {r.rows} | {_pct(r.agreement)} |" for r in split]
+    others = len(panel.requirements) - len(split)
+    out += [
+        "",
+        f"Every judge gave the same status on every row to the other {others} requirement(s) "
+        "(report.json lists each).",
+    ]
     return [*out, ""]
 
 
