@@ -1,8 +1,7 @@
 """``run.py scale --rows N``: every command a team runs on a big task, at N rows.
 
 Data (made once per size, kept with ``--data DIR``): N rows of the health demo (row *k* is demo
-row *k mod 26* with a new rowId, numbered by a permutation of *k*, so rowId order is not input
-order), two replay cassettes (tasks A and B) and N/10 human labels.
+row *k mod 26* with a new rowId), two replay cassettes (tasks A and B) and N/10 human labels.
 **No verdict is repeated** within task A: row *k*'s verdict is decoded from a permutation of
 *k* (:func:`verdict_for`) into a status for each of the pack's 8 non-critical requirements
 (followed, unmet, partial, or both), the judge's score, the questions check and whether a
@@ -14,11 +13,10 @@ two versions finds.
 Each step is one ``rubric-eval`` command in its own process (``run.py _cli``: the CLI in
 process, then its own ``VmHWM``), reaped with ``wait4`` for its CPU time:
 
-score A (replay, the pack published in the store) · report · export csv, parquet,
-csv --long · labels import (N/10 labels, naming the published pack: ``--task`` would load the
-whole task to check them) · calibrate A · labels export · score B · diff md (B against A) ·
-batch export (every row's request) · batch import (an answer for each, task C) · store
-migrate (the batch store into a new file).
+score A and B (replay) · report · export csv, parquet, csv --long · diff md (B against A) ·
+labels import (N/10 labels, checked against A) · calibrate A · labels export · batch export
+(every row's request) · batch import (an answer for each, task C) · store migrate (the batch
+store into a new file).
 
 The table prints CPU-s, wall, peak RSS and output size per step with the load average; with
 two or more sizes a second table compares each step's peak and CPU per row with the first
@@ -46,7 +44,6 @@ DEMO_ROWS = ROOT / "cases" / "health_consult_zh.jsonl"
 DEMO_VERDICTS = ROOT / "cases" / "verdicts" / "health_cs.jsonl"
 DEMO_CASSETTE = ROOT / "cassettes" / "health_cs" / "health_consult_zh.jsonl"
 RUBRIC = ROOT / "rubrics" / "health_cs.yaml"
-RUBRIC_KEY = "health_cs"  # RUBRIC, published as version 1 in each store of a run
 INTENT = "HEALTH_CONSULTATION"  # every demo row's intent
 MODEL = "openai/gpt-4o-mini"
 #: distinct verdicts: 4 statuses for each of 8 non-critical requirements, 5 scores, 2
@@ -55,13 +52,9 @@ DISTINCT = 4**8 * 5 * 2 * 2
 #: row k's verdict is number (k * STRIDE + 12345) mod DISTINCT: a bijection (STRIDE is prime to
 #: DISTINCT = 2^18 · 5), so rows below DISTINCT never share a verdict
 STRIDE = 7919
-#: the file that marks a data folder finished (a new name when the data's shape changes)
-DONE = "complete-2"
-#: in the order they run: task B is scored just before the diff, its one reader, so a run cut
-#: short has measured the steps of task A first
 STEPS = (
-    "score", "report", "export-csv", "export-parquet", "export-long", "labels-import",
-    "calibrate", "labels-export", "score-b", "diff", "batch-export", "batch-import", "migrate",
+    "score", "score-b", "report", "export-csv", "export-parquet", "export-long", "diff",
+    "labels-import", "calibrate", "labels-export", "batch-export", "batch-import", "migrate",
 )  # fmt: skip
 #: what a step reads that another step makes (those run too when it is asked for)
 NEEDS = {
@@ -84,11 +77,8 @@ def with_needs(wanted: set[str]) -> set[str]:
     return out
 
 
-def row_id(k: int, count: int) -> str:
-    """Row k's rowId: a permutation of 0 … count-1, so rowId order is not input order (a diff
-    merges the tasks' rows in rowId order)."""
-    step = next(p for p in (7919, 7927, 7933) if count % p)  # prime, so coprime with count
-    return f"scale-{(k * step) % count:07d}"
+def row_id(k: int) -> str:
+    return f"scale-{k:07d}"
 
 
 # -- the data ---------------------------------------------------------------------------------
@@ -152,40 +142,30 @@ class ScaleData:
     count: int
 
 
-class Answers:
-    """The judge's answer to row k of a data set of ``count`` rows: a chat completion (the
-    demo cassette's response) whose content is row k's verdict in task A or B."""
-
-    def __init__(self, count: int) -> None:
-        self.count = count
-        self.reqs = requirements()
-        self.template = _jsonl(DEMO_CASSETTE)[0]["attempts"][0]["response"]
-        self.demo_verdicts = [v for v in _jsonl(DEMO_VERDICTS)]
-        by_id = {v["rowId"]: v for v in self.demo_verdicts}
-        self.demo = [by_id[r["rowId"]] for r in _jsonl(DEMO_ROWS)]  # row k: demo[k % 26]
-
-    def response(self, k: int, task: str = "a") -> dict[str, Any]:
-        verdict = {
-            "rowId": row_id(k, self.count),
-            "intentKey": INTENT,
-            "scoreExplanation": self.demo[k % len(self.demo)]["scoreExplanation"],
-            **verdict_for(k, self.reqs, task),
-        }
-        message = {"role": "assistant", "content": json.dumps(verdict, ensure_ascii=False)}
-        return {**self.template, "choices": [{**self.template["choices"][0], "message": message}]}
-
-
 class _KeyingBackend:
     """Answers each request with row k's task-A verdict and writes the cassette entries of
     both tasks under the request's key (the key does not depend on the answer)."""
 
-    def __init__(self, handles: dict[str, Any], answers: Answers) -> None:
+    def __init__(self, handles: dict[str, Any], reqs: Requirements) -> None:
         self.handles = handles
-        self.answers = answers
-        self.k = 0  #: the row being keyed
+        self.reqs = reqs
+        demo = {e["rowId"]: e["attempts"][0]["response"] for e in _jsonl(DEMO_CASSETTE)}
+        self.template = next(iter(demo.values()))
+        self.demo_verdicts = {v["rowId"]: v for v in _jsonl(DEMO_VERDICTS)}
+        self.current: tuple[int, str] = (0, "")  # (k, demo rowId)
 
     def response(self, task: str) -> dict[str, Any]:
-        return self.answers.response(self.k, task)
+        k, source = self.current
+        demo = self.demo_verdicts[source]
+        verdict = {
+            "rowId": row_id(k),
+            "intentKey": INTENT,
+            "scoreExplanation": demo["scoreExplanation"],
+            **verdict_for(k, self.reqs, task),
+        }
+        message = {"role": "assistant", "content": json.dumps(verdict, ensure_ascii=False)}
+        choice = {**self.template["choices"][0], "message": message}
+        return {**self.template, "choices": [choice]}
 
     async def complete(self, kwargs: dict[str, Any], request: Any, key: Any, served: int) -> Any:
         from rubric_engine.judge.backends import Answer
@@ -226,7 +206,7 @@ def make_data(folder: Path, count: int) -> ScaleData:
         folder / "labels.jsonl",
         count,
     )
-    if (folder / DONE).exists():
+    if (folder / "complete").exists():
         return data
     if count > DISTINCT:
         sys.exit(f"--rows {count}: at most {DISTINCT:,} rows have distinct verdicts")
@@ -237,34 +217,32 @@ def make_data(folder: Path, count: int) -> ScaleData:
     with data.rows.open("w", encoding="utf-8") as rows, data.labels.open("w") as labels:
         for k in range(count):
             source = demo[k % len(demo)]
-            row = {**source, "rowId": row_id(k, count)}
+            row = {**source, "rowId": row_id(k)}
             row["metadata"] = {**source.get("metadata", {}), "benchReplicaOf": source["rowId"]}
             rows.write(json.dumps(row, ensure_ascii=False) + "\n")
             if k % 10 == 0:
-                labels.write(json.dumps(label_for(k, count, reqs)) + "\n")
-    _write_cassettes(data)
-    (folder / DONE).write_text("made by benchmarks/run.py scale\n", encoding="utf-8")
+                labels.write(json.dumps(label_for(k, reqs)) + "\n")
+    _write_cassettes(data, reqs, [r["rowId"] for r in demo])
+    (folder / "complete").write_text("made by benchmarks/run.py scale\n", encoding="utf-8")
     print(f"  made {count} rows, 2 cassettes and labels in {time.perf_counter() - started:.0f} s")
     return data
 
 
-def label_for(k: int, count: int, reqs: Requirements) -> dict[str, Any]:
+def label_for(k: int, reqs: Requirements) -> dict[str, Any]:
     """A reviewer's label of row k's first non-critical requirement: the judge's (task A)
     status on four rows in five, the other status on the fifth."""
     judged = reqs.plain[0] in verdict_for(k, reqs)["unmetRequirementIds"]
     unmet = judged if k % 50 else not judged
     return {
-        "rowId": row_id(k, count),
+        "rowId": row_id(k),
         "requirementId": reqs.plain[0],
         "status": "VIOLATED" if unmet else "FOLLOWED",
         "reviewer": "bench-reviewer",
         "time": "2026-12-01T00:00:00Z",
-        "rubricKey": RUBRIC_KEY,
-        "rubricVersion": 1,
     }
 
 
-def _write_cassettes(data: ScaleData) -> None:
+def _write_cassettes(data: ScaleData, reqs: Requirements, demo_ids: list[str]) -> None:
     from rubric_engine.dialogue.readers import DialogueSource
     from rubric_engine.engine.pipeline import RequestBuilder
     from rubric_engine.judge.instructor_judge import DEFAULT_PARAMS, InstructorJudge
@@ -279,12 +257,12 @@ def _write_cassettes(data: ScaleData) -> None:
     handles = {t: (p / rubric.key / "rows.jsonl").open("w", encoding="utf-8")
                for t, p in paths.items()}  # fmt: skip
     try:
-        backend = _KeyingBackend(handles, Answers(data.count))
+        backend = _KeyingBackend(handles, reqs)
         judge = InstructorJudge(backend, rubric, MODEL, dict(DEFAULT_PARAMS), max_reasks=0)
 
         async def run() -> None:
             for seq, row in enumerate(DialogueSource(data.rows)):
-                backend.k = seq
+                backend.current = (seq, demo_ids[seq % len(demo_ids)])
                 await judge.judge(builder.prepare(seq, row).request)
 
         asyncio.run(run())
@@ -299,7 +277,10 @@ def answer_batch(requests: Path, results: Path, count: int) -> int:
     deleted once answered (a million rows' requests are ~12 GB). Returns the lines written."""
     from rubric_engine.batch.lines import parse_custom_id
 
-    answers = Answers(count)
+    reqs = requirements()
+    demo_verdicts = {v["rowId"]: v for v in _jsonl(DEMO_VERDICTS)}
+    demo_ids = [r["rowId"] for r in _jsonl(DEMO_ROWS)]
+    template = _jsonl(DEMO_CASSETTE)[0]["attempts"][0]["response"]
     written = 0
     with results.open("w", encoding="utf-8") as out:
         for path in sorted(requests.glob("requests-*.jsonl")):
@@ -307,10 +288,20 @@ def answer_batch(requests: Path, results: Path, count: int) -> int:
                 for line in lines:
                     cid = json.loads(line)["custom_id"]
                     k = parse_custom_id(cid).seq  # type: ignore[union-attr]
-                    response = {"status_code": 200, "request_id": str(k),
-                                "body": answers.response(k)}  # fmt: skip
-                    answer = {"id": f"batch_req_{k}", "custom_id": cid, "response": response,
-                              "error": None}  # fmt: skip
+                    source = demo_verdicts[demo_ids[k % len(demo_ids)]]
+                    verdict = {
+                        "rowId": row_id(k),
+                        "intentKey": INTENT,
+                        "scoreExplanation": source["scoreExplanation"],
+                        **verdict_for(k, reqs),
+                    }
+                    message = {
+                        "role": "assistant",
+                        "content": json.dumps(verdict, ensure_ascii=False),
+                    }
+                    body = {**template, "choices": [{**template["choices"][0], "message": message}]}
+                    answer = {"id": f"batch_req_{k}", "custom_id": cid, "error": None,
+                              "response": {"status_code": 200, "request_id": str(k), "body": body}}  # fmt: skip
                     out.write(json.dumps(answer, ensure_ascii=False) + "\n")
                     written += 1
             path.unlink()
@@ -331,13 +322,16 @@ class Step:
 
 def steps(data: ScaleData, run: Path) -> list[Step]:
     store, batch_store = run / "store.sqlite", run / "batch.sqlite"
-    rubric = ["-r", RUBRIC_KEY, "--model", MODEL]  # published in both stores (publish())
+    rubric = ["-r", str(RUBRIC), "--draft", "--model", MODEL]
     a, b = "scale-a", "scale-b"
     on = ["--store", str(store)]
     return [
         Step("score", ["score", str(data.rows), *rubric, "--cassettes", str(data.cassettes_a),
                        "--name", a, "--out", str(run / "reports-a"), "-q", *on],
              [run / "reports-a"], store),
+        Step("score-b", ["score", str(data.rows), *rubric, "--cassettes", str(data.cassettes_b),
+                         "--name", b, "--out", str(run / "reports-b"), "-q", *on],
+             [run / "reports-b"], store),
         Step("report", ["report", a, "--out", str(run / "report-a"), *on], [run / "report-a"]),
         Step("export-csv", ["export", a, "--format", "csv", "--out", str(run / "a.csv"), *on],
              [run / "a.csv"]),
@@ -345,16 +339,13 @@ def steps(data: ScaleData, run: Path) -> list[Step]:
                                 "--out", str(run / "a.parquet"), *on], [run / "a.parquet"]),
         Step("export-long", ["export", a, "--format", "csv", "--long",
                              "--out", str(run / "a-long.csv"), *on], [run / "a-long.csv"]),
-        Step("labels-import", ["labels", "import", str(data.labels), *on], [], store),
+        Step("diff", ["diff", a, b, "--out", str(run / "diff.md"), *on],
+             [run / "diff.md", run / "diff.items.jsonl"]),
+        Step("labels-import", ["labels", "import", str(data.labels), "--task", a, *on], [], store),
         Step("calibrate", ["calibrate", a, "--out", str(run / "calibration.txt"), *on],
              [run / "calibration.txt"]),
         Step("labels-export", ["labels", "export", a, "--out", str(run / "labels-out.jsonl"),
                                *on], [run / "labels-out.jsonl"]),
-        Step("score-b", ["score", str(data.rows), *rubric, "--cassettes", str(data.cassettes_b),
-                         "--name", b, "--out", str(run / "reports-b"), "-q", *on],
-             [run / "reports-b"], store),
-        Step("diff", ["diff", a, b, "--out", str(run / "diff.md"), *on],
-             [run / "diff.md", run / "diff.items.jsonl"]),
         Step("batch-export", ["batch", "export", str(data.rows), *rubric,
                               "--out", str(run / "batch-requests"), "--store", str(batch_store)],
              [run / "batch-requests"], batch_store),
@@ -380,20 +371,8 @@ def store_mb(store: Path) -> float:
     return size_mb([store, store.with_name(store.name + "-wal")])
 
 
-def publish(run: Path) -> None:
-    """Publish the pack in the run's stores: tasks score a published version (as a team's
-    do), and labels name it, so ``labels import`` checks them against it without reading a
-    task (that check, ``--task``, loads the whole task)."""
-    for store in ("store.sqlite", "batch.sqlite"):
-        cmd = run_py("_cli", "rubric", "publish", str(RUBRIC), "--store", str(run / store))
-        got = measured(cmd)
-        if got.out.get("exit") != 0:
-            sys.exit(f"rubric publish into {store} failed")
-
-
 def run_steps(data: ScaleData, run: Path, wanted: set[str]) -> list[dict[str, Any]]:
     """Run the wanted steps in order; each one's figures."""
-    publish(run)
     figures = []
     for step in steps(data, run):
         if step.name not in wanted:
@@ -420,27 +399,9 @@ def run_steps(data: ScaleData, run: Path, wanted: set[str]) -> list[dict[str, An
             f"{got.out['peak_mb']:.0f} MB peak, {output:.1f} MB out, load {got.load_after}",
             flush=True,
         )
-        for done in DONE_WITH.get(step.name, ()):  # a million rows' files run to tens of GB
-            _remove(run / done)
+        if step.name == "migrate":
+            (run / "migrated.sqlite").unlink(missing_ok=True)
     return figures
-
-
-#: what each step leaves that no later step reads, removed once it is measured
-DONE_WITH = {
-    "export-csv": ("a.csv",), "export-parquet": ("a.parquet",), "export-long": ("a-long.csv",),
-    "labels-export": ("labels-out.jsonl", "report-a"),
-    "diff": ("diff.md", "diff.items.jsonl", "store.sqlite", "store.sqlite-wal",
-             "store.sqlite-shm", "reports-a", "reports-b"),
-    "batch-import": ("batch-results.jsonl", "reports-c"),
-    "migrate": ("migrated.sqlite", "migrated.sqlite-wal", "migrated.sqlite-shm"),
-}  # fmt: skip
-
-
-def _remove(path: Path) -> None:
-    if path.is_dir():
-        shutil.rmtree(path, ignore_errors=True)
-    else:
-        path.unlink(missing_ok=True)
 
 
 def cmd_scale(ns: argparse.Namespace) -> None:
@@ -520,11 +481,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help=f"only these and what they need ({', '.join(STEPS)})",
     )
     p.add_argument("--data", type=Path, help="keep (and reuse) the data in this folder")
-    p.add_argument(
-        "--keep-runs",
-        action="store_true",
-        help="keep the run folder (--data); files no later step reads are removed as it goes",
-    )
+    p.add_argument("--keep-runs", action="store_true", help="keep the stores and outputs (--data)")
     p.set_defaults(func=cmd_scale)
 
 

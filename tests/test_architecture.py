@@ -45,6 +45,7 @@ CORE = (
     "rubric_engine.report.gate",
     "rubric_engine.report.diff",
     "rubric_engine.report.diff_cases",
+    "rubric_engine.report.diff_list",
     "rubric_engine.review.answers",
     "rubric_engine.review.queue",
     "rubric_engine.review.adjudication",

@@ -19,19 +19,17 @@ from __future__ import annotations
 import asyncio
 import json
 import tempfile
-from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from rubric_engine.batch.backend import BatchBackend
 from rubric_engine.batch.ledger import Ledger
-from rubric_engine.batch.lines import parse_custom_id, read_output_line, task_hash
-from rubric_engine.batch.run import BatchLimits, BatchRun, batch_judge
+from rubric_engine.batch.lines import LineResult, parse_custom_id, read_output_line, task_hash
+from rubric_engine.batch.run import STORE_CHUNK, BatchLimits, BatchRun, batch_judge, chunks
 from rubric_engine.batch.settings import BATCH_PROVIDERS
 from rubric_engine.batch.sinks import FileSink
-from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.engine.options import (
     ScoreOptions,
     check_options,
@@ -40,14 +38,15 @@ from rubric_engine.engine.options import (
 )
 from rubric_engine.engine.pipeline import RequestBuilder
 from rubric_engine.engine.plan import output_mode_of, stored_judge
-from rubric_engine.engine.preflight import read_inputs
+from rubric_engine.engine.preflight import Inputs, read_inputs
 from rubric_engine.engine.task import check_inputs_unchanged, task_record
 from rubric_engine.errors import ConfigurationError, InputError
 from rubric_engine.judge.instructor_judge import DEFAULT_PARAMS
 from rubric_engine.judge.prompt import DEFAULT_PROMPT, load_prompt
 from rubric_engine.judge.retry import RetryPolicy
-from rubric_engine.report import load_task, report_from_task, write_reports
 from rubric_engine.report.model import Report
+from rubric_engine.report.render.output import write_atomic
+from rubric_engine.report.stored import stream_report, write_reports
 from rubric_engine.rubric.versions import rubric_for_scoring
 from rubric_engine.store.task_state import TaskState
 from rubric_engine.store.task_store import TaskStore, new_task_id
@@ -166,7 +165,7 @@ def _new_task(options: ScoreOptions, store: TaskStore) -> tuple[str, BatchRun]:
     waiting = {**record.extra, "stopReason": "waiting for `rubric-eval batch import`"}
     store.create_task(replace(record, judge_mode=FILE_MODE, state=TaskState.STOPPED, extra=waiting))
     return task_id, _batch_run(
-        store, task_id, builder, inputs.rows, options.max_reasks, params,
+        store, task_id, builder, inputs, options.max_reasks, params,
         effective_output_mode(options), options.system_as_user,
     )  # fmt: skip
 
@@ -183,11 +182,11 @@ def _open_task(store: TaskStore, task_id: str) -> BatchRun:
     run = task.extra["run"]
     files = [Path(p) for p in run["inputs"]]
     check_inputs_unchanged(task, files)
-    rows = read_inputs(ScoreOptions(inputs=files, input_format=run["inputFormat"])).rows
+    inputs = read_inputs(ScoreOptions(inputs=files, input_format=run["inputFormat"]))
     builder = RequestBuilder(rubric, template)
     maxreasks = int(task.judge_params["maxReasks"])
     return _batch_run(
-        store, task_id, builder, rows, maxreasks, params,
+        store, task_id, builder, inputs, maxreasks, params,
         output_mode_of(task.judge_params), bool(task.judge_params.get("systemAsUser")),
         model=task.model,
     )  # fmt: skip
@@ -197,7 +196,7 @@ def _batch_run(
     store: TaskStore,
     task_id: str,
     builder: RequestBuilder,
-    rows: Sequence[DialogueRow],
+    inputs: Inputs,
     max_reasks: int,
     params: dict[str, Any],
     output_mode: str,
@@ -207,7 +206,7 @@ def _batch_run(
     model = model or store.task(task_id).model
     backend = BatchBackend({}, max_attempts=RetryPolicy().max_attempts)
     return BatchRun(
-        rows=lambda: enumerate(rows),
+        rows=lambda: enumerate(inputs.stream()),  # read from the spool on each pass
         builder=builder,
         judge=batch_judge(backend, builder, model, params, max_reasks, output_mode, system_as_user),
         backend=backend,
@@ -245,33 +244,52 @@ def export_requests(
         sent = asyncio.run(run.run_pass(sink))
         manifest = folder / "manifest.json"
         task = store.task(task_id)
-        requests = {
-            cid: p.row_id
-            for job in run.ledger.jobs(task_id)
-            if job.state == "EXPORTED"
-            for cid, p in run.ledger.job_requests(task_id, job.job_no).items()
+        exported = {j.job_no for j in run.ledger.jobs(task_id) if j.state == "EXPORTED"}
+        head = {
+            "format": "rubric-eval-batch-export/1",
+            "taskId": task_id,
+            "model": task.model,
+            "endpoint": "/v1/chat/completions",
+            "files": [p.name for p in sink.written],
+            "requests": sent,
         }
-        manifest.write_text(
-            json.dumps(
-                {
-                    "format": "rubric-eval-batch-export/1",
-                    "taskId": task_id,
-                    "model": task.model,
-                    "endpoint": "/v1/chat/completions",
-                    "files": [p.name for p in sink.written],
-                    "requests": sent,
-                    "awaiting": requests,
-                    "import": f"rubric-eval batch import {task_id} RESULTS.jsonl",
-                },
-                ensure_ascii=False,
-                indent=1,
-            )
-            + "\n",
-            encoding="utf-8",
-        )
+        awaiting = [0]
+
+        def requests() -> Iterator[tuple[str, str]]:
+            for pair in run.ledger.requests_of_jobs(task_id, exported):
+                awaiting[0] += 1
+                yield pair
+
+        tail = {"import": f"rubric-eval batch import {task_id} RESULTS.jsonl"}
+        write_atomic(manifest, manifest_chunks(head, requests(), tail))
         return ExportResult(
-            task_id, sink.written, sent, manifest, len(requests), tuple(run.oversized)
+            task_id, sink.written, sent, manifest, awaiting[0], tuple(run.oversized)
         )
+
+
+def manifest_chunks(
+    head: dict[str, Any], awaiting: Iterable[tuple[str, str]], tail: dict[str, Any]
+) -> Iterator[str]:
+    """``manifest.json``'s text: ``json.dumps(…, ensure_ascii=False, indent=1)`` of ``head``,
+    then ``"awaiting"`` (custom_id → rowId of every request awaiting its answer), then
+    ``tail``, written as the requests are read (a million of them are tens of MB)."""
+
+    def dumps(value: Any, level: int = 1) -> str:
+        text = json.dumps(value, ensure_ascii=False, indent=1)
+        return text.replace("\n", "\n" + " " * level)
+
+    yield "{"
+    for key, value in head.items():
+        yield f"\n {dumps(key)}: {dumps(value)},"
+    yield '\n "awaiting": {'
+    first = True
+    for cid, row_id in awaiting:
+        yield f"{'' if first else ','}\n  {dumps(cid)}: {dumps(row_id)}"
+        first = False
+    yield "}" if first else "\n }"
+    for key, value in tail.items():
+        yield f",\n {dumps(key)}: {dumps(value)}"
+    yield "\n}\n"
 
 
 def import_results(
@@ -279,50 +297,78 @@ def import_results(
 ) -> ImportResult:
     """Store the results in ``results`` (OpenAI batch output lines) and judge what they answer.
 
+    The files are read a line at a time, twice: once to check every line (nothing is stored
+    when one is not a batch output line), once to store the answers in chunks; the task's
+    report is rebuilt from the store a row at a time (docs/scale.md).
+
     Raises:
         InputError: a results line is not JSON or not a batch output line (file:line).
         ConfigurationError: the task is not a batch-file task.
     """
     with TaskStore(store_path) as store:
         run = _open_task(store, task_id)
-        by_job: dict[int, list[bytes]] = defaultdict(list)
-        ignored = matched = 0
-        for path in results:
-            lines = path.read_bytes().splitlines()
-            parsed = []
-            for n, raw in enumerate(lines, start=1):
-                if not raw.strip():
-                    continue
-                try:
-                    obj = json.loads(raw)
-                except json.JSONDecodeError as exc:
-                    raise InputError(f"{path}:{n}: not JSON ({exc.msg})") from exc
-                cid = read_output_line(obj, f"{path}:{n}").custom_id
-                _refuse_another_task(run.ledger, task_id, cid, f"{path}:{n}")
-                parsed.append((raw, cid))
-            jobs = run.ledger.jobs_of(task_id, [cid for _, cid in parsed])
-            exported = {j.job_no for j in run.ledger.jobs(task_id) if j.state == "EXPORTED"}
-            for raw, cid in parsed:
-                job_no = jobs.get(cid)
-                if job_no is None or job_no not in exported or parse_custom_id(cid) is None:
-                    ignored += 1
-                    continue
-                by_job[job_no].append(raw)
-        for job_no, lines in sorted(by_job.items()):
-            matched += run.store_results(
-                job_no, lines, "no answer for this request in the imported results", "DOWNLOADED"
-            )
+        for path in results:  # every line checked before any is stored
+            for n, raw in _lines(path):
+                got = _output_line(path, n, raw)
+                _refuse_another_task(run.ledger, task_id, got.custom_id, f"{path}:{n}")
+        matched, ignored = _store_answers(run, task_id, results)
         run.limits.max_requests = 1 << 30
         needed = asyncio.run(run.run_pass(None))
-        waiting = set(run.ledger.waiting_rows(task_id))
+        waiting = run.ledger.waiting_count(task_id)
         if needed or waiting:
-            return ImportResult(task_id, matched, ignored, needed + len(waiting), None, None)
+            return ImportResult(task_id, matched, ignored, needed + waiting, None, None)
         store.finish_task(task_id, TaskState.COMPLETED, {"stopReason": None})
         folder = out or Path(store.task(task_id).extra["run"].get("out") or f"reports/{task_id}")
-        task = load_task(store, task_id)
-        report = report_from_task(task)
-        write_reports(store, task_id, report, folder, task)
-        return ImportResult(task_id, matched, ignored, 0, report, folder)
+        task = stream_report(store, task_id)
+        write_reports(store, task_id, task.report, folder, task)
+        return ImportResult(task_id, matched, ignored, 0, task.report, folder)
+
+
+def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    """``(line number, line)`` of each line of ``path`` that is not blank, read as it goes."""
+    with path.open("rb") as handle:
+        for n, raw in enumerate(handle, start=1):
+            if raw.strip():
+                yield n, raw
+
+
+def _output_line(path: Path, n: int, raw: bytes) -> LineResult:
+    """Raises: InputError: not JSON, or not a batch output line (``path:n``)."""
+    try:
+        obj = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}:{n}: not JSON ({exc.msg})") from exc
+    return read_output_line(obj, f"{path}:{n}")
+
+
+def _store_answers(run: BatchRun, task_id: str, results: Sequence[Path]) -> tuple[int, int]:
+    """Store every line that answers a request of an exported job, a chunk of lines at a
+    time; each such job's requests without an answer get an error, and the job is
+    DOWNLOADED. One commit at the end. Returns (requests answered, lines ignored)."""
+    ledger = run.ledger
+    exported = {j.job_no for j in ledger.jobs(task_id) if j.state == "EXPORTED"}
+    touched: set[int] = set()
+    ignored = 0
+    for path in results:
+        for chunk in chunks(_lines(path), STORE_CHUNK):
+            found = [_output_line(path, n, raw) for n, raw in chunk]
+            jobs = ledger.jobs_of(task_id, [got.custom_id for got in found])
+            answers = []
+            for got in found:
+                job_no = jobs.get(got.custom_id)
+                if job_no not in exported or parse_custom_id(got.custom_id) is None:
+                    ignored += 1
+                    continue
+                touched.add(job_no)
+                answers.append((got.custom_id, run.result_of(got)))
+            ledger.set_results(task_id, answers)
+    matched = ledger.answered_count(task_id, touched)
+    for job_no in sorted(touched):
+        ledger.close_job(
+            task_id, job_no, "no answer for this request in the imported results", "DOWNLOADED"
+        )
+    run.store.commit()
+    return matched, ignored
 
 
 def _refuse_another_task(ledger: Ledger, task_id: str, cid: str, where: str) -> None:

@@ -26,7 +26,7 @@ alike; the SQL here is the backends' common ``?`` dialect.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -140,10 +140,10 @@ class Ledger:
 
     # -- requests ----------------------------------------------------------------------------
 
-    def planned_ids(self, task_id: str) -> set[str]:
-        """Every ``custom_id`` in a job of the task (answered or not)."""
-        query = "SELECT custom_id FROM batch_requests WHERE task_id=?"
-        return {cid for (cid,) in self._db.execute(query, (task_id,))}
+    def planned_count(self, task_id: str) -> int:
+        """How many requests are in the task's jobs (answered or not)."""
+        query = "SELECT COUNT(*) FROM batch_requests WHERE task_id=?"
+        return int(self._db.execute(query, (task_id,)).fetchone()[0])
 
     def job_requests(self, task_id: str, job_no: int) -> dict[str, PlannedRequest]:
         query = "SELECT custom_id, row_id, attempt FROM batch_requests WHERE task_id=? AND job_no=?"
@@ -152,20 +152,25 @@ class Ledger:
             for cid, row_id, attempt in self._db.execute(query, (task_id, job_no))
         }
 
-    def save_results(
-        self, task_id: str, job_no: int, results: dict[str, dict[str, Any]], state: str
-    ) -> None:
-        """Store each request's result (``{"response": …}`` or ``{"error": …}``) and move the
-        job to ``state`` in one transaction."""
+    def set_results(self, task_id: str, results: Iterable[tuple[str, dict[str, Any]]]) -> None:
+        """Store requests' results (``(custom_id, {"response": …} or {"error": …})``); not
+        committed: :meth:`close_job` ends what they belong to, and the caller commits."""
         self._db.executemany(
             "UPDATE batch_requests SET result=? WHERE task_id=? AND custom_id=?",
-            [(json.dumps(r, ensure_ascii=False), task_id, cid) for cid, r in results.items()],
+            [(json.dumps(r, ensure_ascii=False), task_id, cid) for cid, r in results],
+        )
+
+    def close_job(self, task_id: str, job_no: int, missing: str, state: str) -> None:
+        """Give each request of the job that has no result the error ``missing`` and move the
+        job to ``state``; not committed (the caller commits with the results)."""
+        self._db.execute(
+            "UPDATE batch_requests SET result=? WHERE task_id=? AND job_no=? AND result IS NULL",
+            (json.dumps({"error": missing}, ensure_ascii=False), task_id, job_no),
         )
         self._db.execute(
             "UPDATE batch_jobs SET state=?, updated_at=? WHERE task_id=? AND job_no=?",
             (state, _now(), task_id, job_no),
         )
-        self._commit()
 
     def jobs_of(self, task_id: str, custom_ids: Iterable[str]) -> dict[str, int]:
         """custom_id → job number, for the ids that are in a job of the task."""
@@ -186,21 +191,63 @@ class Ledger:
         found = self._db.execute(query, (custom_id,)).fetchone()
         return str(found[0]) if found else None
 
-    def results(self, task_id: str, row_id: str) -> list[dict[str, Any] | None]:
-        """A row's results in attempt order; ``None`` for a request still waiting."""
+    def row_requests(self, task_id: str, row_id: str) -> list[tuple[int, dict[str, Any] | None]]:
+        """A row's requests in attempt order: ``(attempt, result)``, ``None`` for a request
+        still waiting for its result."""
         query = (
             "SELECT attempt, result FROM batch_requests WHERE task_id=? AND row_id=? "
             "ORDER BY attempt"
         )
-        out: list[dict[str, Any] | None] = []
-        for attempt, text in self._db.execute(query, (task_id, row_id)):
-            if attempt != len(out):
-                break  # a gap: later attempts cannot be used before the missing one
-            out.append(json.loads(text) if text is not None else None)
-        return out
+        return [
+            (int(attempt), json.loads(text) if text is not None else None)
+            for attempt, text in self._db.execute(query, (task_id, row_id))
+        ]
 
-    def waiting_rows(self, task_id: str) -> Iterator[str]:
-        """Rows with a request that has no result yet."""
-        query = "SELECT DISTINCT row_id FROM batch_requests WHERE task_id=? AND result IS NULL"
-        for (row_id,) in self._db.execute(query, (task_id,)):
-            yield row_id
+    def answered_count(self, task_id: str, jobs: Collection[int]) -> int:
+        """How many requests of ``jobs`` have a result."""
+        count = 0
+        for job_no in jobs:
+            query = (
+                "SELECT COUNT(*) FROM batch_requests WHERE task_id=? AND job_no=? "
+                "AND result IS NOT NULL"
+            )
+            count += int(self._db.execute(query, (task_id, job_no)).fetchone()[0])
+        return count
+
+    def waiting_count(self, task_id: str) -> int:
+        """How many rows have a request that has no result yet."""
+        query = (
+            "SELECT COUNT(DISTINCT row_id) FROM batch_requests WHERE task_id=? AND result IS NULL"
+        )
+        return int(self._db.execute(query, (task_id,)).fetchone()[0])
+
+    def requests_of_jobs(
+        self, task_id: str, jobs: Collection[int], page: int = 1000
+    ) -> Iterator[tuple[str, str]]:
+        """``(custom_id, rowId)`` of each request in one of ``jobs``, in custom_id order, read
+        ``page`` at a time on the primary key (keyed on the last one read)."""
+        after = ""
+        while True:
+            found = self._db.execute(
+                "SELECT custom_id, row_id, job_no FROM batch_requests "
+                "WHERE task_id=? AND custom_id>? ORDER BY custom_id LIMIT ?",
+                (task_id, after, page),
+            ).fetchall()
+            for cid, row_id, job_no in found:
+                if job_no in jobs:
+                    yield cid, row_id
+            if len(found) < page:
+                return
+            after = found[-1][0]
+
+
+def answered(requests: list[tuple[int, dict[str, Any] | None]]) -> list[dict[str, Any] | None]:
+    """A row's results in attempt order, for the judge (:mod:`rubric_engine.batch.backend`):
+    up to the first attempt missing from the ledger (later ones cannot be used before it),
+    ``None`` for a request still waiting."""
+    out: list[dict[str, Any] | None] = []
+    for attempt, result in requests:
+        if attempt != len(out):
+            break
+        out.append(result)
+    return out

@@ -16,15 +16,17 @@ their results are in the store, and a request already in a batch is never planne
 from __future__ import annotations
 
 import asyncio
+import json
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any, BinaryIO, cast
 
 from rubric_engine.batch.backend import BatchBackend
 from rubric_engine.batch.client import BatchClient
-from rubric_engine.batch.ledger import FINAL_STATUSES, Ledger, PlannedRequest
-from rubric_engine.batch.lines import custom_id, read_output_line, request_line
+from rubric_engine.batch.ledger import FINAL_STATUSES, Ledger, PlannedRequest, answered
+from rubric_engine.batch.lines import LineResult, custom_id, read_output_line, request_line
 from rubric_engine.batch.settings import MAX_BYTES, MAX_REQUESTS
 from rubric_engine.batch.sinks import ProviderSink, Sink
 from rubric_engine.dialogue.model import DialogueRow
@@ -42,6 +44,21 @@ from rubric_engine.results.model import RowResult
 from rubric_engine.store.task_store import StoredRow, TaskStore
 
 Progress = Callable[[str], None]
+#: a row's requests in the ledger: ``(attempt, result or None while waiting)``
+Requests = list[tuple[int, dict[str, Any] | None]]
+#: output lines parsed and stored together (one statement's worth)
+STORE_CHUNK = 1000
+
+
+def _nonblank(lines: Iterable[bytes]) -> Iterator[tuple[int, bytes]]:
+    """``(line number, line)`` of each line that is not blank."""
+    return ((n, raw) for n, raw in enumerate(lines, start=1) if raw.strip())
+
+
+def chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    found = iter(items)
+    while chunk := list(islice(found, size)):
+        yield chunk
 
 
 def batch_judge(
@@ -118,7 +135,6 @@ class BatchRun:
     on_row: Callable[[RowResult], None] | None = None
     on_stored: Callable[[StoredRow], None] | None = None
     ledger: Ledger = field(init=False)
-    done: set[str] = field(init=False)
     stop_reason: str | None = None
     #: ``(rowId, bytes)`` of each request larger than ``limits.max_bytes``: written to a file
     #: of its own (it cannot be split), which a provider with that limit would refuse
@@ -129,9 +145,8 @@ class BatchRun:
 
     def __post_init__(self) -> None:
         self.ledger = Ledger(self.store)
-        self.done = set(self.store.row_outcomes(self.task_id))
         # budgets count this run's requests, as live budgets count this run's calls
-        self._before_run = len(self.ledger.planned_ids(self.task_id))
+        self._before_run = self.ledger.planned_count(self.task_id)
 
     def say(self, text: str) -> None:
         if self.progress is not None:
@@ -234,38 +249,45 @@ class BatchRun:
         self.store_results(job_no, lines, f"{why}: no result for this request", "DOWNLOADED")
 
     def store_results(self, job_no: int, lines: Iterable[bytes], missing: str, state: str) -> int:
-        """Match output lines to the job's requests and store them; returns lines used."""
-        import json
+        """Match output lines to the job's requests and store them, a chunk of lines at a
+        time (a job's output runs to tens of thousands of answers); each planned request
+        without a line gets the error ``missing``; returns lines used. Committed once, at
+        the end, with the job's new ``state``."""
+        planned = set(self.ledger.job_requests(self.task_id, job_no))
+        used = set()
+        try:
+            for chunk in chunks(_nonblank(lines), STORE_CHUNK):
+                results = []
+                for n, raw in chunk:
+                    got = read_output_line(json.loads(raw), f"batch {job_no} result line {n}")
+                    if got.custom_id not in planned:
+                        continue  # another task's or job's line; never matched by guess
+                    results.append((got.custom_id, self.result_of(got)))
+                    used.add(got.custom_id)
+                self.ledger.set_results(self.task_id, results)
+            self.ledger.close_job(self.task_id, job_no, missing, state)
+        except BaseException:
+            self.store.backend.rollback()  # none of the job's results, as before any was read
+            raise
+        self.store.commit()
+        return len(used)
 
+    def result_of(self, got: LineResult) -> dict[str, Any]:
+        """What the ledger keeps of one output line: the response and its price, or the error
+        (a reply may quote a credential: never stored, docs/security.md)."""
         from rubric_engine.judge.secrets import redact, scrub
 
-        planned = self.ledger.job_requests(self.task_id, job_no)
-        results: dict[str, dict[str, Any]] = {}
-        for n, raw in enumerate(lines, start=1):
-            if not raw.strip():
-                continue
-            got = read_output_line(json.loads(raw), f"batch {job_no} result line {n}")
-            if got.custom_id not in planned:
-                continue  # another task's or job's line; never matched to a row by guess
-            if got.response is not None:
-                usage = got.response.get("usage") or {}
-                cost = (
-                    self.price(
-                        int(usage.get("prompt_tokens") or 0),
-                        int(usage.get("completion_tokens") or 0),
-                    )
-                    if self.price
-                    else None
-                )
-                # a reply may quote a credential: never stored (docs/security.md)
-                results[got.custom_id] = {"response": scrub(got.response), "costUsd": cost}
-            else:
-                results[got.custom_id] = {"error": redact(got.error or "")}
-        used = len(results)
-        for cid in planned:
-            results.setdefault(cid, {"error": missing})
-        self.ledger.save_results(self.task_id, job_no, results, state)
-        return used
+        if got.response is None:
+            return {"error": redact(got.error or "")}
+        usage = got.response.get("usage") or {}
+        cost = (
+            self.price(
+                int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+            )
+            if self.price
+            else None
+        )
+        return {"response": scrub(got.response), "costUsd": cost}
 
     # -- a pass --------------------------------------------------------------------------------
 
@@ -274,11 +296,15 @@ class BatchRun:
 
         Returns the number of requests sent (0: nothing left that a batch can answer); with
         ``sink=None`` nothing is planned or sent, and the count is of requests needed.
+
+        The rows are read in input order beside the task's stored rows (read in seq order
+        too, a page at a time), so a finished row is skipped without a set of every rowId;
+        each other row's requests are read from the ledger as it comes.
         """
-        planned_before = self.ledger.planned_ids(self.task_id)
-        self._committed = len(planned_before) - self._before_run + self.backend.live_calls
+        self._committed = (
+            self.ledger.planned_count(self.task_id) - self._before_run + self.backend.live_calls
+        )
         round_no = 1 + max((j.round for j in self.ledger.jobs(self.task_id)), default=0)
-        waiting = set(self.ledger.waiting_rows(self.task_id))
         chunk: list[PlannedRequest] = []
         # a job's file is spooled to disk: 50,000 requests can be hundreds of MB
         data: BinaryIO = tempfile.TemporaryFile()  # noqa: SIM115 - closed in the finally below
@@ -299,17 +325,19 @@ class BatchRun:
             data.seek(0)
             data.truncate()
 
-        group: list[tuple[int, DialogueRow]] = []
+        group: list[tuple[int, DialogueRow, Requests]] = []
 
         async def judge_group() -> None:
             nonlocal size
-            outcomes = await asyncio.gather(*(self._judge(seq, row) for seq, row in group))
-            for (_seq, row), line in zip(group, outcomes, strict=True):
+            lines = await asyncio.gather(
+                *(self._judge(seq, row, asked) for seq, row, asked in group)
+            )
+            for (_seq, row, asked), line in zip(group, lines, strict=True):
                 if line is None:
                     continue
                 cid, attempt, encoded = line
-                if cid in planned_before:
-                    continue
+                if any(a == attempt for a, _ in asked):
+                    continue  # already in a job
                 if not self._affordable(encoded, len(chunk)):
                     continue
                 if len(encoded) > self.limits.max_bytes:
@@ -325,10 +353,11 @@ class BatchRun:
             group.clear()
 
         try:
-            for seq, row in self.rows():
-                if row.row_id in self.done or row.row_id in waiting:
-                    continue
-                group.append((seq, row))
+            for seq, row in self._unfinished():
+                asked = self.ledger.row_requests(self.task_id, row.row_id)
+                if any(result is None for _, result in asked):
+                    continue  # a request of the row awaits its batch
+                group.append((seq, row, asked))
                 if len(group) >= self.concurrency:
                     await judge_group()
             await judge_group()
@@ -340,10 +369,23 @@ class BatchRun:
         self.store.commit()
         return sent
 
-    async def _judge(self, seq: int, row: DialogueRow) -> tuple[str, int, bytes] | None:
+    def _unfinished(self) -> Iterator[tuple[int, DialogueRow]]:
+        """The rows (in input order) that have no stored result, found by walking the stored
+        rows' seqs beside them."""
+        stored = (seq for seq, _ in self.store.select_rows(self.task_id, ""))
+        next_stored = next(stored, None)
+        for seq, row in self.rows():
+            while next_stored is not None and next_stored < seq:
+                next_stored = next(stored, None)
+            if next_stored != seq:
+                yield seq, row
+
+    async def _judge(
+        self, seq: int, row: DialogueRow, asked: Requests
+    ) -> tuple[str, int, bytes] | None:
         """One row's pass: store it when the judge finishes, else its next request line."""
         backend = self.backend
-        backend.results[row.row_id] = self.ledger.results(self.task_id, row.row_id)
+        backend.results[row.row_id] = answered(asked)
         try:
             prepared = self.builder.prepare(seq, row)
             outcome = await self.judge.judge(prepared.request)
@@ -356,7 +398,6 @@ class BatchRun:
             result = row_result(self.builder.compiled, prepared, outcome)
             stored = stored_row(prepared, outcome, result)
             self.store.add_row(self.task_id, stored)
-            self.done.add(row.row_id)
             if self.on_stored is not None:
                 self.on_stored(stored)
             if self.on_row is not None:

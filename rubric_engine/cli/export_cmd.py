@@ -33,25 +33,22 @@ def export(
     `pip install 'rubric-engine[parquet]'`."""
 
     def run() -> None:
-        from rubric_engine.errors import ConfigurationError
-        from rubric_engine.report.outcome import default_pass_score
-        from rubric_engine.report.render.export import (
-            FORMATS,
-            long_records,
-            wide_records,
-            write_export,
-        )
-        from rubric_engine.report.run import _load
+        from rubric_engine.report.render.export import check_format, export_task
+        from rubric_engine.report.render.output import check_output, unwritable
+        from rubric_engine.report.run import require_store
+        from rubric_engine.store.task_store import TaskStore
 
-        if format not in FORMATS:
-            raise ConfigurationError(
-                f"--format {format!r} is not valid; use one of {', '.join(FORMATS)}"
-            )
-        task = _load(store, task_id)
-        ps = pass_score if pass_score is not None else default_pass_score(task.rubric)
-        records = (long_records if long else wide_records)(task, ps)
+        check_format(format)
         target = Path(f"{task_id}{'-long' if long else ''}.{format}") if out is None else out
-        write_export(records, format, target)
-        typer.echo(f"wrote {target}: {len(records)} row(s)")
+        check_output(target)
+        require_store(store)
+        with TaskStore(store) as opened:  # the rows a page at a time, each written as read
+            try:
+                count = export_task(
+                    opened, task_id, format, target, long=long, pass_score=pass_score
+                )
+            except OSError as exc:
+                raise unwritable(target, "--out", exc) from exc
+        typer.echo(f"wrote {target}: {count} row(s)")
 
     _guard(run)

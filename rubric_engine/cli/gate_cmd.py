@@ -22,6 +22,10 @@ from rubric_engine.cli._app import (
 if TYPE_CHECKING:
     from rubric_engine.report.gate import GateResult
 
+#: report/diff_list.MAX_ITEMS, spelled here so `--help` imports no report model (a test
+#: checks the two agree)
+MAX_ITEMS = 500
+
 PassScoreOpt = Annotated[
     int | None,
     typer.Option(
@@ -51,8 +55,26 @@ def diff(
     format: Annotated[str, typer.Option("--format", help="md, json or html.")] = "md",
     out: Annotated[Path | None, typer.Option(help="Write here instead of stdout.")] = None,
     pass_score: PassScoreOpt = None,
+    max_items: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="Case items listed, the most important first (0: all); the counts are of "
+            "every item.",
+        ),
+    ] = MAX_ITEMS,
+    items: Annotated[
+        Path | None,
+        typer.Option(
+            help="JSON Lines file for every item when some are not listed (default with "
+            "--out: OUT's name with .items.jsonl)."
+        ),
+    ] = None,
 ) -> None:
-    """Baseline diff: REGRESSION / IMPROVEMENT / CHANGED at aggregate and case scope."""
+    """Baseline diff: REGRESSION / IMPROVEMENT / CHANGED at aggregate and case scope.
+
+    Reads the tasks a page of rows at a time; a large diff lists the --max-items most
+    important case items and writes every item to a JSON Lines file (docs/scale.md)."""
     from rubric_engine.errors import ConfigurationError
 
     if format not in ("md", "json", "html"):
@@ -64,8 +86,21 @@ def diff(
 
         if out is not None and out.is_dir():
             raise ConfigurationError(f"--out {out} is a folder; give a file path for the diff")
+        every = items or (out.with_name(f"{out.stem}.items.jsonl") if out is not None else None)
+        if every is not None and (every.is_dir() or every == out):
+            raise ConfigurationError(
+                f"--items {every} is a folder or the --out file; give another file path"
+            )
+        if every is not None:
+            every.parent.mkdir(parents=True, exist_ok=True)
         built = run_diff(
-            store, baseline, current, baseline_store=baseline_store, pass_score=pass_score
+            store,
+            baseline,
+            current,
+            baseline_store=baseline_store,
+            pass_score=pass_score,
+            max_items=max_items or None,
+            items_file=every,
         )
         if format == "html":
             from rubric_engine.report.render.html import render_diff_html
@@ -80,6 +115,12 @@ def diff(
             typer.echo(
                 f"wrote {out}: {built.regression_count} regression(s), "
                 f"{built.improvement_count} improvement(s), {built.changed_count} change(s)"
+            )
+        if built.capped is not None and built.capped.items_file:
+            typer.echo(
+                f"wrote {built.capped.items_file}: every item ({built.capped.listed:,} of "
+                f"{built.capped.case_items:,} case items are listed in the diff)",
+                err=out is None,
             )
 
     _guard(run)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -133,35 +134,33 @@ def labels_export(
 
     def run() -> None:
         from rubric_engine.errors import ConfigurationError
-        from rubric_engine.labels.io import render_labels
-        from rubric_engine.labels.store import read_labels
+        from rubric_engine.labels.io import label_lines
+        from rubric_engine.labels.store import labels_on_task_rows
+        from rubric_engine.report.render.output import write_output
+        from rubric_engine.store.task_ref import resolve_in_store
         from rubric_engine.store.task_store import TaskStore
 
         if format not in ("jsonl", "csv"):
             raise ConfigurationError(f"--format {format!r} is not valid; use jsonl or csv")
         _require_store(store)
-        with TaskStore(store) as opened:
-            from rubric_engine.store.task_ref import resolve_in_store
-
+        with TaskStore(store) as opened:  # a page of labels at a time, each written as read
             record = opened.task(resolve_in_store(opened, task))
-            rows = set(opened.row_outcomes(record.id))
-            labels = [
-                lab
-                for lab in read_labels(
-                    opened.backend,
-                    rubric_key=record.rubric_key,
-                    include_superseded=all_versions,
-                )
-                if lab.row_id in rows
-            ]
-        text = render_labels(labels, format)
-        if out is None:
-            sys.stdout.write(text)
-        else:
-            from rubric_engine.report.render.output import write_output
+            found = labels_on_task_rows(
+                opened.backend, record.rubric_key, record.id, include_superseded=all_versions
+            )
+            count = [0]
 
-            write_output(out, text, make_folder=False)
-            typer.echo(f"wrote {len(labels)} label(s) to {out}")
+            def counted() -> Iterator[Any]:
+                for label in found:
+                    count[0] += 1
+                    yield label
+
+            lines = label_lines(counted(), format)
+            if out is None:
+                sys.stdout.writelines(lines)
+            else:
+                write_output(out, lines, make_folder=False)
+                typer.echo(f"wrote {count[0]} label(s) to {out}")
 
     _guard(run)
 

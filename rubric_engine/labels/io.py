@@ -16,7 +16,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -454,11 +454,19 @@ def check_against_task(labels: Sequence[Label], task: StoredTask, path: Path) ->
     return out
 
 
-def render_labels(labels: Sequence[Label], fmt: str) -> str:
+def render_labels(labels: Iterable[Label], fmt: str) -> str:
     """Labels as JSONL (one object a line) or CSV (a header of :data:`LABEL_FIELDS`); the
     output reads back with :func:`read_label_file` to the same labels."""
+    return "".join(label_lines(labels, fmt))
+
+
+def label_lines(labels: Iterable[Label], fmt: str) -> Iterator[str]:
+    """:func:`render_labels`'s text a line at a time (the CSV header first), as the labels
+    come."""
     if fmt == "jsonl":
-        return "".join(json.dumps(lab.to_json_dict(), ensure_ascii=False) + "\n" for lab in labels)
+        for lab in labels:
+            yield json.dumps(lab.to_json_dict(), ensure_ascii=False) + "\n"
+        return
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=LABEL_FIELDS, lineterminator="\n")
     writer.writeheader()
@@ -472,4 +480,7 @@ def render_labels(labels: Sequence[Label], fmt: str) -> str:
             else:
                 row[name] = value
         writer.writerow(row)
-    return buffer.getvalue()
+        yield buffer.getvalue()
+        buffer.seek(0)
+        buffer.truncate()
+    yield buffer.getvalue()

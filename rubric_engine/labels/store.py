@@ -28,6 +28,7 @@ __all__ = [
     "PinsByHash",
     "append_labels",
     "current_labels_by_row",
+    "labels_on_task_rows",
     "read_labels",
     "read_row_labels",
     "reviewer_order",
@@ -315,3 +316,39 @@ def current_labels_by_row(
         after = (found[-1][0], found[-1][1])
     if group and row_id is not None:
         yield row_id, group
+
+
+def labels_on_task_rows(
+    db: Backend,
+    rubric_key: str,
+    task_id: str,
+    *,
+    include_superseded: bool = False,
+    page: int = 2000,
+) -> Iterator[Label]:
+    """The labels of ``rubric_key`` on the rows of task ``task_id``, in the order they were
+    stored, current ones only unless ``include_superseded`` (as :func:`read_labels`).
+
+    Read ``page`` labels per query, keyed on the last one's ``seq`` (the ``labels_by_seq``
+    index); a label's row is looked up in the task's rows by the primary key. Memory holds
+    one page whatever the number of labels (``labels export``, docs/scale.md)."""
+    if "labels" not in db.tables():
+        return
+    current = (
+        ""
+        if include_superseded
+        else " AND label_id NOT IN (SELECT supersedes FROM labels WHERE supersedes IS NOT NULL)"
+    )
+    after = 0
+    while True:
+        found = db.execute(
+            "SELECT seq, label FROM labels WHERE rubric_key=? AND seq>?"
+            " AND EXISTS (SELECT 1 FROM rows WHERE rows.task_id=? AND rows.row_id=labels.row_id)"
+            f"{current} ORDER BY seq LIMIT ?",
+            (rubric_key, after, task_id, page),
+        ).fetchall()
+        for _, text in found:
+            yield _parse(text)
+        if len(found) < page:
+            return
+        after = found[-1][0]

@@ -36,13 +36,23 @@ from rubric_engine.report.diff_cases import (
     CHANGED,
     IMPROVEMENT,
     REGRESSION,
-    case_items,
+    Row,
     item,
     numeric,
+    pair_items,
+    row_pairs,
     shown,
 )
+from rubric_engine.report.diff_list import CaseItems
 from rubric_engine.report.metrics import METRICS, MetricDef, params
-from rubric_engine.report.model import Diff, DiffItem, Report, RubricComparison, RubricRef
+from rubric_engine.report.model import (
+    CappedItems,
+    Diff,
+    DiffItem,
+    Report,
+    RubricComparison,
+    RubricRef,
+)
 from rubric_engine.report.rows import RowFacts
 from rubric_engine.results.model import RowResult
 from rubric_engine.rubric.model import EvalRubric
@@ -53,6 +63,7 @@ __all__ = [
     "IMPROVEMENT",
     "REGRESSION",
     "DiffSide",
+    "DiffStart",
     "diff_tasks",
     "rubric_comparison",
 ]
@@ -103,8 +114,12 @@ def rubric_comparison(base: EvalRubric, cur: EvalRubric) -> RubricComparison:
     )
 
 
-def diff_tasks(baseline: DiffSide, current: DiffSide) -> Diff:
+def diff_tasks(baseline: DiffSide, current: DiffSide, *, max_items: int | None = None) -> Diff:
     """The diff: the baseline diff's summary fields, ``rubricComparison`` and ``items``.
+
+    Args:
+        max_items: case items listed, the most important (:mod:`~rubric_engine.report.diff_list`);
+            ``None`` lists every one. The counts are of every item either way.
 
     Raises:
         ConfigurationError: the tasks share neither a rowId nor a requirement ID, so nothing
@@ -117,60 +132,87 @@ def diff_tasks(baseline: DiffSide, current: DiffSide) -> Diff:
         ``None`` otherwise. Build both reports with ``exact=True`` to decide on exact values
         (the figures shown are rounded to 4 places).
     """
-    b, c = baseline.report, current.report
-    comparison = rubric_comparison(baseline.rubric, current.rubric)
-    base_ids = set(baseline.rubric.requirements_by_id)
-    shared = {rid for rid in current.rubric.requirements_by_id if rid in base_ids}
-    _check_comparable(baseline, current, shared)
-    items = _aggregate_items(b, c, shared)
-    items += case_items(
-        baseline.rows,
-        current.rows,
-        b.totals.pass_score,
-        c.totals.pass_score,
-        shared,
-        baseline_ids=set(baseline.ids()),
-    )
-    counts = {
-        kind: sum(1 for i in items if i.type == kind) for kind in (REGRESSION, IMPROVEMENT, CHANGED)
-    }
-    return Diff(
-        baseline_task_id=b.task.id,
-        current_task_id=c.task.id,
-        baseline_total_cases=b.totals.rows,
-        current_total_cases=c.totals.rows,
-        baseline_passed_cases=b.totals.passed_rows,
-        current_passed_cases=c.totals.passed_rows,
-        baseline_pass_rate=shown(b.totals.pass_rate),
-        current_pass_rate=shown(c.totals.pass_rate),
-        regression_count=counts[REGRESSION],
-        improvement_count=counts[IMPROVEMENT],
-        changed_count=counts[CHANGED],
-        has_regression=counts[REGRESSION] > 0,
-        rubric_comparison=comparison,
-        items=tuple(items),
-    )
+    start = DiffStart.of(baseline.report, baseline.rubric, current.report, current.rubric)
+    base_ids = baseline.ids()
+    if not start.shared:
+        cur_ids = set(current.ids())
+        if not any(row_id in cur_ids for row_id in base_ids):
+            raise start.nothing_comparable(list(base_ids), sorted(cur_ids))
+    case = CaseItems(max_items)
+    for base, cur, place in row_pairs(baseline.rows, current.rows, set(base_ids)):
+        case.add(start.pair_items(base, cur), place)
+    return start.finish(case)
 
 
-def _check_comparable(baseline: DiffSide, current: DiffSide, shared: set[str]) -> None:
-    if shared:
-        return
-    base_rows = list(baseline.ids())
-    cur_rows = set(current.ids())
-    if any(row_id in cur_rows for row_id in base_rows):
-        return
-    b, c = baseline.report.task, current.report.task
+@dataclass(frozen=True)
+class DiffStart:
+    """What a diff decides from the two reports and rubrics, before any row is compared: the
+    rubric comparison, the shared requirement IDs and the aggregate items."""
 
-    def sample(ids: list[str]) -> str:
-        return ", ".join(ids[:3]) + (", …" if len(ids) > 3 else "") if ids else "none"
+    baseline: Report
+    current: Report
+    baseline_rubric: EvalRubric
+    current_rubric: EvalRubric
+    comparison: RubricComparison
+    shared: set[str]
+    aggregate: list[DiffItem]
 
-    raise ConfigurationError(
-        f"nothing comparable: baseline {b.id} ({baseline.rubric.key} "
-        f"v{baseline.rubric.version}; rows {sample(base_rows)}) and current {c.id} "
-        f"({current.rubric.key} v{current.rubric.version}; rows {sample(sorted(cur_rows))}) "
-        "share no rowId and no requirement ID. Diff a baseline scored on the same rows or "
-        "with the same rubric (`rubric-eval tasks` lists the tasks)"
-    )
+    @classmethod
+    def of(cls, b: Report, b_rubric: EvalRubric, c: Report, c_rubric: EvalRubric) -> DiffStart:
+        base_ids = set(b_rubric.requirements_by_id)
+        shared = {rid for rid in c_rubric.requirements_by_id if rid in base_ids}
+        comparison = rubric_comparison(b_rubric, c_rubric)
+        return cls(b, c, b_rubric, c_rubric, comparison, shared, _aggregate_items(b, c, shared))
+
+    def pair_items(self, base: Row | None, cur: Row | None) -> list[DiffItem]:
+        """The case items of one rowId (:func:`~rubric_engine.report.diff_cases.pair_items`)."""
+        b_pass, c_pass = self.baseline.totals.pass_score, self.current.totals.pass_score
+        return pair_items(base, cur, b_pass, c_pass, self.shared)
+
+    def nothing_comparable(self, base_rows: list[str], cur_rows: list[str]) -> ConfigurationError:
+        """The error of two tasks that share no rowId and no requirement ID (a few rowIds of
+        each named)."""
+        b, c = self.baseline.task, self.current.task
+
+        def sample(ids: list[str]) -> str:
+            return ", ".join(ids[:3]) + (", …" if len(ids) > 3 else "") if ids else "none"
+
+        return ConfigurationError(
+            f"nothing comparable: baseline {b.id} ({self.baseline_rubric.key} "
+            f"v{self.baseline_rubric.version}; rows {sample(base_rows)}) and current {c.id} "
+            f"({self.current_rubric.key} v{self.current_rubric.version}; rows "
+            f"{sample(cur_rows)}) share no rowId and no requirement ID. Diff a baseline scored "
+            "on the same rows or with the same rubric (`rubric-eval tasks` lists the tasks)"
+        )
+
+    def finish(self, case: CaseItems, items_file: str | None = None) -> Diff:
+        """The diff of the aggregate items and ``case``'s; ``items_file`` names the file that
+        holds every item when ``case`` kept only some (docs/scale.md)."""
+        b, c = self.baseline, self.current
+        counts = {kind: case.counts[kind] for kind in (REGRESSION, IMPROVEMENT, CHANGED)}
+        for i in self.aggregate:
+            counts[i.type] += 1
+        capped = None
+        if case.capped:
+            listed = len(case.listed())
+            capped = CappedItems(case_items=case.found, listed=listed, items_file=items_file)
+        return Diff(
+            baseline_task_id=b.task.id,
+            current_task_id=c.task.id,
+            baseline_total_cases=b.totals.rows,
+            current_total_cases=c.totals.rows,
+            baseline_passed_cases=b.totals.passed_rows,
+            current_passed_cases=c.totals.passed_rows,
+            baseline_pass_rate=shown(b.totals.pass_rate),
+            current_pass_rate=shown(c.totals.pass_rate),
+            regression_count=counts[REGRESSION],
+            improvement_count=counts[IMPROVEMENT],
+            changed_count=counts[CHANGED],
+            has_regression=counts[REGRESSION] > 0,
+            rubric_comparison=self.comparison,
+            items=(*self.aggregate, *case.listed()),
+            capped=capped,
+        )
 
 
 #: the metrics the diff compares, from the one table (gate reads the same definitions)

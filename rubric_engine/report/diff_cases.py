@@ -94,9 +94,12 @@ def numeric(
     )
 
 
+Row = tuple[RowResult, RowFacts]
+
+
 def case_items(
-    baseline_rows: Iterable[tuple[RowResult, RowFacts]],
-    current_rows: Iterable[tuple[RowResult, RowFacts]],
+    baseline_rows: Iterable[Row],
+    current_rows: Iterable[Row],
     b_pass: int,
     c_pass: int,
     shared: set[str],
@@ -104,57 +107,62 @@ def case_items(
     baseline_ids: Container[str],
 ) -> list[DiffItem]:
     """Case-scope items in the current task's row order, then the baseline's rows that have no
-    result in the current task (see :mod:`rubric_engine.report.diff` for the rules).
+    result in the current task (see :mod:`rubric_engine.report.diff` for the rules)."""
+    return [
+        item
+        for base, cur, _ in row_pairs(baseline_rows, current_rows, baseline_ids)
+        for item in pair_items(base, cur, b_pass, c_pass, shared)
+    ]
+
+
+def row_pairs(
+    baseline_rows: Iterable[Row], current_rows: Iterable[Row], baseline_ids: Container[str]
+) -> Iterator[tuple[Row | None, Row | None, tuple[int, int]]]:
+    """The rows of two tasks matched by rowId, each pair with its place
+    (:data:`~rubric_engine.report.diff_list.Place`): the current task's rows in order, then
+    the baseline's rows it has no result for, in the baseline's order.
 
     Both sides are read once, side by side: a baseline row read ahead waits until its current
     row comes. Two tasks scored from one input keep one order, so a handful of rows is held
     whatever the tasks' size; ``baseline_ids`` (every rowId of the baseline) tells a row only
     in the current task without reading the baseline to its end.
     """
-    items: list[DiffItem] = []
-    base_iter = iter(baseline_rows)
-    waiting: dict[str, tuple[RowResult, RowFacts]] = {}  # read ahead, in baseline order
-    for cur, cur_facts in current_rows:
-        found = waiting.pop(cur.row_id, None)
-        if found is None and cur.row_id in baseline_ids:
-            found = _read_up_to(cur.row_id, base_iter, waiting)
-        if found is None:
-            items.append(
-                item(
-                    CHANGED,
-                    "presence",
-                    None,
-                    "present",
-                    f"{cur.row_id}: only in the current task",
-                    cur.row_id,
-                )
-            )
-            continue
-        items += _row_items(found[0], cur, found[1], cur_facts, b_pass, c_pass, shared)
-    for base, _ in chain(waiting.values(), base_iter):
-        items.append(
-            item(
-                REGRESSION,
-                "presence",
-                "present",
-                None,
-                f"{base.row_id}: judged in the baseline, no result in the current task",
-                base.row_id,
-            )
-        )
-    return items
+    base_iter = enumerate(baseline_rows)
+    waiting: dict[str, tuple[int, Row]] = {}  # read ahead, in baseline order
+    for seq, cur in enumerate(current_rows):
+        row_id = cur[0].row_id
+        found = waiting.pop(row_id, None)
+        if found is None and row_id in baseline_ids:
+            found = _read_up_to(row_id, base_iter, waiting)
+        yield (found[1] if found else None), cur, (0, seq)
+    for seq, base in chain(waiting.values(), base_iter):
+        yield base, None, (1, seq)
+
+
+def pair_items(
+    base: Row | None, cur: Row | None, b_pass: int, c_pass: int, shared: set[str]
+) -> list[DiffItem]:
+    """The items of one rowId: a row of both tasks compared, or a row only one task has."""
+    if cur is None:
+        assert base is not None
+        row_id = base[0].row_id
+        message = f"{row_id}: judged in the baseline, no result in the current task"
+        return [item(REGRESSION, "presence", "present", None, message, row_id)]
+    if base is None:
+        row_id = cur[0].row_id
+        message = f"{row_id}: only in the current task"
+        return [item(CHANGED, "presence", None, "present", message, row_id)]
+    return _row_items(base[0], cur[0], base[1], cur[1], b_pass, c_pass, shared)
 
 
 def _read_up_to(
-    row_id: str,
-    base_iter: Iterator[tuple[RowResult, RowFacts]],
-    waiting: dict[str, tuple[RowResult, RowFacts]],
-) -> tuple[RowResult, RowFacts] | None:
+    row_id: str, base_iter: Iterator[tuple[int, Row]], waiting: dict[str, tuple[int, Row]]
+) -> tuple[int, Row] | None:
     """Read the baseline on to the row ``row_id``, keeping the rows passed in ``waiting``."""
-    for base in base_iter:
+    for seq, base in base_iter:
         if base[0].row_id == row_id:
-            return base
-        waiting[base[0].row_id] = base
+            return seq, base
+        waiting[base[0].row_id] = (seq, base)
     return None
 
 

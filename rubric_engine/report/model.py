@@ -561,6 +561,22 @@ class RubricComparison(_Section):
     note: str
 
 
+class CappedItems(_Section):
+    """A diff that lists only the most important of its case items (docs/scale.md).
+
+    Attributes:
+        case_items: every case item found (counted in the diff's regression, improvement and
+            change counts).
+        listed: of them, the ones in ``items`` (after the aggregate items).
+        items_file: the JSON Lines file holding every item, aggregate and case, when one was
+            written; ``None`` otherwise.
+    """
+
+    case_items: int
+    listed: int
+    items_file: str | None
+
+
 class Diff(_Document):
     """A baseline diff (docs/reports.md): summary fields, ``rubricComparison``, ``items``."""
 
@@ -578,3 +594,8 @@ class Diff(_Document):
     has_regression: bool
     rubric_comparison: RubricComparison
     items: tuple[DiffItem, ...]
+    #: set when the case items were more than the diff lists (docs/scale.md); left out
+    #: otherwise, so a diff that lists every item keeps its bytes
+    capped: CappedItems | None = None
+
+    _omit_when_none = frozenset({"capped"})

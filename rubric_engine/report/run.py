@@ -11,6 +11,7 @@ report's :class:`~rubric_engine.report.model.CalibrationSection`)."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Literal
 
 from rubric_engine.errors import ConfigurationError, StoreError
 from rubric_engine.report.diff import DiffSide, diff_tasks
+from rubric_engine.report.diff_list import MAX_ITEMS
 from rubric_engine.report.gate import (
     GateCheck,
     GateResult,
@@ -102,26 +104,45 @@ def run_diff(
     *,
     baseline_store: StoreLocation | None = None,
     pass_score: int | None = None,
+    max_items: int | None = MAX_ITEMS,
+    items_file: Path | None = None,
 ) -> Diff:
-    """The baseline diff of two stored tasks.
+    """The baseline diff of two stored tasks, read a page of rows at a time (docs/scale.md).
 
     Args:
         store: the store holding ``current`` (and ``baseline`` unless ``baseline_store``).
         baseline_store: the store holding the baseline task, e.g. a CI artifact.
         pass_score: the pass score of both reports (default: each pack's own default).
+        max_items: case items listed, the most important first (``None``: every one); the
+            diff's counts are of every item.
+        items_file: where every item is written as JSON Lines when some are not listed.
 
     Raises:
         StoreError: a store path that is not a store file, or a damaged task.
         TaskNotFoundError: no such task.
-        ConfigurationError: a ``pass_score`` outside a pack's scale.
+        ConfigurationError: a ``pass_score`` outside a pack's scale; tasks with nothing
+            comparable.
     """
+    from rubric_engine.report.diff_stream import stream_diff
+
     require_store(store)
-    require_store(baseline_store or store)
-    # each side streamed: memory holds the reports and a page of rows, not the tasks
-    with TaskStore(baseline_store or store) as base, TaskStore(store) as cur:
-        return diff_tasks(
-            streamed_side(base, baseline, pass_score=pass_score),
-            streamed_side(cur, current, pass_score=pass_score),
+    if baseline_store is not None:
+        require_store(baseline_store)
+    with contextlib.ExitStack() as stack:
+        cur_store = stack.enter_context(TaskStore(store))
+        base_store = (
+            stack.enter_context(TaskStore(baseline_store))
+            if baseline_store is not None
+            else cur_store
+        )
+        return stream_diff(
+            base_store,
+            baseline,
+            cur_store,
+            current,
+            pass_score=pass_score,
+            max_items=max_items,
+            items_file=items_file,
         )
 
 

@@ -132,12 +132,19 @@ def load_task(store: TaskStore, task_id: str) -> StoredTask:
         StoreError: the stored snapshot no longer validates or no longer matches its hash; a
             COMPLETED task does not hold exactly its planned rows (rows were deleted or added).
     """
+    record, rubric = task_rubric(store, task_id)
+    rows = list(stored_report_rows(store, record.id))
+    check_row_count(record, len(rows))
+    return StoredTask(record, rubric, rows)
+
+
+def task_rubric(store: TaskStore, task_id: str) -> tuple[TaskRecord, EvalRubric]:
+    """A task's record and its own rubric snapshot, checked against the snapshot's hash
+    (see :func:`load_task` for ``task_id`` and the errors); no row is read."""
     task_id = resolve_in_store(store, task_id)
     record = store.task(task_id)
     rubric = verified_snapshot(record.rubric_snapshot, record.rubric_hash, f"task {task_id}")
-    rows = list(stored_report_rows(store, task_id))
-    check_row_count(record, len(rows))
-    return StoredTask(record, rubric, rows)
+    return record, rubric
 
 
 def check_row_count(record: TaskRecord, stored: int) -> None:
@@ -181,11 +188,9 @@ def stream_report(
     """Rebuild a task's report from the store, reading its rows one at a time: memory holds
     the report's counters and bounded heaps, not the rows (see :func:`load_task` for
     ``task_id``, the snapshot check and the errors; :func:`build_report` for the options)."""
-    task_id = resolve_in_store(store, task_id)
-    record = store.task(task_id)
-    rubric = verified_snapshot(record.rubric_snapshot, record.rubric_hash, f"task {task_id}")
+    record, rubric = task_rubric(store, task_id)
     built = ReportAccumulator(rubric, pass_score=pass_score, by=by, exact=exact)
-    for seq, row in enumerate(stored_report_rows(store, task_id)):
+    for seq, row in enumerate(stored_report_rows(store, record.id)):
         built.add(seq, row.result, row.usage, row.facts)
     check_row_count(record, built.rows)
     return streamed_task(record, rubric, built)

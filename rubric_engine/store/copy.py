@@ -26,6 +26,9 @@ _ORDER = ("rubric_versions", "tasks", "rows", "work_items")
 #: the store's own bookkeeping: each store keeps its own
 _NOT_COPIED = frozenset({"meta", "migrations"})
 _BATCH = 500
+#: tables copied in the order their rows were stored rather than by primary key: a label that
+#: supersedes another names it (a foreign key), so the older one must be there first
+_STORED_ORDER = {"labels": ["seq"]}
 
 
 @dataclass
@@ -44,9 +47,45 @@ def _columns(db: Backend, table: str) -> list[str]:
 
 
 def _select(db: Backend, table: str, columns: Sequence[str]) -> Iterator[tuple[Any, ...]]:
-    cursor = db.execute(f"SELECT {', '.join(columns)} FROM {table}")
-    while batch := cursor.fetchmany(_BATCH):
-        yield from (tuple(r) for r in batch)
+    """Every row of ``table``, :data:`_BATCH` at a time in primary-key order (or the order of
+    :data:`_STORED_ORDER`), each query keyed
+    on the last row read: memory holds one batch whatever the table's size (a PostgreSQL
+    cursor keeps its whole result client-side; docs/scale.md). A table without a primary key
+    is read with one query."""
+    key = _STORED_ORDER.get(table) or _primary_key(db, table)
+    listed = ", ".join(columns)
+    if not key:
+        cursor = db.execute(f"SELECT {listed} FROM {table}")
+        while batch := cursor.fetchmany(_BATCH):
+            yield from (tuple(r) for r in batch)
+        return
+    at = [columns.index(k) for k in key]  # every column is copied: the key's are among them
+    names = ", ".join(key)
+    after: tuple[Any, ...] | None = None
+    while True:
+        where = f" WHERE ({names}) > ({', '.join('?' * len(key))})" if after else ""
+        found = db.execute(
+            f"SELECT {listed} FROM {table}{where} ORDER BY {names} LIMIT ?",
+            (*(after or ()), _BATCH),
+        ).fetchall()
+        yield from (tuple(r) for r in found)
+        if len(found) < _BATCH:
+            return
+        after = tuple(found[-1][i] for i in at)
+
+
+def _primary_key(db: Backend, table: str) -> list[str]:
+    """The primary key's columns of ``table``, in key order (empty: none)."""
+    if db.dialect == "sqlite":
+        info = db.execute(f"PRAGMA table_info({table})").fetchall()
+        return [name for _, name, *_, pk in sorted(info, key=lambda c: c[5]) if pk]
+    found = db.execute(
+        "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid "
+        "AND a.attnum = ANY(i.indkey) WHERE i.indrelid = ?::regclass AND i.indisprimary "
+        "ORDER BY array_position(i.indkey::int2[], a.attnum)",
+        (table,),
+    ).fetchall()
+    return [name for (name,) in found]
 
 
 def _conflicts(source: Backend, target: Backend) -> tuple[list[str], set[tuple[str, int]]]:

@@ -469,6 +469,13 @@ def m011_samples_and_digests(db: Backend) -> None:
     )
 
 
+def m012_labels_by_seq(db: Backend) -> None:
+    """Labels in the order they were stored, read a page at a time (``labels export`` and
+    ``store migrate``, docs/scale.md): without this index each page sorted every label
+    again."""
+    _ddl(db, "CREATE INDEX IF NOT EXISTS labels_by_seq ON labels (seq)")
+
+
 #: every migration, in the order applied; append only
 MIGRATIONS: tuple[Migration, ...] = (
     m001_tasks_and_rows,
@@ -482,6 +489,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     m009_canonical_raw_attempts,
     m010_review_team,
     m011_samples_and_digests,
+    m012_labels_by_seq,
 )
 #: what ``meta.schema`` says once every migration is applied
 SCHEMA_VERSION = len(MIGRATIONS)

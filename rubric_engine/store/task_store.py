@@ -557,16 +557,19 @@ class TaskStore:
         page: int = 500,
         with_samples: bool = False,
         check: DigestCheck | None = None,
+        by: str = "seq",
     ) -> Iterator[tuple[tuple[Any, ...], list[tuple[Any, ...]]]]:
         """Every column of each stored row of a task (table order, the digest last) and, when
-        asked or needed for the digest, its ``row_samples`` tuples, in input order.
+        asked or needed for the digest, its ``row_samples`` tuples, in input order
+        (``by="seq"``) or in rowId order (``by="row_id"``: code point order on both backends,
+        the order a diff merges two tasks' rows in, docs/scale.md).
 
         Each row's digest is checked as it is read (docs/verify.md); when the last row has
         been read and any did not match, :class:`~rubric_engine.errors.StoreError` names
         them (so a reader that writes a file as it reads writes it through a temporary file).
-        Read ``page`` rows per query (by ``seq``, on the ``rows_by_seq`` index), so memory holds
-        one page whatever the task's size: a PostgreSQL cursor keeps its whole result
-        client-side, and a streamed report must not hold every row.
+        Read ``page`` rows per query (keyed on the ``rows_by_seq`` index or the primary key),
+        so memory holds one page whatever the task's size: a PostgreSQL cursor keeps its whole
+        result client-side, and a streamed report must not hold every row.
 
         Args:
             check: the caller's own check (``rubric-eval verify``, which names each row's
@@ -577,6 +580,8 @@ class TaskStore:
             StoreError: rows whose digests do not match, or rows without one in a task whose
                 rows carry them; the rows are signed and the signing key is not set.
         """
+        if by not in ("seq", "row_id"):
+            raise ValueError(f"by={by!r}: rows are read by seq or by row_id")
         self._send()  # rows this store holds back until the commit first
         digests = self.digests(task_id)
         own = check is None
@@ -584,13 +589,19 @@ class TaskStore:
         sampled = digests is not None or with_samples
         after: tuple[Any, ...] = ()  # (seq, row_id) of the last row read
         while True:
-            # seq>=? bounds the index range: with the OR alone the database scans the task's
-            # rows from the first on every page, and reading a task grows with its square
-            where = "task_id=? AND seq>=? AND (seq>? OR row_id>?)" if after else "task_id=?"
-            params = (task_id, after[0], after[0], after[1], page) if after else (task_id, page)
+            params: tuple[Any, ...]
+            if by == "row_id":
+                where = "task_id=? AND row_id>?" if after else "task_id=?"
+                params = (task_id, after[1], page) if after else (task_id, page)
+            else:
+                # seq>=? bounds the index range: with the OR alone the database scans the
+                # task's rows from the first on every page, and reading a task grows with its
+                # square
+                where = "task_id=? AND seq>=? AND (seq>? OR row_id>?)" if after else "task_id=?"
+                params = (task_id, after[0], after[0], after[1], page) if after else (task_id, page)
+            order = "row_id" if by == "row_id" else "seq, row_id"
             found = self._backend.execute(
-                f"SELECT {_ALL_COLUMNS} FROM rows WHERE {where} ORDER BY seq, row_id LIMIT ?",
-                params,
+                f"SELECT {_ALL_COLUMNS} FROM rows WHERE {where} ORDER BY {order} LIMIT ?", params
             ).fetchall()
             samples = sample_rows(self._backend, task_id, [r[2] for r in found]) if sampled else {}
             for row in found:
@@ -608,6 +619,32 @@ class TaskStore:
         input order, digests checked: for writers that copy them (``rows.jsonl``)."""
         for row, _ in self.checked_rows(task_id):
             yield row[5], row[6]
+
+    def select_rows(
+        self, task_id: str, columns: str, *, page: int = 500
+    ) -> Iterator[tuple[Any, ...]]:
+        """``(seq, row_id, *columns)`` of each stored row of a task in input order, digests not
+        checked: for readers of what no result depends on (the seqs stored, a first pass over
+        metadata field names); readers of results use :meth:`checked_rows`. ``columns``: SQL
+        column names, comma-separated, or ``""`` for none.
+
+        Read ``page`` rows per query, keyed on the last row read (``rows_by_seq``), so memory
+        holds one page whatever the task's size."""
+        self._send()  # rows this store holds back until the commit first
+        after: tuple[Any, ...] = ()  # (seq, row_id) of the last row read
+        while True:
+            # seq>=? bounds the index range (see checked_rows)
+            where = "task_id=? AND seq>=? AND (seq>? OR row_id>?)" if after else "task_id=?"
+            params = (task_id, after[0], after[0], after[1], page) if after else (task_id, page)
+            found = self._backend.execute(
+                f"SELECT seq, row_id{', ' if columns else ''}{columns} FROM rows WHERE {where} "
+                "ORDER BY seq, row_id LIMIT ?",
+                params,
+            ).fetchall()
+            yield from found
+            if len(found) < page:
+                return
+            after = (found[-1][0], found[-1][1])
 
     def cassette_keys(self, task_id: str) -> Iterator[str | None]:
         """The cassette key of each stored row of a task, in input order."""

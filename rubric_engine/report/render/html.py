@@ -64,7 +64,10 @@ def _value(value: Any) -> str:
 def render_diff_html(diff: Diff) -> str:
     """The HTML page of a baseline diff (self-contained, no script): summary, then the
     regressions, improvements and changes, aggregate items before case items."""
-    return _environment().get_template("diff.html.j2").render(diff=diff)
+    from rubric_engine.report.render.json_md import capped_note
+
+    note = capped_note(diff.capped) if diff.capped is not None else None
+    return _environment().get_template("diff.html.j2").render(diff=diff, capped_note=note)
 
 
 def score_chart(report: Report) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from rubric_engine.report.calibration import shown_calibration
 from rubric_engine.report.glossary import GLOSSARY
 from rubric_engine.report.model import (
     CalibrationSection,
+    CappedItems,
     Diff,
     IssueCluster,
     PanelSection,
@@ -480,6 +481,8 @@ def render_diff_markdown(diff: Diff) -> str:
         f"{_pct(diff.baseline_pass_rate)} → {_pct(diff.current_pass_rate)}",
         f"- Rubric: {rubric.note}",
     ]
+    if diff.capped is not None:
+        out.append(f"- Listed: {capped_note(diff.capped)}")
     if not rubric.same_rubric:
         for side, ids in (
             ("onlyInBaseline", rubric.only_in_baseline),
@@ -493,7 +496,10 @@ def render_diff_markdown(diff: Diff) -> str:
         ("CHANGED", "Changed"),
     ):
         items = [i for i in diff.items if i.type == kind]
-        out += ["", f"## {title} ({len(items)})", ""]
+        found = {"REGRESSION": diff.regression_count, "IMPROVEMENT": diff.improvement_count}
+        total = found.get(kind, diff.changed_count)
+        heading = f"{total:,}; {len(items):,} listed" if total != len(items) else f"{len(items)}"
+        out += ["", f"## {title} ({heading})", ""]
         if not items:
             out.append("None.")
             continue
@@ -506,6 +512,20 @@ def render_diff_markdown(diff: Diff) -> str:
             for i in items
         ]
     return "\n".join(out) + "\n"
+
+
+def capped_note(capped: CappedItems) -> str:
+    """What a capped diff lists and where the rest is (docs/scale.md)."""
+    where = (
+        f"every item is in {capped.items_file}"
+        if capped.items_file
+        else "pass --out FILE to write every item beside it (FILE.items.jsonl), or "
+        "--max-items 0 to list them all"
+    )
+    return (
+        f"the {capped.listed:,} most important of {capped.case_items:,} case items (regressions "
+        f"first, then the larger changes), in row order; {where}"
+    )
 
 
 def _value(value: Any) -> str:

@@ -132,7 +132,7 @@ def unwritable(path: Path, flag: str, exc: OSError) -> ConfigurationError:
 WRITE_BUFFER = 1 << 20
 
 
-def write_atomic(path: Path, text: str | Iterable[str]) -> None:
+def write_atomic(path: Path, text: str | Iterable[str], newline: str | None = None) -> None:
     """Write ``text`` (UTF-8; a string, or chunks written one by one so a long file is never
     held whole) to ``path`` through a temporary file renamed over it.
 
@@ -142,14 +142,15 @@ def write_atomic(path: Path, text: str | Iterable[str]) -> None:
     it (``0666`` less the umask), not the temporary file's ``0600``.
 
     A character device (``/dev/null``, ``/dev/stdout``) is written directly: it cannot be
-    renamed over and holds no half-written state.
+    renamed over and holds no half-written state. ``newline`` is :func:`open`'s (``""``: the
+    text's own line ends, as the ``csv`` module writes them).
 
     Raises:
         OSError: the folder cannot be written.
     """
     chunks = [text] if isinstance(text, str) else text
     if path.exists() and not path.is_file() and not path.is_dir():
-        with path.open("w", encoding="utf-8") as device:
+        with path.open("w", encoding="utf-8", newline=newline) as device:
             device.writelines(chunks)
         return
     _remove_orphans(path.parent, [f".{path.name}.*.tmp"])
@@ -157,7 +158,7 @@ def write_atomic(path: Path, text: str | Iterable[str]) -> None:
         dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp"
     )
     try:
-        out = os.fdopen(handle, "w", encoding="utf-8", buffering=WRITE_BUFFER)
+        out = os.fdopen(handle, "w", encoding="utf-8", buffering=WRITE_BUFFER, newline=newline)
         _write_chunks(out, temp, chunks)
         os.replace(temp, path)
     except BaseException:
