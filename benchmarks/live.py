@@ -158,6 +158,9 @@ def cmd_live(ns: argparse.Namespace) -> None:
                         1000 * stub_cpu / calls,
                         stub_cpu / got.out["batch_wall_s"],
                         got.out.get("scored", ""),
+                        got.out.get("startup_cpu_s"),
+                        got.out.get("startup_mb"),
+                        ", ".join(m for m, on in got.out.get("imported", {}).items() if on),
                         got.load_before,
                         got.load_after,
                     ]
@@ -185,6 +188,9 @@ def cmd_live(ns: argparse.Namespace) -> None:
                 "stub CPU ms/call",
                 "stub core share",
                 "scored",
+                "start-up CPU s",
+                "start-up peak MB",
+                "imported",
                 "load before",
                 "load after",
             ],
@@ -196,6 +202,10 @@ def cmd_live(ns: argparse.Namespace) -> None:
         "engine CPU per call target ≤ 1.5 ms. 'process' includes start-up (imports, building "
         "the requests) and, for the engine, the report. The stub's core share is its CPU over "
         f"the batch's wall time (one loop: at 1.0 it would be the bottleneck). Stub: {ns.stub}."
+        " Start-up: the engine process's CPU and peak memory before its first row (imports, "
+        "checks, the task); targets ≤ 0.8 CPU-s and ≤ 120 MB; 'imported' lists litellm, "
+        "openai, instructor or httpx if the engine imported them. At C = 128 the engine's "
+        "client CPU per call should be ≤ 2× the bare client's in the same run."
     )
 
 

@@ -51,7 +51,7 @@ PACKS = {
     "health_cs": (ROOT / "rubrics" / "health_cs.yaml", ROOT / "cases" / "health_consult_zh.jsonl"),
     "airline_cs": (ROOT / "rubrics" / "airline_cs.yaml", ROOT / "cases" / "airline_tau2_dev.json"),
 }
-WATCHED_MODULES = ("litellm", "openai", "instructor")
+WATCHED_MODULES = ("litellm", "openai", "instructor", "httpx")
 #: the replay budget: rows a second (whole process, wall) with no verdict repeated, and the
 #: peak memory of the largest size against the smallest
 BUDGET_ROWS_S = 2000
@@ -80,6 +80,9 @@ def run_child(ns: argparse.Namespace) -> None:
 
     def on_start(task_id: str, total: int) -> None:
         marks["batch"], marks["batch_cpu"] = time.perf_counter(), time.process_time()
+        # what the process paid before its first row: imports, checks, the task (its CPU
+        # since the interpreter started, and its peak memory so far)
+        marks["startup_cpu_s"], marks["startup_mb"] = marks["batch_cpu"], memory_mb()["VmHWM"]
         marks["at"] = {}
         for share in (0.1, 0.5, 1.0):
             marks["at"].setdefault(max(1, math.ceil(total * share)), []).append(f"{share:.0%}")
@@ -129,6 +132,8 @@ def run_child(ns: argparse.Namespace) -> None:
                 "batch_cpu_s": marks.get("last_cpu", cpu0 + cpu) - marks.get("batch_cpu", cpu0),
                 "memory": marks["memory"],
                 "imported": {m: m in sys.modules for m in WATCHED_MODULES},
+                "startup_cpu_s": marks.get("startup_cpu_s"),
+                "startup_mb": marks.get("startup_mb"),
                 "transport": transport,
             }
         )
@@ -288,8 +293,8 @@ def cmd_replay(ns: argparse.Namespace) -> None:
     )
     print(
         "\nengine run (the last of each size): VmRSS / VmHWM from /proc/self/status when that "
-        "share of rows was stored; 'imported' lists litellm/openai/instructor if a replay "
-        "imported them."
+        "share of rows was stored; 'imported' lists litellm/openai/instructor/httpx if a "
+        "replay imported them."
     )
     print()
     for line in budget_lines(speed, memory):

@@ -1,7 +1,8 @@
 """``run.py scale --rows N``: every command a team runs on a big task, at N rows.
 
 Data (made once per size, kept with ``--data DIR``): N rows of the health demo (row *k* is demo
-row *k mod 26* with a new rowId), two replay cassettes (tasks A and B) and N/10 human labels.
+row *k mod 26* with a new rowId, numbered by a permutation of *k*, so rowId order is not input
+order), two replay cassettes (tasks A and B) and N/10 human labels.
 **No verdict is repeated** within task A: row *k*'s verdict is decoded from a permutation of
 *k* (:func:`verdict_for`) into a status for each of the pack's 8 non-critical requirements
 (followed, unmet, partial, or both), the judge's score, the questions check and whether a
@@ -77,8 +78,11 @@ def with_needs(wanted: set[str]) -> set[str]:
     return out
 
 
-def row_id(k: int) -> str:
-    return f"scale-{k:07d}"
+def row_id(k: int, count: int) -> str:
+    """Row k's rowId: a permutation of 0 … count-1, so rowId order is not input order (a diff
+    merges the tasks' rows in rowId order)."""
+    step = next(p for p in (7919, 7927, 7933) if count % p)  # prime, so coprime with count
+    return f"scale-{(k * step) % count:07d}"
 
 
 # -- the data ---------------------------------------------------------------------------------
@@ -142,30 +146,40 @@ class ScaleData:
     count: int
 
 
+class Answers:
+    """The judge's answer to row k of a data set of ``count`` rows: a chat completion (the
+    demo cassette's response) whose content is row k's verdict in task A or B."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.reqs = requirements()
+        self.template = _jsonl(DEMO_CASSETTE)[0]["attempts"][0]["response"]
+        self.demo_verdicts = [v for v in _jsonl(DEMO_VERDICTS)]
+        by_id = {v["rowId"]: v for v in self.demo_verdicts}
+        self.demo = [by_id[r["rowId"]] for r in _jsonl(DEMO_ROWS)]  # row k: demo[k % 26]
+
+    def response(self, k: int, task: str = "a") -> dict[str, Any]:
+        verdict = {
+            "rowId": row_id(k, self.count),
+            "intentKey": INTENT,
+            "scoreExplanation": self.demo[k % len(self.demo)]["scoreExplanation"],
+            **verdict_for(k, self.reqs, task),
+        }
+        message = {"role": "assistant", "content": json.dumps(verdict, ensure_ascii=False)}
+        return {**self.template, "choices": [{**self.template["choices"][0], "message": message}]}
+
+
 class _KeyingBackend:
     """Answers each request with row k's task-A verdict and writes the cassette entries of
     both tasks under the request's key (the key does not depend on the answer)."""
 
-    def __init__(self, handles: dict[str, Any], reqs: Requirements) -> None:
+    def __init__(self, handles: dict[str, Any], answers: Answers) -> None:
         self.handles = handles
-        self.reqs = reqs
-        demo = {e["rowId"]: e["attempts"][0]["response"] for e in _jsonl(DEMO_CASSETTE)}
-        self.template = next(iter(demo.values()))
-        self.demo_verdicts = {v["rowId"]: v for v in _jsonl(DEMO_VERDICTS)}
-        self.current: tuple[int, str] = (0, "")  # (k, demo rowId)
+        self.answers = answers
+        self.k = 0  #: the row being keyed
 
     def response(self, task: str) -> dict[str, Any]:
-        k, source = self.current
-        demo = self.demo_verdicts[source]
-        verdict = {
-            "rowId": row_id(k),
-            "intentKey": INTENT,
-            "scoreExplanation": demo["scoreExplanation"],
-            **verdict_for(k, self.reqs, task),
-        }
-        message = {"role": "assistant", "content": json.dumps(verdict, ensure_ascii=False)}
-        choice = {**self.template["choices"][0], "message": message}
-        return {**self.template, "choices": [choice]}
+        return self.answers.response(self.k, task)
 
     async def complete(self, kwargs: dict[str, Any], request: Any, key: Any, served: int) -> Any:
         from rubric_engine.judge.backends import Answer
@@ -217,24 +231,24 @@ def make_data(folder: Path, count: int) -> ScaleData:
     with data.rows.open("w", encoding="utf-8") as rows, data.labels.open("w") as labels:
         for k in range(count):
             source = demo[k % len(demo)]
-            row = {**source, "rowId": row_id(k)}
+            row = {**source, "rowId": row_id(k, count)}
             row["metadata"] = {**source.get("metadata", {}), "benchReplicaOf": source["rowId"]}
             rows.write(json.dumps(row, ensure_ascii=False) + "\n")
             if k % 10 == 0:
-                labels.write(json.dumps(label_for(k, reqs)) + "\n")
-    _write_cassettes(data, reqs, [r["rowId"] for r in demo])
+                labels.write(json.dumps(label_for(k, count, reqs)) + "\n")
+    _write_cassettes(data)
     (folder / "complete").write_text("made by benchmarks/run.py scale\n", encoding="utf-8")
     print(f"  made {count} rows, 2 cassettes and labels in {time.perf_counter() - started:.0f} s")
     return data
 
 
-def label_for(k: int, reqs: Requirements) -> dict[str, Any]:
+def label_for(k: int, count: int, reqs: Requirements) -> dict[str, Any]:
     """A reviewer's label of row k's first non-critical requirement: the judge's (task A)
     status on four rows in five, the other status on the fifth."""
     judged = reqs.plain[0] in verdict_for(k, reqs)["unmetRequirementIds"]
     unmet = judged if k % 50 else not judged
     return {
-        "rowId": row_id(k),
+        "rowId": row_id(k, count),
         "requirementId": reqs.plain[0],
         "status": "VIOLATED" if unmet else "FOLLOWED",
         "reviewer": "bench-reviewer",
@@ -242,7 +256,7 @@ def label_for(k: int, reqs: Requirements) -> dict[str, Any]:
     }
 
 
-def _write_cassettes(data: ScaleData, reqs: Requirements, demo_ids: list[str]) -> None:
+def _write_cassettes(data: ScaleData) -> None:
     from rubric_engine.dialogue.readers import DialogueSource
     from rubric_engine.engine.pipeline import RequestBuilder
     from rubric_engine.judge.instructor_judge import DEFAULT_PARAMS, InstructorJudge
@@ -257,12 +271,12 @@ def _write_cassettes(data: ScaleData, reqs: Requirements, demo_ids: list[str]) -
     handles = {t: (p / rubric.key / "rows.jsonl").open("w", encoding="utf-8")
                for t, p in paths.items()}  # fmt: skip
     try:
-        backend = _KeyingBackend(handles, reqs)
+        backend = _KeyingBackend(handles, Answers(data.count))
         judge = InstructorJudge(backend, rubric, MODEL, dict(DEFAULT_PARAMS), max_reasks=0)
 
         async def run() -> None:
             for seq, row in enumerate(DialogueSource(data.rows)):
-                backend.current = (seq, demo_ids[seq % len(demo_ids)])
+                backend.k = seq
                 await judge.judge(builder.prepare(seq, row).request)
 
         asyncio.run(run())
@@ -277,10 +291,7 @@ def answer_batch(requests: Path, results: Path, count: int) -> int:
     deleted once answered (a million rows' requests are ~12 GB). Returns the lines written."""
     from rubric_engine.batch.lines import parse_custom_id
 
-    reqs = requirements()
-    demo_verdicts = {v["rowId"]: v for v in _jsonl(DEMO_VERDICTS)}
-    demo_ids = [r["rowId"] for r in _jsonl(DEMO_ROWS)]
-    template = _jsonl(DEMO_CASSETTE)[0]["attempts"][0]["response"]
+    answers = Answers(count)
     written = 0
     with results.open("w", encoding="utf-8") as out:
         for path in sorted(requests.glob("requests-*.jsonl")):
@@ -288,20 +299,10 @@ def answer_batch(requests: Path, results: Path, count: int) -> int:
                 for line in lines:
                     cid = json.loads(line)["custom_id"]
                     k = parse_custom_id(cid).seq  # type: ignore[union-attr]
-                    source = demo_verdicts[demo_ids[k % len(demo_ids)]]
-                    verdict = {
-                        "rowId": row_id(k),
-                        "intentKey": INTENT,
-                        "scoreExplanation": source["scoreExplanation"],
-                        **verdict_for(k, reqs),
-                    }
-                    message = {
-                        "role": "assistant",
-                        "content": json.dumps(verdict, ensure_ascii=False),
-                    }
-                    body = {**template, "choices": [{**template["choices"][0], "message": message}]}
-                    answer = {"id": f"batch_req_{k}", "custom_id": cid, "error": None,
-                              "response": {"status_code": 200, "request_id": str(k), "body": body}}  # fmt: skip
+                    response = {"status_code": 200, "request_id": str(k),
+                                "body": answers.response(k)}  # fmt: skip
+                    answer = {"id": f"batch_req_{k}", "custom_id": cid, "response": response,
+                              "error": None}  # fmt: skip
                     out.write(json.dumps(answer, ensure_ascii=False) + "\n")
                     written += 1
             path.unlink()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
@@ -160,9 +160,8 @@ def build_judge(
     model = effective_model(options)
     delivery = None
     if not isinstance(backend, ReplayBackend):
-        estimate = litellm_estimate(model)
-        estimate([{"role": "user", "content": "warm-up"}])  # load the tokenizer before the run
-        delivery = DeliveryCheck(estimate)
+        # litellm's tokenizer is loaded only when a reported count needs checking
+        delivery = DeliveryCheck(litellm_estimate(model))
     return InstructorJudge(
         backend,
         rubric,
@@ -183,9 +182,13 @@ def context_limit(options: ScoreOptions) -> int | None:
     if options.max_context is not None:
         return options.max_context
     from rubric_engine.judge.backends import import_litellm
+    from rubric_engine.judge.model_table import answers_for, context_size
 
+    model = effective_model(options)
+    if answers_for(model):
+        return context_size(model)  # litellm's table, litellm not imported
     try:
-        info = import_litellm().get_model_info(effective_model(options))
+        info = import_litellm().get_model_info(model)
     except Exception:  # litellm raises for a model it has no entry for
         return None
     limit = info.get("max_input_tokens") or info.get("max_tokens")
@@ -203,16 +206,18 @@ def warn_oversized(plan: Plan, skip: frozenset[str] = frozenset()) -> None:
         return
     estimate, how = prompt_counter(plan.options)
     reserve = int(plan.params.get("max_tokens") or 0)
-    prompts = [
-        (row.row_id, [dict(m) for m in plan.builder.prepare(seq, row).request.messages])
-        for seq, row in enumerate(plan.inputs.stream())
-        if row.row_id not in skip
-    ]
+
+    def prompts() -> Iterator[tuple[str, list[dict[str, Any]]]]:
+        # one row's prompt at a time: a million rows' would not fit in memory
+        for seq, row in enumerate(plan.inputs.stream()):
+            if row.row_id not in skip:
+                yield row.row_id, [dict(m) for m in plan.builder.prepare(seq, row).request.messages]
+
     try:
-        over = oversized_rows(prompts, limit, estimate, reserve)
+        over = oversized_rows(prompts(), limit, estimate, reserve)
     except OSError:  # the tokenizer endpoint stopped answering: tiktoken with the margin
         estimate, how = prompt_counter(plan.options, ask_server=False)
-        over = oversized_rows(prompts, limit, estimate, reserve)
+        over = oversized_rows(prompts(), limit, estimate, reserve)
     if over:
         named = ", ".join(f"{r} (~{n} tokens)" for r, n in over[:10])
         more = f" and {len(over) - 10} more" if len(over) > 10 else ""

@@ -163,18 +163,10 @@ def check_credentials(options: ScoreOptions) -> None:
     """
     if options.mode == "replay":
         return
-    from rubric_engine.judge.backends import import_litellm
-
-    litellm = import_litellm()
     model = effective_model(options)
-    try:
-        provider = litellm.get_llm_provider(model=model, api_base=options.api_base)[1]
-    except Exception as exc:  # litellm raises several kinds for an unknown provider
-        raise ConfigurationError(
-            f"--model {options.model!r}: litellm cannot tell which provider "
-            "serves it; write it as provider/model, e.g. "
-            "openai/gpt-4o-mini"
-        ) from exc
+    provider = model.partition("/")[0] if model.partition("/")[2] else None
+    if provider not in OPENAI_PROTOCOL:
+        provider = _litellm_provider(model, options)
     if options.api_key_env is not None:
         if not os.environ.get(options.api_key_env):
             raise ConfigurationError(
@@ -184,16 +176,10 @@ def check_credentials(options: ScoreOptions) -> None:
         return
     if options.api_base and provider == "openai" and is_local(options.api_base):
         return  # a local OpenAI-compatible server often needs no key
-    version = options.judge_params.get("api_version")
-    missing = litellm.validate_environment(
-        model=model,
-        api_base=options.api_base,
-        api_version=version if isinstance(version, str) else None,
-    ).get("missing_keys")
-    # litellm lists a variable that is set as missing when another is not (azure/: the key
-    # counts only with AZURE_API_BASE and AZURE_API_VERSION exported, even when --api-base
-    # and api_version give those): what is set is not missing
-    missing = [name for name in missing or () if not os.environ.get(name)]
+    if provider in OPENAI_PROTOCOL:  # litellm's own answer for these, without importing it
+        missing = [name for name in OPENAI_PROTOCOL[provider] if not os.environ.get(name)]
+    else:
+        missing = _litellm_missing(model, options)
     if missing:
         hosted = f" at {options.api_base}" if options.api_base else ""
         raise ConfigurationError(
@@ -202,6 +188,49 @@ def check_credentials(options: ScoreOptions) -> None:
             "--judge-param api_version=… for Azure); a local OpenAI-compatible server "
             "(--api-base http://127.0.0.1:…) needs none; or --mode replay"
         )
+
+
+#: providers whose name is the model's prefix and whose keys are known without litellm (what
+#: ``litellm.validate_environment`` lists for them), so checking them imports nothing
+OPENAI_PROTOCOL = {"openai": ("OPENAI_API_KEY",), "hosted_vllm": ()}
+
+
+def _litellm_provider(model: str, options: ScoreOptions) -> str:
+    """The provider litellm reads from ``model``.
+
+    Raises:
+        ConfigurationError: litellm cannot tell it.
+    """
+    from rubric_engine.judge.backends import import_litellm
+
+    try:
+        return str(import_litellm().get_llm_provider(model=model, api_base=options.api_base)[1])
+    except Exception as exc:  # litellm raises several kinds for an unknown provider
+        raise ConfigurationError(
+            f"--model {options.model!r}: litellm cannot tell which provider "
+            "serves it; write it as provider/model, e.g. "
+            "openai/gpt-4o-mini"
+        ) from exc
+
+
+def _litellm_missing(model: str, options: ScoreOptions) -> list[str]:
+    """The environment variables litellm says ``model`` needs and that are not set."""
+    from rubric_engine.judge.backends import import_litellm
+
+    version = options.judge_params.get("api_version")
+    missing = (
+        import_litellm()
+        .validate_environment(
+            model=model,
+            api_base=options.api_base,
+            api_version=version if isinstance(version, str) else None,
+        )
+        .get("missing_keys")
+    )
+    # litellm lists a variable that is set as missing when another is not (azure/: the key
+    # counts only with AZURE_API_BASE and AZURE_API_VERSION exported, even when --api-base
+    # and api_version give those): what is set is not missing
+    return [name for name in missing or () if not os.environ.get(name)]
 
 
 def is_local(api_base: str) -> bool:
@@ -234,13 +263,16 @@ def check_cost_known(options: ScoreOptions) -> None:
             "budget could never stop the run (use --max-calls to cap a replay)"
         )
     from rubric_engine.judge.backends import import_litellm
+    from rubric_engine.judge.model_table import answers_for, has_price
 
     model = effective_model(options)
-    try:
-        info = import_litellm().get_model_info(model)
-        known = bool(info.get("input_cost_per_token"))
-    except Exception:  # litellm raises for a model it has no entry for
-        known = False
+    if answers_for(model):
+        known = has_price(model)  # litellm's table, litellm not imported
+    else:
+        try:
+            known = bool(import_litellm().get_model_info(model).get("input_cost_per_token"))
+        except Exception:  # litellm raises for a model it has no entry for
+            known = False
     if not known:
         raise ConfigurationError(
             f"--max-cost needs a model litellm knows the price of, and {model!r} has none; "

@@ -331,8 +331,6 @@ class LiveBackend:
         except ValueError as exc:  # e.g. a resumed live task with a bad $RUBRIC_EVAL_TRANSPORT
             raise ConfigurationError(str(exc)) from None
         self._direct = DirectTransport(self.limiter.maximum) if choice == "direct" else None
-        #: per model: litellm's per-token prices when linear (see :meth:`_rates`)
-        self._linear: dict[str, tuple[float, float] | None] = {}
         #: per model: litellm's transport arguments, the secrets an error may echo, the route
         self._calls: dict[str, tuple[dict[str, Any], tuple[str, ...], Route | None]] = {}
 
@@ -389,9 +387,15 @@ class LiveBackend:
         order = self._direct.shapes.order(route, params)
         return None if order is None else request_body(route, kwargs, order)
 
-    async def _send(self, kwargs: dict[str, Any], final_status: frozenset[int]) -> Answer:
+    @property
+    def litellm(self) -> Any:
+        """litellm, imported on the first call that needs it (a call it sends, a price the
+        model table cannot give): a direct call to an OpenAI-protocol judge needs none."""
         if self._litellm is None:
             self._litellm = import_litellm()
+        return self._litellm
+
+    async def _send(self, kwargs: dict[str, Any], final_status: frozenset[int]) -> Answer:
         if self.dropped:
             kwargs = {k: v for k, v in kwargs.items() if k not in self.dropped}
         sent = frozenset(kwargs)
@@ -494,7 +498,7 @@ class LiveBackend:
                 "--api-key-env or a header (--judge-param extra_headers)"
             )
         try:
-            return await self._litellm.acompletion(**kwargs, **transport)
+            return await self.litellm.acompletion(**kwargs, **transport)
         except Exception as exc:
             if not connection_refused(exc):
                 raise
@@ -518,7 +522,7 @@ class LiveBackend:
         if model in self._unpriced:
             return None
         try:
-            return float(self._litellm.completion_cost(completion_response=response))
+            return float(self.litellm.completion_cost(completion_response=response))
         except Exception:  # litellm raises many kinds for a model without a known price
             self._unpriced.add(model)
             return None
@@ -528,61 +532,39 @@ class LiveBackend:
         response (``response_cost``), or ``None`` for a model it has no price for (tried once
         per model).
 
-        Plain token counts are priced at the per-token rates litellm gives the model
-        (:meth:`_rates`, asked once); a usage with token breakdowns (cached prompt tokens,
-        reasoning tokens), counts beyond the checked range, or an Azure deployment (priced by
-        the model the server names) go through ``completion_cost`` on the response, which
-        prices them as litellm's own call does.
+        Plain token counts are priced at the model's per-token rates, read from litellm's
+        table without importing litellm (:func:`~rubric_engine.judge.model_table.
+        linear_rates`); a model the table does not know has no price. A usage with token
+        breakdowns (cached prompt tokens, reasoning tokens), a model priced by tiers, or an
+        Azure deployment (priced by the model the server names) go through
+        ``completion_cost`` on the response, which prices them as litellm's own call does.
         """
+        from rubric_engine.judge.model_table import linear_rates, model_entry
+
         if model in self._unpriced:
             return None
         usage = raw.get("usage") or {}
         prompt = int(usage.get("prompt_tokens") or 0)
         completion = int(usage.get("completion_tokens") or 0)
+        plain = not model.startswith("azure/") and not any(
+            isinstance(d, dict) and any(d.values())
+            for k, d in usage.items()
+            if k.endswith("_details")
+        )
+        if plain and model_entry(model) is None:
+            self._unpriced.add(model)  # litellm has no entry to price it by either
+            return None
+        rates = linear_rates(model) if plain else None
+        if rates is not None:
+            return float(prompt * rates[0] + completion * rates[1])
         try:
-            plain = not model.startswith("azure/") and not any(
-                isinstance(d, dict) and any(d.values())
-                for k, d in usage.items()
-                if k.endswith("_details")
-            )
-            rates = self._rates(model) if plain else None
-            if rates is not None and max(prompt, completion) <= _LINEAR_UP_TO:
-                return float(prompt * rates[0] + completion * rates[1])
-            return float(self._litellm.completion_cost(completion_response=raw, model=model))
+            return float(self.litellm.completion_cost(completion_response=raw, model=model))
         except Exception:  # litellm raises many kinds for a model without a known price
             self._unpriced.add(model)
             return None
 
-    def _rates(self, model: str) -> tuple[float, float] | None:
-        """litellm's USD per prompt and per completion token of ``model``, when it prices
-        plain usage linearly up to :data:`_LINEAR_UP_TO` tokens (checked at both ends);
-        ``None`` for tiered prices. Raises litellm's error for a model without a price."""
-        if model not in self._linear:
-            provider, _, name = model.partition("/")
-
-            def cost(tokens: int) -> tuple[float, float]:
-                prompt, completion = self._litellm.cost_per_token(
-                    model=name,
-                    custom_llm_provider=provider,
-                    prompt_tokens=tokens,
-                    completion_tokens=tokens,
-                )
-                return float(prompt), float(completion)
-
-            one, many = cost(1), cost(_LINEAR_UP_TO)
-            linear = all(
-                abs(m - _LINEAR_UP_TO * o) <= 1e-9 * abs(m) for o, m in zip(one, many, strict=True)
-            )
-            self._linear[model] = one if linear else None
-        return self._linear[model]
-
     def finish(self, request: JudgeRequest, key: CallKey, outcome: JudgeOutcome) -> None:
         return None
-
-
-#: plain usage is priced from per-token rates up to this many tokens a call (checked against
-#: litellm at 1 and at this count: a tiered price changes within it)
-_LINEAR_UP_TO = 1_000_000
 
 
 class RecordBackend(LiveBackend):

@@ -43,10 +43,17 @@ from typing import Any
 EPHEMERAL: dict[str, str] = {"type": "ephemeral"}
 
 
+#: provider prefixes that cache without markers (OpenAI's automatic caching, and the servers
+#: that speak its protocol)
+UNMARKED = frozenset({"openai", "hosted_vllm", "azure"})
+
+
 @lru_cache(maxsize=64)
 def needs_markers(model: str) -> bool:
     """Whether requests to ``model`` (a litellm model name) mark their static prefix; the
     rule is in the module docstring. Unknown provider prefixes get none."""
+    if model.partition("/")[0] in UNMARKED and model.partition("/")[2]:
+        return False  # an OpenAI-protocol prefix: known without importing litellm
     from rubric_engine.judge.backends import import_litellm
 
     litellm = import_litellm()

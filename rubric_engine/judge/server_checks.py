@@ -13,8 +13,9 @@
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,6 +100,8 @@ class DeliveryCheck:
         if not system:
             return
         self.checked += 1
+        if reported >= DROPPED_SHARE * most_tokens(messages):
+            return  # above the share of any count the request could have: no need to count
         estimated = self.estimate([dict(m) for m in messages])
         text = str(system[0].get("content"))
         if text not in self._system:
@@ -107,16 +110,22 @@ class DeliveryCheck:
             raise RubricNotDelivered(row_id, reported, estimated, self._system[text])
 
 
+def most_tokens(messages: Sequence[dict[str, Any]]) -> int:
+    """More tokens than any tokenizer counts for ``messages``: the bytes of their JSON (a
+    byte-level token is at least one byte, and the JSON holds every role, name and tool call
+    besides the text, more than the few tokens a tokenizer adds a message). A reported count
+    above :data:`DROPPED_SHARE` of it needs no tokenizer (litellm's, ~2.5 CPU-s to load)."""
+    return len(json.dumps(list(messages), ensure_ascii=False, default=str).encode())
+
+
 def litellm_estimate(model: str) -> Callable[[list[dict[str, Any]]], int]:
     """litellm's token count for ``model`` (its tokenizer, or tiktoken's default), falling
     back to characters / 4 when litellm cannot count the messages."""
     from rubric_engine.judge.backends import import_litellm
 
-    litellm = import_litellm()
-
     def estimate(messages: list[dict[str, Any]]) -> int:
-        try:
-            return int(litellm.token_counter(model=model, messages=messages))
+        try:  # litellm imported at the first row long enough to need counting
+            return int(import_litellm().token_counter(model=model, messages=messages))
         except Exception:  # litellm raises many kinds for a message it cannot count
             return sum(len(str(m.get("content") or "")) for m in messages) // 4
 
@@ -158,7 +167,7 @@ class ContextLimitWarning(UserWarning):
 
 
 def oversized_rows(
-    prompts: Sequence[tuple[str, list[dict[str, Any]]]],
+    prompts: Iterable[tuple[str, list[dict[str, Any]]]],
     limit: int,
     estimate: Callable[[list[dict[str, Any]]], int],
     reserve: int = 0,

@@ -228,7 +228,10 @@ def plain_messages(messages: Any) -> bool:
 
 
 class RequestShapes:
-    """litellm's parameter order per request shape, asked once (see module docstring)."""
+    """litellm's parameter order per request shape, worked out once (see module docstring):
+    from the shipped snapshot of litellm's mapping where it applies
+    (:func:`~rubric_engine.judge.litellm_snapshot.direct_order`, no litellm import), else by
+    asking litellm."""
 
     def __init__(self) -> None:
         self._orders: dict[tuple[Any, ...], tuple[str, ...] | None] = {}
@@ -237,11 +240,14 @@ class RequestShapes:
         """The parameter names in the order litellm sends them, or ``None`` when litellm
         would send something else than ``params`` (or refuse it): that call goes through
         litellm."""
+        from rubric_engine.judge.litellm_snapshot import direct_order
+
         if route.provider == "hosted_vllm" and "tools" in params:
             return None
         shape = (route.provider, route.wire_model, route.api_version, _shape(params))
         if shape not in self._orders:
-            self._orders[shape] = _litellm_order(route, params)
+            order = direct_order(route.provider, route.wire_model, params)
+            self._orders[shape] = order if order is not None else _litellm_order(route, params)
         return self._orders[shape]
 
 
@@ -509,17 +515,26 @@ class DirectTransport:
 
     def normalize(self, parsed: Any) -> Any:
         """``parsed`` with each choice's ``finish_reason`` mapped as litellm maps it
-        (``eos`` → ``stop`` …), so both paths record the same response."""
+        (``eos`` → ``stop`` …), so both paths record the same response. OpenAI's own reasons
+        map to themselves; litellm is imported for another one only."""
         if not isinstance(parsed, dict):
             return parsed
         for choice in parsed.get("choices") or ():
-            if isinstance(choice, dict) and isinstance(choice.get("finish_reason"), str):
+            reason = choice.get("finish_reason") if isinstance(choice, dict) else None
+            if isinstance(reason, str) and reason not in OPENAI_FINISH_REASONS:
                 if self._finish is None:
                     from litellm.litellm_core_utils.core_helpers import map_finish_reason
 
                     self._finish = map_finish_reason
                 choice["finish_reason"] = self._finish(choice["finish_reason"])
         return parsed
+
+
+#: the finish reasons of OpenAI's chat completions, which litellm's mapping leaves as they are
+#: (``tests/test_litellm_snapshot.py`` checks it)
+OPENAI_FINISH_REASONS = frozenset(
+    {"stop", "length", "tool_calls", "content_filter", "function_call"}
+)
 
 
 def refused_message(url: str) -> str:
