@@ -14,8 +14,9 @@ two versions finds.
 Each step is one ``rubric-eval`` command in its own process (``run.py _cli``: the CLI in
 process, then its own ``VmHWM``), reaped with ``wait4`` for its CPU time:
 
-score A and B (replay) · report · export csv, parquet, csv --long · diff md (B against A) ·
-labels import (N/10 labels, checked against A) · calibrate A · labels export · batch export
+score A and B (replay, the pack published in the store) · report · export csv, parquet,
+csv --long · diff md (B against A) · labels import (N/10 labels, naming the published pack:
+``--task`` would load the whole task to check them) · calibrate A · labels export · batch export
 (every row's request) · batch import (an answer for each, task C) · store migrate (the batch
 store into a new file).
 
@@ -45,6 +46,7 @@ DEMO_ROWS = ROOT / "cases" / "health_consult_zh.jsonl"
 DEMO_VERDICTS = ROOT / "cases" / "verdicts" / "health_cs.jsonl"
 DEMO_CASSETTE = ROOT / "cassettes" / "health_cs" / "health_consult_zh.jsonl"
 RUBRIC = ROOT / "rubrics" / "health_cs.yaml"
+RUBRIC_KEY = "health_cs"  # RUBRIC, published as version 1 in each store of a run
 INTENT = "HEALTH_CONSULTATION"  # every demo row's intent
 MODEL = "openai/gpt-4o-mini"
 #: distinct verdicts: 4 statuses for each of 8 non-critical requirements, 5 scores, 2
@@ -53,6 +55,8 @@ DISTINCT = 4**8 * 5 * 2 * 2
 #: row k's verdict is number (k * STRIDE + 12345) mod DISTINCT: a bijection (STRIDE is prime to
 #: DISTINCT = 2^18 · 5), so rows below DISTINCT never share a verdict
 STRIDE = 7919
+#: the file that marks a data folder finished (a new name when the data's shape changes)
+DONE = "complete-2"
 STEPS = (
     "score", "score-b", "report", "export-csv", "export-parquet", "export-long", "diff",
     "labels-import", "calibrate", "labels-export", "batch-export", "batch-import", "migrate",
@@ -220,7 +224,7 @@ def make_data(folder: Path, count: int) -> ScaleData:
         folder / "labels.jsonl",
         count,
     )
-    if (folder / "complete").exists():
+    if (folder / DONE).exists():
         return data
     if count > DISTINCT:
         sys.exit(f"--rows {count}: at most {DISTINCT:,} rows have distinct verdicts")
@@ -237,7 +241,7 @@ def make_data(folder: Path, count: int) -> ScaleData:
             if k % 10 == 0:
                 labels.write(json.dumps(label_for(k, count, reqs)) + "\n")
     _write_cassettes(data)
-    (folder / "complete").write_text("made by benchmarks/run.py scale\n", encoding="utf-8")
+    (folder / DONE).write_text("made by benchmarks/run.py scale\n", encoding="utf-8")
     print(f"  made {count} rows, 2 cassettes and labels in {time.perf_counter() - started:.0f} s")
     return data
 
@@ -253,6 +257,8 @@ def label_for(k: int, count: int, reqs: Requirements) -> dict[str, Any]:
         "status": "VIOLATED" if unmet else "FOLLOWED",
         "reviewer": "bench-reviewer",
         "time": "2026-12-01T00:00:00Z",
+        "rubricKey": RUBRIC_KEY,
+        "rubricVersion": 1,
     }
 
 
@@ -323,7 +329,7 @@ class Step:
 
 def steps(data: ScaleData, run: Path) -> list[Step]:
     store, batch_store = run / "store.sqlite", run / "batch.sqlite"
-    rubric = ["-r", str(RUBRIC), "--draft", "--model", MODEL]
+    rubric = ["-r", RUBRIC_KEY, "--model", MODEL]  # published in both stores (publish())
     a, b = "scale-a", "scale-b"
     on = ["--store", str(store)]
     return [
@@ -342,7 +348,7 @@ def steps(data: ScaleData, run: Path) -> list[Step]:
                              "--out", str(run / "a-long.csv"), *on], [run / "a-long.csv"]),
         Step("diff", ["diff", a, b, "--out", str(run / "diff.md"), *on],
              [run / "diff.md", run / "diff.items.jsonl"]),
-        Step("labels-import", ["labels", "import", str(data.labels), "--task", a, *on], [], store),
+        Step("labels-import", ["labels", "import", str(data.labels), *on], [], store),
         Step("calibrate", ["calibrate", a, "--out", str(run / "calibration.txt"), *on],
              [run / "calibration.txt"]),
         Step("labels-export", ["labels", "export", a, "--out", str(run / "labels-out.jsonl"),
@@ -372,8 +378,20 @@ def store_mb(store: Path) -> float:
     return size_mb([store, store.with_name(store.name + "-wal")])
 
 
+def publish(run: Path) -> None:
+    """Publish the pack in the run's stores: tasks score a published version (as a team's
+    do), and labels name it, so ``labels import`` checks them against it without reading a
+    task (that check, ``--task``, loads the whole task)."""
+    for store in ("store.sqlite", "batch.sqlite"):
+        cmd = run_py("_cli", "rubric", "publish", str(RUBRIC), "--store", str(run / store))
+        got = measured(cmd)
+        if got.out.get("exit") != 0:
+            sys.exit(f"rubric publish into {store} failed")
+
+
 def run_steps(data: ScaleData, run: Path, wanted: set[str]) -> list[dict[str, Any]]:
     """Run the wanted steps in order; each one's figures."""
+    publish(run)
     figures = []
     for step in steps(data, run):
         if step.name not in wanted:

@@ -100,6 +100,7 @@ def context_size(model: str) -> int | None:
     return int(limit) if limit else None
 
 
+@lru_cache(maxsize=16)
 def linear_rates(model: str) -> tuple[float, float] | None:
     """USD per prompt token and per completion token of ``model``, when its entry prices
     them at one rate whatever the prompt's size (no ``…_above_…_tokens`` rate); ``None``
