@@ -418,9 +418,27 @@ def run_steps(data: ScaleData, run: Path, wanted: set[str]) -> list[dict[str, An
             f"{got.out['peak_mb']:.0f} MB peak, {output:.1f} MB out, load {got.load_after}",
             flush=True,
         )
-        if step.name == "migrate":
-            (run / "migrated.sqlite").unlink(missing_ok=True)
+        for done in DONE_WITH.get(step.name, ()):  # a million rows' files run to tens of GB
+            _remove(run / done)
     return figures
+
+
+#: what each step leaves that no later step reads, removed once it is measured
+DONE_WITH = {
+    "export-csv": ("a.csv",), "export-parquet": ("a.parquet",), "export-long": ("a-long.csv",),
+    "diff": ("diff.md", "diff.items.jsonl"),
+    "labels-export": ("store.sqlite", "store.sqlite-wal", "store.sqlite-shm", "reports-a",
+                      "reports-b", "report-a", "labels-out.jsonl"),
+    "batch-import": ("batch-results.jsonl", "reports-c"),
+    "migrate": ("migrated.sqlite", "migrated.sqlite-wal", "migrated.sqlite-shm"),
+}  # fmt: skip
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
 
 
 def cmd_scale(ns: argparse.Namespace) -> None:
@@ -500,7 +518,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help=f"only these and what they need ({', '.join(STEPS)})",
     )
     p.add_argument("--data", type=Path, help="keep (and reuse) the data in this folder")
-    p.add_argument("--keep-runs", action="store_true", help="keep the stores and outputs (--data)")
+    p.add_argument(
+        "--keep-runs",
+        action="store_true",
+        help="keep the run folder (--data); files no later step reads are removed as it goes",
+    )
     p.set_defaults(func=cmd_scale)
 
 

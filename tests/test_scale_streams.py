@@ -361,3 +361,25 @@ def test_paged_reads_give_every_row_once_in_order(
     assert paged == whole and len(whole) == 22
     key = 0 if by == "seq" else 1
     assert [r[key] for r in whole] == sorted(r[key] for r in whole)
+
+
+def test_a_gate_on_a_capped_diff_fails_on_every_regression_and_says_how_many_are_unlisted(
+    tasks: tuple[Path, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import functools
+
+    from rubric_engine.report import run as report_run
+    from rubric_engine.report.run import run_gate
+
+    store, made = tasks
+    full = run_gate(store, made["subset"], baseline=made["demo"], no_regression=True,
+                    allow_partial=True)  # fmt: skip
+    monkeypatch.setattr(report_run, "run_diff", functools.partial(report_run.run_diff, max_items=2))
+    capped = run_gate(store, made["subset"], baseline=made["demo"], no_regression=True,
+                      allow_partial=True)  # fmt: skip
+    assert not full.passed and not capped.passed
+    names = [c.name for c in capped.checks]
+    assert names[-1] == "noRegression: more" and len(names) < len(full.checks)
+    listed = sum(1 for c in capped.checks[:-1] if c.name.startswith("noRegression"))
+    shown = capped.checks[-1].message.split()[0]
+    assert listed + int(shown) == sum(1 for c in full.checks if c.name.startswith("noRegression"))

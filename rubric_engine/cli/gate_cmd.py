@@ -92,7 +92,9 @@ def diff(
                 f"--items {every} is a folder or the --out file; give another file path"
             )
         if every is not None:
-            every.parent.mkdir(parents=True, exist_ok=True)
+            from rubric_engine.report.render.output import check_output
+
+            check_output(every, "--items" if items else "--out")
         built = run_diff(
             store,
             baseline,

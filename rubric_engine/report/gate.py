@@ -190,7 +190,7 @@ def check_no_regression(diff: Diff) -> list[GateCheck]:
     regressions = [i for i in diff.items if i.type == "REGRESSION"]
     if not regressions:
         return [GateCheck("noRegression", True, f"no regression against task {baseline}")]
-    return [
+    checks = [
         GateCheck(
             f"noRegression: {i.scope}{' ' + i.case_id if i.case_id else ''} {i.metric}",
             False,
@@ -199,6 +199,18 @@ def check_no_regression(diff: Diff) -> list[GateCheck]:
         )
         for i in regressions
     ]
+    unlisted = diff.regression_count - len(regressions)
+    if unlisted:  # a diff that lists the most important items only (docs/scale.md)
+        checks.append(
+            GateCheck(
+                "noRegression: more",
+                False,
+                f"{unlisted} more regression(s) against task {baseline}, not listed one by "
+                f"one; `rubric-eval diff {baseline} {diff.current_task_id} --out FILE` writes "
+                "every item beside FILE",
+            )
+        )
+    return checks
 
 
 def evaluate_gate(

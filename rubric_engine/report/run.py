@@ -23,6 +23,7 @@ from rubric_engine.report.diff_list import MAX_ITEMS
 from rubric_engine.report.gate import (
     GateCheck,
     GateResult,
+    Threshold,
     check_parameters,
     evaluate_gate,
     parse_threshold,
@@ -222,24 +223,51 @@ def run_gate(
             "--baseline is only used with --no-regression; add it, or drop --baseline"
         )
     parsed = [parse_threshold(t) for t in thresholds]
-    current = _load(store, task_id)
     # exact: 0.89995 must fail passRate>=0.9, so nothing is rounded before comparing
     by = slice_fields(parsed)
-    report = report_from_task(current, pass_score=pass_score, by=by, exact=True)
+    if baseline is not None and rule == "tolerant":
+        return _tolerant_gate(
+            store, task_id, parsed, baseline, baseline_store, pass_score, allow_partial,
+            noise or NoiseOptions(), confirm_with,
+        )  # fmt: skip
+    require_store(store)
+    with TaskStore(store) as opened:  # a row at a time: the rows are not kept
+        task = stream_report(opened, task_id, pass_score=pass_score, by=by, exact=True)
+        report = task.report
+        if any(t.metric.name.startswith("calibration.") for t in parsed):
+            report = with_calibration(opened, task, report)  # stale or missing fails, saying why
+    check_parameters(parsed, report)  # before the baseline is read: the cheaper mistake
+    diff = None
+    if baseline is not None:  # merged a page at a time; every regression counted
+        diff = run_diff(
+            store, baseline, task.record.id, baseline_store=baseline_store, pass_score=pass_score
+        )
+    return evaluate_gate(report, parsed, diff=diff, require_complete=not allow_partial)
+
+
+def _tolerant_gate(
+    store: StoreLocation,
+    task_id: str,
+    parsed: list[Threshold],
+    baseline: str,
+    baseline_store: StoreLocation | None,
+    pass_score: int | None,
+    allow_partial: bool,
+    noise: NoiseOptions,
+    confirm_with: str | None,
+) -> GateResult:
+    """:func:`run_gate` under the tolerant rule: its paired bootstrap resamples the two tasks'
+    rows, so both are read into memory."""
+    current = _load(store, task_id)
+    report = report_from_task(current, pass_score=pass_score, by=slice_fields(parsed), exact=True)
     if any(t.metric.name.startswith("calibration.") for t in parsed):
         with TaskStore(store) as opened:  # stale or missing fails those checks, saying why
             report = with_calibration(opened, current, report)
     check_parameters(parsed, report)  # before the baseline is read: the cheaper mistake
-    diff = None
-    extra: list[GateCheck] | None = None
-    if baseline is not None:
-        base = diff_side(_load(baseline_store or store, baseline), pass_score=pass_score)
-        side = diff_side(current, pass_score=pass_score)
-        diff = diff_tasks(base, side)
-        if rule == "tolerant":
-            extra = tolerant_regressions(
-                base, side, diff, noise or NoiseOptions(), store, confirm_with, pass_score
-            )
+    base = diff_side(_load(baseline_store or store, baseline), pass_score=pass_score)
+    side = diff_side(current, pass_score=pass_score)
+    diff = diff_tasks(base, side)
+    extra = tolerant_regressions(base, side, diff, noise, store, confirm_with, pass_score)
     return evaluate_gate(
         report, parsed, diff=diff, require_complete=not allow_partial, regression_checks=extra
     )
