@@ -14,11 +14,11 @@ two versions finds.
 Each step is one ``rubric-eval`` command in its own process (``run.py _cli``: the CLI in
 process, then its own ``VmHWM``), reaped with ``wait4`` for its CPU time:
 
-score A and B (replay, the pack published in the store) · report · export csv, parquet,
-csv --long · diff md (B against A) · labels import (N/10 labels, naming the published pack:
-``--task`` would load the whole task to check them) · calibrate A · labels export · batch export
-(every row's request) · batch import (an answer for each, task C) · store migrate (the batch
-store into a new file).
+score A (replay, the pack published in the store) · report · export csv, parquet,
+csv --long · labels import (N/10 labels, naming the published pack: ``--task`` would load the
+whole task to check them) · calibrate A · labels export · score B · diff md (B against A) ·
+batch export (every row's request) · batch import (an answer for each, task C) · store
+migrate (the batch store into a new file).
 
 The table prints CPU-s, wall, peak RSS and output size per step with the load average; with
 two or more sizes a second table compares each step's peak and CPU per row with the first
@@ -57,9 +57,11 @@ DISTINCT = 4**8 * 5 * 2 * 2
 STRIDE = 7919
 #: the file that marks a data folder finished (a new name when the data's shape changes)
 DONE = "complete-2"
+#: in the order they run: task B is scored just before the diff, its one reader, so a run cut
+#: short has measured the steps of task A first
 STEPS = (
-    "score", "score-b", "report", "export-csv", "export-parquet", "export-long", "diff",
-    "labels-import", "calibrate", "labels-export", "batch-export", "batch-import", "migrate",
+    "score", "report", "export-csv", "export-parquet", "export-long", "labels-import",
+    "calibrate", "labels-export", "score-b", "diff", "batch-export", "batch-import", "migrate",
 )  # fmt: skip
 #: what a step reads that another step makes (those run too when it is asked for)
 NEEDS = {
@@ -336,9 +338,6 @@ def steps(data: ScaleData, run: Path) -> list[Step]:
         Step("score", ["score", str(data.rows), *rubric, "--cassettes", str(data.cassettes_a),
                        "--name", a, "--out", str(run / "reports-a"), "-q", *on],
              [run / "reports-a"], store),
-        Step("score-b", ["score", str(data.rows), *rubric, "--cassettes", str(data.cassettes_b),
-                         "--name", b, "--out", str(run / "reports-b"), "-q", *on],
-             [run / "reports-b"], store),
         Step("report", ["report", a, "--out", str(run / "report-a"), *on], [run / "report-a"]),
         Step("export-csv", ["export", a, "--format", "csv", "--out", str(run / "a.csv"), *on],
              [run / "a.csv"]),
@@ -346,13 +345,16 @@ def steps(data: ScaleData, run: Path) -> list[Step]:
                                 "--out", str(run / "a.parquet"), *on], [run / "a.parquet"]),
         Step("export-long", ["export", a, "--format", "csv", "--long",
                              "--out", str(run / "a-long.csv"), *on], [run / "a-long.csv"]),
-        Step("diff", ["diff", a, b, "--out", str(run / "diff.md"), *on],
-             [run / "diff.md", run / "diff.items.jsonl"]),
         Step("labels-import", ["labels", "import", str(data.labels), *on], [], store),
         Step("calibrate", ["calibrate", a, "--out", str(run / "calibration.txt"), *on],
              [run / "calibration.txt"]),
         Step("labels-export", ["labels", "export", a, "--out", str(run / "labels-out.jsonl"),
                                *on], [run / "labels-out.jsonl"]),
+        Step("score-b", ["score", str(data.rows), *rubric, "--cassettes", str(data.cassettes_b),
+                         "--name", b, "--out", str(run / "reports-b"), "-q", *on],
+             [run / "reports-b"], store),
+        Step("diff", ["diff", a, b, "--out", str(run / "diff.md"), *on],
+             [run / "diff.md", run / "diff.items.jsonl"]),
         Step("batch-export", ["batch", "export", str(data.rows), *rubric,
                               "--out", str(run / "batch-requests"), "--store", str(batch_store)],
              [run / "batch-requests"], batch_store),
@@ -426,9 +428,9 @@ def run_steps(data: ScaleData, run: Path, wanted: set[str]) -> list[dict[str, An
 #: what each step leaves that no later step reads, removed once it is measured
 DONE_WITH = {
     "export-csv": ("a.csv",), "export-parquet": ("a.parquet",), "export-long": ("a-long.csv",),
-    "diff": ("diff.md", "diff.items.jsonl"),
-    "labels-export": ("store.sqlite", "store.sqlite-wal", "store.sqlite-shm", "reports-a",
-                      "reports-b", "report-a", "labels-out.jsonl"),
+    "labels-export": ("labels-out.jsonl", "report-a"),
+    "diff": ("diff.md", "diff.items.jsonl", "store.sqlite", "store.sqlite-wal",
+             "store.sqlite-shm", "reports-a", "reports-b"),
     "batch-import": ("batch-results.jsonl", "reports-c"),
     "migrate": ("migrated.sqlite", "migrated.sqlite-wal", "migrated.sqlite-shm"),
 }  # fmt: skip

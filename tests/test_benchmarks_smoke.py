@@ -6,8 +6,9 @@ start-up runs): the replica rows and
 their cassette are built by the engine, every row replays (a cassette keyed differently from a
 real run would make them JUDGE_ERROR rows), and the replay does not import litellm. One cell of
 the live matrix (20 rows, L = 10 ms) for each client against the loopback stub. And one worker
-of ``benchmarks/workers.py`` on 30 rows (the script itself checks one result per row), and
-``benchmarks/calibrate_scale.py`` on 200 rows.
+of ``benchmarks/workers.py`` on 30 rows (the script itself checks one result per row),
+``benchmarks/calibrate_scale.py`` on 200 rows, and every step of ``benchmarks/run.py scale``
+on 20 rows.
 """
 
 from __future__ import annotations
