@@ -50,8 +50,9 @@ WIDE_COLUMNS = (
 LONG_COLUMNS = (
     "rowId", "outcome", "requirementId", "requirementStatus", "source", "category", "critical",
 )  # fmt: skip
-#: records per Parquet row group (and per batch of CSV / JSON Lines text written)
-CHUNK = 20_000
+#: records per Parquet row group (and per batch of CSV / JSON Lines text written): a batch of
+#: 20,000 wide records held ~100 MB more at 100k rows (docs/scale.md)
+CHUNK = 5_000
 
 
 def check_format(fmt: str) -> None:
@@ -224,7 +225,6 @@ def _write_parquet(records: Callable[[], Iterator[Record]], columns: list[str], 
 
     ``records`` makes the record stream afresh on each call."""
     try:
-        import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError as exc:
         raise ConfigurationError(
@@ -233,16 +233,11 @@ def _write_parquet(records: Callable[[], Iterator[Record]], columns: list[str], 
     temp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     written = 0
     try:
-        groups = _groups(records(), columns)
-        first = next(groups, None)
-        if first is None:  # no rows: the columns with no values, as pyarrow reads them
-            first = pa.table({k: [] for k in columns})
-        following = next(groups, None)
-        if following is None:  # one group: its own types
-            pq.write_table(first, temp)
-            written = first.num_rows
+        only, schema = _only_group_or_schema(_groups(records(), columns), columns)
+        if only is not None:  # one group: its own types
+            pq.write_table(only, temp)
+            written = only.num_rows
         else:
-            schema = _unified([first.schema, following.schema, *(g.schema for g in groups)])
             with pq.ParquetWriter(temp, schema) as writer:
                 for group in _groups(records(), columns):
                     writer.write_table(group.cast(schema))
@@ -251,6 +246,23 @@ def _write_parquet(records: Callable[[], Iterator[Record]], columns: list[str], 
     finally:
         temp.unlink(missing_ok=True)
     return written
+
+
+def _only_group_or_schema(groups: Iterator[Any], columns: list[str]) -> tuple[Any, Any]:
+    """``(the group, None)`` for a task of one group (no rows: an empty one); else ``(None,
+    the schema unified over every group's)``, with no group kept once its schema is read."""
+    import pyarrow as pa
+
+    first = next(groups, None)
+    if first is None:  # no rows: the columns with no values, as pyarrow reads them
+        return pa.table({k: [] for k in columns}), None
+    following = next(groups, None)
+    if following is None:
+        return first, None
+    schemas = [first.schema, following.schema]
+    del first, following  # a group is CHUNK records: keep the schemas only
+    schemas += (g.schema for g in groups)
+    return None, _unified(schemas)
 
 
 def _groups(records: Iterable[Record], columns: list[str]) -> Iterator[Any]:
