@@ -28,7 +28,7 @@ import csv
 import io
 import json
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -104,6 +104,28 @@ def export_task(
     if fmt == "parquet":
         return _write_parquet(records, columns, out)
     return _write_text(records(), columns, fmt, out)
+
+
+def write_export(records: Sequence[Record], fmt: str, out: Path) -> None:
+    """Write records already made (not a stored task's: :func:`export_task`) to ``out`` as
+    ``fmt``, their columns in order of first appearance.
+
+    Raises:
+        ConfigurationError: as :func:`export_task`; ``out`` cannot be written (the operating
+            system's reason; nothing was changed there).
+    """
+    from rubric_engine.report.render.output import check_output, unwritable
+
+    check_format(fmt)
+    check_output(out)
+    columns = list(dict.fromkeys(k for r in records for k in r))
+    try:
+        if fmt == "parquet":
+            _write_parquet(lambda: iter(records), columns, out)
+        else:
+            _write_text(records, columns, fmt, out)
+    except OSError as exc:
+        raise unwritable(out, "--out", exc) from exc
 
 
 def _counted(rows: Iterable[ReportRow], counter: list[int]) -> Iterator[ReportRow]:
