@@ -329,15 +329,16 @@ def labels_on_task_rows(
     """The labels of ``rubric_key`` on the rows of task ``task_id``, in the order they were
     stored, current ones only unless ``include_superseded`` (as :func:`read_labels`).
 
-    Read ``page`` labels per query, keyed on the last one's ``seq`` (the ``labels_by_seq``
-    index); a label's row is looked up in the task's rows by the primary key. Memory holds
-    one page whatever the number of labels (``labels export``, docs/scale.md)."""
+    Read ``page`` labels per query, keyed on the last one's ``seq`` (the
+    ``labels_by_rubric_seq`` index); a label's row is looked up in the task's rows by the
+    primary key, a label superseding it by ``labels_by_supersedes``. Memory holds one page
+    whatever the number of labels (``labels export``, docs/scale.md)."""
     if "labels" not in db.tables():
         return
     current = (
         ""
         if include_superseded
-        else " AND label_id NOT IN (SELECT supersedes FROM labels WHERE supersedes IS NOT NULL)"
+        else " AND NOT EXISTS (SELECT 1 FROM labels s WHERE s.supersedes = labels.label_id)"
     )
     after = 0
     while True:

@@ -469,11 +469,11 @@ def m011_samples_and_digests(db: Backend) -> None:
     )
 
 
-def m012_labels_by_seq(db: Backend) -> None:
-    """Labels in the order they were stored, read a page at a time (``labels export`` and
-    ``store migrate``, docs/scale.md): without this index each page sorted every label
-    again."""
-    _ddl(db, "CREATE INDEX IF NOT EXISTS labels_by_seq ON labels (seq)")
+def m012_labels_by_rubric_seq(db: Backend) -> None:
+    """A rubric's labels in the order they were stored, read a page at a time (``labels
+    export``, docs/scale.md): without this index a page's query took the rubric's labels by
+    ``labels_by_row`` and sorted them all again, so reading them grew with their square."""
+    _ddl(db, "CREATE INDEX IF NOT EXISTS labels_by_rubric_seq ON labels (rubric_key, seq)")
 
 
 #: every migration, in the order applied; append only
@@ -489,7 +489,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     m009_canonical_raw_attempts,
     m010_review_team,
     m011_samples_and_digests,
-    m012_labels_by_seq,
+    m012_labels_by_rubric_seq,
 )
 #: what ``meta.schema`` says once every migration is applied
 SCHEMA_VERSION = len(MIGRATIONS)
