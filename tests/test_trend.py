@@ -41,8 +41,8 @@ def test_three_runs_show_the_drop_in_the_terminal_and_the_chart(tmp_path: Path) 
     assert first[4:7] == second[4:7] == ["1.692", "0.0385", "1"]
     assert third[4:7] == ["1.5 ▼", "0 ▼", "2 ▼"]
     assert "  ▼ meanScore: 1.692 → 1.5 (task" in out
-    # stability: the rows each run shares with the one before, read here from rows.jsonl
-    stable = out.split("stability against the task before (rows judged in both):\n")[1]
+    # run-to-run agreement: the rows each run shares with the one before, read from rows.jsonl
+    stable = out.split("run-to-run agreement with the task before (rows judged in both):\n")[1]
     table = [re.split(r"\s{2,}", x) for x in stable.splitlines()[1:3]]
     assert table[0] == ["2", "26", "1", "0", "0"]
     before, after = (_marks(tmp_path / f"r{n}" / "rows.jsonl") for n in (1, 2))

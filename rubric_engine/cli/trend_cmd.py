@@ -62,7 +62,7 @@ def _tasks(
     store: object, ref: str
 ) -> tuple[list[tuple[str, str, str, Report]], list[dict[str, RowMark]]]:
     """``(id, label, prompt version, report)`` of every task of the name or tag, oldest first,
-    and each task's rows as (outcome, final score) by rowId, for their stability.
+    and each task's rows as (outcome, final score) by rowId, for their run-to-run agreement.
 
     Raises:
         TaskNotFoundError: no task has that name or tag (the known ones listed).
@@ -149,11 +149,11 @@ def _print(built: object) -> None:
                            for k in intents)]
             for i, p in enumerate(built.points)
         ])  # fmt: skip
-    if len(built.points) > 1 and built.points[1].stability is not None:
-        typer.echo("\nstability against the task before (rows judged in both):")
+    if len(built.points) > 1 and built.points[1].agreement is not None:
+        typer.echo("\nrun-to-run agreement with the task before (rows judged in both):")
         lines = [["#", "shared rows", "same outcome", "outcome changed", "score changed"]]
         for i, point in enumerate(built.points[1:], start=2):
-            st = point.stability
+            st = point.agreement
             assert st is not None
             same = st.same_outcome_rate
             lines.append([str(i), str(st.shared), "—" if same is None else f"{same:.3g}",

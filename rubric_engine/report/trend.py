@@ -8,11 +8,12 @@ instrument is not the agent moving. ``drops`` lists each metric's changes for th
 between neighbours (by the metric's better direction), which the terminal marks and the
 chart shows.
 
-**Stability**: given each task's rows as :data:`RowMark` values, a point also says how many
-rows it shares with the task before (judged in both, neither a JUDGE_ERROR) and how many of
-those changed their outcome (PASS, FAIL, RED_FLAG) or final score. Two runs of the same
-agent, rubric and judge that disagree on many rows say the figures move with the judge's
-noise, not the agent (docs/ci.md).
+**Run-to-run agreement**: given each task's rows as :data:`RowMark` values, a point also says
+how many rows it shares with the task before (judged in both, neither a JUDGE_ERROR) and how
+many of those changed their outcome (PASS, FAIL, RED_FLAG) or final score. Two runs of the
+same agent, rubric and judge that disagree on many rows say the figures move with the judge's
+noise, not the agent (docs/ci.md). (This is not "stability", which is the agreement of one
+row's repeated samples within a task, docs/stability.md.)
 """
 
 from __future__ import annotations
@@ -27,12 +28,12 @@ from rubric_engine.report.model import Report
 
 #: the metrics shown when none is asked for
 DEFAULT_METRICS = ("meanScore", "passRate", "redFlagRate", "judgeErrors")
-#: a row as stability compares it: (outcome, final score), keyed by rowId in a task's marks
+#: a row as run-to-run agreement compares it: (outcome, final score), by rowId in a task's marks
 RowMark = tuple[str, int | None]
 
 
 @dataclass(frozen=True)
-class Stability:
+class RunAgreement:
     """Rows judged in a task and in the one before it (``shared``: neither a JUDGE_ERROR),
     and how many of them changed outcome or final score."""
 
@@ -46,14 +47,14 @@ class Stability:
         return (self.shared - self.outcome_changed) / self.shared if self.shared else None
 
 
-def stability(before: Mapping[str, RowMark], after: Mapping[str, RowMark]) -> Stability:
+def run_agreement(before: Mapping[str, RowMark], after: Mapping[str, RowMark]) -> RunAgreement:
     """Compare the rows two tasks share by rowId (JUDGE_ERROR rows have no outcome)."""
     shared = [
         (before[row_id], mark)
         for row_id, mark in after.items()
         if row_id in before and "JUDGE_ERROR" not in (mark[0], before[row_id][0])
     ]
-    return Stability(
+    return RunAgreement(
         shared=len(shared),
         outcome_changed=sum(old[0] != new[0] for old, new in shared),
         score_changed=sum(old[1] != new[1] for old, new in shared),
@@ -69,7 +70,7 @@ class TrendPoint:
         red_flag_rates: red-flag type → rows with it / scored rows (types of the task's pack).
         intent_means: intent key → mean final score (intents with scored rows).
         changes: what differs from the task before (``rubric health_cs@1→@2``, ``model …``).
-        stability: rows shared with the task before and how many changed (``None`` for the
+        agreement: rows shared with the task before and how many changed (``None`` for the
             first task, or when no marks were given).
     """
 
@@ -84,7 +85,7 @@ class TrendPoint:
     red_flag_rates: dict[str, float] = field(default_factory=dict)
     intent_means: dict[str, float] = field(default_factory=dict)
     changes: tuple[str, ...] = ()
-    stability: Stability | None = None
+    agreement: RunAgreement | None = None
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,7 @@ def build_trend(ref: str, tasks: Sequence[tuple[str, str, str, Report]],
                 metrics: Sequence[str],
                 marks: Sequence[Mapping[str, RowMark]] | None = None) -> Trend:  # fmt: skip
     """The trend of ``tasks`` — ``(task id, label, prompt version, report)`` oldest first;
-    ``marks``, one mapping per task in the same order, adds each point's stability."""
+    ``marks``, one mapping per task in the same order, adds each point's run-to-run agreement."""
     chosen = check_metrics(metrics)
     points: list[TrendPoint] = []
     for index, (task_id, label, prompt, report) in enumerate(tasks):
@@ -151,7 +152,7 @@ def build_trend(ref: str, tasks: Sequence[tuple[str, str, str, Report]],
         if points:
             point = _with_changes(points[-1], point)
             if marks is not None:
-                point = replace(point, stability=stability(marks[index - 1], marks[index]))
+                point = replace(point, agreement=run_agreement(marks[index - 1], marks[index]))
         points.append(point)
     return Trend(ref, chosen, tuple(points), tuple(_drops(chosen, points)))
 

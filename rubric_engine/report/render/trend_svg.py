@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from html import escape
 
-from rubric_engine.report.trend import Stability, Trend
+from rubric_engine.report.trend import RunAgreement, Trend
 
 WIDTH, HEIGHT, PAD = 520, 170, 36
 
@@ -79,7 +79,7 @@ def trend_html(trend: Trend) -> str:
         f"<tr><td>{i + 1}</td><td>{escape(p.label)}</td><td>{escape(p.created_at)}</td>"
         f"<td>{escape(p.rubric)}</td><td>{escape(p.model)}</td><td>{p.rows}</td>"
         + "".join(f"<td>{'—' if v is None else f'{v:.4g}'}</td>" for v in p.values)
-        + f"<td>{escape('; '.join(p.changes))}</td><td>{_stability(p.stability)}</td></tr>"
+        + f"<td>{escape('; '.join(p.changes))}</td><td>{_agreement(p.agreement)}</td></tr>"
         for i, p in enumerate(trend.points)
     )
     head = "".join(f"<th>{escape(m)}</th>" for m in trend.metrics)
@@ -104,8 +104,8 @@ def trend_html(trend: Trend) -> str:
     )
 
 
-def _stability(found: Stability | None) -> str:
-    """The stability cell: rows shared with the task before and how many changed."""
+def _agreement(found: RunAgreement | None) -> str:
+    """The run-to-run agreement cell: rows shared with the task before and how many changed."""
     if found is None:
         return ""
     return (
