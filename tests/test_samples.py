@@ -454,7 +454,9 @@ def test_the_html_report_shows_the_stability_section_escaped(tmp_path: Path) -> 
     assert single["stability"]["redFlagSplits"] == 2
 
 
-def test_the_unstable_first_queue_lists_the_unstable_rows_first(tmp_path: Path) -> None:
+def test_the_unstable_first_queue_lists_the_unstable_rows_first(
+    tmp_path: Path, store_at: str
+) -> None:
     """The health demo with the ambiguous rows' shipped opinions and, for every other row,
     the first opinion given again: 9 unstable rows of 26 head the queue."""
     import shutil
@@ -489,7 +491,7 @@ def test_the_unstable_first_queue_lists_the_unstable_rows_first(tmp_path: Path) 
             "--out", folder / f"clear{sample}.jsonl",
         )  # fmt: skip
         assert code == 0, out
-    store = tmp_path / "s.sqlite"
+    store = store_at
     code, out = run(
         "score", rows, "-r", RUBRICS / "health_cs.yaml", "--draft", "--cassettes", folder,
         "--samples", "3", "--store", store, "--name", "mixed", "--out", tmp_path / "o", "-q",
@@ -506,13 +508,12 @@ def test_the_unstable_first_queue_lists_the_unstable_rows_first(tmp_path: Path) 
     counts = [int(" ".join(line).split("unstable: ")[1].split()[0]) for line in listed[:9]]
     assert counts == sorted(counts, reverse=True), out  # the most disagreements first
 
-    once = tmp_path / "once.sqlite"
     code, out = run(
-        "score", rows, "-r", RUBRICS / "health_cs.yaml", "--draft", "--store", once,
+        "score", rows, "-r", RUBRICS / "health_cs.yaml", "--draft", "--store", store,
         "--name", "once", "--out", tmp_path / "once", "-q",
     )  # fmt: skip
     assert code == 0, out
-    code, out = run("queue", "create", "once", "--strategy", "unstable-first", "--store", once)
+    code, out = run("queue", "create", "once", "--strategy", "unstable-first", "--store", store)
     assert code != 0 and "--samples" in out and "random" in out, out
 
 
@@ -685,13 +686,13 @@ class HangAfter:
     ("samples", "reask"), [(1, True), (3, False)], ids=["kept-answer", "stored-sample"]
 )
 def test_ctrl_c_then_resume_counts_every_answer_and_request_once(
-    tmp_path: Path, samples: int, reask: bool
+    tmp_path: Path, store_at: str, samples: int, reask: bool
 ) -> None:
     """Ctrl-C with 3 rows in flight, each holding an answered call (a re-ask's first answer,
     or a finished sample 1) and a hanging one; the resumed run reuses what was answered. The
     report's usage is every answer the client received, once, and every request sent."""
     rows = subset(tmp_path, 6)
-    store = tmp_path / "s.sqlite"
+    store = store_at
     judge = HangAfter(1, reask)
     with StubServer(judge) as server:
         process = subprocess.Popen(
@@ -718,16 +719,16 @@ def test_ctrl_c_then_resume_counts_every_answer_and_request_once(
         finally:
             if process.poll() is None:
                 process.kill()
-        with sqlite3.connect(store) as db:
-            (task,) = db.execute("SELECT id FROM tasks").fetchone()
-            assert db.execute("SELECT COUNT(*) FROM rows").fetchone()[0] == 0
+        with TaskStore(store) as opened:
+            (task,) = [t.id for t in opened.tasks()]
+            assert not list(opened.rows(task))  # 3 rows in flight, none stored
         judge.release.set()
         time.sleep(0.2)
         code, out = run("score", "--resume", task, "--store", store, "--out", tmp_path / "resumed")
         assert code == 0, out
     usage = json.loads((tmp_path / "resumed" / "report.json").read_text("utf-8"))["usage"]
     received = sum(judge.asked.values())
-    assert received == 6 + 9 if reask else 6 + 18 - 3, judge.asked
+    assert received == (6 + 9 if reask else 6 + 18 - 3), judge.asked
     assert usage["promptTokens"] == 20000 * judge.answered, (usage, judge.answered)
     assert usage["completionTokens"] == 10 * judge.answered, (usage, judge.answered)
     assert usage["calls"] == received, (usage, received)
