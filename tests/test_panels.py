@@ -298,3 +298,42 @@ def test_one_judge_model_is_the_same_as_model(tmp_path: Path) -> None:
     assert code == 0, out
     report = json.loads((tmp_path / "o" / "report.json").read_text("utf-8"))
     assert "panel" not in report and "judges" not in report["task"]
+
+
+def test_a_dry_run_counts_and_prices_every_judge_of_a_panel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import re
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    rows = CASES / "health_panel_zh.jsonl"
+
+    def dry(*flags: str) -> tuple[int, float]:
+        code, text = run(
+            "score", rows, "-r", RUBRICS / "health_cs.yaml", "--draft", "--mode", "live",
+            "--store", tmp_path / "s.sqlite", "--dry-run", *flags,
+        )  # fmt: skip
+        assert code == 0, text
+        calls = re.search(r"judge calls: (\d+)", text)
+        cost = re.search(r"cost: at most ([0-9.]+) USD", text)
+        assert calls and cost, text
+        return int(calls.group(1)), float(cost.group(1))
+
+    mini = dry("--model", "openai/gpt-4o-mini")
+    large = dry("--model", "openai/gpt-4o")
+    panel = dry("--judge", "openai/gpt-4o-mini", "--judge", "openai/gpt-4o", "--samples", "2")
+    assert mini[0] == large[0] == 4 and panel[0] == 4 * 2 * 2
+    assert panel[1] == pytest.approx(2 * (mini[1] + large[1]), abs=2e-4)  # each at its price
+    assert not (tmp_path / "s.sqlite").exists()
+
+
+def test_the_summary_names_the_panel(tmp_path: Path) -> None:
+    code, out = run(
+        "score", CASES / "health_panel_zh.jsonl", "-r", RUBRICS / "health_cs.yaml", "--draft",
+        "--judge", "openai/gpt-4o-mini", "--judge", "openai/gpt-4o",
+        "--store", tmp_path / "s.sqlite", "--out", tmp_path / "o", "--display", "none",
+    )  # fmt: skip
+    assert code == 0, out
+    assert "panel of 2 judges" in out and "openai/gpt-4o-mini, openai/gpt-4o" in " ".join(
+        out.split()
+    ), out

@@ -11,7 +11,7 @@ no cassette is written (docs/judge-replies.md).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rubric_engine.engine.judge_when import judge_if_for
 from rubric_engine.engine.options import ScoreOptions, check_options, effective_model
@@ -34,6 +34,8 @@ class DryRun:
         cost_usd: the upper bound above, ``None`` when not known (``cost_note`` says why).
         context_limit: the judge's context in tokens, when known.
         oversized: ``(rowId, tokens)`` of the prompts that leave no room for the answer.
+        asks: the first requests of each judged row: ``--samples K`` of each judge of a panel
+            (docs/panels.md); the calls, tokens and cost above count them all.
     """
 
     mode: str
@@ -48,11 +50,12 @@ class DryRun:
     context_limit: int | None
     answer_room: int
     oversized: tuple[tuple[str, int], ...]
+    asks: int = 1
 
     @property
     def max_calls(self) -> int:
         """Calls if every row used every re-ask (transport retries aside)."""
-        return self.judged * (1 + self.max_reasks)
+        return self.judged * self.asks * (1 + self.max_reasks)
 
     def lines(self) -> list[str]:
         """What ``score --dry-run`` prints."""
@@ -61,8 +64,9 @@ class DryRun:
         out = [
             "dry run: no judge call was made and no task was stored",
             f"rows: {self.rows} ({self.judged} to judge{by_rules})",
-            f"judge calls: {self.judged} (at most {self.max_calls} if every row used its "
-            f"{self.max_reasks} re-ask(s); retries of failed calls aside)",
+            f"judge calls: {self.judged * self.asks}{self._per_row()} (at most "
+            f"{self.max_calls} if every row used its {self.max_reasks} re-ask(s); retries of "
+            "failed calls aside)",
         ]
         if self.judged:
             out += [
@@ -91,6 +95,9 @@ class DryRun:
                 f"{self.answer_room}-token answer"
             )
         return out
+
+    def _per_row(self) -> str:
+        return f" ({self.judged} row(s) × {self.asks} asks each)" if self.asks > 1 else ""
 
 
 def dry_run(options: ScoreOptions) -> DryRun:
@@ -130,8 +137,13 @@ def dry_run(options: ScoreOptions) -> DryRun:
                 oversized.append((row.row_id, tokens))
     finally:
         plan.inputs.close()
-    answer_tokens = judged * reserve
-    cost, note = _cost(options, prompt_tokens, answer_tokens, judged)
+    models = tuple(options.panel) or (options.model,)
+    asks = options.samples * len(models) if plan.template is not None else 1
+    answer_tokens = judged * reserve * asks
+    # each judge is asked the same prompts K times: priced at its own rates
+    k = options.samples
+    cost, note = _cost(options, prompt_tokens * k, judged * reserve * k, judged)
+    prompt_tokens *= asks
     return DryRun(
         mode=options.mode,
         rows=rows,
@@ -145,22 +157,27 @@ def dry_run(options: ScoreOptions) -> DryRun:
         context_limit=limit,
         answer_room=reserve,
         oversized=tuple(oversized),
+        asks=asks,
     )
 
 
 def _cost(
     options: ScoreOptions, prompt_tokens: int, answer_tokens: int, judged: int
 ) -> tuple[float | None, str]:
-    """The upper bound in USD and the words that say what it is (or why there is none)."""
+    """The upper bound in USD and the words that say what it is (or why there is none);
+    ``prompt_tokens`` and ``answer_tokens`` are each judge's (a panel's judges add up)."""
     if not judged:
         return 0.0, "none: no judge call"
     if options.mode == "replay":
         return 0.0, "none: a replay answers from cassettes"
     from rubric_engine.batch.pricing import rates
 
-    model = effective_model(options)
-    found = rates(model, batch=options.mode == "batch")
-    if found is None:
-        return None, f"not known: litellm has no price for {model}"
-    usd = found.price(prompt_tokens, answer_tokens)
-    return usd, f"at {found.basis} rates, prompts uncached and every answer at --max-tokens"
+    usd, basis = 0.0, ""
+    for judge in tuple(options.panel) or (options.model,):  # each judge of a panel at its price
+        model = effective_model(replace(options, model=judge))
+        found = rates(model, batch=options.mode == "batch")
+        if found is None:
+            return None, f"not known: litellm has no price for {model}"
+        usd += found.price(prompt_tokens, answer_tokens)
+        basis = found.basis
+    return usd, f"at {basis} rates, prompts uncached and every answer at --max-tokens"

@@ -18,10 +18,16 @@ def _judge_line(task: TaskSection) -> str:
     if task.judge_mode == "none":
         return "no judge (rule checks only)"
     line = f"judge {task.model} ({task.judge_mode}"
+    if task.judges:  # a panel (docs/panels.md)
+        line = f"panel of {len(task.judges)} judges {', '.join(task.judges)} ({task.judge_mode}"
     cassettes = task.cassettes
     if cassettes:
         line += ", answers from " + ", ".join(f"{n} {kind}" for kind, n in cassettes.items())
-        line += " cassette entries, not from this model"
+        line += (
+            " cassette entries of judge 1's first answers, not from these models"
+            if task.judges
+            else " cassette entries, not from this model"
+        )
     for source in task.answer_sources or ():
         if source.get("kind") != "recorded" and "worse" in str(source.get("method", "")).lower():
             line += "; written to be worse"  # the deliberately worse demo set says so
