@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rubric_engine.engine import ScoreOptions, score
 from rubric_engine.errors import ConfigurationError
@@ -25,7 +27,19 @@ from rubric_engine.store.task_store import TaskStore
 from rubric_engine.testing.openai_stub import StubReply, StubServer, row_id_of
 from tests.conftest import CASES, RUBRICS
 from tests.test_cli import run
-from tests.test_samples import FAST, RUBRIC, VERDICTS, as_compared, reference, subset
+from tests.test_samples import (
+    FAST,
+    ORDER,
+    REQS,
+    RUBRIC,
+    STRICT,
+    VERDICTS,
+    as_compared,
+    judged,
+    reference,
+    sample_verdicts,
+    subset,
+)
 
 A, B = "openai/judge-a", "openai/judge-b"
 S = RequirementStatus
@@ -337,3 +351,61 @@ def test_the_summary_names_the_panel(tmp_path: Path) -> None:
     assert "panel of 2 judges" in out and "openai/gpt-4o-mini, openai/gpt-4o" in " ".join(
         out.split()
     ), out
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(sample_verdicts(), st.integers(2, 3)), min_size=1, max_size=4))
+def test_the_panel_section_is_the_reference_on_random_panels(
+    rows: list[tuple[list[dict[str, Any]], int]],
+) -> None:
+    """Random answers dealt to 2–3 judges: the row's aggregate is the reference aggregator's,
+    and the section's agreement and κ are those worked out here from each judge's own vote."""
+    import math
+
+    from sklearn.metrics import cohen_kappa_score
+
+    from rubric_engine.report.panel_section import PanelCounts
+    from rubric_engine.results.samples import Sample, aggregate_samples
+
+    counts = PanelCounts()
+    pairs: dict[tuple[int, int], tuple[list[str], list[str]]] = {}
+    for verdicts, judges in rows:
+        results = [judged(v) for v in verdicts]
+        dealt = [Sample(1 + n % judges, 1 + n // judges, r) for n, r in enumerate(results)]
+        dealt.sort(key=lambda s: (s.judge, s.sample))
+        got = aggregate_samples(dealt, REQS, ORDER)
+        assert as_compared(got) == reference([s.result for s in dealt])
+        counts.add(got)
+        own: dict[int, dict[str, str]] = {}
+        for s in dealt:  # each judge's own vote: majority, a tie to the stricter
+            votes = own.setdefault(s.judge, {})
+            for e in s.result.reference_basis:
+                votes[e.requirement_id] = votes.get(e.requirement_id, "") + str(e.status) + " "
+        own = {
+            j: {rid: max(STRICT, key=lambda st: (v.split().count(st), STRICT.index(st)))
+                for rid, v in votes.items()}
+            for j, votes in own.items()
+        }  # fmt: skip
+        present = sorted(own)
+        for a, b in ((a, b) for a in present for b in present if a < b):
+            first, second = pairs.setdefault((a, b), ([], []))
+            for rid in sorted(own[a].keys() & own[b].keys()):
+                first.append(own[a][rid])
+                second.append(own[b][rid])
+    section = counts.section()
+    multi = [v for v, j in rows if min(len(v), j) > 1]
+    if not multi:
+        assert section is None
+        return
+    assert section is not None and section.rows == len(multi)
+    for pair in section.pairs:
+        first, second = pairs[pair.judges]
+        assert pair.items == len(first)
+        if len(set(first) | set(second)) == 1:
+            assert pair.kappa is None
+            continue
+        expected = cohen_kappa_score(first, second)
+        if math.isnan(expected):
+            assert pair.kappa is None
+        else:
+            assert pair.kappa == round(float(expected), 4)
