@@ -389,3 +389,85 @@ def test_a_gate_on_a_capped_diff_fails_on_every_regression_and_says_how_many_are
     listed = sum(1 for c in capped.checks[:-1] if c.name.startswith("noRegression"))
     shown = capped.checks[-1].message.split()[0]
     assert listed + int(shown) == sum(1 for c in full.checks if c.name.startswith("noRegression"))
+
+
+# -- labels import ------------------------------------------------------------------------------
+
+
+def _label_lines(count: int, **changed: object) -> list[str]:
+    base = {"requirementId": "COMMON_TRANSFER_PATH", "status": "FOLLOWED", "reviewer": "r",
+            "rubricKey": "health_cs", "rubricVersion": 1}  # fmt: skip
+    return [json.dumps({**base, "rowId": f"row-{k}", **changed}) for k in range(count)]
+
+
+@pytest.fixture
+def published(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A store with the health pack published; labels stored 2 at a time."""
+    from rubric_engine.labels import import_file
+
+    store = tmp_path / "labels.sqlite"
+    invoke("rubric", "publish", RUBRICS / "health_cs.yaml", "--store", store)
+    monkeypatch.setattr(import_file, "CHUNK", 2)
+    return store
+
+
+def _stored(store: Path) -> list[str]:
+    from rubric_engine.labels.store import read_labels
+
+    with TaskStore(store) as opened:
+        return [f"{lab.row_id} {lab.status}" for lab in read_labels(opened.backend)]
+
+
+def test_labels_import_stores_a_file_in_chunks_as_one(published: Path, tmp_path: Path) -> None:
+    file = tmp_path / "labels.jsonl"
+    file.write_text("\n".join(_label_lines(7)) + "\n", "utf-8")
+    said = invoke("labels", "import", file, "--store", published)
+    assert "imported 7 label(s)" in said and "0 superseding" in said, said
+    assert _stored(published) == [f"row-{k} FOLLOWED" for k in range(7)]
+    edits = tmp_path / "edits.jsonl"
+    edits.write_text("\n".join(_label_lines(5) + _label_lines(7, status="VIOLATED")[5:]), "utf-8")
+    said = invoke("labels", "import", edits, "--store", published)
+    assert "imported 2 label(s)" in said and "2 superseding" in said and "5 unchanged" in said
+
+
+@pytest.mark.parametrize(
+    ("last", "says"),
+    [
+        (_label_lines(1)[0], "already labelled on line 1"),
+        (_label_lines(1, requirementId="NOT_A_REQUIREMENT")[0], "is not in health_cs@1"),
+        (_label_lines(1, rubricKey=None, rowId="row-9")[0], "name no rubricKey"),
+        ("{not json", "not a valid label line"),
+    ],
+)
+def test_a_bad_last_line_stores_nothing(
+    published: Path, tmp_path: Path, last: str, says: str
+) -> None:
+    file = tmp_path / "labels.jsonl"
+    file.write_text("\n".join([*_label_lines(7), last]) + "\n", "utf-8")
+    result = runner.invoke(app, ["labels", "import", str(file), "--store", str(published)])
+    assert result.exit_code != 0 and says in result.output, result.output
+    assert _stored(published) == []
+
+
+def test_a_file_that_reads_otherwise_the_second_time_stores_nothing(
+    published: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second pass stores chunks as it reads; a problem found only then (the file was
+    changed between the passes) rolls every chunk back."""
+    from rubric_engine.errors import Problem
+    from rubric_engine.labels import import_file
+
+    file = tmp_path / "labels.jsonl"
+    file.write_text("\n".join(_label_lines(7)) + "\n", "utf-8")
+    original, passes = import_file.label_stream, []
+
+    def changed(path: Path, problems: list[Problem]):  # type: ignore[no-untyped-def]
+        passes.append(path)
+        yield from original(path, problems)
+        if len(passes) == 2:
+            problems.append(Problem(f"{path}:8", "", "a line added after the first pass"))
+
+    monkeypatch.setattr(import_file, "label_stream", changed)
+    result = runner.invoke(app, ["labels", "import", str(file), "--store", str(published)])
+    assert result.exit_code != 0 and "a line added after the first pass" in result.output
+    assert len(passes) == 2 and _stored(published) == []

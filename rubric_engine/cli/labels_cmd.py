@@ -38,45 +38,21 @@ def labels_import(
 
     def run() -> None:
         from rubric_engine.errors import ConfigurationError
-        from rubric_engine.labels.io import (
-            check_against_rubrics,
-            check_against_task,
-            read_label_file,
-            unknown_fields,
-        )
-        from rubric_engine.labels.store import append_labels
-        from rubric_engine.report import load_task
         from rubric_engine.store.task_store import TaskStore
 
         if source is not None and source not in _SOURCES:
             raise ConfigurationError(f"--source {source!r} is not valid; use {', '.join(_SOURCES)}")
-        labels = read_label_file(file)
-        if source is not None:
-            labels = [lab.model_copy(update={"source": source}) for lab in labels]
         if task is not None:
             _require_store(store)
+            with TaskStore(store) as opened:
+                added, superseding, unchanged, extra = _import_for_task(opened, file, task, source)
         else:
-            unpinned = [lab for lab in labels if lab.rubric_key is None]
-            if unpinned:
-                raise ConfigurationError(
-                    f"{file}: {len(unpinned)} label(s) name no rubricKey (e.g. row "
-                    f"{unpinned[0].row_id}); pass --task TASK to check them against a task and "
-                    "take its rubric, or add rubricKey (and rubricVersion) to each line"
-                )
-        with TaskStore(store) as opened:
-            if task is not None:
-                loaded = load_task(opened, task)
-                labels = check_against_task(labels, loaded, file)
-            else:
-                labels = check_against_rubrics(labels, _named_rubrics(opened, labels), file)
-            outcome = append_labels(opened.backend, labels)
-            if task is not None:  # the rows' review state in the task's queues follows
-                from rubric_engine.review.queue_store import refresh_rows
+            from rubric_engine.labels.import_file import import_label_file
 
-                with opened.backend.exclusive("labels"):
-                    refresh_rows(opened, loaded.record.id, sorted({lab.row_id for lab in labels}))
-        superseding = sum(1 for lab in outcome.added if lab.supersedes)
-        extra = unknown_fields(labels)
+            with TaskStore(store) as opened:  # the file is read a line at a time
+                imported = import_label_file(opened, file, source)
+            added, superseding, unchanged = imported.added, imported.superseding, imported.unchanged
+            extra = list(imported.unknown_fields)
         if extra:
             typer.echo(
                 f"note: kept field(s) this format does not define under metadata: "
@@ -84,40 +60,33 @@ def labels_import(
                 err=True,
             )
         typer.echo(
-            f"imported {len(outcome.added)} label(s) from {file} ({superseding} superseding an "
-            f"earlier label), {outcome.unchanged} unchanged"
+            f"imported {added} label(s) from {file} ({superseding} superseding an "
+            f"earlier label), {unchanged} unchanged"
         )
 
     _guard(run)
 
 
-def _named_rubrics(store: Any, labels: Any) -> dict[tuple[str, int | None], Any]:
-    """Each (rubricKey, rubricVersion) the labels name → its stored pack, or why there is none.
+def _import_for_task(
+    opened: Any, file: Path, task: str, source: str | None
+) -> tuple[int, int, int, list[str]]:
+    """``labels import FILE --task TASK``: the labels checked against the task's rows, stored
+    and the rows' review state refreshed; (added, superseding, unchanged, unknown fields)."""
+    from rubric_engine.labels.io import check_against_task, read_label_file, unknown_fields
+    from rubric_engine.labels.store import append_labels
+    from rubric_engine.report import load_task
+    from rubric_engine.review.queue_store import refresh_rows
 
-    A label that names no version is checked against the key's newest version (a requirement
-    ID valid there is taken as valid; a task check, ``--task``, is exact).
-    """
-    from rubric_engine.rubric.versions import LifecycleError, RubricRegistry
-
-    registry = RubricRegistry(store)
-    found: dict[tuple[str, int | None], Any] = {}
-    for lab in labels:
-        ref = (lab.rubric_key, lab.rubric_version)
-        if ref in found:
-            continue
-        try:
-            text = lab.rubric_key if lab.rubric_version is None else f"{ref[0]}@{ref[1]}"
-            version = registry.lookup(text)
-            if lab.rubric_hash is not None and lab.rubric_hash != version.content_hash:
-                found[ref] = (
-                    f"rubricHash {lab.rubric_hash!r} is not {version.ref}'s "
-                    f"({version.content_hash}); label under the version you reviewed"
-                )
-            else:
-                found[ref] = version.rubric()
-        except LifecycleError as exc:
-            found[ref] = str(exc)
-    return found
+    labels = read_label_file(file)
+    if source is not None:
+        labels = [lab.model_copy(update={"source": source}) for lab in labels]
+    loaded = load_task(opened, task)
+    labels = check_against_task(labels, loaded, file)
+    outcome = append_labels(opened.backend, labels)
+    with opened.backend.exclusive("labels"):  # the rows' review state in the task's queues
+        refresh_rows(opened, loaded.record.id, sorted({lab.row_id for lab in labels}))
+    superseding = sum(1 for lab in outcome.added if lab.supersedes)
+    return len(outcome.added), superseding, outcome.unchanged, unknown_fields(labels)
 
 
 @labels_app.command("export")

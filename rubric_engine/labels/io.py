@@ -18,13 +18,14 @@ import io
 import json
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from pydantic import ValidationError
 
 from rubric_engine.dialogue.csv_rows import allow_long_fields, repeated_columns
 from rubric_engine.errors import InputError, Problem, format_loc
 from rubric_engine.formats.jsonl import loads_strict, lone_surrogate_in, not_utf8_problem
+from rubric_engine.labels.file_keys import FileKeys
 from rubric_engine.labels.model import Label
 from rubric_engine.labels.pins import RubricPins, pin_label, rubric_pins
 
@@ -83,40 +84,68 @@ def _number(text: str) -> float | str:
         return text
 
 
-def _records(path: Path, text: str) -> list[tuple[int, Any]]:
-    if path.suffix.lower() == ".csv":
-        # strict, as the dialogue CSV reader: an unbalanced quote swallowed the lines after
-        # it into one field (a label missing its reviewer, or none at the file's end)
-        allow_long_fields()  # a label's reason as long as in its JSONL twin
-        reader = csv.DictReader(io.StringIO(text), strict=True)
-        records: list[tuple[int, Any]] = []
-        try:
-            twice = repeated_columns(reader.fieldnames or [])
-            if twice:
-                raise InputError(f"{path}:1: {twice}")
-            for rec in reader:
-                records.append((reader.line_num, dict(rec)))
-        except csv.Error as exc:
-            raise InputError(
-                f"{path}:{reader.line_num + 1}: the record starting on this line is not "
-                f"valid CSV ({exc}); a quote inside a quoted "
-                'field is written twice (""), and every quoted field needs its closing quote; '
-                "nothing was imported"
-            ) from exc
-        return records
-    if text.lstrip().startswith("["):  # a JSON array of labels; "line" is the item's number
-        try:
-            items = loads_strict(text)
-        except ValueError as exc:
-            raise InputError(f"{path}: not a JSON array of labels ({exc})") from exc
-        except RecursionError as exc:  # the decoder recurses: ~1000 levels exhaust it
-            raise InputError(f"{path}: not a JSON array of labels (it nests too deep)") from exc
-        return [(number, item) for number, item in enumerate(items, start=1)]
-    out: list[tuple[int, Any]] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if line.strip():
-            out.append((number, line))
-    return out
+def _records(path: Path) -> Iterator[tuple[int, Any]]:
+    """Each record of a label file with its line (a JSON array's item number), read as they
+    come: a JSONL or CSV file is never held whole (a JSON array is).
+
+    Raises:
+        InputError: the file cannot be read, is not UTF-8, or is not valid CSV.
+    """
+    try:
+        with path.open(encoding="utf-8-sig", newline="") as handle:
+            if path.suffix.lower() == ".csv":
+                yield from _csv_records(path, handle)
+            elif _starts_array(handle):  # "line" is the item's number
+                yield from enumerate(_array(path, handle.read()), start=1)
+            else:
+                for number, line in enumerate(handle, start=1):
+                    if line.strip():
+                        yield number, line
+    except UnicodeDecodeError as exc:  # its line, as the dialogue readers say it
+        raise InputError(not_utf8_problem(path, exc) + "; nothing was imported") from exc
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the label file ({exc})") from exc
+
+
+def _starts_array(handle: TextIO) -> bool:
+    """The file's first character other than white space is ``[`` (read from the start)."""
+    while chunk := handle.read(4096):
+        text = chunk.lstrip()
+        if text:
+            handle.seek(0)
+            return text.startswith("[")
+    handle.seek(0)
+    return False
+
+
+def _array(path: Path, text: str) -> list[Any]:
+    try:
+        items = loads_strict(text)
+    except ValueError as exc:
+        raise InputError(f"{path}: not a JSON array of labels ({exc})") from exc
+    except RecursionError as exc:  # the decoder recurses: ~1000 levels exhaust it
+        raise InputError(f"{path}: not a JSON array of labels (it nests too deep)") from exc
+    return items if isinstance(items, list) else [items]
+
+
+def _csv_records(path: Path, handle: TextIO) -> Iterator[tuple[int, dict[str, Any]]]:
+    # strict, as the dialogue CSV reader: an unbalanced quote swallowed the lines after
+    # it into one field (a label missing its reviewer, or none at the file's end)
+    allow_long_fields()  # a label's reason as long as in its JSONL twin
+    reader = csv.DictReader(handle, strict=True)
+    try:
+        twice = repeated_columns(reader.fieldnames or [])
+        if twice:
+            raise InputError(f"{path}:1: {twice}")
+        for rec in reader:
+            yield reader.line_num, dict(rec)
+    except csv.Error as exc:
+        raise InputError(
+            f"{path}:{reader.line_num + 1}: the record starting on this line is not "
+            f"valid CSV ({exc}); a quote inside a quoted "
+            'field is written twice (""), and every quoted field needs its closing quote; '
+            "nothing was imported"
+        ) from exc
 
 
 def _keep_unknown(data: dict[str, Any]) -> dict[str, Any]:
@@ -146,101 +175,82 @@ def read_label_file(path: Path) -> list[Label]:
             (row, requirement, reviewer) or different row-level values for one (row, reviewer);
             every problem listed with its line.
     """
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as exc:  # its line, as the dialogue readers say it
-        raise InputError(not_utf8_problem(path, exc) + "; nothing was imported") from exc
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read the label file ({exc})") from exc
     problems: list[Problem] = []
-    labels: list[tuple[int, Label]] = []
-    for number, raw in _records(path, text):
-        where = f"{path}:{number}"
-        try:
-            if isinstance(raw, str):
-                data = loads_strict(raw)
-            else:
-                data = _csv_record(raw) if path.suffix.lower() == ".csv" else raw
-        except (ValueError, TypeError) as exc:
-            problems.append(Problem(where, "", f"not a valid label line ({exc})"))
-            continue
-        except RecursionError:  # the decoder recurses: ~1000 levels exhaust it
-            problems.append(Problem(where, "", "not a valid label line (it nests too deep)"))
-            continue
-        half = lone_surrogate_in(data)
-        if half is not None:
-            problems.append(
-                Problem(
-                    where,
-                    "",
-                    f"not text: it holds a lone surrogate ({half}, half of a UTF-16 pair, "
-                    "from an escape like \\ud800); write every character whole",
-                )
-            )
-            continue
-        if isinstance(data, dict):
-            data = _keep_unknown(data)
-        try:
-            labels.append((number, Label.model_validate(data)))
-        except ValidationError as exc:
-            for err in exc.errors():
-                field = format_loc(list(err["loc"]))
-                hint = (
-                    " (valid fields: " + ", ".join(LABEL_FIELDS) + ")"
-                    if err["type"] == "extra_forbidden"
-                    else ""
-                )
-                message = err["msg"].removeprefix("Value error, ")
-                problems.append(Problem(where, field, message + hint))
-    problems += _duplicates(path, labels)
-    if not labels and not problems:
+    labels = [label for _, label in label_stream(path, problems)]
+    refuse_problems(path, problems, any_label=bool(labels))
+    return labels
+
+
+def label_stream(path: Path, problems: list[Problem]) -> Iterator[tuple[int, Label]]:
+    """Each valid label of the file with its line, as the file is read; each line's problems
+    are added to ``problems``, with a line that repeats an earlier one's (row, requirement,
+    reviewer) or contradicts its row-level values
+    (:class:`~rubric_engine.labels.file_keys.FileKeys`). A caller stores nothing until the
+    last line is read and ``problems`` is empty (:func:`refuse_problems`)."""
+    keys = FileKeys(str(path))
+    try:
+        for number, raw in _records(path):
+            label = _label_at(f"{path}:{number}", path.suffix.lower() == ".csv", raw, problems)
+            if label is not None:
+                problems += keys.problems(number, label)
+                yield number, label
+    finally:
+        keys.close()
+
+
+def refuse_problems(path: Path, problems: list[Problem], *, any_label: bool) -> None:
+    """Raise what :func:`read_label_file` raises for a file read with these problems.
+
+    Raises:
+        InputError: ``problems``, or no label at all.
+    """
+    if not any_label and not problems:
         problems.append(Problem(str(path), "", "holds no label; one label a line is expected"))
     if problems:
         raise InputError(f"{path}: {len(problems)} problem(s); nothing was imported", problems)
-    return [label for _, label in labels]
 
 
-def _duplicates(path: Path, labels: list[tuple[int, Label]]) -> list[Problem]:
-    problems: list[Problem] = []
-    seen: dict[tuple[str, str | None, str], int] = {}
-    row_level: dict[tuple[str, str], tuple[int, tuple[object, ...]]] = {}
-    for number, lab in labels:
-        if lab.requirement_id is not None:
-            key = (lab.row_id, lab.requirement_id, lab.reviewer)
-            if key in seen:
-                problems.append(
-                    Problem(
-                        f"{path}:{number}",
-                        "requirementId",
-                        f"{lab.requirement_id} of row {lab.row_id} by {lab.reviewer} is already "
-                        f"labelled on line {seen[key]}; keep one line (an edit of a stored "
-                        "label is a new import, which supersedes it)",
-                    )
-                )
-            seen[key] = number
-        values = (
-            lab.intent_key,
-            lab.red_flag_types and tuple(sorted(lab.red_flag_types)),
-            lab.score,
-        )
-        if values == (None, None, None):
-            continue
-        first = row_level.setdefault((lab.row_id, lab.reviewer), (number, values))
-        merged = tuple(a if b is None else b for a, b in zip(first[1], values, strict=True))
-        if any(
-            a is not None and b is not None and a != b
-            for a, b in zip(first[1], values, strict=True)
-        ):
-            problems.append(
-                Problem(
-                    f"{path}:{number}",
-                    "",
-                    f"row {lab.row_id} by {lab.reviewer}: intentKey/redFlagTypes/score differ from "
-                    f"line {first[0]}; a row has one of each per reviewer",
-                )
+def _label_at(where: str, csv_file: bool, raw: Any, problems: list[Problem]) -> Label | None:
+    """The label of one record, or ``None`` with its problems added to ``problems``."""
+    try:
+        if isinstance(raw, str):  # a JSONL line
+            data = loads_strict(raw)
+        elif csv_file:
+            data = _csv_record(raw)
+        else:  # an item of a JSON array
+            data = raw
+    except (ValueError, TypeError) as exc:
+        problems.append(Problem(where, "", f"not a valid label line ({exc})"))
+        return None
+    except RecursionError:  # the decoder recurses: ~1000 levels exhaust it
+        problems.append(Problem(where, "", "not a valid label line (it nests too deep)"))
+        return None
+    half = lone_surrogate_in(data)
+    if half is not None:
+        problems.append(
+            Problem(
+                where,
+                "",
+                f"not text: it holds a lone surrogate ({half}, half of a UTF-16 pair, "
+                "from an escape like \\ud800); write every character whole",
             )
-        row_level[(lab.row_id, lab.reviewer)] = (first[0], merged)
-    return problems
+        )
+        return None
+    if isinstance(data, dict):
+        data = _keep_unknown(data)
+    try:
+        return Label.model_validate(data)
+    except ValidationError as exc:
+        for err in exc.errors():
+            field = format_loc(list(err["loc"]))
+            hint = (
+                " (valid fields: " + ", ".join(LABEL_FIELDS) + ")"
+                if err["type"] == "extra_forbidden"
+                else ""
+            )
+            message = err["msg"].removeprefix("Value error, ")
+            problems.append(Problem(where, field, message + hint))
+        return None
 
 
 def _score_problems(where: str, score: float | None, scale: ScoreScale) -> list[Problem]:
@@ -271,41 +281,10 @@ def check_against_rubrics(
     out: list[Label] = []
     pins_of: dict[tuple[str, int], RubricPins] = {}
     for index, lab in enumerate(labels, start=1):
-        where = f"{path}: label {index} (row {lab.row_id})"
         found = rubrics[(lab.rubric_key or "", lab.rubric_version)]
-        if isinstance(found, str):
-            problems.append(Problem(where, "rubricKey", found))
-            continue
-        filled = lab.model_copy(
-            update={"rubric_version": found.version, "rubric_hash": found.content_hash()}
-        )
-        ref = (found.key, found.version)
-        if ref not in pins_of:
-            pins_of[ref] = rubric_pins(found)
-        out.append(pin_label(filled, pins_of[ref]))
-        checks = (
-            ("requirementId", lab.requirement_id, list(found.requirements_by_id)),
-            ("intentKey", lab.intent_key, list(found.intents_by_key)),
-            *(
-                ("redFlagTypes", flag, list(found.red_flag_types))
-                for flag in lab.red_flag_types or ()
-            ),
-        )
-        for field, value, valid in checks:
-            if (
-                value is None
-                or value in valid
-                or (field == "requirementId" and value.startswith("CASE_"))
-            ):
-                continue
-            problems.append(
-                Problem(
-                    where,
-                    field,
-                    f"{value!r} is not in {found.key}@{found.version}; valid: {_choices(valid)}",
-                )
-            )
-        problems += _score_problems(where, lab.score, found.score_scale)
+        filled = check_label_rubric(lab, found, f"{path}: label {index}", pins_of, problems)
+        if filled is not None:
+            out.append(filled)
     if problems:
         raise InputError(
             f"{path}: {len(problems)} problem(s) against the stored rubric versions; nothing was "
@@ -313,6 +292,50 @@ def check_against_rubrics(
             problems,
         )
     return out
+
+
+def check_label_rubric(
+    lab: Label,
+    found: EvalRubric | str,
+    where: str,
+    pins_of: dict[tuple[str, int], RubricPins],
+    problems: list[Problem],
+) -> Label | None:
+    """One label of :func:`check_against_rubrics` checked against the rubric version it names
+    (``found``: the pack, or why there is none): the label filled in, or ``None``; its
+    problems are added to ``problems`` (``where``: its place, the row is added). ``pins_of``
+    keeps each version's pins, worked out once."""
+    where = f"{where} (row {lab.row_id})"
+    if isinstance(found, str):
+        problems.append(Problem(where, "rubricKey", found))
+        return None
+    filled = lab.model_copy(
+        update={"rubric_version": found.version, "rubric_hash": found.content_hash()}
+    )
+    ref = (found.key, found.version)
+    if ref not in pins_of:
+        pins_of[ref] = rubric_pins(found)
+    checks = (
+        ("requirementId", lab.requirement_id, list(found.requirements_by_id)),
+        ("intentKey", lab.intent_key, list(found.intents_by_key)),
+        *(("redFlagTypes", flag, list(found.red_flag_types)) for flag in lab.red_flag_types or ()),
+    )
+    for field, value, valid in checks:
+        if (
+            value is None
+            or value in valid
+            or (field == "requirementId" and value.startswith("CASE_"))
+        ):
+            continue
+        problems.append(
+            Problem(
+                where,
+                field,
+                f"{value!r} is not in {found.key}@{found.version}; valid: {_choices(valid)}",
+            )
+        )
+    problems += _score_problems(where, lab.score, found.score_scale)
+    return pin_label(filled, pins_of[ref])
 
 
 def check_against_task(labels: Sequence[Label], task: StoredTask, path: Path) -> list[Label]:

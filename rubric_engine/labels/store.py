@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -29,6 +30,7 @@ __all__ = [
     "append_labels",
     "current_labels_by_row",
     "labels_on_task_rows",
+    "labels_transaction",
     "read_labels",
     "read_row_labels",
     "reviewer_order",
@@ -69,14 +71,25 @@ def append_labels(db: Backend, labels: Sequence[Label]) -> AppendOutcome:
     Raises:
         StoreError: the database refused the write (nothing is stored).
     """
+    with labels_transaction(db):
+        return store_labels(db, labels)
+
+
+@contextmanager
+def labels_transaction(db: Backend) -> Iterator[None]:
+    """One transaction holding the store's labels lock (``db.exclusive("labels")``), for
+    :func:`store_labels` calls that are kept all or none.
+
+    Raises:
+        StoreError: the database refused a write (nothing is stored).
+    """
     try:
         with db.exclusive("labels"):
-            outcome = store_labels(db, labels)
+            yield
     except driver_errors(db) as exc:
         raise StoreError(
             f"labels were not stored ({exc}); nothing of this import was kept"
         ) from exc
-    return outcome
 
 
 def store_labels(db: Backend, labels: Sequence[Label]) -> AppendOutcome:
