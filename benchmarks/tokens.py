@@ -100,7 +100,8 @@ def pack_tokens(rubric_path: Path, cases: Path, cassettes: Path | None = None) -
     """Token figures of one pack over its demo rows (see module docstring)."""
     from rubric_engine.dialogue.readers import DialogueSource
     from rubric_engine.engine.pipeline import RequestBuilder
-    from rubric_engine.judge.cassettes.cassette import CassetteIndex, key_parts, request_key
+    from rubric_engine.judge.cassettes.cassette import key_parts, request_key
+    from rubric_engine.judge.cassettes.index import CassetteIndex
     from rubric_engine.judge.instructor_judge import InstructorJudge
     from rubric_engine.judge.prompt import load_prompt
     from rubric_engine.results.normalize import normalize_verdict

@@ -77,6 +77,7 @@ FORBIDDEN = (
     "rubric_engine.cli",
     "rubric_engine.engine",
     "rubric_engine.judge.cassettes.cassette",
+    "rubric_engine.judge.cassettes.index",
     "rubric_engine.judge.prompt",
     "rubric_engine.dialogue.readers",
     "rubric_engine.judge.backends",

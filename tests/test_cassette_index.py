@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from rubric_engine.errors import CassetteError
-from rubric_engine.judge.cassettes.cassette import CassetteIndex
+from rubric_engine.judge.cassettes.index import CassetteIndex
 from tests.conftest import CASSETTES
 
 

@@ -25,12 +25,12 @@ from rubric_engine.judge.backends import CallKey
 from rubric_engine.judge.cassettes.cassette import (
     _digest,
     _dumps,
-    _provenance_key,
     _text,
     key_parts,
     messages_digest,
     static_key_parts,
 )
+from rubric_engine.judge.cassettes.index import _provenance_key
 from rubric_engine.judge.instructor_judge import InstructorJudge
 from rubric_engine.judge.usage import read_usage
 from rubric_engine.verdict.reply_scan import _load
@@ -212,7 +212,7 @@ PROVENANCES = [
 @given(st.lists(st.integers(0, 6), max_size=30))
 def test_answer_sources_in_one_pass_are_the_per_key_ones(tmp_path_factory: Any, picks: Any) -> None:
     from rubric_engine.engine.run import answer_sources, replay_extra
-    from rubric_engine.judge.cassettes.cassette import CassetteIndex
+    from rubric_engine.judge.cassettes.index import CassetteIndex
 
     folder = tmp_path_factory.mktemp("cassettes")
     lines = []
@@ -256,7 +256,7 @@ def test_the_index_numbers_each_provenance_as_its_canonical_json(
 ) -> None:
     """The index's provenance table is one provenance per canonical JSON, the first seen, and
     each entry names its own (the load reads a line's key and provenance only)."""
-    from rubric_engine.judge.cassettes.cassette import CassetteIndex
+    from rubric_engine.judge.cassettes.index import CassetteIndex
 
     folder = tmp_path_factory.mktemp("cassettes")
     lines = [

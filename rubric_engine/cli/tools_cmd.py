@@ -61,7 +61,8 @@ def cassette_check(
 
     def run() -> None:
         from rubric_engine.errors import CassetteError
-        from rubric_engine.judge.cassettes.cassette import CassetteIndex, entry_problems
+        from rubric_engine.judge.cassettes.cassette import entry_problems
+        from rubric_engine.judge.cassettes.index import CassetteIndex
 
         if not folder.is_dir():
             raise CassetteError(f"{folder}: cassette folder not found")

@@ -52,7 +52,8 @@ from rubric_engine.judge.backends import (
     RecordBackend,
     ReplayBackend,
 )
-from rubric_engine.judge.cassettes.cassette import CassetteIndex, CassetteWriter
+from rubric_engine.judge.cassettes.cassette import CassetteWriter
+from rubric_engine.judge.cassettes.index import CassetteIndex
 from rubric_engine.judge.endpoints import SELF_HOSTED_PREFIXES
 from rubric_engine.judge.instructor_judge import DEFAULT_PARAMS, InstructorJudge
 from rubric_engine.judge.limiter import AdaptiveLimit

@@ -30,13 +30,13 @@ from rubric_engine.judge.cache_markers import PrefixWarmup, mark_static_prefix, 
 from rubric_engine.judge.cassettes.cassette import (
     CassetteChanged,
     CassetteEntry,
-    CassetteIndex,
     CassetteWriter,
     key_parts,
     request_key,
     response_problem,
     sanitize_response,
 )
+from rubric_engine.judge.cassettes.index import CassetteIndex
 from rubric_engine.judge.endpoints import endpoint_kind, is_context_exceeded, sends_provider_key
 from rubric_engine.judge.limiter import AdaptiveLimit
 from rubric_engine.judge.protocol import Attempt, JudgeOutcome, JudgeRequest

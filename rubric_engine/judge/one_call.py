@@ -27,7 +27,8 @@ from rubric_engine.judge.backends import (
     RecordBackend,
     ReplayBackend,
 )
-from rubric_engine.judge.cassettes.cassette import CassetteIndex, CassetteWriter
+from rubric_engine.judge.cassettes.cassette import CassetteWriter
+from rubric_engine.judge.cassettes.index import CassetteIndex
 from rubric_engine.judge.protocol import Attempt, JudgeOutcome, JudgeRequest
 from rubric_engine.judge.server_checks import reply_text
 from rubric_engine.results.model import JudgeErrorKind
