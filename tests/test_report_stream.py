@@ -10,6 +10,7 @@ checks the memory the accumulator holds: per passing row a few bytes, never the 
 
 from __future__ import annotations
 
+import gc
 import random
 import tracemalloc
 from pathlib import Path
@@ -280,6 +281,7 @@ def _held_bytes(task: StoredTask, count: int, low: bool, flagged: bool = False) 
     stays (seqs shuffled in blocks, as a concurrent run stores them)."""
     base = next(r for r in task.rows if r.result.status is RowStatus.SCORED)
     score_of = task.rubric.score_scale.min if low else task.rubric.score_scale.max
+    gc.collect()  # garbage of earlier tests, collected when the collector's counters say
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
@@ -296,6 +298,7 @@ def _held_bytes(task: StoredTask, count: int, low: bool, flagged: bool = False) 
                     }
                 )
                 built.add(seq, result, RowUsage(1, 6000, 300, None, 100.0 + seq % 7), RowFacts())
+        gc.collect()  # so what is counted is what the accumulator holds, not uncollected cycles
         held = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()

@@ -624,7 +624,7 @@ def answer_sources(backend: ReplayBackend, keys: Iterable[str | None]) -> list[d
 
 def _answer_sources(counted: Iterable[tuple[dict[str, Any], int]]) -> list[dict[str, Any]]:
     """:func:`answer_sources` of
-    :meth:`~rubric_engine.judge.cassettes.cassette.CassetteIndex.provenance_rows`
+    :meth:`~rubric_engine.judge.cassettes.index.CassetteIndex.provenance_rows`
     (provenances in the order they first answer a row, so ties keep that order)."""
     seen: Counter[tuple[tuple[str, str], ...]] = Counter()
     for prov, rows in counted:
