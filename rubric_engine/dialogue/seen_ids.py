@@ -10,7 +10,7 @@ at SQLite's page cache (a few MB) however many rows a run has.
 
 from __future__ import annotations
 
-import sqlite3
+from rubric_engine.store.scratch import scratch_database
 
 
 def _blob(text: str) -> bytes:
@@ -27,15 +27,10 @@ class SeenIds:
     """
 
     def __init__(self) -> None:
-        # "": a private temporary database, on disk and deleted when closed
-        self._db = sqlite3.connect("", isolation_level=None)
-        self._db.execute("PRAGMA journal_mode = OFF")
-        self._db.execute(
+        self._db = scratch_database(
             "CREATE TABLE seen (row_id BLOB PRIMARY KEY, place BLOB NOT NULL, "
             "generated INTEGER NOT NULL) WITHOUT ROWID"
         )
-        # one transaction, never committed: pages are written only when the cache spills
-        self._db.execute("BEGIN")
         self._count = 0
 
     def __len__(self) -> int:

@@ -12,10 +12,10 @@ cache whatever the file's size.
 from __future__ import annotations
 
 import json
-import sqlite3
 
 from rubric_engine.errors import Problem
 from rubric_engine.labels.model import Label
+from rubric_engine.store.scratch import scratch_database
 
 
 class FileKeys:
@@ -23,18 +23,13 @@ class FileKeys:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        # "": a private temporary database, on disk and deleted when closed
-        self._db = sqlite3.connect("", isolation_level=None)
-        self._db.execute("PRAGMA journal_mode = OFF")
-        self._db.executescript(
+        self._db = scratch_database(
             "CREATE TABLE judged (row_id TEXT, requirement_id TEXT, reviewer TEXT, "
             "line INTEGER NOT NULL, PRIMARY KEY (row_id, requirement_id, reviewer)) WITHOUT ROWID;"
             "CREATE TABLE row_level (row_id TEXT, reviewer TEXT, line INTEGER NOT NULL, "
             "intent_key TEXT, red_flag_types TEXT, score REAL, PRIMARY KEY (row_id, reviewer)) "
             "WITHOUT ROWID"
         )
-        # one transaction, never committed: pages are written only when the cache spills
-        self._db.execute("BEGIN")
 
     def problems(self, number: int, lab: Label) -> list[Problem]:
         """Add the label of line ``number``; what it repeats or contradicts of an earlier

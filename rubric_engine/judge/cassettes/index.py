@@ -13,7 +13,6 @@ from its file when asked for, through one open handle per file (at most
 from __future__ import annotations
 
 import os
-import sqlite3
 import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -29,6 +28,7 @@ from rubric_engine.judge.cassettes.cassette import (
     _objects_at,
     _text,
 )
+from rubric_engine.store.scratch import scratch_database
 
 #: cassette files an index keeps open at once (one handle each)
 MAX_OPEN_FILES = 32
@@ -71,17 +71,12 @@ class CassetteIndex:
         self._count = 0
         self._row_keys = False  # the rowId table is built
         self._handles: dict[int, int] = {}  # file number -> open descriptor
-        # "": a private temporary database, on disk and deleted when closed
-        self._db = sqlite3.connect("", isolation_level=None)
-        self._db.execute("PRAGMA journal_mode = OFF")
-        self._db.execute(
+        self._db = scratch_database(
             "CREATE TABLE entries (key BLOB PRIMARY KEY, file INTEGER NOT NULL, "
             "offset INTEGER NOT NULL, length INTEGER NOT NULL, line INTEGER NOT NULL, "
             "crc INTEGER NOT NULL, provenance INTEGER NOT NULL, first INTEGER NOT NULL) "
             "WITHOUT ROWID"
         )
-        # one transaction, never committed: pages are written only when the cache spills
-        self._db.execute("BEGIN")
 
     @classmethod
     def load(
