@@ -174,6 +174,46 @@ def test_a_task_judged_by_workers_verifies(tmp_path: Path, pg_url: str) -> None:
     assert code == 0 and "26 of 26 row(s) re-derived" in out, out
 
 
+AIRLINE = CASES / "airline_tau2_dev.json"
+
+
+def test_a_tau_bench_task_of_cassette_misses_verifies(tmp_path: Path) -> None:
+    """A cassette miss stores the request's key; verify renders the prompt again from the
+    stored row, so the row must come back in its key order (a tau-bench reference lists
+    ``expectedActions`` first): sorted, every prompt's block tag changed and 25 untouched rows
+    read as edited."""
+    store = tmp_path / "s.sqlite"
+    code, out = run(
+        "score", AIRLINE, "-r", RUBRICS / "airline_cs.yaml", "--draft", "--store", store,
+        "--cassettes", CASSETTES, "--model", "openai/not-recorded", "--out", tmp_path / "o",
+        "--display", "none",
+    )  # fmt: skip
+    assert code == 4 and "25 row(s) had no cassette entry" in out, out
+    code, out = verified(store, out.rsplit("task id: ", 1)[1].split()[0])
+    assert code == 0 and "25 of 25 row(s) re-derived" in out, out
+
+
+def test_workers_replay_a_tau_bench_task_from_the_cassette_a_direct_run_replays(
+    tmp_path: Path, pg_url: str
+) -> None:
+    """Workers render each prompt from the row the work queue holds: the same bytes as a run
+    reading the file, so the shipped cassette answers every row."""
+    code, out = run("rubric", "publish", RUBRICS / "airline_cs.yaml", "--store", pg_url)
+    assert code == 0, out
+    code, out = run(
+        "score", AIRLINE, "-r", "airline_cs", "--store", pg_url, "--workers-only",
+        "--cassettes", CASSETTES, "--out", tmp_path / "o",
+    )  # fmt: skip
+    assert code == 0, out
+    task = out.rsplit("task id: ", 1)[1].split()[0]
+    code, out = run("work", task, "--store", pg_url, "--cassettes", CASSETTES)
+    assert code == 0, out
+    code, out = run("report", task, "--store", pg_url, "--out", tmp_path / "r")
+    assert code == 0, out
+    report = json.loads((tmp_path / "r" / "report.json").read_text(encoding="utf-8"))
+    assert report["totals"]["scored"] == 25, report["totals"]
+
+
 def test_judge_none_judge_when_evidence_and_renormalized_tasks_verify(tmp_path: Path) -> None:
     store = tmp_path / "s.sqlite"
     tasks = [

@@ -33,6 +33,19 @@ def canonical_json(value: Any, separators: tuple[str, str] = COMPACT) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=separators)
 
 
+def dialogue_json(row: Any) -> str:
+    """A row's dialogue as the store and the work queue keep it: compact, UTF-8 kept, and its
+    keys in the order the row has them, not sorted.
+
+    The order is part of what the judge was shown: a ``referenceOutput`` object is rendered
+    key by key, and the prompt's block tag is a hash of the rendering (docs/judges.md), so a
+    row read back from the store must render the prompt the run sent, byte for byte (for
+    ``verify``, workers and a cassette key). A tau-bench row's reference, for one, lists
+    ``expectedActions`` before ``communicateInfo``.
+    """
+    return json.dumps(row, ensure_ascii=False, separators=COMPACT)
+
+
 def sha256_text(text: str) -> str:
     """``sha256:<64 hex>`` of a text's UTF-8 bytes."""
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from rubric_engine.errors import StoreError, TaskNotFoundError
-from rubric_engine.formats.canonical import canonical_json
+from rubric_engine.formats.canonical import canonical_json, dialogue_json
 from rubric_engine.results.model import RowResult, RowStatus
 from rubric_engine.store.backend import Backend
 from rubric_engine.store.digest import DigestCheck, RowDigests
@@ -210,7 +210,8 @@ RESULT_JSON_START = '{"rowId": '
 
 def row_values(task_id: str, row: StoredRow) -> tuple[Any, ...]:
     """The ``rows`` columns of one finished row, in table order (the result as
-    :func:`result_json`, the other JSON columns as canonical text)."""
+    :func:`result_json`, the dialogue as :func:`~rubric_engine.formats.canonical.dialogue_json`
+    (in the row's key order), the raw attempts as canonical text)."""
     r = row.result
     return (
         task_id,
@@ -219,7 +220,7 @@ def row_values(task_id: str, row: StoredRow) -> tuple[Any, ...]:
         str(r.status),
         r.final_score,
         result_json(r),
-        canonical_json(row.dialogue),
+        dialogue_json(row.dialogue),
         raw_attempts_text(row.raw_attempts),
         row.calls,
         row.prompt_tokens,

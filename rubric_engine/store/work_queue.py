@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rubric_engine.errors import StoreError
-from rubric_engine.formats.canonical import canonical_json
+from rubric_engine.formats.canonical import dialogue_json
 from rubric_engine.store.backend import Backend
 from rubric_engine.store.location import PostgresUrl
 from rubric_engine.store.samples import UPSERT_SAMPLE
@@ -95,7 +95,7 @@ def enqueue(store: TaskStore, task_id: str, rows: Iterable[tuple[int, str, dict[
 
 
 def _dumps(value: Any) -> str:
-    return canonical_json(value)
+    return dialogue_json(value)  # in the row's key order: a worker renders the same prompt
 
 
 class WorkQueue:
