@@ -734,3 +734,13 @@ def test_ctrl_c_then_resume_counts_every_answer_and_request_once(
     assert usage["calls"] == received, (usage, received)
     code, out = run("verify", task, "--store", store)
     assert code == 0, out
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "1000"])
+def test_samples_out_of_range_is_refused_echoing_the_value(tmp_path: Path, value: str) -> None:
+    code, out = run(
+        "score", CASES / "health_consult_zh.jsonl", "-r", RUBRICS / "health_cs.yaml", "--draft",
+        "--store", tmp_path / "s.sqlite", "--samples", value,
+    )  # fmt: skip
+    assert code == 2 and f"--samples must be between 1 and 25, not {value}" in out, out
+    assert not (tmp_path / "s.sqlite").exists()

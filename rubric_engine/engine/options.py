@@ -467,7 +467,9 @@ def _check_ranges(options: ScoreOptions) -> None:
     if not 0 <= options.temperature <= 2:
         raise ConfigurationError("--temperature must be between 0 and 2")
     if not 1 <= options.samples <= MAX_SAMPLES:
-        raise ConfigurationError(f"--samples must be between 1 and {MAX_SAMPLES}")
+        raise ConfigurationError(
+            f"--samples must be between 1 and {MAX_SAMPLES}, not {options.samples}"
+        )
     if options.samples_when not in ("always", "unsure"):
         raise ConfigurationError(
             f"--samples-when {options.samples_when!r} is not one of: always, unsure"
