@@ -744,3 +744,16 @@ def test_samples_out_of_range_is_refused_echoing_the_value(tmp_path: Path, value
     )  # fmt: skip
     assert code == 2 and f"--samples must be between 1 and 25, not {value}" in out, out
     assert not (tmp_path / "s.sqlite").exists()
+
+
+@pytest.mark.parametrize("samples", [[], ["--samples", "1"]])
+def test_samples_when_unsure_with_one_sample_is_refused_naming_the_fix(
+    tmp_path: Path, samples: list[str]
+) -> None:
+    code, out = run(
+        "score", CASES / "health_consult_zh.jsonl", "-r", RUBRICS / "health_cs.yaml", "--draft",
+        "--store", tmp_path / "s.sqlite", "--samples-when", "unsure", *samples,
+    )  # fmt: skip
+    assert code == 2 and "--samples-when unsure" in out and "K is 1" in out, out
+    assert "add --samples K with K >= 2" in out, out
+    assert not (tmp_path / "s.sqlite").exists()

@@ -474,6 +474,13 @@ def _check_ranges(options: ScoreOptions) -> None:
         raise ConfigurationError(
             f"--samples-when {options.samples_when!r} is not one of: always, unsure"
         )
+    # a panel refuses --samples-when unsure with its own fix (check_panel)
+    if options.samples_when == "unsure" and options.samples < 2 and not options.panel:
+        raise ConfigurationError(
+            f"--samples-when unsure chooses which rows get more than one of --samples K asks, "
+            f"and K is {options.samples}: add --samples K with K >= 2 (e.g. --samples 3), or "
+            "drop --samples-when (docs/stability.md)"
+        )
     if options.samples > 1 and options.mode == "batch":
         raise ConfigurationError(
             "--samples above 1 is not supported with --mode batch yet; use --mode live or "
