@@ -66,6 +66,27 @@ def test_an_edit_is_a_new_label_that_supersedes_the_old_one(tmp_path: Path) -> N
         assert [lab.label_id for lab in history] == [first.label_id, edit.label_id]
 
 
+def test_no_red_flags_stated_is_kept_apart_from_not_stated(tmp_path: Path) -> None:
+    """``"redFlagTypes": []`` says the row has none (a judge's red flag there is a false
+    one); an absent field says nothing. Stored, read back, exported as JSONL or CSV and imported
+    again, the empty list stays a list, and importing it again is a no-op."""
+    with TaskStore(tmp_path / "s.sqlite") as store:
+        db = store.backend
+        none = label(requirementId=None, status=None, redFlagTypes=[], reviewer="bob")
+        silent = label(requirementId=None, status=None, score=3, reviewer="cy")
+        append_labels(db, [none, silent])
+        again = append_labels(db, [none, silent])
+        assert again.added == () and again.unchanged == 2
+        by_reviewer = {lab.reviewer: lab for lab in read_labels(db)}
+        assert by_reviewer["bob"].red_flag_types == ()
+        assert by_reviewer["cy"].red_flag_types is None
+        for fmt in ("jsonl", "csv"):
+            path = tmp_path / f"back.{fmt}"
+            path.write_text(render_labels(list(by_reviewer.values()), fmt), encoding="utf-8")
+            back = {lab.reviewer: lab for lab in read_label_file(path)}
+            assert back["bob"].red_flag_types == () and back["cy"].red_flag_types is None, fmt
+
+
 def test_a_file_with_problems_reports_all_of_them_and_stores_nothing(tmp_path: Path) -> None:
     bad = write_jsonl(
         tmp_path / "bad.jsonl",

@@ -187,9 +187,10 @@ class Label(BaseModel):
         return False if self.status is LabelStatus.FOLLOWED else None
 
     def to_json_dict(self) -> dict[str, Any]:
-        """camelCase, JSON-ready, absent optional fields (and empty lists) left out."""
+        """camelCase, JSON-ready, absent optional fields (and empty lists) left out, except an
+        empty ``redFlagTypes``: the reviewer said the row has none, which is not "not stated"."""
         data = self.model_dump(mode="json", by_alias=True, exclude_none=True)
-        return {k: v for k, v in data.items() if v not in ([], {})}
+        return {k: v for k, v in data.items() if v not in ([], {}) or k == "redFlagTypes"}
 
     def content_id(self) -> str:
         """``L`` + 16 hex digits of SHA-256 over the label's content (without ``labelId``)."""
