@@ -508,6 +508,23 @@ def test_the_unstable_first_queue_lists_the_unstable_rows_first(
     counts = [int(" ".join(line).split("unstable: ")[1].split()[0]) for line in listed[:9]]
     assert counts == sorted(counts, reverse=True), out  # the most disagreements first
 
+    # asked adaptively, a row clear after one sample was never compared: not called stable
+    code, out = run(
+        "score", CASES / "health_ambiguous_zh.jsonl", "-r", RUBRICS / "health_cs.yaml",
+        "--draft", "--cassettes", folder, "--samples", "3", "--samples-when", "unsure",
+        "--store", store, "--name", "unsure", "--out", tmp_path / "unsure", "-q",
+    )  # fmt: skip
+    assert code == 0, out
+    code, out = run("queue", "create", "unsure", "--strategy", "unstable-first", "--store", store)
+    assert code == 0, out
+    code, out = run("queue", "rows", "unsure", "--store", store)
+    header, *lines = out.splitlines()
+    at = header.index("samples")  # the last column, aligned under its header
+    notes = {line.split()[1]: line[at:].strip() for line in lines}
+    once = {row for row, note in notes.items() if note == "1 sample (clear after one)"}
+    # the three whose first answer scored 2 with no red flag: far from the pass line (4)
+    assert once == {"medgpt-22", "medgpt-35", "medgpt-50"}, out
+
     code, out = run(
         "score", rows, "-r", RUBRICS / "health_cs.yaml", "--draft", "--store", store,
         "--name", "once", "--out", tmp_path / "once", "-q",

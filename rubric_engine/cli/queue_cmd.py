@@ -219,6 +219,8 @@ def queue_rows(
 def _samples_note(summary: Any) -> str:
     if summary is None or not summary.sampled:
         return "–"
+    if summary.sample_count == 1:  # clear after one ask (--samples-when unsure): not compared
+        return "1 sample (clear after one)"
     if not summary.disagreements:
         return "stable"
     return (

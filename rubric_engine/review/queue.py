@@ -187,6 +187,8 @@ class RowSummary:
     disagreements: int = 0
     #: the lowest share of samples that agreed on a requirement's status (1.0: all agreed)
     lowest_agreement: float = 1.0
+    #: how many samples the row has (1 for a row ``--samples-when unsure`` found clear)
+    sample_count: int = 0
 
 
 def summary_of_result(result: RowResult) -> RowSummary:
@@ -202,6 +204,7 @@ def summary_of_result(result: RowResult) -> RowSummary:
         sampled=True,
         disagreements=0 if stability.stable else len(stability.flips) + len(others),
         lowest_agreement=min(stability.agreement.values(), default=1.0),
+        sample_count=len(result.samples or ()),
     )
 
 
