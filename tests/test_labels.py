@@ -128,6 +128,26 @@ def test_a_csv_header_naming_a_column_twice_is_refused(tmp_path: Path) -> None:
         assert read_labels(opened.backend) == []
 
 
+def test_a_misspelt_field_is_named_beside_the_problem_it_causes(tmp_path: Path) -> None:
+    """An unknown key is kept as the file's own field, so ``reviwer`` reads as a missing
+    reviewer: the problem names the look-alike the line has."""
+    bad = write_jsonl(
+        tmp_path / "typo.jsonl",
+        [
+            {"rowId": "r1", "requirementId": "A", "stauts": "VIOLATED", "reviewer": "ann"},
+            {"rowId": "r1", "requirementId": "A", "status": "VIOLATED", "reviwer": "ann"},
+            {"rowId": "r2", "requirementId": "A", "status": "VIOLATED", "reviewer": "ann",
+             "comment": "kept as the file's own field"},
+        ],
+    )  # fmt: skip
+    code, out = run("labels", "import", bad, "--store", tmp_path / "s.sqlite")
+    assert code == 2, out
+    assert "typo.jsonl:1: requirementId and status go together" in out, out
+    assert "the line has 'stauts': did you mean 'status'?" in out, out
+    assert "typo.jsonl:2: reviewer: Field required (the line has 'reviwer': did you mean " in out
+    assert "typo.jsonl:3" not in out and "comment" not in out, out
+
+
 def test_json_nested_too_deep_to_read_is_a_problem_not_a_traceback(tmp_path: Path) -> None:
     # json's decoder recurses: 1500 levels raised RecursionError out of `labels import`
     deep = '{"a": ' * 1500 + "1" + "}" * 1500

@@ -14,6 +14,7 @@ mismatch). Nothing is half-imported: the caller stores only a file that passed e
 from __future__ import annotations
 
 import csv
+import difflib
 import io
 import json
 from collections.abc import Iterable, Iterator, Sequence
@@ -236,6 +237,7 @@ def _label_at(where: str, csv_file: bool, raw: Any, problems: list[Problem]) -> 
             )
         )
         return None
+    misspelt = _misspelt_fields(data) if isinstance(data, dict) else {}
     if isinstance(data, dict):
         data = _keep_unknown(data)
     try:
@@ -248,9 +250,29 @@ def _label_at(where: str, csv_file: bool, raw: Any, problems: list[Problem]) -> 
                 if err["type"] == "extra_forbidden"
                 else ""
             )
+            # a field the line misses, or a rule between fields: name a look-alike it has
+            near = [
+                f"the line has {given!r}: did you mean {meant!r}?"
+                for given, meant in misspelt.items()
+                if meant == field or (not field and err["type"] != "missing")
+            ]
+            if near:
+                hint += " (" + "; ".join(near) + ")"
             message = err["msg"].removeprefix("Value error, ")
             problems.append(Problem(where, field, message + hint))
         return None
+
+
+def _misspelt_fields(data: dict[str, Any]) -> dict[str, str]:
+    """Keys of a record that are no label field but look like one (``reviwer``, ``stauts``):
+    the key → the field it is probably meant to be."""
+    out = {}
+    for key in data:
+        if isinstance(key, str) and key not in LABEL_FIELDS:
+            close = difflib.get_close_matches(key, LABEL_FIELDS, n=1, cutoff=0.75)
+            if close:
+                out[key] = close[0]
+    return out
 
 
 def _score_problems(where: str, score: float | None, scale: ScoreScale) -> list[Problem]:
