@@ -42,6 +42,7 @@ from tests.test_samples import (
 )
 
 A, B = "openai/judge-a", "openai/judge-b"
+LOOPBACK = "http://127.0.0.1:9/v1"  # never called: the options are refused first
 S = RequirementStatus
 
 
@@ -276,6 +277,20 @@ def test_a_judges_own_verdict_is_its_samples_vote_ties_to_the_stricter() -> None
     ("flags", "message"),
     [
         (["--judge", A, "--judge", A], "given more than once"),
+        (  # a bare name is sent to the provider litellm's table lists for it
+            ["--judge", "openai/gpt-4o-mini", "--judge", "gpt-4o-mini"],
+            "--judge openai/gpt-4o-mini (as openai/gpt-4o-mini, gpt-4o-mini) is given more "
+            "than once",
+        ),
+        (  # with --api-base a bare name is openai/
+            ["--judge", "m1", "--judge", "openai/m1", "--mode", "live", "--api-base", LOOPBACK],
+            "--judge openai/m1 (as m1, openai/m1) is given more than once",
+        ),
+        (  # litellm knows no provider "OpenAI"
+            ["--judge", "openai/gpt-4o-mini", "--judge", "OpenAI/gpt-4o-mini"],
+            "no provider is named 'OpenAI' (litellm's provider names are lower case): write "
+            "--judge openai/gpt-4o-mini, which is judge 1 already",
+        ),
         (["--judge", A, "--judge", "none"], "cannot be combined"),
         (["--judge", A, "--judge", B, "--mode", "batch"], "not supported with --mode batch"),
         (["--judge", A, "--judge", B, "--model", "openai/other"], "both name the judge"),
@@ -290,6 +305,31 @@ def test_a_panel_refuses_what_it_cannot_do_with_a_clear_message(
         "--store", tmp_path / "s.sqlite", *flags,
     )  # fmt: skip
     assert code == 2 and message in out, out
+
+
+def test_a_bare_name_resolves_to_the_provider_litellm_gives_it() -> None:
+    from rubric_engine.engine.panel import resolved_judge
+    from rubric_engine.judge.backends import import_litellm
+
+    for bare in ("gpt-4o-mini", "gpt-4o"):
+        provider = import_litellm().get_llm_provider(model=bare)[1]
+        assert resolved_judge(bare, None) == f"{provider}/{bare}" == f"openai/{bare}"
+    assert resolved_judge("no-such-model-x", None) == "no-such-model-x"
+    assert resolved_judge("anthropic/claude-x", "http://h/v1") == "anthropic/claude-x"
+
+
+def test_a_panels_cassette_miss_names_judge_not_model(tmp_path: Path) -> None:
+    from tests.conftest import CASSETTES
+
+    code, out = run(
+        "score", CASES / "health_panel_zh.jsonl", "-r", RUBRICS / "health_cs.yaml", "--draft",
+        "--judge", "openai/gpt-4o-mini", "--judge", "openai/other-judge", "--cassettes",
+        CASSETTES, "--store", tmp_path / "s.sqlite", "--out", tmp_path / "o",
+    )  # fmt: skip
+    assert code != 0 and "cassette has 'openai/gpt-4o-mini'; pass --judge openai/gpt-4o-mini" in (
+        " ".join(out.split())
+    ), out
+    assert "pass --model" not in " ".join(out.split()), out
 
 
 def test_the_library_refuses_a_panel_whose_first_judge_is_not_the_model() -> None:

@@ -17,7 +17,7 @@ from rubric_engine.errors import ConfigurationError
 if TYPE_CHECKING:
     from rubric_engine.engine.options import ScoreOptions
 
-__all__ = ["MAX_JUDGES", "check_panel", "judges_from_flags", "panel_of"]
+__all__ = ["MAX_JUDGES", "check_panel", "judges_from_flags", "panel_of", "resolved_judge"]
 
 #: the most judges a panel takes (each one multiplies the calls of every row)
 MAX_JUDGES = 5
@@ -36,9 +36,9 @@ def judges_from_flags(
     those models, in order (judge 1 is the first).
 
     Raises:
-        ConfigurationError: ``llm``/``none`` mixed with models or given twice; the same model
-            named twice; ``--model`` given besides ``--judge MODEL``; more than
-            :data:`MAX_JUDGES`.
+        ConfigurationError: ``llm``/``none`` mixed with models or given twice; ``--model``
+            given besides ``--judge MODEL``; more than :data:`MAX_JUDGES`. A judge named twice
+            is :func:`check_panel`'s to refuse.
     """
     if not values:
         return "llm", model, ()
@@ -51,12 +51,6 @@ def judges_from_flags(
                 "MODEL) for a panel"
             )
         return values[0], model, ()
-    twice = sorted({v for v in values if values.count(v) > 1})
-    if twice:
-        raise ConfigurationError(
-            f"--judge {', '.join(twice)} is given more than once; a panel's judges must differ "
-            "(to ask one judge several times use --samples K)"
-        )
     if model != default_model and model != values[0]:
         raise ConfigurationError(
             f"--model {model} and --judge {values[0]} both name the judge; give the judge's "
@@ -73,8 +67,9 @@ def check_panel(options: ScoreOptions) -> None:
     """A panel's options (``options.panel``); nothing to check without one.
 
     Raises:
-        ConfigurationError: a panel of one judge or more than :data:`MAX_JUDGES`, a judge
-            named twice, a model that is not the panel's first judge, ``--judge none``, and
+        ConfigurationError: a panel of one judge or more than :data:`MAX_JUDGES`, a provider
+            part not in lower case, a judge named twice (as :func:`resolved_judge` resolves
+            it), a model that is not the panel's first judge, ``--judge none``, and
             what panels do not support yet (``--mode batch``, ``--samples-when unsure``).
     """
     panel = tuple(options.panel)
@@ -85,10 +80,31 @@ def check_panel(options: ScoreOptions) -> None:
             f"a panel has 2 to {MAX_JUDGES} judges, not {len(panel)}; for one judge give "
             "--model MODEL (or --judge MODEL once)"
         )
-    twice = sorted({m for m in panel if panel.count(m) > 1})
+    for model in panel:
+        provider, _, name = model.partition("/")
+        if name and provider != provider.lower():
+            meant = f"{provider.lower()}/{name}"
+            also = (
+                f", which is judge {panel.index(meant) + 1} already (a panel's judges must "
+                "differ; to ask one judge several times use --samples K)"
+                if meant in panel
+                else ""
+            )
+            raise ConfigurationError(
+                f"--judge {model}: no provider is named {provider!r} (litellm's provider names "
+                f"are lower case): write --judge {meant}{also}"
+            )
+    same: dict[str, list[str]] = {}
+    for model in panel:
+        same.setdefault(resolved_judge(model, options.api_base), []).append(model)
+    twice = {judge: given for judge, given in same.items() if len(given) > 1}
     if twice:
+        named = ", ".join(
+            judge if set(given) == {judge} else f"{judge} (as {', '.join(dict.fromkeys(given))})"
+            for judge, given in sorted(twice.items())
+        )
         raise ConfigurationError(
-            f"--judge {', '.join(twice)} is given more than once; a panel's judges must differ "
+            f"--judge {named} is given more than once; a panel's judges must differ "
             "(to ask one judge several times use --samples K)"
         )
     if options.judge != "llm":
@@ -108,6 +124,22 @@ def check_panel(options: ScoreOptions) -> None:
             "--samples-when unsure is not supported with a panel yet: every judge is asked "
             "--samples K times; drop --samples-when"
         )
+
+
+def resolved_judge(model: str, api_base: str | None) -> str:
+    """``model`` as ``provider/name``, the provider a bare name is sent to: ``openai/`` with
+    ``--api-base`` (:func:`~rubric_engine.engine.options.effective_model`), else the provider
+    litellm's model table lists for it (as litellm resolves ``gpt-4o-mini`` to ``openai``);
+    a bare name the table does not know is kept as given."""
+    from rubric_engine.judge.model_table import model_entry
+
+    if "/" in model:
+        return model
+    if api_base:
+        return f"openai/{model}"
+    entry = model_entry(model)
+    provider = entry.get("litellm_provider") if entry else None
+    return f"{provider}/{model}" if isinstance(provider, str) and provider else model
 
 
 def panel_of(extra: Mapping[str, Any]) -> tuple[str, ...]:

@@ -507,7 +507,8 @@ def make_backend(options: ScoreOptions, rubric: EvalRubric) -> ReplayBackend | L
     """
     if options.mode == "replay":
         check_cassette_folder(options)
-        return ReplayBackend(CassetteIndex.load(options.cassettes))
+        flag = "--judge" if options.panel else "--model"  # --model is refused beside a panel
+        return ReplayBackend(CassetteIndex.load(options.cassettes), flag)
     from rubric_engine.judge.secrets import remember_run
 
     # a resumed task's --api-key-env comes from the task: its value joins the redaction list

@@ -161,8 +161,10 @@ class Backend(Protocol):
 class ReplayBackend:
     """Answers from cassettes; never touches the network (docs/judges.md)."""
 
-    def __init__(self, index: CassetteIndex) -> None:
+    def __init__(self, index: CassetteIndex, model_flag: str = "--model") -> None:
         self.index = index
+        #: the flag a miss's advice names the judge's model with (``--judge`` for a panel)
+        self.model_flag = model_flag
         #: the answers replayed, as the recorded run's usage
         self.tally = Tally()
 
@@ -186,7 +188,7 @@ class ReplayBackend:
                 failure=(
                     JudgeErrorKind.CASSETTE_MISS,
                     f"cassette miss for row {request.row_id!r}, key {key.key}: "
-                    f"{self.index.explain_miss(request.row_id, key.parts)}",
+                    f"{self.index.explain_miss(request.row_id, key.parts, self.model_flag)}",
                 )
             )
         attempts, where = found

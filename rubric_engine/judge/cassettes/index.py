@@ -212,8 +212,10 @@ class CassetteIndex:
         found = self.provenance(key)
         return None if found is None else str(found["kind"])
 
-    def explain_miss(self, row_id: str, parts: dict[str, str]) -> str:
-        """Say which key part differs from the nearest entry recorded for the same row."""
+    def explain_miss(self, row_id: str, parts: dict[str, str], model_flag: str = "--model") -> str:
+        """Say which key part differs from the nearest entry recorded for the same row;
+        ``model_flag`` names the judge's model in the advice (``--judge`` for a panel's judge,
+        where ``--model`` is refused)."""
         candidates = self._row_entries(row_id)
         if not candidates:
             return f"no entry for row {row_id!r} under {self.root}"
@@ -228,7 +230,8 @@ class CassetteIndex:
             "promptHash": "the prompt template changed",
             "rubricHash": "the rubric content changed",
             "model": f"the model differs (cassette has {best.key_parts.get('model')!r}; pass "
-            f"--model {best.key_parts.get('model')} to replay it)",
+            f"{model_flag} {best.key_parts.get('model')} to replay it"
+            + (" as this judge of the panel)" if model_flag == "--judge" else ")"),
             "paramsHash": "sampling parameters differ (temperature, max tokens …)",
             "schemaHash": "the verdict schema or output mode differs",
             "messagesHash": "the dialogue or rendered prompt differs",
