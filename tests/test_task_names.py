@@ -118,3 +118,24 @@ def test_calibrate_and_labels_export_take_a_name(named: tuple[Path, str, str]) -
     # no labels yet: the message names the task the name resolved to (not "not found")
     code, out = cli("calibrate", "tag:v1", "--store", store)
     assert code == 2 and f"no label for the rows of task {base}" in out
+
+
+def test_score_resume_takes_a_name_or_tag(tmp_path: Path) -> None:
+    from tests.conftest import CASSETTES, RUBRICS
+
+    store = tmp_path / "s.sqlite"
+    code, out = cli(
+        "score", ROOT_CASES / "health_consult_zh.jsonl", "-r", RUBRICS / "health_cs.yaml",
+        "--draft", "--cassettes", CASSETTES, "--store", store, "--out", tmp_path / "o",
+        "--name", "halfway", "--tag", "t1", "--max-calls", "3", "--display", "none",
+    )  # fmt: skip
+    assert code == 6 and "3 of 26 row(s) have a result" in out, out
+    task = out.rsplit("task id: ", 1)[1].split()[0]
+    code, out = cli("score", "--resume", "halfway", "--store", store, "--display", "none")
+    assert code == 0 and f"task id: {task}" in out, out
+    report = json.loads((tmp_path / "o" / "report.json").read_text("utf-8"))
+    assert report["task"]["id"] == task and report["totals"]["scored"] == 26
+    code, out = cli("score", "--resume", "tag:t1", "--store", store, "--display", "none")
+    assert code == 0 and f"task {task} was already complete" in " ".join(out.split()), out
+    code, out = cli("score", "--resume", "halfwya", "--store", store, "--display", "none")
+    assert code == 2 and "names: halfway; tags: tag:t1" in out, out

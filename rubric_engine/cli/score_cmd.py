@@ -161,7 +161,7 @@ def score(
             metavar="TASK",
             help="Finish a stopped, interrupted or killed task: judge only its rows that have no "
             "result (and rows that never reached the judge). Inputs, rubric, model and mode "
-            "come from the task.",
+            "come from the task. TASK is its id, name or tag:TAG (the newest task carrying it).",
         ),
     ] = D.resume,
     max_calls: Annotated[

@@ -99,7 +99,8 @@ class ScoreOptions:
     restart_wait_s: float = 60.0
     #: allow a pack file (a draft) for a trial run; the task and report are marked DRAFT
     draft: bool = False
-    #: finish this stored task instead of starting one (inputs and rubric come from the task)
+    #: finish this stored task instead of starting one (inputs and rubric come from the task):
+    #: its id, name or ``tag:TAG`` (the newest task carrying it)
     resume: str | None = None
     #: stop starting rows once this many provider calls (failed ones and re-asks included)
     max_calls: int | None = None

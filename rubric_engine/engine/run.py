@@ -291,16 +291,20 @@ async def _resume(
     on_row: OnRow | None,
     on_event: OnEvent | None = None,
 ) -> ScoreResult:
+    from rubric_engine.store.task_ref import resolve_in_store
+
     if not store_exists(options.store):
         raise StoreError(f"{options.store}: no task store here; pass --store PATH")
-    with TaskStore(options.store) as store, store.task_lock(task_id):
-        try:
-            plan, done = resumed_plan(options, store, task_id)
-        except AlreadyComplete as complete:
-            task = stream_report(store, task_id)
-            files = _write_files(store, task_id, task.report, complete.out, task, options.store)
-            return ScoreResult(task_id, task.report, files, already_complete=True)
-        return await _run(plan, store, task_id, done, on_start, on_row, on_event)
+    with TaskStore(options.store) as store:
+        task_id = resolve_in_store(store, task_id)  # a name or tag:TAG: its newest task
+        with store.task_lock(task_id):
+            try:
+                plan, done = resumed_plan(options, store, task_id)
+            except AlreadyComplete as complete:
+                task = stream_report(store, task_id)
+                files = _write_files(store, task_id, task.report, complete.out, task, options.store)
+                return ScoreResult(task_id, task.report, files, already_complete=True)
+            return await _run(plan, store, task_id, done, on_start, on_row, on_event)
 
 
 def _write_files(
