@@ -286,8 +286,10 @@ class TaskStore:
         self._backend = _open_backend(self.path)
         self._unsent: list[tuple[Any, ...]] = []  #: rows not sent yet (until the commit)
         self._unsent_samples: list[tuple[Any, ...]] = []
-        self._unsent_answers: list[tuple[Any, ...]] = []
-        #: rows whose answered calls were kept while in flight: dropped when the row is stored
+        #: answered calls of rows in flight not sent yet, by (task, row): (judge, sample,
+        #: answer) and the tries, made into ``row_attempts`` lines only when sent
+        self._unsent_answers: dict[tuple[str, str], list[tuple[tuple[int, int, int], Any]]] = {}
+        #: rows whose answered calls were sent to ``row_attempts``: deleted when it is stored
         self._kept: set[tuple[str, str]] = set()
         self._dropped: list[tuple[str, str]] = []
         self._digests: dict[str, RowDigests | None] = {}
@@ -369,9 +371,13 @@ class TaskStore:
         values, samples = row_write(task_id, row, self.digests(task_id))
         self._unsent_samples.extend(samples)
         self._unsent.append(values)
-        if (task_id, row.result.row_id) in self._kept:
-            self._kept.discard((task_id, row.result.row_id))
-            self._dropped.append((task_id, row.result.row_id))
+        key = (task_id, row.result.row_id)
+        # its answers not sent yet would be committed with the row: they are never written;
+        # those sent, and any an earlier run kept of the row, are deleted
+        unsent = self._unsent_answers.pop(key, None)
+        if unsent is not None or key in self._kept:
+            self._kept.discard(key)
+            self._dropped.append(key)
         if len(self._unsent) >= SEND_EVERY_ROWS and self._backend.dialect == "sqlite":
             self._send()  # a statement per row costs more; a commit's rows held cost memory
         self._pending += 1
@@ -387,9 +393,9 @@ class TaskStore:
         self, task_id: str, row_id: str, where: tuple[int, int, int], tries: list[Any]
     ) -> None:
         """Keep an answered call of a row in flight (``where``: judge, sample, answer number)
-        until the row is stored (docs/stability.md "Resume")."""
-        self._kept.add((task_id, row_id))
-        self._unsent_answers.append(attempt_values(task_id, row_id, *where, tries))
+        until the row is stored (docs/stability.md "Resume"). It is written with the next
+        rows sent, unless its row is stored before that: one commit then holds the row."""
+        self._unsent_answers.setdefault((task_id, row_id), []).append((where, tries))
 
     def digests(self, task_id: str) -> RowDigests | None:
         """The digests of a task's rows (``None``: stored before digests), worked out once.
@@ -407,8 +413,14 @@ class TaskStore:
 
     def _send(self) -> None:
         if self._unsent_answers:
-            answers, self._unsent_answers = self._unsent_answers, []
-            self._backend.executemany(UPSERT_ATTEMPT, answers)
+            answers, self._unsent_answers = self._unsent_answers, {}
+            lines = [
+                attempt_values(task_id, row_id, *where, tries)
+                for (task_id, row_id), kept in answers.items()
+                for where, tries in kept
+            ]
+            self._backend.executemany(UPSERT_ATTEMPT, lines)
+            self._kept.update(answers)
         if self._unsent_samples:
             samples, self._unsent_samples = self._unsent_samples, []
             self._backend.executemany(UPSERT_SAMPLE, samples)
