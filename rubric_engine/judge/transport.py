@@ -289,24 +289,25 @@ def _sdk_order() -> tuple[str, ...]:
 
 def request_body(route: Route, kwargs: dict[str, Any], order: tuple[str, ...]) -> bytes:
     """The JSON body litellm sends for ``kwargs`` on ``route`` (see module docstring): the
-    bytes ``json.dumps`` gives for the whole body, built from pieces so that a long message
-    seen before (every row's system message: the rubric) is not encoded again."""
+    bytes ``json.dumps`` gives for the whole body, built from encoded pieces so that a long
+    message seen before (every row's system message: the rubric) is not encoded again, and
+    the body is put together once, as bytes."""
     if route.provider == "azure":
         keys = ("messages", "model", *(k for k in order if k not in ("messages", "model")))
     else:
         keys = ("model", "messages", *order)
     dumps = _COMPACT if route.compact else _DEFAULT
-    item, colon = (",", ":") if route.compact else (", ", ": ")
+    item, colon = (b",", b":") if route.compact else (b", ", b": ")
     parts = []
     for key in keys:
         if key == "messages":
-            value = "[" + item.join(_message(m, dumps) for m in kwargs["messages"]) + "]"
+            value = b"[" + item.join(_message(m, dumps) for m in kwargs["messages"]) + b"]"
         elif key == "model":
-            value = dumps(route.wire_model)
+            value = dumps(route.wire_model).encode()
         else:
-            value = dumps(kwargs[key])
-        parts.append(f'"{key}"{colon}{value}')
-    return ("{" + item.join(parts) + "}").encode()
+            value = dumps(kwargs[key]).encode()
+        parts.append(b'"' + key.encode() + b'"' + colon + value)
+    return b"{" + item.join(parts) + b"}"
 
 
 def _compact(value: Any) -> str:
@@ -316,20 +317,20 @@ def _compact(value: Any) -> str:
 _COMPACT = _compact
 _DEFAULT = json.dumps
 #: encoded long messages (the system message), by style and content; a few at most
-_ENCODED: dict[tuple[Any, ...], str] = {}
+_ENCODED: dict[tuple[Any, ...], bytes] = {}
 _LONG = 2000
 
 
-def _message(message: dict[str, Any], dumps: Any) -> str:
+def _message(message: dict[str, Any], dumps: Any) -> bytes:
     content = message.get("content")
     if not isinstance(content, str) or len(content) < _LONG:
-        return str(dumps(message))
+        return str(dumps(message)).encode()
     key = (dumps is _COMPACT, *message.items())
     encoded = _ENCODED.get(key)
     if encoded is None:
         if len(_ENCODED) >= 8:
             _ENCODED.clear()
-        encoded = _ENCODED[key] = str(dumps(message))
+        encoded = _ENCODED[key] = str(dumps(message)).encode()
     return encoded
 
 
