@@ -118,6 +118,9 @@ def cmd_live(ns: argparse.Namespace) -> None:
     from replicate import write_rows
 
     cpu_per_call: dict[str, float] = {}
+    #: (L, C) -> client -> (CPU ms per call over the batch, the cell's load after)
+    paired: dict[tuple[float, int], dict[str, tuple[float, str]]] = {}
+    startups: list[str] = []
     out = []
     for latency_ms in ns.latency_ms:
         for concurrency in ns.concurrency:
@@ -141,6 +144,16 @@ def cmd_live(ns: argparse.Namespace) -> None:
                 calls = running.stats.get("requests") or count
                 rate = got.out["rows"] / got.out["batch_wall_s"]
                 cpu_per_call[client] = got.out["batch_cpu_s"] / calls
+                paired.setdefault((latency_ms, concurrency), {})[client] = (
+                    1000 * cpu_per_call[client],
+                    got.load_after,
+                )
+                if got.out.get("startup_cpu_s") is not None:
+                    startups.append(
+                        f"engine start-up at C={concurrency}, L={latency_ms:g} ms, {count} rows: "
+                        f"{got.out['startup_cpu_s']:.3f} CPU-s, {got.out['startup_mb']:.0f} MB "
+                        f"(targets ≤ 0.8 CPU-s, ≤ 120 MB); load after {got.load_after}"
+                    )
                 stub_cpu = running.stats.get("cpu_s", 0.0)
                 out.append(
                     [
@@ -207,6 +220,31 @@ def cmd_live(ns: argparse.Namespace) -> None:
         "openai, instructor or httpx if the engine imported them. At C = 128 the engine's "
         "client CPU per call should be ≤ 2× the bare client's in the same run."
     )
+    lines = paired_lines(paired) + startups
+    if lines:
+        print()
+        print("\n".join(lines))
+
+
+def paired_lines(paired: dict[tuple[float, int], dict[str, tuple[float, str]]]) -> list[str]:
+    """The engine's client CPU per call over the bare client's, for each cell both ran in this
+    run. Both are the batch's CPU over the calls the stub answered: for the bare client the
+    posts and ``json.loads`` of the answers (its request bodies are made before its clock
+    starts); for the engine everything it does from its first row to its last stored one
+    (reading the rows, rule checks and prompts, the request bodies, the calls, parsing and
+    normalizing the verdicts, storing each row, the report's running totals)."""
+    lines = []
+    for (latency_ms, concurrency), got in paired.items():
+        if "engine" not in got or "bare" not in got:
+            continue
+        (engine, engine_load), (bare, bare_load) = got["engine"], got["bare"]
+        target = " (target ≤ 2×)" if concurrency == 128 else ""
+        lines.append(
+            f"engine ÷ bare client CPU per call at C={concurrency}, L={latency_ms:g} ms: "
+            f"{engine:.3f} ÷ {bare:.3f} ms = {engine / bare:.2f}×{target}; "
+            f"load after engine {engine_load}, after bare {bare_load}"
+        )
+    return lines
 
 
 def _rows_for(ns: argparse.Namespace, ideal: float, cpu_per_call: float | None, c: int) -> int:

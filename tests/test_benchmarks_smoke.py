@@ -13,6 +13,7 @@ on 20 rows.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -76,6 +77,15 @@ def test_live_matrix_runs_one_cell_per_client_on_20_rows() -> None:
     assert cells[0]["scored"] == "20"
     assert cells[0]["transport"] == "direct (default)"  # what ran, not "None"
     assert all(float(c["stub CPU ms/call"]) > 0 and c["load after"] for c in cells)
+    # the engine and the bare client paired (their cells' figures), and the engine's start-up
+    paired = re.search(r"at C=4, L=10 ms: ([\d.]+) ÷ ([\d.]+) ms = ([\d.]+)×; load \S", out)
+    assert paired, out
+    engine, bare, ratio = map(float, paired.groups())
+    cell = [float(c["client CPU ms/call (batch)"]) for c in cells[::2]]  # 1 decimal from 10
+    assert abs(engine - cell[0]) <= 0.05 and abs(bare - cell[1]) <= 0.05
+    assert abs(ratio - engine / bare) < 0.01 * ratio + 0.01
+    startup = cells[0]["start-up CPU s"]
+    assert f"engine start-up at C=4, L=10 ms, 20 rows: {startup} CPU-s" in out
 
 
 def test_scale_benchmark_runs_every_step_on_20_rows() -> None:
