@@ -448,4 +448,5 @@ def test_the_panel_section_is_the_reference_on_random_panels(
         if math.isnan(expected):
             assert pair.kappa is None
         else:
-            assert pair.kappa == round(float(expected), 4)
+            # rounded to 4 places from its own float sum: a tie (0.21875) may round either way
+            assert pair.kappa is not None and abs(pair.kappa - float(expected)) <= 5e-5 + 1e-9
