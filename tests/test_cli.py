@@ -231,3 +231,26 @@ def test_output_closed_early_ends_quietly(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr
     assert done.returncode in (0, 141)  # 141: SIGPIPE, as other Unix tools end
     assert (tmp_path / "o" / "report.json").is_file()  # the run's work was kept
+
+
+def test_gate_on_stability_or_panel_of_a_task_without_says_what_to_do(tmp_path: Path) -> None:
+    import re
+
+    code, out = score_demo(tmp_path, tmp_path / "s.sqlite")
+    assert code == 0, out
+    task = re.search(r"task id: (\S+)", out).group(1)  # type: ignore[union-attr]
+    code, out = run(
+        "gate", task, "--store", tmp_path / "s.sqlite",
+        "-t", "stability.unstableRate<=0.1", "-t", "panel.kappa>=0.6",
+    )  # fmt: skip
+    said = " ".join(out.split())
+    assert code == 7, out
+    assert (
+        f"stability.unstableRate<=0.1: no value in this task, so it cannot pass (no row of task "
+        f"{task} has samples to compare: it was scored without --samples, each row asked once "
+        "(docs/stability.md); score it again with --samples K (K >= 2, e.g. --samples 3) to gate "
+        "on stability.*)"
+    ) in said, out
+    assert f"task {task} was judged by one judge (docs/panels.md): score it again with --judge" in (
+        said
+    ), out

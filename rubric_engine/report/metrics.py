@@ -125,6 +125,27 @@ def _totals(read: Callable[[Report], Value]) -> Reader:
     return lambda report, _: read(report)
 
 
+def _why_no_stability(report: Report) -> str | None:
+    """Why a ``stability.*`` metric has no value: the task asked the judge once per row."""
+    if report.stability is not None:
+        return None
+    return (
+        f"no row of task {report.task.id} has samples to compare: it was scored without "
+        "--samples, each row asked once (docs/stability.md); score it again with --samples K "
+        "(K >= 2, e.g. --samples 3) to gate on stability.*"
+    )
+
+
+def _why_no_panel(report: Report) -> str | None:
+    """Why a ``panel.*`` metric has no value: the task was judged by one judge."""
+    if report.panel is not None or report.task.judges:
+        return None
+    return (
+        f"task {report.task.id} was judged by one judge (docs/panels.md): score it again with "
+        "--judge MODEL given once per judge to gate on panel.*"
+    )
+
+
 def _lowest_kappa(panel: PanelSection) -> float | None:
     """The lowest defined Cohen's κ between two judges of a panel."""
     kappas = [p.kappa for p in panel.pairs if p.kappa is not None]
@@ -365,6 +386,7 @@ METRICS: tuple[MetricDef, ...] = (
         S,
         LO,
         _totals(lambda r: r.stability.unstable_rate if r.stability else None),
+        why_missing=_why_no_stability,
     ),
     MetricDef(
         "stability.flipRate",
@@ -372,6 +394,7 @@ METRICS: tuple[MetricDef, ...] = (
         S,
         LO,
         _totals(lambda r: r.stability.flip_rate if r.stability else None),
+        why_missing=_why_no_stability,
     ),
     MetricDef(
         "stability.kappa",
@@ -379,6 +402,7 @@ METRICS: tuple[MetricDef, ...] = (
         MetricKind.STATISTIC,
         HI,
         _totals(lambda r: r.stability.kappa if r.stability else None),
+        why_missing=_why_no_stability,
     ),
     MetricDef(
         "stability.redFlagSplits",
@@ -386,6 +410,7 @@ METRICS: tuple[MetricDef, ...] = (
         C,
         LO,
         _totals(lambda r: r.stability.red_flag_splits if r.stability else None),
+        why_missing=_why_no_stability,
     ),
     MetricDef(
         "panel.agreement",
@@ -393,6 +418,7 @@ METRICS: tuple[MetricDef, ...] = (
         S,
         HI,
         _totals(lambda r: r.panel.agreement if r.panel else None),
+        why_missing=_why_no_panel,
     ),
     MetricDef(
         "panel.kappa",
@@ -400,6 +426,7 @@ METRICS: tuple[MetricDef, ...] = (
         MetricKind.STATISTIC,
         HI,
         _totals(lambda r: _lowest_kappa(r.panel) if r.panel else None),
+        why_missing=_why_no_panel,
     ),
     MetricDef(
         "toolCallsMean",
