@@ -262,3 +262,16 @@ def test_the_ports_a_page_names_are_swapped_for_free_ones_consistently() -> None
     ports = set(PORT.findall(swapped))
     assert len(ports) == 1 and "18765" not in swapped
     assert swapped.replace(ports.pop(), "18765") == text
+
+
+def test_the_pages_state_the_stores_commit_cadence() -> None:
+    """The commit cadence the pages promise is the store's (a kill loses what it had not
+    committed: docs/judges.md "Long runs", docs/judge-replies.md, docs/stability.md)."""
+    from rubric_engine.store.task_store import COMMIT_EVERY_ROWS, COMMIT_INTERVAL_S
+
+    every = f"every {COMMIT_EVERY_ROWS} rows"
+    clock = f"{COMMIT_INTERVAL_S:g} s"
+    for name in ("judges.md", "judge-replies.md", "stability.md"):
+        text = " ".join((ROOT / "docs" / name).read_text("utf-8").split())
+        assert every in text and clock in text, name
+        assert not re.search(r"every \d+ rows", text.replace(every, "")), name
