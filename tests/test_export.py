@@ -92,3 +92,22 @@ def test_rows_jsonl_carries_the_outcome_and_the_metadata(task: tuple) -> None:
     assert agent["outcome"] == "PASS" and agent["metadata"]["sourceLine"] == 26
     assert list(agent)[-2:] == ["outcome", "metadata"]  # appended: earlier keys keep their order
     assert list(agent["metadata"]) == sorted(agent["metadata"])
+
+
+def test_parquet_without_pyarrow_names_both_installs(
+    task: tuple, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    store, task_id, _ = task
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # import pyarrow… raises ImportError
+    monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)
+    out = tmp_path / "rows.parquet"
+    result = runner.invoke(
+        app, ["export", task_id, "--store", str(store), "--out", str(out), "--format", "parquet"]
+    )
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2, result.output
+    assert "pip install 'rubric-engine[parquet]'" in said, said
+    assert "(from a clone of the repository: pip install -e '.[parquet]')" in said, said
+    assert not list(tmp_path.iterdir())  # nothing written

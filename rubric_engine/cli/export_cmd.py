@@ -29,8 +29,8 @@ def export(
     ] = None,
 ) -> None:
     """Export one row per dialogue (outcome, verdict, scores, red flags, intent, metadata
-    columns) or, with --long, one per (dialogue, requirement). Parquet needs
-    `pip install 'rubric-engine[parquet]'`."""
+    columns) or, with --long, one per (dialogue, requirement). Parquet needs the parquet extra:
+    `pip install 'rubric-engine[parquet]'` (in a clone: `pip install -e '.[parquet]'`)."""
 
     def run() -> None:
         from rubric_engine.report.render.export import check_format, export_task

@@ -250,7 +250,9 @@ def _write_parquet(records: Callable[[], Iterator[Record]], columns: list[str], 
         import pyarrow.parquet as pq
     except ImportError as exc:
         raise ConfigurationError(
-            "--format parquet needs pyarrow: pip install 'rubric-engine[parquet]'"
+            "--format parquet needs pyarrow, the parquet extra: pip install "
+            "'rubric-engine[parquet]' (from a clone of the repository: pip install -e "
+            "'.[parquet]'); --format csv and jsonl need nothing more"
         ) from exc
     temp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     written = 0
