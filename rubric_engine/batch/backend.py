@@ -14,7 +14,9 @@ ever scored from a bad answer.
 
 A row's results are a list in attempt order, each a response or an error (an expired,
 failed or errored batch line). The ``served``-th request of a row (``served`` = responses
-the judge has had) starts right after the row's ``served``-th response.
+the judge has had) starts right after the row's ``served``-th response. A sampled row
+(``score --samples K``) has such a list per sample: everything here is kept by **slot**,
+``(rowId, judge, sample)`` (:func:`slot_of`), and a single ask is the slot ``(rowId, 1, 1)``.
 
 With ``fallback`` (``--batch-fallback live``), a request that its batch did not answer is
 sent live at once instead of waiting for another batch, and so is every later request of
@@ -34,11 +36,18 @@ from rubric_engine.results.model import JudgeErrorKind
 AWAITING = (JudgeErrorKind.TRANSPORT, "awaiting a batch result")
 
 Result = dict[str, Any] | None
+#: ``(rowId, judge, sample)``: one ask of a row, with its own requests and results
+Slot = tuple[str, int, int]
+
+
+def slot_of(request: JudgeRequest) -> Slot:
+    """The slot a judge request asks for."""
+    return (request.row_id, request.judge, request.sample)
 
 
 @dataclass(frozen=True)
 class Pending:
-    """A request the next batch must carry: the row's ``attempt``-th, with the judge's kwargs."""
+    """A request the next batch must carry: the slot's ``attempt``-th, with the judge's kwargs."""
 
     row_id: str
     attempt: int
@@ -60,9 +69,9 @@ class BatchBackend:
     """Serves stored batch results to the judge; see the module docstring.
 
     Args:
-        results: rowId → that row's results in attempt order, each ``{"response": {...},
-            "costUsd": x}`` or ``{"error": "..."}``; ``None`` marks a request still waiting.
-            Set by the batch run for the rows of a pass.
+        results: slot (:data:`Slot`) → its results in attempt order, each ``{"response":
+            {...}, "costUsd": x}`` or ``{"error": "..."}``; ``None`` marks a request still
+            waiting. Set by the batch run for the rows of a pass.
         max_attempts: transport attempts per request (first try included).
         fallback: a live backend for requests no batch answered.
         recorder: writes each finished row's responses to a cassette (record mode).
@@ -70,7 +79,7 @@ class BatchBackend:
 
     def __init__(
         self,
-        results: dict[str, list[Result]],
+        results: dict[Slot, list[Result]],
         max_attempts: int,
         fallback: LiveBackend | None = None,
         recorder: RecordBackend | None = None,
@@ -79,8 +88,8 @@ class BatchBackend:
         self.max_attempts = max_attempts
         self.fallback = fallback
         self.recorder = recorder
-        self.pending: dict[str, Pending] = {}
-        self.waiting: set[str] = set()
+        self.pending: dict[Slot, Pending] = {}
+        self.waiting: set[Slot] = set()
         self.live_calls = 0
 
     async def complete(
@@ -91,15 +100,15 @@ class BatchBackend:
         served: int,
         final_status: frozenset[int] = frozenset(),  # batch results are never retried by status
     ) -> Answer:
-        row_id = request.row_id
-        known = self.results.get(row_id, [])
+        row_id, slot = request.row_id, slot_of(request)
+        known = self.results.get(slot, [])
         position, found = _start(known, served)
         if found < served:  # the row's earlier answers came live (fallback): stay live
             return await self._live(kwargs, request, key, served, ())
         failed: list[Attempt] = []
         for result in known[position:]:
             if result is None:
-                self.waiting.add(row_id)
+                self.waiting.add(slot)
                 return Answer(failure=AWAITING)
             if "response" in result:
                 raw = result["response"]
@@ -117,7 +126,7 @@ class BatchBackend:
                 return Answer(tuple(failed), (JudgeErrorKind.TRANSPORT, error))
         if failed and self.fallback is not None:
             return await self._live(kwargs, request, key, served, tuple(failed))
-        self.pending[row_id] = Pending(row_id, position + len(failed), kwargs)
+        self.pending[slot] = Pending(row_id, position + len(failed), kwargs)
         return Answer(failure=AWAITING)
 
     async def _live(
@@ -133,10 +142,10 @@ class BatchBackend:
         answer = await self.fallback.complete(kwargs, request, key, served)
         return Answer((*failed, *answer.attempts), answer.failure)
 
-    def unresolved(self, row_id: str) -> bool:
-        """True when the row's outcome of this pass must be discarded (it awaits a batch)."""
-        return row_id in self.pending or row_id in self.waiting
+    def unresolved(self, slot: Slot) -> bool:
+        """True when the slot's outcome of this pass must be discarded (it awaits a batch)."""
+        return slot in self.pending or slot in self.waiting
 
     def finish(self, request: JudgeRequest, key: CallKey, outcome: JudgeOutcome) -> None:
-        if self.recorder is not None and not self.unresolved(request.row_id):
+        if self.recorder is not None and not self.unresolved(slot_of(request)):
             self.recorder.finish(request, key, outcome)

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from rubric_engine.batch.lines import parse_custom_id
 from rubric_engine.store.backend import Backend
 from rubric_engine.store.task_store import TaskStore
 
@@ -202,6 +203,24 @@ class Ledger:
             (int(attempt), json.loads(text) if text is not None else None)
             for attempt, text in self._db.execute(query, (task_id, row_id))
         ]
+
+    def sample_requests(
+        self, task_id: str, row_id: str
+    ) -> dict[int, list[tuple[int, dict[str, Any] | None]]]:
+        """A sampled row's requests (``score --samples K``): sample number → its requests as
+        :meth:`row_requests` gives a row's. The sample is read from each request's
+        ``custom_id`` (:func:`~rubric_engine.batch.lines.parse_custom_id`)."""
+        query = (
+            "SELECT custom_id, attempt, result FROM batch_requests WHERE task_id=? AND row_id=? "
+            "ORDER BY attempt"
+        )
+        out: dict[int, list[tuple[int, dict[str, Any] | None]]] = {}
+        for cid, attempt, text in self._db.execute(query, (task_id, row_id)):
+            parsed = parse_custom_id(cid)
+            sample = parsed.sample if parsed is not None else 1
+            result = json.loads(text) if text is not None else None
+            out.setdefault(sample, []).append((int(attempt), result))
+        return out
 
     def answered_count(self, task_id: str, jobs: Collection[int]) -> int:
         """How many requests of ``jobs`` have a result."""

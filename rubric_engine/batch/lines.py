@@ -32,23 +32,27 @@ from rubric_engine.errors import InputError
 from rubric_engine.judge.cassettes.cassette import sanitize_response
 
 ENDPOINT = "/v1/chat/completions"
-#: ``t<task>.`` is absent from the ids of tasks exported before ids carried their task
-_CUSTOM_ID = re.compile(r"^(?:t([0-9a-f]{8})\.)?r(\d+)\.a(\d+)\.([0-9a-f]{10})$")
+#: ``t<task>.`` is absent from the ids of tasks exported before ids carried their task;
+#: ``s<sample>.`` is in the ids of a sampled row's samples from 2 on (docs/stability.md)
+_CUSTOM_ID = re.compile(r"^(?:t([0-9a-f]{8})\.)?r(\d+)\.(?:s(\d+)\.)?a(\d+)\.([0-9a-f]{10})$")
 
 
 def _short_hash(text: str, length: int) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:length]
 
 
-def custom_id(seq: int, attempt: int, row_id: str, task_id: str) -> str:
+def custom_id(seq: int, attempt: int, row_id: str, task_id: str, sample: int = 1) -> str:
     """The deterministic ``custom_id`` of a row's ``attempt``-th request (0 = first ask).
 
     ``seq`` is the row's place in the input (from 0); the rowId's hash guards against answers
     from another file, the task id's hash against another task's answers (two tasks of one
-    input ask the same rows). The same task, row and attempt always give the same id, so a
-    resumed run can tell requests it already submitted from new ones.
+    input ask the same rows). The same task, row, sample and attempt always give the same id,
+    so a resumed run can tell requests it already submitted from new ones. ``sample`` (from
+    1, ``score --samples K``) is in the id from 2 on (``.s2.``): sample 1's id is a single
+    ask's, so a run of one sample per row writes the files it always wrote.
     """
-    return f"t{task_hash(task_id)}.r{seq:06d}.a{attempt}.{_short_hash(row_id, 10)}"
+    part = f"s{sample}." if sample > 1 else ""
+    return f"t{task_hash(task_id)}.r{seq:06d}.{part}a{attempt}.{_short_hash(row_id, 10)}"
 
 
 def task_hash(task_id: str) -> str:
@@ -63,6 +67,8 @@ class CustomId:
     seq: int
     attempt: int
     row_hash: str
+    #: the row's sample the request asks (1 for a single ask)
+    sample: int = 1
 
     def matches(self, row_id: str) -> bool:
         return _short_hash(row_id, 10) == self.row_hash
@@ -73,7 +79,10 @@ def parse_custom_id(text: str) -> CustomId | None:
     found = _CUSTOM_ID.match(text)
     if found is None:
         return None
-    return CustomId(found.group(1), int(found.group(2)), int(found.group(3)), found.group(4))
+    sample = int(found.group(3)) if found.group(3) else 1
+    return CustomId(
+        found.group(1), int(found.group(2)), int(found.group(4)), found.group(5), sample
+    )
 
 
 def provider_model(model: str) -> str:

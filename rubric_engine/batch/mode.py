@@ -21,6 +21,7 @@ from rubric_engine.batch.run import BatchLimits, BatchRun, batch_judge
 from rubric_engine.batch.settings import BatchSettings
 from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.engine.pipeline import RequestBuilder
+from rubric_engine.engine.sampling import Sampling
 from rubric_engine.judge.backends import LiveBackend, RecordBackend
 from rubric_engine.results.model import RowResult
 from rubric_engine.store.commit_timer import committing
@@ -53,6 +54,7 @@ async def run_in_batches(
     on_stored: Callable[[StoredRow], None] | None = None,
     output_mode: str = "json",
     system_as_user: bool = False,
+    sampling: Sampling | None = None,
 ) -> BatchOutcome:
     """Judge the task's unfinished rows through the provider's batch API.
 
@@ -60,7 +62,8 @@ async def run_in_batches(
     endpoints, it answers ``--batch-fallback live`` requests, and, when it is a
     :class:`RecordBackend`, finished rows are written to its cassette. ``output_mode`` and
     ``system_as_user`` are the task's (``--output-mode``, ``--system-as-user``): each line
-    asks what a live call of the task would.
+    asks what a live call of the task would. ``sampling`` (``--samples K``): each row's
+    samples are requests of their own, the row their aggregate (docs/stability.md).
     """
     provider = model.split("/", 1)[0] if "/" in model else "openai"
     recorder = live if settings.record and isinstance(live, RecordBackend) else None
@@ -92,6 +95,7 @@ async def run_in_batches(
         progress=progress,
         on_row=on_row,
         on_stored=on_stored,
+        sampling=sampling,
     )
     async with committing(store):  # rows stored while batches are polled stay durable
         await run.run()

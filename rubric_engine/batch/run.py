@@ -19,11 +19,11 @@ import asyncio
 import json
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import islice
 from typing import Any, BinaryIO, cast
 
-from rubric_engine.batch.backend import BatchBackend
+from rubric_engine.batch.backend import BatchBackend, Slot
 from rubric_engine.batch.client import BatchClient
 from rubric_engine.batch.ledger import FINAL_STATUSES, Ledger, PlannedRequest, answered
 from rubric_engine.batch.lines import LineResult, custom_id, read_output_line, request_line
@@ -32,20 +32,31 @@ from rubric_engine.batch.sinks import ProviderSink, Sink
 from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.engine.pipeline import (
     CredentialsRefused,
+    PreparedRow,
     RequestBuilder,
     refused_credentials,
     row_result,
     stored_row,
 )
+from rubric_engine.engine.sampling import (
+    Sampling,
+    aggregate_row,
+    as_sample,
+    reusable,
+    sampled_row,
+)
 from rubric_engine.judge.instructor_judge import InstructorJudge
 from rubric_engine.judge.output_modes import OutputMode
-from rubric_engine.judge.protocol import Judge
+from rubric_engine.judge.protocol import Judge, JudgeOutcome
 from rubric_engine.results.model import RowResult
+from rubric_engine.store.samples import StoredSample
 from rubric_engine.store.task_store import StoredRow, TaskStore
 
 Progress = Callable[[str], None]
 #: a row's requests in the ledger: ``(attempt, result or None while waiting)``
 Requests = list[tuple[int, dict[str, Any] | None]]
+#: a request line to send: ``(custom_id, attempt, encoded line)``
+Line = tuple[str, int, bytes]
 #: output lines parsed and stored together (one statement's worth)
 STORE_CHUNK = 1000
 
@@ -134,6 +145,9 @@ class BatchRun:
     progress: Progress | None = None
     on_row: Callable[[RowResult], None] | None = None
     on_stored: Callable[[StoredRow], None] | None = None
+    #: ``score --samples K`` (docs/stability.md): each judged row asked K times (``None`` or
+    #: one sample: a single ask, whose requests and ids are a run's before samples existed)
+    sampling: Sampling | None = None
     ledger: Ledger = field(init=False)
     stop_reason: str | None = None
     #: ``(rowId, bytes)`` of each request larger than ``limits.max_bytes``: written to a file
@@ -325,37 +339,53 @@ class BatchRun:
             data.seek(0)
             data.truncate()
 
-        group: list[tuple[int, DialogueRow, Requests]] = []
+        group: list[tuple[int, DialogueRow, Any]] = []
+        sampled = self.sampling is not None and self.sampling.samples > 1
 
         async def judge_group() -> None:
             nonlocal size
-            lines = await asyncio.gather(
-                *(self._judge(seq, row, asked) for seq, row, asked in group)
-            )
-            for (_seq, row, asked), line in zip(group, lines, strict=True):
-                if line is None:
-                    continue
-                cid, attempt, encoded = line
-                if any(a == attempt for a, _ in asked):
-                    continue  # already in a job
-                if not self._affordable(encoded, len(chunk)):
-                    continue
-                if len(encoded) > self.limits.max_bytes:
-                    self.oversized.append((row.row_id, len(encoded)))
-                if chunk and (
-                    len(chunk) >= self.limits.max_requests
-                    or size + len(encoded) > self.limits.max_bytes
-                ):
-                    await flush()
-                chunk.append(PlannedRequest(cid, row.row_id, attempt))
-                data.write(encoded)
-                size += len(encoded)
+            if sampled:
+                kept = self.store.samples_of(self.task_id, [row.row_id for _, row, _ in group])
+                found = await asyncio.gather(
+                    *(
+                        self._judge_sampled(seq, row, asked, kept.get(row.row_id, []))
+                        for seq, row, asked in group
+                    )
+                )
+            else:
+                found = await asyncio.gather(
+                    *(self._judge(seq, row, asked) for seq, row, asked in group)
+                )
+            for (_seq, row, _asked), lines in zip(group, found, strict=True):
+                for cid, attempt, encoded in lines:
+                    await add(row, cid, attempt, encoded)
             group.clear()
+
+        async def add(row: DialogueRow, cid: str, attempt: int, encoded: bytes) -> None:
+            nonlocal size
+            if not self._affordable(encoded, len(chunk)):
+                return
+            if len(encoded) > self.limits.max_bytes:
+                self.oversized.append((row.row_id, len(encoded)))
+            if chunk and (
+                len(chunk) >= self.limits.max_requests
+                or size + len(encoded) > self.limits.max_bytes
+            ):
+                await flush()
+            chunk.append(PlannedRequest(cid, row.row_id, attempt))
+            data.write(encoded)
+            size += len(encoded)
 
         try:
             for seq, row in self._unfinished():
-                asked = self.ledger.row_requests(self.task_id, row.row_id)
-                if any(result is None for _, result in asked):
+                asked: Any
+                if sampled:
+                    asked = self.ledger.sample_requests(self.task_id, row.row_id)
+                    waiting = any(r is None for own in asked.values() for _, r in own)
+                else:
+                    asked = self.ledger.row_requests(self.task_id, row.row_id)
+                    waiting = any(result is None for _, result in asked)
+                if waiting:
                     continue  # a request of the row awaits its batch
                 group.append((seq, row, asked))
                 if len(group) >= self.concurrency:
@@ -380,36 +410,111 @@ class BatchRun:
             if next_stored != seq:
                 yield seq, row
 
-    async def _judge(
-        self, seq: int, row: DialogueRow, asked: Requests
-    ) -> tuple[str, int, bytes] | None:
+    async def _judge(self, seq: int, row: DialogueRow, asked: Requests) -> list[Line]:
         """One row's pass: store it when the judge finishes, else its next request line."""
-        backend = self.backend
-        backend.results[row.row_id] = answered(asked)
+        prepared = self.builder.prepare(seq, row)
+        outcome, line = await self._ask(prepared, 1, asked)
+        if outcome is None:
+            return [line] if line is not None else []
+        result = row_result(self.builder.compiled, prepared, outcome)
+        self._store(stored_row(prepared, outcome, result), [outcome])
+        return []
+
+    async def _judge_sampled(
+        self,
+        seq: int,
+        row: DialogueRow,
+        asked: dict[int, Requests],
+        kept: list[StoredSample],
+    ) -> list[Line]:
+        """One sampled row's pass (``score --samples K``, docs/stability.md "Batch mode"):
+        each sample is a slot of its own, with its own requests (the sample in their
+        ``custom_id``); a sample the judge finishes is stored at once and never asked again.
+        With ``--samples-when unsure`` sample 2 waits for sample 1's answer and samples 3..K
+        for the first two, as live decides; otherwise every sample is asked in the same batch.
+        The row is stored, the aggregate of its samples, once every sample it asks is in (or
+        one failed: no further one can change that it is that sample's error)."""
+        sampling = self.sampling
+        assert sampling is not None
+        prepared = self.builder.prepare(seq, row)
+        own = {s.sample: s for s in kept if s.judge == 1}
+        slots: list[StoredSample | None] = []
+        lines: list[Line] = []
+        outcomes: list[JudgeOutcome] = []
+        for number in range(1, sampling.samples + 1):
+            if number > 1 and not self._asks_another(slots):
+                break
+            sample = own.get(number)
+            if sample is None or not reusable(sample):
+                outcome, line = await self._ask(prepared, number, asked.get(number, []))
+                if outcome is None:
+                    slots.append(None)
+                    lines += [line] if line is not None else []
+                    continue
+                outcomes.append(outcome)
+                one = stored_row(
+                    prepared, outcome, row_result(self.builder.compiled, prepared, outcome)
+                )
+                sample = as_sample(one, number, sampling.model)
+                self.store.add_sample(self.task_id, sample)
+                sampling.extra += number > 1
+            slots.append(sample)
+        samples = _finished(slots)
+        if samples is None:
+            return lines
+        result = aggregate_row(self.builder.compiled, prepared.case.all, samples)
+        dialogue = prepared.row.model_dump(mode="json", by_alias=True)
+        sampling.tally(samples)
+        self._store(sampled_row(seq, dialogue, result, samples), outcomes)
+        return []
+
+    def _asks_another(self, slots: Sequence[StoredSample | None]) -> bool:
+        """Whether a row whose samples so far are ``slots`` (``None``: awaiting a batch) asks
+        the next: always up to K; adaptively, sample 2 and 3 once the ones before are in and
+        :meth:`~rubric_engine.engine.sampling.Sampling.wanted` wants it, the rest with 3."""
+        sampling = self.sampling
+        assert sampling is not None
+        if sampling.when == "always" or len(slots) >= 3:
+            return True
+        done = [s for s in slots if s is not None and reusable(s)]
+        return len(done) == len(slots) and sampling.wanted(done)
+
+    async def _ask(
+        self, prepared: PreparedRow, sample: int, asked: Requests
+    ) -> tuple[JudgeOutcome | None, Line | None]:
+        """Judge one slot of a row from its batch results: ``(outcome, None)`` when the judge
+        finishes, else ``(None, its next request line)`` (``None`` when that request is
+        already in a job)."""
+        backend, row_id = self.backend, prepared.row.row_id
+        slot: Slot = (row_id, 1, sample)
+        backend.results[slot] = answered(asked)
         try:
-            prepared = self.builder.prepare(seq, row)
-            outcome = await self.judge.judge(prepared.request)
-            pending = backend.pending.get(row.row_id)
-            if backend.unresolved(row.row_id):
-                if pending is None:
-                    return None
-                cid = custom_id(seq, pending.attempt, row.row_id, self.task_id)
-                return cid, pending.attempt, request_line(cid, pending.kwargs)
-            result = row_result(self.builder.compiled, prepared, outcome)
-            stored = stored_row(prepared, outcome, result)
-            self.store.add_row(self.task_id, stored)
-            if self.on_stored is not None:
-                self.on_stored(stored)
-            if self.on_row is not None:
-                self.on_row(result)
-            refused = refused_credentials(outcome)  # a --batch-fallback live call got 401/403
+            request = prepared.request if sample == 1 else replace(prepared.request, sample=sample)
+            outcome = await self.judge.judge(request)
+            if not backend.unresolved(slot):
+                return outcome, None
+            pending = backend.pending.get(slot)
+            if pending is None or any(a == pending.attempt for a, _ in asked):
+                return None, None  # waiting, or already in a job
+            cid = custom_id(prepared.seq, pending.attempt, row_id, self.task_id, sample)
+            return None, (cid, pending.attempt, request_line(cid, pending.kwargs))
+        finally:
+            backend.results.pop(slot, None)
+            backend.pending.pop(slot, None)
+            backend.waiting.discard(slot)
+
+    def _store(self, stored: StoredRow, outcomes: Sequence[JudgeOutcome]) -> None:
+        """Store a finished row; a 401/403 of a ``--batch-fallback live`` call then stops the
+        run (the row is kept, a TRANSPORT error judged again on resume)."""
+        self.store.add_row(self.task_id, stored)
+        if self.on_stored is not None:
+            self.on_stored(stored)
+        if self.on_row is not None:
+            self.on_row(stored.result)
+        for outcome in outcomes:
+            refused = refused_credentials(outcome)
             if refused is not None and outcome.error is not None:
                 raise CredentialsRefused(refused, outcome.error.message)
-            return None
-        finally:
-            backend.results.pop(row.row_id, None)
-            backend.pending.pop(row.row_id, None)
-            backend.waiting.discard(row.row_id)
 
     def _affordable(self, line: bytes, queued: int) -> bool:
         """Budgets apply before submitting: would this line pass ``--max-calls``/``--max-cost``?"""
@@ -432,3 +537,15 @@ class BatchRun:
                 return False
             self._spent += estimate
         return True
+
+
+def _finished(slots: Sequence[StoredSample | None]) -> list[StoredSample] | None:
+    """A sampled row's samples once it is finished, else ``None``: every sample it asks is
+    in, or one that failed has every sample before it in (the row is then that sample's
+    error, docs/stability.md rule 1; the samples after it that are in stay with it)."""
+    for found in slots:
+        if found is None:
+            return None
+        if not reusable(found):
+            break
+    return [s for s in slots if s is not None]

@@ -482,11 +482,6 @@ def _check_ranges(options: ScoreOptions) -> None:
             f"and K is {options.samples}: add --samples K with K >= 2 (e.g. --samples 3), or "
             "drop --samples-when (docs/stability.md)"
         )
-    if options.samples > 1 and options.mode == "batch":
-        raise ConfigurationError(
-            "--samples above 1 is not supported with --mode batch yet; use --mode live or "
-            "record (docs/stability.md)"
-        )
     if options.max_tokens < MIN_MAX_TOKENS:
         raise ConfigurationError(f"--max-tokens must be at least {MIN_MAX_TOKENS}")
     if options.max_context is not None and options.max_context < 1:

@@ -432,7 +432,10 @@ async def _run(
         options.samples,
         judges[0][1] if options.panel else options.model,
         store.unfinished_samples(task_id, done)
-        if (options.samples > 1 or options.panel) and options.resume is not None
+        # batch mode reads a pass's stored samples a group of rows at a time
+        if (options.samples > 1 or options.panel)
+        and options.resume is not None
+        and options.mode != "batch"
         else {},
         when=options.samples_when,
         pass_score=default_pass_score(plan.rubric),
@@ -440,10 +443,14 @@ async def _run(
     )
     try:
         if options.mode == "batch":
-            stopped, extra = await _in_batches(plan, store, task_id, track, keep, on_event)
+            stopped, extra = await _in_batches(
+                plan, store, task_id, track, keep, on_event, sampling
+            )
             state = TaskState.STOPPED if stopped else TaskState.COMPLETED
             store.finish_task(task_id, state, {"stopReason": stopped, "batch": extra})
-            return _report(plan, store, task_id, kept, misses, stopped)
+            batched = _report(plan, store, task_id, kept, misses, stopped)
+            batched.sampling_note = sampling.note()
+            return batched
         await run_batch(
             plan.inputs.drain(),
             plan.builder,
@@ -518,6 +525,7 @@ async def _in_batches(
     track: OnRow,
     keep: Callable[[StoredRow], None],
     on_event: OnEvent | None,
+    sampling: Sampling,
 ) -> tuple[str | None, dict[str, Any]]:
     """``--mode batch``: the same rows, requests and row results, through provider batches."""
     from rubric_engine.batch.mode import run_in_batches
@@ -542,6 +550,7 @@ async def _in_batches(
         on_stored=keep,
         output_mode=effective_output_mode(options),
         system_as_user=options.system_as_user,
+        sampling=sampling,
     )
     return outcome.stop_reason, outcome.summary
 

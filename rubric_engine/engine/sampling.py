@@ -63,14 +63,29 @@ class Sampling:
         """Whether a judged row is asked more than once (more samples, or a panel)."""
         return self.samples > 1 or bool(self.panel)
 
+    def near_pass_line(self, first: RowResult) -> bool:
+        """Whether a final score is within one point below the pass line or on it."""
+        score = first.final_score
+        return score is not None and self.pass_score - 1 <= score <= self.pass_score
+
     def unsure(self, first: RowResult) -> bool:
         """A first answer worth asking again: its final score within one point below the
         pass line or on it, or a red flag."""
-        score = first.final_score
-        near = score is not None and self.pass_score - 1 <= score <= self.pass_score
+        near = self.near_pass_line(first)
         self.near_pass += near
         self.red_flag += bool(first.red_flag_types) and not near
         return near or bool(first.red_flag_types)
+
+    def wanted(self, asked: Sequence[StoredSample]) -> bool:
+        """Whether a row with ``asked`` samples (all scored) is asked another: what
+        :meth:`more` decides, without counting (batch mode decides again on each pass)."""
+        if len(asked) >= self.samples:
+            return False
+        if self.when == "always" or len(asked) > 2:
+            return True
+        if len(asked) == 1:
+            return self.near_pass_line(asked[0].result) or bool(asked[0].result.red_flag_types)
+        return _shape(asked[0].result) != _shape(asked[1].result)
 
     def more(self, asked: Sequence[StoredSample]) -> bool:
         """Whether a row with ``asked`` samples (all scored) is asked another."""
@@ -86,6 +101,13 @@ class Sampling:
             self.split += split
             return split
         return True
+
+    def tally(self, samples: Sequence[StoredSample]) -> None:
+        """Count a row's decisions as :func:`ask_samples` counts them while it asks, once the
+        row is finished (batch mode, where a row is walked again on every pass)."""
+        for n in range(1, len(samples) + 1):
+            if not reusable(samples[n - 1]) or not self.more(samples[:n]):
+                return
 
     def note(self) -> str | None:
         """What adaptive sampling cost, for the end of the run (``None`` unless ``unsure``)."""
