@@ -14,10 +14,8 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
-import threading
 import time
 from collections import Counter
 from dataclasses import replace
@@ -31,7 +29,7 @@ from rubric_engine.batch.mode import BatchSettings
 from rubric_engine.engine import ScoreOptions, score
 from rubric_engine.store.location import parse_location
 from rubric_engine.store.task_store import TaskStore
-from rubric_engine.testing.batch_stub import BatchStub, Delays, Fate
+from rubric_engine.testing.batch_stub import BatchStub, Delays
 from rubric_engine.testing.openai_stub import StubReply, StubServer, row_id_of
 from tests.conftest import RUBRICS
 from tests.test_batch import FAST, report_core, rows_of
@@ -101,3 +99,140 @@ def test_k3_in_batch_asks_k_requests_per_row_and_equals_live(tmp_path: Path) -> 
     assert any(not reference([s.result for s in r.samples])["stable"] for r in stored)
     code, out = run("verify", result.task_id, "--store", tmp_path / "batch.sqlite")
     assert code == 0 and "8 of 8 row(s) re-derived" in out, out
+
+
+def test_batch_record_writes_each_sample_under_its_live_key_and_replays_byte_for_byte(
+    tmp_path: Path,
+) -> None:
+    rows = subset(tmp_path, 8)
+    with BatchStub(Counting()) as stub:
+        recorded = score(in_batch(rows, stub, tmp_path, "rec", batch={"record": True}))
+    entries = [
+        json.loads(line)
+        for line in (tmp_path / "cassettes" / "health_cs" / "rows.jsonl")
+        .read_text("utf-8")
+        .splitlines()
+    ]
+    samples = Counter(e["keyParts"].get("sample", "1") for e in entries)
+    assert samples == {"1": 8, "2": 8, "3": 8}, samples
+    assert {e["provenance"]["kind"] for e in entries} == {"recorded"}
+    replay = sampled(rows, tmp_path, "replay", "replay")
+    replayed = score(replace(replay, store=tmp_path / "rec.sqlite"))
+    assert (tmp_path / "replay" / "rows.jsonl").read_bytes() == (
+        tmp_path / "rec" / "rows.jsonl"
+    ).read_bytes()
+    assert report_core(tmp_path / "replay") == report_core(tmp_path / "rec")
+    with TaskStore(tmp_path / "rec.sqlite") as store:
+        by_batch = {r.result.row_id: r for r in store.rows(recorded.task_id)}
+        by_replay = {r.result.row_id: r for r in store.rows(replayed.task_id)}
+    for row_id, row in by_batch.items():  # each sample under the key a live record gives it
+        again = by_replay[row_id]
+        assert [s.cassette_key for s in row.samples] == [s.cassette_key for s in again.samples]
+        assert len({s.cassette_key for s in row.samples}) == 3
+
+
+def test_adaptive_sampling_in_batch_asks_follow_up_batches_for_the_unsure_rows_as_live(
+    tmp_path: Path,
+) -> None:
+    rows = subset(tmp_path, 26)
+    with StubServer(Counting()) as server:
+        live = score(
+            sampled(rows, tmp_path, "live", "live", api_base=server.base_url, samples_when="unsure")
+        )
+    judge = Counting()
+    with BatchStub(judge) as stub:
+        batch = score(in_batch(rows, stub, tmp_path, "batch", samples_when="unsure"))
+    assert live.sampling_note is not None and batch.sampling_note == live.sampling_note
+    assert rows_of(tmp_path / "batch") == rows_of(tmp_path / "live")
+    assert report_core(tmp_path / "batch") == report_core(tmp_path / "live")
+    first, second, third = submitted(stub)  # one request a row, then the unsure rows' extras
+    assert sorted(first) == [(seq, 1, 0) for seq in range(26)]
+    assert {k for _, k, _ in second} == {2} and {k for _, k, _ in third} == {3}
+    unsure = {seq for seq, _, _ in second}
+    assert 0 < len(unsure) < 26 and {seq for seq, _, _ in third} <= unsure
+    extra = len(second) + len(third)
+    assert sum(judge.asked.values()) == 26 + extra
+    assert f"made {extra}" in batch.sampling_note, batch.sampling_note
+    code, out = run("score", "--resume", batch.task_id, "--store", tmp_path / "batch.sqlite")
+    assert code == 0 and "already complete" in out.lower(), out
+
+
+class SecondFailsThirdReasked(Counting):
+    """:class:`Counting`'s answers, but each row's second request (its sample 2's line) is
+    answered with HTTP 500, so it goes live (``--batch-fallback live``), and its third (sample
+    3's line) with prose, so sample 3 is re-asked in a follow-up batch."""
+
+    def __call__(self, body: dict[str, Any]) -> StubReply:
+        row = row_id_of(body) or ""
+        with self.lock:
+            n = self.asked[row]
+            self.asked[row] += 1
+        if n == 1:
+            return StubReply(status=500, content="overloaded")
+        if n == 2:
+            return StubReply(content="I think this reply is fine overall.")
+        return per_sample(body, n)
+
+
+def test_kill_9_mid_batch_then_resume_asks_no_stored_sample_again(
+    tmp_path: Path, store_at: str
+) -> None:
+    """Each row's sample 1 is answered by the first batch, sample 2 (its line errored) live,
+    and sample 3 re-asked in a second batch, during which the run is killed. The resumed run
+    adopts that batch, asks nothing live and submits nothing again: every stored sample,
+    batch- or live-answered, is kept."""
+    rows = subset(tmp_path, 8)
+    judge = SecondFailsThirdReasked()
+    env = {**os.environ, "NO_COLOR": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+           "OPENAI_API_KEY": "sk-test"}  # fmt: skip
+    with BatchStub(judge, delays=Delays(in_progress_s=2.0)) as stub:
+        process = subprocess.Popen(
+            [
+                sys.executable, "-m", "rubric_engine.cli", "score", str(rows),
+                "-r", str(RUBRICS / "health_cs.yaml"), "--draft", "--mode", "batch",
+                "--api-base", stub.base_url, "--model", "openai/gpt-4o-mini",
+                "--samples", "3", "--batch-fallback", "live", "--batch-poll-interval", "0.02",
+                "--store", store_at, "--out", str(tmp_path / "out"), "--display", "none",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env=env,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 90
+            while len(stub.submissions) < 2:
+                assert time.monotonic() < deadline, "no second batch in 90 s"
+                assert process.poll() is None, process.communicate()[1]
+                time.sleep(0.01)
+            time.sleep(0.3)
+            process.send_signal(signal.SIGKILL)
+            process.wait(30)
+        finally:
+            if process.poll() is None:
+                process.kill()
+        live_before = sum(1 for m, p in stub.requests if p.endswith("/chat/completions"))
+        asked_before = sum(judge.asked.values())
+        with TaskStore(parse_location(store_at)) as opened:
+            (task,) = [t.id for t in opened.tasks()]
+            assert not list(opened.rows(task))
+            held = opened.unfinished_samples(task, ())
+        assert live_before == 8  # each row's sample 2
+        assert sorted([s.sample for s in h] for h in held.values()) == [[1, 2]] * 8, held
+        code, out = run("score", "--resume", task, "--store", store_at, "--display", "none")
+        assert code == 0, out
+        live_after = sum(1 for m, p in stub.requests if p.endswith("/chat/completions"))
+    # nothing asked but the adopted batch's 8 re-asks, which the fake answers as it ends
+    assert live_after == live_before and sum(judge.asked.values()) == asked_before + 8
+    assert len(stub.submissions) == 2 and stub.duplicate_custom_ids() == []
+    first, second = submitted(stub)
+    assert len(first) == 24 and sorted(second) == [(seq, 3, 1) for seq in range(8)]
+    with TaskStore(parse_location(store_at)) as opened:
+        stored = list(opened.rows(task))
+        assert opened.task(task).state == "COMPLETED"
+    assert len(stored) == 8 and all([s.sample for s in r.samples] == [1, 2, 3] for r in stored)
+    for row in stored:
+        assert [s.calls for s in row.samples] == [1, 2, 2]  # the errored line, then live
+        assert row.samples[1].raw_attempts[0]["error"].startswith("batch request failed")
+        assert as_compared(row.result) == reference([s.result for s in row.samples])
+    code, out = run("verify", task, "--store", store_at)
+    assert code == 0, out
