@@ -236,3 +236,53 @@ def test_kill_9_mid_batch_then_resume_asks_no_stored_sample_again(
         assert as_compared(row.result) == reference([s.result for s in row.samples])
     code, out = run("verify", task, "--store", store_at)
     assert code == 0, out
+
+
+def test_a_failed_sample_ends_the_row_as_its_error_and_stops_its_other_asks(
+    tmp_path: Path,
+) -> None:
+    """Without a live fallback an errored sample is sent again in follow-up batches up to the
+    retry policy's attempts, then the row is that sample's TRANSPORT error; a refused sample
+    ends its row at once, and the re-ask its sample 3 needed is never sent. The samples asked
+    with it (a batch asks a row's samples together) stay with the row."""
+    rows = subset(tmp_path, 6)
+    verdict_rows = [json.loads(line)["rowId"] for line in rows.read_text("utf-8").splitlines()]
+    refused, errored = verdict_rows[1], verdict_rows[4]
+    judge = Counting()
+
+    def respond(body: dict[str, Any]) -> StubReply:
+        row = row_id_of(body) or ""
+        n = judge.asked[row]
+        if row == refused and n == 1:
+            judge.asked[row] += 1
+            return StubReply(content=None, refusal="I can't help with that.")
+        if row == refused and n == 2:
+            judge.asked[row] += 1
+            return StubReply(content="I think this reply is fine overall.")
+        if row == errored and n not in (0, 2):
+            judge.asked[row] += 1
+            return StubReply(status=500, content="overloaded")
+        return judge(body)
+
+    with BatchStub(respond) as stub:
+        result = score(in_batch(rows, stub, tmp_path, "f"))
+    asked = [r for batch in submitted(stub) for r in batch]
+    assert stub.duplicate_custom_ids() == []
+    assert sorted(a for s, k, a in asked if s == 4 and k == 2) == list(range(FAST.max_attempts))
+    assert [(k, a) for s, k, a in asked if s == 1] == [(1, 0), (2, 0), (3, 0)]  # no re-ask
+    with TaskStore(tmp_path / "f.sqlite") as store:
+        stored = {r.result.row_id: r for r in store.rows(result.task_id)}
+    assert stored[refused].result.error is not None
+    assert stored[refused].result.error.kind == "REFUSED"
+    assert [s.sample for s in stored[refused].samples] == [1, 2]
+    assert stored[errored].result.error is not None
+    assert stored[errored].result.error.kind == "TRANSPORT"
+    assert [s.sample for s in stored[errored].samples] == [1, 2, 3]
+    assert stored[errored].samples[1].calls == FAST.max_attempts
+    for row_id, row in stored.items():
+        if row_id not in (refused, errored):
+            assert row.result.status == "SCORED"
+            assert as_compared(row.result) == reference([s.result for s in row.samples])
+    assert result.report["totals"]["scored"] == 4
+    code, out = run("verify", result.task_id, "--store", tmp_path / "f.sqlite")
+    assert code == 0, out
