@@ -70,7 +70,8 @@ def check_panel(options: ScoreOptions) -> None:
         ConfigurationError: a panel of one judge or more than :data:`MAX_JUDGES`, a provider
             part not in lower case, a judge named twice (as :func:`resolved_judge` resolves
             it), a model that is not the panel's first judge, ``--judge none``, and
-            what panels do not support yet (``--mode batch``, ``--samples-when unsure``).
+            what panels do not support (``--mode batch``: a batch serves one model;
+            ``--samples-when unsure``).
     """
     panel = tuple(options.panel)
     if not panel:
@@ -116,8 +117,10 @@ def check_panel(options: ScoreOptions) -> None:
         )
     if options.mode == "batch":
         raise ConfigurationError(
-            "a panel (--judge given more than once) is not supported with --mode batch yet; "
-            "use --mode live or record, or score each judge's batch as its own task"
+            "a panel (--judge given more than once) is not supported with --mode batch: a "
+            "batch serves one model, so each judge would need batches of its own; use --mode "
+            "live or record, or score each judge with --mode batch as its own task "
+            "(--samples K works in batch mode; docs/stability.md)"
         )
     if options.samples_when != "always":
         raise ConfigurationError(
