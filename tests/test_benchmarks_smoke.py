@@ -214,6 +214,21 @@ def test_adaptive_sampling_finds_every_unstable_row_within_1_4x_the_calls_on_20_
     assert "Extra calls: expected 4 to 8, made 8" in done.stdout
 
 
+@pytest.mark.live
+def test_adaptive_sampling_in_batch_mode_asks_the_same_calls_in_three_batches() -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "adaptive_sampling.py"), "--rows", "20",
+         "--mode", "batch"],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    (rows,) = tables(done.stdout)
+    assert [r["calls"] for r in rows] == ["20", "28"]
+    assert [r["batches"] for r in rows] == ["1", "3"]  # one sample, the unsure's, the split's
+    assert "unstable rows found: 4 of 4; missed: 0; stable rows called unstable: 0" in done.stdout
+    assert "Extra calls: expected 4 to 8, made 8" in done.stdout
+
+
 def test_plugin_batching_prints_its_table() -> None:
     done = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "plugin_batching.py"), "--rows", "3",
