@@ -11,6 +11,12 @@ files for the user's own engine (:class:`FileSink`, ``batch export``). Between p
 
 A run killed at any point is resumed by the same loop: the ledger says which batches exist,
 their results are in the store, and a request already in a batch is never planned again.
+
+A sampled row (``score --samples K``, docs/stability.md) is judged one sample at a time in a
+pass, each sample with requests of its own (the sample in their ``custom_id``): a sample the
+judge finishes is stored as the row's sample at once and taken as stored on every later pass
+(never asked again, not even a ``--batch-fallback live`` answer), and the row, their
+aggregate, is stored once all its samples are in.
 """
 
 from __future__ import annotations
