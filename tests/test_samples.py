@@ -371,6 +371,35 @@ def test_authored_second_and_third_opinions_replay_as_samples_2_and_3(tmp_path: 
     assert code != 0 and "sample 2" in out, out
 
 
+def test_workers_judge_a_rows_samples_as_a_direct_run_does(tmp_path: Path, pg_url: str) -> None:
+    """``--workers-only`` then ``rubric-eval work`` on PostgreSQL: each claimed row's three
+    samples are asked and stored with the row, the aggregate and the stability section are the
+    direct run's, and verify re-derives every sample."""
+    from tests.conftest import CASSETTES
+
+    ambiguous = CASES / "health_ambiguous_zh.jsonl"
+    code, out = run("rubric", "publish", RUBRICS / "health_cs.yaml", "--store", pg_url)
+    assert code == 0, out
+    common = ["-r", "health_cs", "--cassettes", CASSETTES, "--samples", "3", "--store", pg_url]
+    code, out = run("score", ambiguous, *common, "--out", tmp_path / "direct", "-q")
+    assert code == 0, out
+    code, out = run("score", ambiguous, *common, "--workers-only", "--out", tmp_path / "w")
+    assert code == 0, out
+    task = out.rsplit("task id: ", 1)[1].split()[0]
+    code, out = run("work", task, "--store", pg_url, "--cassettes", CASSETTES)
+    assert code == 0, out
+    code, out = run("report", task, "--store", pg_url, "--out", tmp_path / "workers")
+    assert code == 0, out
+    direct, workers = (
+        json.loads((tmp_path / name / "report.json").read_text("utf-8"))
+        for name in ("direct", "workers")
+    )
+    assert workers["stability"] == direct["stability"] and workers["stability"]["samples"] == 27
+    assert workers["totals"] == direct["totals"]
+    code, out = run("verify", task, "--store", pg_url)
+    assert code == 0 and "9 of 9 row(s) re-derived" in out, out
+
+
 class ReaskThenHang:
     """Answers a row's first call with prose (the judge re-asks) and, while held, keeps the
     re-ask hanging; counts each row's requests."""
