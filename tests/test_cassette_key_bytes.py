@@ -234,7 +234,14 @@ def test_answer_sources_in_one_pass_are_the_per_key_ones(tmp_path_factory: Any, 
     ]
     sources, kinds = _reference_answer_sources(index, keys)
     replay = type("Replay", (), {"index": index})()
-    store = type("Store", (), {"cassette_keys": lambda self, task_id: iter(keys)})()
+    store = type(
+        "Store",
+        (),
+        {  # a task asked once per row: its rows' keys are its answers'
+            "cassette_keys": lambda self, task_id: iter(keys),
+            "answer_cassette_keys": lambda self, task_id: None,
+        },
+    )()
     assert answer_sources(replay, keys) == sources
     assert replay_extra(replay, store, "task") == {
         "cassettes": kinds,

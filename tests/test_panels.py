@@ -388,9 +388,9 @@ def test_the_summary_names_the_panel(tmp_path: Path) -> None:
         "--store", tmp_path / "s.sqlite", "--out", tmp_path / "o", "--display", "none",
     )  # fmt: skip
     assert code == 0, out
-    assert "panel of 2 judges" in out and "openai/gpt-4o-mini, openai/gpt-4o" in " ".join(
-        out.split()
-    ), out
+    said = " ".join(out.split())
+    assert "panel of 2 judges" in out and "openai/gpt-4o-mini, openai/gpt-4o" in said, out
+    assert "answers from 8 authored cassette entries, not from these models" in said, out
 
 
 @settings(max_examples=100, deadline=None)

@@ -803,3 +803,30 @@ def test_samples_when_unsure_with_one_sample_is_refused_naming_the_fix(
     assert code == 2 and "--samples-when unsure" in out and "K is 1" in out, out
     assert "add --samples K with K >= 2" in out, out
     assert not (tmp_path / "s.sqlite").exists()
+
+
+def test_the_summary_of_a_sampled_replay_counts_every_answer_and_shows_stability(
+    tmp_path: Path,
+) -> None:
+    from tests.conftest import CASSETTES
+
+    code, out = run(
+        "score", CASES / "health_ambiguous_zh.jsonl", "-r", RUBRICS / "health_cs.yaml", "--draft",
+        "--samples", "3", "--cassettes", CASSETTES, "--store", tmp_path / "s.sqlite",
+        "--out", tmp_path / "o", "--display", "none",
+    )  # fmt: skip
+    said = " ".join(out.split())
+    assert code == 0, out
+    assert "answers from 27 authored cassette entries" in said, out  # 9 rows × 3 samples
+    assert "stability: sampled rows 9 (27 samples) · unstable 9 (100.00%)" in said, out
+    report = json.loads((tmp_path / "o" / "report.json").read_text("utf-8"))
+    assert report["task"]["cassettes"] == {"authored": 27}
+    assert sum(s["rows"] for s in report["task"]["answerSources"]) == 9  # by rows
+    # one ask per row: no stability line, the rows' entries
+    code, out = run(
+        "score", CASES / "health_ambiguous_zh.jsonl", "-r", RUBRICS / "health_cs.yaml", "--draft",
+        "--cassettes", CASSETTES, "--store", tmp_path / "s.sqlite", "--out", tmp_path / "one",
+        "--display", "none",
+    )  # fmt: skip
+    assert code == 0 and "answers from 9 authored" in " ".join(out.split()), out
+    assert "stability:" not in out, out

@@ -609,15 +609,18 @@ def judge_record(plan: Plan, judge: Judge) -> dict[str, Any]:
 
 
 def replay_extra(backend: ReplayBackend, store: TaskStore, task_id: str) -> dict[str, Any]:
-    """What a replayed task records about its answers: how many rows each kind of cassette
-    entry answered (``cassettes``), where they came from (``answerSources``) and that the
+    """What a replayed task records about its answers: how many answers each kind of cassette
+    entry gave (``cassettes``: every sample of every judge), where the rows' answers came from
+    (``answerSources``, by rows) and that the
     latency is the recorded one, not measured (``latency``). Shared by
     ``score`` and the workers of :mod:`rubric_engine.engine.workers`, so their reports agree."""
     counted = backend.index.provenance_rows(store.cassette_keys(task_id))  # one pass
+    # the entries of every answer: K a row when sampled, one a judge of a panel
+    answers = store.answer_cassette_keys(task_id)
     kinds: Counter[str] = Counter()
-    for prov, rows in counted:
+    for prov, n in counted if answers is None else backend.index.provenance_rows(answers):
         if kind := str(prov["kind"]):
-            kinds[kind] += rows
+            kinds[kind] += n
     return {
         "cassettes": dict(sorted(kinds.items())),
         "answerSources": _answer_sources(counted),

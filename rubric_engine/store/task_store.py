@@ -676,6 +676,21 @@ class TaskStore:
         ):
             yield key
 
+    def answer_cassette_keys(self, task_id: str) -> Iterator[str | None] | None:
+        """The cassette key of each answer a task's stored rows were given, in input order: a
+        sampled row's (or a panel's) one per judge and sample, any other row's its one;
+        ``None`` for a task without samples (its :meth:`cassette_keys` are its answers')."""
+        self._send()  # rows this store holds back until the commit first
+        sampled = "SELECT 1 FROM row_samples WHERE task_id=? LIMIT 1"
+        if not list(self._backend.execute(sampled, (task_id,))):
+            return None
+        query = (
+            "SELECT CASE WHEN s.row_id IS NULL THEN r.cassette_key ELSE s.cassette_key END "
+            "FROM rows r LEFT JOIN row_samples s ON s.task_id = r.task_id AND s.row_id = r.row_id "
+            "WHERE r.task_id=? ORDER BY r.seq, s.judge, s.sample"
+        )
+        return (key for (key,) in self._backend.execute(query, (task_id,)))
+
     def report_rows(
         self, task_id: str, page: int = 500
     ) -> Iterator[tuple[RowResult, int, int, int, float | None, float, dict[str, Any], int, int]]:

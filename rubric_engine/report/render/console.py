@@ -24,7 +24,7 @@ def _judge_line(task: TaskSection) -> str:
     if cassettes:
         line += ", answers from " + ", ".join(f"{n} {kind}" for kind, n in cassettes.items())
         line += (
-            " cassette entries of judge 1's first answers, not from these models"
+            " cassette entries, not from these models"
             if task.judges
             else " cassette entries, not from this model"
         )
@@ -60,6 +60,13 @@ def print_summary(report: Report, console: Console) -> None:
         console.print(
             f"pass rate {totals.pass_rate * 100:.2f}% ({totals.passed_rows} of "
             f"{totals.scored} scored rows: no red flag and score ≥ {totals.pass_score})"
+        )
+    if report.stability is not None:  # a sampled task (docs/stability.md)
+        s = report.stability
+        rate = "" if s.unstable_rate is None else f" ({s.unstable_rate * 100:.2f}%)"
+        console.print(
+            f"stability: sampled rows {s.sampled_rows} ({s.samples} samples) · unstable "
+            f"{s.unstable_rows}{rate}"
         )
     if report.usage.cache_line:
         usage = report.usage
