@@ -471,3 +471,41 @@ def test_a_file_that_reads_otherwise_the_second_time_stores_nothing(
     result = runner.invoke(app, ["labels", "import", str(file), "--store", str(published)])
     assert result.exit_code != 0 and "a line added after the first pass" in result.output
     assert len(passes) == 2 and _stored(published) == []
+
+
+def test_calibrate_reads_the_current_labels_a_page_at_a_time_by_row(
+    published: Path, tmp_path: Path
+) -> None:
+    """``current_labels_by_row`` (calibrate's reader) gives each row's current labels in rowId
+    order, pages of 3 as one read, and finds a superseded label through its index: no page
+    lists every superseding label of the rubric (that list grew with the labels, every page)."""
+    from rubric_engine.labels.store import current_labels_by_row, read_labels
+
+    file, edits = tmp_path / "labels.jsonl", tmp_path / "edits.jsonl"
+    other = _label_lines(7, reviewer="s", requirementId="COMMON_NO_COMPETITOR")
+    file.write_text("\n".join(_label_lines(7) + other) + "\n", "utf-8")
+    invoke("labels", "import", file, "--store", published)
+    edits.write_text("\n".join(_label_lines(7, status="VIOLATED")[1::2]) + "\n", "utf-8")
+    assert "3 superseding" in invoke("labels", "import", edits, "--store", published)
+    with TaskStore(published) as opened:
+        current = read_labels(opened.backend, rubric_key="health_cs")
+        expected = [(row, [lab for lab in current if lab.row_id == row])
+                    for row in sorted({lab.row_id for lab in current})]  # fmt: skip
+        ran: list[str] = []
+        opened.backend.connection.set_trace_callback(ran.append)
+        for page in (3, 2000):
+            assert list(current_labels_by_row(opened.backend, "health_cs", page=page)) == expected
+        opened.backend.connection.set_trace_callback(None)
+        plans = [
+            [str(step[3]) for step in opened.backend.execute("EXPLAIN QUERY PLAN " + sql)]
+            for sql in ran
+            if sql.startswith("SELECT row_id, seq, label FROM labels")
+        ]
+    assert len(current) == 14 and [lab.status for lab in dict(expected)["row-3"]] == [
+        "FOLLOWED",
+        "VIOLATED",
+    ]
+    assert len(plans) == 6, ran
+    for plan in plans:
+        assert any("labels_by_supersedes" in step for step in plan), plan
+        assert not any("LIST SUBQUERY" in step for step in plan), plan

@@ -296,21 +296,19 @@ def current_labels_by_row(
     order, as ``ORDER BY`` gives on both stores), each row's labels in stored order.
 
     Read ``page`` labels per query (keyset on the ``labels_by_row`` index), so memory holds
-    one page and one row whatever the number of labels.
+    one page and one row whatever the number of labels; a superseded label is found by
+    ``labels_by_supersedes``, as :func:`labels_on_task_rows` finds it.
     """
     if "labels" not in db.tables():
         return
     who = f" AND reviewer IN ({','.join('?' * len(reviewers))})" if reviewers else ""
-    current = (
-        "label_id NOT IN (SELECT supersedes FROM labels WHERE supersedes IS NOT NULL"
-        " AND rubric_key=?)"
-    )
+    current = "NOT EXISTS (SELECT 1 FROM labels s WHERE s.supersedes = labels.label_id)"
     after: tuple[str, int] | None = None
     row_id: str | None = None
     group: list[Label] = []
     while True:
         where = "rubric_key=? AND " + current + who
-        params: tuple[object, ...] = (rubric_key, rubric_key, *reviewers)
+        params: tuple[object, ...] = (rubric_key, *reviewers)
         if after is not None:
             where += " AND (row_id>? OR (row_id=? AND seq>?))"
             params += (after[0], after[0], after[1])
