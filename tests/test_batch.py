@@ -513,6 +513,37 @@ def test_export_answer_import_gives_the_replay_rows(
     assert rows_of(tmp_path / "imp") == rows_of(tmp_path / "replay")
 
 
+def test_a_job_s_requests_are_found_by_the_job_not_by_reading_every_request(
+    tmp_path: Path,
+) -> None:
+    """What import and ``--mode batch`` ask of one job (its requests, how many are answered,
+    an error for the unanswered) goes through the ``batch_requests_by_job`` index: a scan of
+    every request of the store per job made an import of N rows grow with N²."""
+    store = tmp_path / "s.sqlite"
+    code, out = run("batch", "export", HEALTH, "-r", RUBRICS / "health_cs.yaml", "--draft",
+                    "--store", store, "--out", tmp_path / "x",
+                    "--batch-max-requests", "7")  # fmt: skip
+    assert code == 0, out
+    task_id = json.loads((tmp_path / "x" / "manifest.json").read_text("utf-8"))["taskId"]
+    with TaskStore(store) as opened:
+        ledger, ran = Ledger(opened), []
+        opened.backend.connection.set_trace_callback(ran.append)
+        assert len(ledger.job_requests(task_id, 2)) == 7
+        assert ledger.answered_count(task_id, [1, 2]) == 0
+        ledger.close_job(task_id, 2, "no answer", "DOWNLOADED")
+        assert ledger.answered_count(task_id, [1, 2, 4]) == 7  # job 2's 7 have an error now
+        opened.backend.connection.set_trace_callback(None)
+        by_job = [sql for sql in ran if "batch_requests" in sql and "job_no=" in sql]
+        plans = {
+            sql: [str(step[3]) for step in opened.backend.execute("EXPLAIN QUERY PLAN " + sql)]
+            for sql in by_job
+        }
+        opened.backend.rollback()
+    assert len(by_job) == 7, ran
+    for sql, plan in plans.items():
+        assert any("batch_requests_by_job" in step for step in plan), (sql, plan)
+
+
 def test_export_never_overwrites_another_task_s_export(tmp_path: Path) -> None:
     store, folder = tmp_path / "s.sqlite", tmp_path / "x"
     export = ("batch", "export", HEALTH, "-r", RUBRICS / "health_cs.yaml", "--draft",

@@ -476,6 +476,17 @@ def m012_labels_by_rubric_seq(db: Backend) -> None:
     _ddl(db, "CREATE INDEX IF NOT EXISTS labels_by_rubric_seq ON labels (rubric_key, seq)")
 
 
+def m013_batch_requests_by_job(db: Backend) -> None:
+    """A batch job's requests found by the job (``batch import`` counts each job's answers
+    and gives its unanswered requests an error; ``--mode batch`` reads a job's requests):
+    without this index each of those statements read every request of the store, so an
+    import of N rows, in N/8,256 jobs, grew with N² (docs/scale.md)."""
+    _ddl(
+        db,
+        "CREATE INDEX IF NOT EXISTS batch_requests_by_job ON batch_requests (task_id, job_no)",
+    )
+
+
 #: every migration, in the order applied; append only
 MIGRATIONS: tuple[Migration, ...] = (
     m001_tasks_and_rows,
@@ -490,6 +501,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     m010_review_team,
     m011_samples_and_digests,
     m012_labels_by_rubric_seq,
+    m013_batch_requests_by_job,
 )
 #: what ``meta.schema`` says once every migration is applied
 SCHEMA_VERSION = len(MIGRATIONS)
