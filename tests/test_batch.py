@@ -754,3 +754,23 @@ def test_requests_over_the_byte_limit_are_each_written_alone_with_a_warning(
     code, out = run(*export, "--out", tmp_path / "y", "--batch-max-bytes", str(3 * largest))
     assert code == 0 and "warning" not in out, out
     assert len(list((tmp_path / "y").glob("requests-*.jsonl"))) < len(files)
+
+
+def test_judge_when_is_refused_in_batch_mode(tmp_path: Path) -> None:
+    """The batch run writes a request for every row, so --judge-when would have been ignored
+    and every row paid for: refused before anything is sent."""
+    from rubric_engine.errors import ConfigurationError
+
+    options = ScoreOptions(
+        inputs=[CASES / "health_consult_zh.jsonl"],
+        rubric=RUBRICS / "health_cs.yaml",
+        draft=True,
+        mode="batch",
+        model="openai/gpt-4o-mini",
+        judge_when="tier=gold",
+        store=tmp_path / "s.sqlite",
+        out=tmp_path / "o",
+    )
+    with pytest.raises(ConfigurationError, match="--judge-when is not applied by --mode batch"):
+        score(options)
+    assert not (tmp_path / "o").exists()

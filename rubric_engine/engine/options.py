@@ -375,6 +375,11 @@ def _check_judge_params(options: ScoreOptions) -> None:
 
         if options.judge == "none":
             raise ConfigurationError("--judge none calls no judge; drop --judge-when")
+        if options.mode == "batch":  # the batch run writes a request for every row
+            raise ConfigurationError(
+                "--judge-when is not applied by --mode batch: every row would be sent to the "
+                "judge and paid for; use --mode live with --judge-when, or drop --judge-when"
+            )
         parse_judge_when(options.judge_when)
 
 
