@@ -376,17 +376,14 @@ def test_workers_judge_a_rows_samples_as_a_direct_run_does(tmp_path: Path, pg_ur
     samples are asked and stored with the row, the aggregate and the stability section are the
     direct run's, and verify re-derives every sample."""
     from tests.conftest import CASSETTES
+    from tests.test_verify import judged_by_workers
 
     ambiguous = CASES / "health_ambiguous_zh.jsonl"
-    code, out = run("rubric", "publish", RUBRICS / "health_cs.yaml", "--store", pg_url)
-    assert code == 0, out
-    common = ["-r", "health_cs", "--cassettes", CASSETTES, "--samples", "3", "--store", pg_url]
-    code, out = run("score", ambiguous, *common, "--out", tmp_path / "direct", "-q")
-    assert code == 0, out
-    code, out = run("score", ambiguous, *common, "--workers-only", "--out", tmp_path / "w")
-    assert code == 0, out
-    task = out.rsplit("task id: ", 1)[1].split()[0]
-    code, out = run("work", task, "--store", pg_url, "--cassettes", CASSETTES)
+    task = judged_by_workers(pg_url, ambiguous, "health_cs", tmp_path / "w", "--samples", "3")
+    code, out = run(
+        "score", ambiguous, "-r", "health_cs", "--cassettes", CASSETTES, "--samples", "3",
+        "--store", pg_url, "--out", tmp_path / "direct", "-q",
+    )  # fmt: skip
     assert code == 0, out
     code, out = run("report", task, "--store", pg_url, "--out", tmp_path / "workers")
     assert code == 0, out

@@ -159,17 +159,24 @@ def test_a_batch_task_verifies(tmp_path: Path) -> None:
     assert code == 0 and "26 of 26 row(s) re-derived" in out, out
 
 
-def test_a_task_judged_by_workers_verifies(tmp_path: Path, pg_url: str) -> None:
-    code, out = run("rubric", "publish", RUBRICS / "health_cs.yaml", "--store", pg_url)
-    assert code == 0, out
-    code, out = run(
-        "score", HEALTH, "-r", "health_cs", "--store", pg_url, "--workers-only",
-        "--cassettes", CASSETTES, "--out", tmp_path / "o",
+def judged_by_workers(store: str, rows: Path, pack: str, out: Path, *extra: object) -> str:
+    """``rows`` scored with ``--workers-only`` under the shipped pack ``pack`` (published
+    first) and judged by ``rubric-eval work`` from the shipped cassettes; the task id."""
+    code, said = run("rubric", "publish", RUBRICS / f"{pack}.yaml", "--store", store)
+    assert code == 0, said
+    code, said = run(
+        "score", rows, "-r", pack, "--store", store, "--workers-only", "--cassettes", CASSETTES,
+        "--out", out, *extra,
     )  # fmt: skip
-    assert code == 0, out
-    task = out.rsplit("task id: ", 1)[1].split()[0]
-    code, out = run("work", task, "--store", pg_url, "--cassettes", CASSETTES)
-    assert code == 0, out
+    assert code == 0, said
+    task = said.rsplit("task id: ", 1)[1].split()[0]
+    code, said = run("work", task, "--store", store, "--cassettes", CASSETTES)
+    assert code == 0, said
+    return task
+
+
+def test_a_task_judged_by_workers_verifies(tmp_path: Path, pg_url: str) -> None:
+    task = judged_by_workers(pg_url, HEALTH, "health_cs", tmp_path / "o")
     code, out = verified(pg_url, task)
     assert code == 0 and "26 of 26 row(s) re-derived" in out, out
 
@@ -198,16 +205,7 @@ def test_workers_replay_a_tau_bench_task_from_the_cassette_a_direct_run_replays(
 ) -> None:
     """Workers render each prompt from the row the work queue holds: the same bytes as a run
     reading the file, so the shipped cassette answers every row."""
-    code, out = run("rubric", "publish", RUBRICS / "airline_cs.yaml", "--store", pg_url)
-    assert code == 0, out
-    code, out = run(
-        "score", AIRLINE, "-r", "airline_cs", "--store", pg_url, "--workers-only",
-        "--cassettes", CASSETTES, "--out", tmp_path / "o",
-    )  # fmt: skip
-    assert code == 0, out
-    task = out.rsplit("task id: ", 1)[1].split()[0]
-    code, out = run("work", task, "--store", pg_url, "--cassettes", CASSETTES)
-    assert code == 0, out
+    task = judged_by_workers(pg_url, AIRLINE, "airline_cs", tmp_path / "o")
     code, out = run("report", task, "--store", pg_url, "--out", tmp_path / "r")
     assert code == 0, out
     report = json.loads((tmp_path / "r" / "report.json").read_text(encoding="utf-8"))
