@@ -263,7 +263,12 @@ def test_calibration_metrics_are_read_from_the_section_passed_in_as_data(
     stale = built.model_copy(
         update={"calibration": calibration_section("stale", "judge model 'a' vs 'b'", {}, "C1")}
     )
-    check_parameters([kappa], stale)  # names are not checked against a stale record
+    check_parameters([kappa], stale)  # a documented name: accepted, and fails below
+    # a misspelt one is refused before any calibration is current (newcomer finding: the
+    # typo hid behind "calibration is missing", exit 7, until the first calibration)
+    for without in (stale, built):
+        with pytest.raises(ConfigurationError, match="docs/calibration.md names, e.g. kappa"):
+            check_parameters([parse_threshold("calibration.kapa>=0.6")], without)
     message = check_threshold(kappa, stale).message
     assert message.endswith("cannot pass (calibration is stale: judge model 'a' vs 'b')")
     assert "## Judge calibration" in render_markdown(stale)

@@ -92,19 +92,31 @@ _NAMES = re.compile(
 class CalibrationNames(list[str]):
     """What ``calibration.<METRIC>`` accepts: any name of the documented forms (a figure the
     labels leave undefined then fails with exit 7 and says why, as a stale or missing
-    calibration does), never a misspelt one. Listed as the figures the calibration holds."""
+    calibration does), never a misspelt one. Listed as the figures the calibration holds;
+    empty when no current calibration is attached (the names are still checked)."""
 
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and _NAMES.fullmatch(name) is not None
 
+    def __str__(self) -> str:
+        if self:
+            return ", ".join(self)
+        return (
+            "a figure docs/calibration.md names, e.g. kappa, accuracy.lower95, "
+            "redFlagRecall.lower95, altTest.passed (no current calibration is attached, so "
+            "none is held yet)"
+        )
 
-def calibration_choices(report: Report) -> list[str] | None:
-    """The names ``calibration.<METRIC>`` accepts (see :class:`CalibrationNames`) when a
-    current calibration is attached; ``None`` (not checked here) otherwise: every such check
-    then fails and says why (:func:`why_no_calibration_value`)."""
+
+def calibration_choices(report: Report) -> list[str]:
+    """The names ``calibration.<METRIC>`` accepts (see :class:`CalibrationNames`), listed as
+    the figures of the current calibration attached, if any. A misspelt name is refused
+    whether or not a calibration exists yet, so a typo in a CI job shows on its first run; a
+    documented name without a current calibration fails and says why
+    (:func:`why_no_calibration_value`)."""
     section = report.calibration
     if section is None or section.state != "current":
-        return None
+        return CalibrationNames()
     return CalibrationNames(sorted(m.removeprefix("calibration.") for m in section.metrics))
 
 

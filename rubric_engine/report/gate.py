@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from rubric_engine.errors import ConfigurationError
+from rubric_engine.report.calibration import CalibrationNames
 from rubric_engine.report.metrics import METRICS, MetricDef, MetricKind, find_metric, metric_names
 from rubric_engine.report.model import Diff, Report
 
@@ -142,9 +143,10 @@ def check_parameters(thresholds: Sequence[Threshold], report: Report) -> None:
             continue
         valid = t.metric.choices(report)
         if valid is not None and t.param not in valid:
+            listed = str(valid) if isinstance(valid, CalibrationNames) else ", ".join(valid)
             problems.append(
                 f"{t.text}: {t.param!r} is not a valid value for {t.metric.name}; "
-                f"valid: {', '.join(valid) or '(none in this task)'}"
+                f"valid: {listed or '(none in this task)'}"
             )
     if problems:
         raise ConfigurationError("unknown metric parameter(s):\n  - " + "\n  - ".join(problems))
