@@ -311,3 +311,33 @@ def test_a_documented_calibration_figure_without_a_value_fails_never_unknown(
         assert failed.passed is False and "has no such figure" in failed.message
     with pytest.raises(ConfigurationError, match="valid: kappa"):
         check_parameters([parse_threshold("calibration.kapa>=0.6")], current)
+
+
+def test_a_pipe_in_a_row_id_or_tool_name_never_shifts_a_report_md_table(
+    mini_rubric: EvalRubric,
+) -> None:
+    """Newcomer finding: a rowId `a|b` broke the rule-check table of report.md (`| a|b |
+    must_contain: …`): the case column wrote the data's text unescaped. Every cell that holds
+    text from the data (rowId, case id, tool name) is escaped: each table line keeps its
+    columns."""
+    rules = RuleSummary(
+        case_id="a|b",
+        passed=False,
+        failed_checks=("must_contain: x|y",),
+        evidence_coverage={"search|db": False},
+        duration_ms=12,
+    )
+    rows = [row("a|b", 2, violated=("REFUND_VERIFY",)).model_copy(update={"rules": rules})]
+    text = render_markdown(report(mini_rubric, rows))
+    table = [line for line in text.splitlines() if "a\\|b" in line and line.startswith("|")]
+    assert table, text
+    tables: list[list[str]] = [[]]
+    for line in text.splitlines():  # consecutive table lines form one table
+        if line.startswith("|"):
+            tables[-1].append(line)
+        elif tables[-1]:
+            tables.append([])
+    for lines in filter(None, tables):
+        bars = {line.replace("\\|", "").count("|") for line in lines}
+        assert len(bars) == 1, lines  # every line as many columns as its header
+    assert "| a\\|b | must_contain: x\\|y | search\\|db ✗ |" in text

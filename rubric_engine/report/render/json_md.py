@@ -373,7 +373,7 @@ def _panel_section(panel: PanelSection) -> list[str]:
         "|---|---:|---:|---:|---:|",
     ]
     out += [
-        f"| {p.judges[0]} vs {p.judges[1]} | {p.items} | {_pct(p.agreement)} | "
+        f"| {_cell(p.judges[0])} vs {_cell(p.judges[1])} | {p.items} | {_pct(p.agreement)} | "
         f"{_fmt(p.kappa, 4)} | {_pct(p.same_score)} |"
         for p in panel.pairs
     ]
@@ -407,10 +407,10 @@ def _rules_section(rules: RulesSection) -> list[str]:
         out += ["| case | failed checks | evidence coverage |", "|---|---|---|"]
         for r in failed:
             coverage = ", ".join(
-                f"{tool} {'✓' if ok else '✗'}" for tool, ok in r.evidence_coverage.items()
+                f"{_cell(tool)} {'✓' if ok else '✗'}" for tool, ok in r.evidence_coverage.items()
             )
             checks = "<br>".join(_cell(c) for c in r.failed_checks)
-            out.append(f"| {r.case_id} | {checks} | {coverage or '–'} |")
+            out.append(f"| {_cell(r.case_id)} | {checks} | {coverage or '–'} |")
         out.append("")
     return out
 
@@ -506,7 +506,7 @@ def render_diff_markdown(diff: Diff) -> str:
         out += ["| scope | case | metric | baseline | current | delta | message |"]
         out += ["|---|---|---|---|---|---:|---|"]
         out += [
-            f"| {i.scope} | {i.case_id or '–'} | {i.metric} | "
+            f"| {i.scope} | {_cell(i.case_id) or '–'} | {_cell(i.metric)} | "
             f"{_cell(_value(i.baseline_value))} | {_cell(_value(i.current_value))} | "
             f"{_fmt(i.delta, 4)} | {_cell(i.message)} |"
             for i in items
