@@ -16,7 +16,7 @@ from rubric_engine.store.backend import Backend
 from rubric_engine.store.location import PostgresUrl, parse_location
 from rubric_engine.store.migrations import MIGRATIONS, SCHEMA_VERSION, raw_attempts_text
 from rubric_engine.store.task_store import TaskStore
-from tests.conftest import CASES, CASSETTES, RUBRICS
+from tests.conftest import CASES, CASSETTES, ROOT, RUBRICS
 from tests.test_cli import run
 
 DEMOS = (("health_consult_zh.jsonl", "health_cs"), ("airline_tau2_dev.json", "airline_cs"))
@@ -345,3 +345,11 @@ def test_raw_attempts_stored_in_another_spelling_are_rewritten_canonical(
     assert {n: _mask(b, task) for n, b in before.items()} == {
         n: _mask(b, task) for n, b in again.items()
     }
+
+
+def test_docs_stores_names_every_migration() -> None:
+    """docs/stores.md lists the migrations by name; it said m001–m008 while the store recorded
+    m001–m013 (newcomer finding): a migration added without its line fails here."""
+    text = (ROOT / "docs" / "stores.md").read_text(encoding="utf-8")
+    missing = [m.__name__ for m in MIGRATIONS if f"`{m.__name__}`" not in text]
+    assert not missing, f"docs/stores.md does not name {missing}"

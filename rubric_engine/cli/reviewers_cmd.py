@@ -25,9 +25,18 @@ HoursOpt = Annotated[
 ]
 
 
+#: where ``serve`` listens unless told otherwise: the links' address when --url is not given
+SERVE_URL = "http://127.0.0.1:8765"
+
+
 def _print_link(name: str, token: str, url: str, hours: int) -> None:
     typer.echo(f"sign-in link for {name} (one use, valid {hours} h; shown only now):")
     typer.echo(f"  {url.rstrip('/')}/signin?token={token}")
+    if url == SERVE_URL:
+        typer.echo(
+            "  (the address of `serve` with its defaults; if the team reaches it elsewhere, "
+            f"`rubric-eval reviewers link {name} --url URL` prints a link for that address)"
+        )
 
 
 @reviewers_app.command("add")
@@ -36,7 +45,7 @@ def reviewers_add(
     role: Annotated[
         str, typer.Option(help="reviewer (reviews queues), lead (+ queues, settles), admin.")
     ] = "reviewer",
-    url: UrlOpt = "http://127.0.0.1:8765",
+    url: UrlOpt = SERVE_URL,
     valid_hours: HoursOpt = 168,
     store: StoreOpt = DEFAULT_STORE,
 ) -> None:
@@ -58,7 +67,7 @@ def reviewers_add(
 @reviewers_app.command("link")
 def reviewers_link(
     name: Annotated[str, typer.Argument(help="An active account.")],
-    url: UrlOpt = "http://127.0.0.1:8765",
+    url: UrlOpt = SERVE_URL,
     valid_hours: HoursOpt = 168,
     store: StoreOpt = DEFAULT_STORE,
 ) -> None:
