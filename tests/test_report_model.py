@@ -267,7 +267,7 @@ def test_calibration_metrics_are_read_from_the_section_passed_in_as_data(
     # a misspelt one is refused before any calibration is current (newcomer finding: the
     # typo hid behind "calibration is missing", exit 7, until the first calibration)
     for without in (stale, built):
-        with pytest.raises(ConfigurationError, match="docs/calibration.md names, e.g. kappa"):
+        with pytest.raises(ConfigurationError, match=r"docs/calibration\.md names, e\.g\. kappa"):
             check_parameters([parse_threshold("calibration.kapa>=0.6")], without)
     message = check_threshold(kappa, stale).message
     assert message.endswith("cannot pass (calibration is stale: judge model 'a' vs 'b')")
