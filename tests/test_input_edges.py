@@ -799,3 +799,26 @@ def test_a_csv_cell_longer_than_the_csv_module_s_limit_is_read_like_its_jsonl_tw
     rows = list(DialogueSource(path))
     assert [r.row_id for r in rows] == ["r1", "r2"]
     assert rows[0].messages[1].content == "x" * 200_000
+
+
+def test_a_file_in_an_unknown_shape_gets_one_line_naming_its_keys(tmp_path: Path) -> None:
+    """Newcomer finding: a benchmark's own rows (HealthBench `prompt`/`completion`, MT-bench
+    `choices`) got the same "messages: missing" line once per row (20–45 lines) and no word
+    of what the rows hold. The same problem is shown once, at its first row, naming the
+    other rows it repeats on and the keys the row has; distinct problems keep their lines."""
+    rows = [{"prompt_id": f"p{i}", "prompt": [], "completion": []} for i in range(7)]
+    rows.append({"rowId": "x", "messages": [{"role": "usr", "content": "hi"}]})
+    path = tmp_path / "hb.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    with pytest.raises(DatasetError) as caught:
+        DialogueSource(path).read()
+    error = caught.value
+    assert error.summary.startswith(f"{path}: 8 problem(s) in the input")
+    missing, role = error.problems
+    assert missing.where == (
+        f"{path}:1 (the same on 6 more row(s): {path}:2, {path}:3, {path}:4, {path}:5 and 2 more)"
+    )
+    assert missing.field == "messages"
+    assert "this row has completion, prompt, prompt_id." in missing.message
+    assert 'docs/inputs.md "Other shapes"' in missing.message
+    assert role.where == f"{path}:8" and "unknown role 'usr'" in role.message

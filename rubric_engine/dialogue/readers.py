@@ -478,14 +478,46 @@ def _checked_rows(
             keep(found)
             count += 1
     if problems:
-        shown = problems[:MAX_PROBLEMS]
-        more = len(problems) - len(shown)
+        grouped = _grouped(problems)
+        shown = grouped[:MAX_PROBLEMS]
+        more = sum(p.count for p in grouped[MAX_PROBLEMS:])
         raise DatasetError(
             f"{name}: {len(problems)} problem(s) in the input; nothing was scored. Fix "
             "them and run again" + (f" ({more} more not shown)" if more else ""),
-            shown,
+            [p.problem for p in shown],
         )
     return count
+
+
+#: of a problem repeated on many rows, the places named after the first
+REPEATS_NAMED = 4
+
+
+@dataclass(frozen=True)
+class _Repeated:
+    """One problem as shown, standing for ``count`` rows with the same field and message."""
+
+    problem: Problem
+    count: int
+
+
+def _grouped(problems: list[Problem]) -> list[_Repeated]:
+    """The problems with one line for each field and message, at its first place, naming
+    where else it occurs: a file in a shape the readers do not know gets one line saying so,
+    not the same line for each of its rows."""
+    places: dict[tuple[str, str], list[str]] = {}
+    for p in problems:
+        places.setdefault((p.field, p.message), []).append(p.where)
+    out = []
+    for (field, message), wheres in places.items():
+        where, others = wheres[0], wheres[1 : 1 + REPEATS_NAMED]
+        if len(wheres) > 1:
+            rest = len(wheres) - 1 - len(others)
+            where += f" (the same on {len(wheres) - 1} more row(s): {', '.join(others)}" + (
+                f" and {rest} more)" if rest > 0 else ")"
+            )
+        out.append(_Repeated(Problem(where, field, message), len(wheres)))
+    return out
 
 
 #: what an in-memory row may be: a validated row, or an object in any accepted row shape

@@ -231,12 +231,20 @@ def _conversation(obj: dict[str, Any]) -> list[dict[str, Any]]:
         ]
     if "messages_display" in obj:
         return _display_messages(obj["messages_display"])
+    keys = ", ".join(sorted(map(str, obj))[:MAX_KEYS_SHOWN]) + (
+        ", …" if len(obj) > MAX_KEYS_SHOWN else ""
+    )
     raise RowShapeError(
         "messages",
         "missing: a row needs `messages` (OpenAI chat format), "
         "`conversations` (ShareGPT), `traj` (tau-bench) or "
-        "`messages_display` (flattened transcript)",
+        f"`messages_display` (flattened transcript); this row has {keys or 'no keys'}. "
+        'A file in another shape needs converting first: docs/inputs.md "Other shapes"',
     )
+
+
+#: the keys a "messages: missing" problem lists of the row
+MAX_KEYS_SHOWN = 12
 
 
 def row_from_object(obj: Any, default_id: str) -> DialogueRow:
