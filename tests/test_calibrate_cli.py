@@ -226,3 +226,29 @@ def test_alt_test_options_out_of_range_are_refused(
     labels = write(tmp_path / "h.jsonl", [{"rowId": "r1", "score": 3, "reviewer": "ann"}])
     code, out = run("calibrate", "--judge-labels", labels, "--labels", labels, option, value)
     assert code == 2 and said in " ".join(out.split()), out
+
+
+def test_perfect_agreement_says_its_kappa_interval_is_a_point_and_why(tmp_path: Path) -> None:
+    """Newcomer finding: labels equal to the judge's on every pair printed `kappa 1.000
+    [1.000, 1.000]`, complete certainty, with no word that a bootstrap of no disagreement
+    is a point or that labels made seeing the verdict agree this way. The text says both;
+    one disagreement and the line is gone."""
+    human, judge = [], []
+    for row in range(30):
+        ids = {"rowId": f"row-{row}", "requirementId": "REQ_A"}
+        status = "VIOLATED" if row % 3 == 0 else "FOLLOWED"
+        human.append({**ids, "status": status, "reviewer": "expert-1"})
+        judge.append({**ids, "status": status, "reviewer": "judge"})
+    labels = write(tmp_path / "human.jsonl", human)
+    code, out = run(
+        "calibrate", "--judge-labels", write(tmp_path / "j.jsonl", judge), "--labels", labels
+    )
+    assert code == 0, out
+    assert "kappa 1.000 [1.000, 1.000]" in out
+    assert "every pair agrees: kappa's bootstrap has no disagreement to resample" in out
+    assert "what 30 pair(s) can show" in out and "sawJudgeVerdict: false" in out
+    judge[0] = {**judge[0], "status": "FOLLOWED"}
+    code, out = run(
+        "calibrate", "--judge-labels", write(tmp_path / "j.jsonl", judge), "--labels", labels
+    )
+    assert code == 0 and "every pair agrees" not in out, out

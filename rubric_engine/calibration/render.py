@@ -53,6 +53,13 @@ def _overall_lines(result: dict[str, Any]) -> list[str]:
             f"too few pairs ({n}) for kappa and F1: below {MIN_PAIRS} their intervals mean "
             "little; the rates' Wilson intervals above say how little is known"
         )
+    if n and not o["fp"] and not o["fn"]:
+        lines.append(
+            "every pair agrees: kappa's bootstrap has no disagreement to resample, so its "
+            f"interval is a point; the rates' Wilson intervals say what {n} pair(s) can show. "
+            "Labels made while seeing the judge's verdict can agree this way: compare with "
+            "blind labels (`sawJudgeVerdict: false`)"
+        )
     return lines
 
 
