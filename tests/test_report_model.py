@@ -341,3 +341,30 @@ def test_a_pipe_in_a_row_id_or_tool_name_never_shifts_a_report_md_table(
         bars = {line.replace("\\|", "").count("|") for line in lines}
         assert len(bars) == 1, lines  # every line as many columns as its header
     assert "| a\\|b | must_contain: x\\|y | search\\|db ✗ |" in text
+
+
+def test_a_gate_on_a_point_figure_from_few_pairs_says_so(mini_rubric: EvalRubric) -> None:
+    """Newcomer finding: with 6 labelled pairs `calibrate` printed "kappa too few" while
+    `gate --threshold 'calibration.accuracy>=0.5'` printed PASS with no word of it. The check
+    still holds or fails on the figure; its message now says how few pairs it rests on and
+    which bound to gate on instead. Bounds, and figures from enough pairs, get no caution."""
+    from rubric_engine.calibration.correction import MIN_PAIRS
+    from rubric_engine.report.calibration import calibration_section
+
+    built = report(mini_rubric, [row("a", 5)])
+
+    def checked(text: str, metrics: dict[str, float]) -> str:
+        section = calibration_section("current", "matches", metrics, "C1")
+        current = built.model_copy(update={"calibration": section})
+        return check_threshold(parse_threshold(text), current).message
+
+    few = {"calibration.accuracy": 0.667, "calibration.accuracy.lower95": 0.3, "calibration.n": 6}
+    message = checked("calibration.accuracy>=0.5", few)
+    assert message.startswith("calibration.accuracy>=0.5 holds")
+    assert f"caution: measured on 6 pair(s), fewer than {MIN_PAIRS}" in message
+    assert "calibration.accuracy.lower95" in message
+    assert "caution" not in checked("calibration.accuracy.lower95>=0.2", few)
+    enough = few | {"calibration.n": MIN_PAIRS}
+    assert "caution" not in checked("calibration.accuracy>=0.5", enough)
+    per_req = {"calibration.requirements.X_1.kappa": 0.5, "calibration.requirements.X_1.n": 3}
+    assert "measured on 3 pair(s)" in checked("calibration.requirements.X_1.kappa>=0.4", per_req)

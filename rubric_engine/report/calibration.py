@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from rubric_engine.calibration.correction import MIN_PAIRS
 from rubric_engine.calibration.metrics import ALT_TEST_FIGURES, BINARY_METRICS
 from rubric_engine.report.model import CalibrationFigure, CalibrationSection, Report
 
@@ -118,6 +119,31 @@ def calibration_choices(report: Report) -> list[str]:
     if section is None or section.state != "current":
         return CalibrationNames()
     return CalibrationNames(sorted(m.removeprefix("calibration.") for m in section.metrics))
+
+
+def few_pairs_caution(report: Report, name: str) -> str | None:
+    """A caution for a gate on ``calibration.<name>``, a point figure of agreement (kappa,
+    accuracy, …, overall or of one requirement) measured on fewer than ``MIN_PAIRS`` pairs,
+    whose interval is then too wide to say much (``calibrate`` prints "too few"); ``None``
+    otherwise. It does not change whether the check holds."""
+    section = report.calibration
+    if section is None or section.state != "current" or name.endswith((".lower95", ".upper95")):
+        return None
+    scope, _, figure = name.rpartition(".")
+    if (
+        figure not in BINARY_METRICS
+        or figure == "n"
+        or (scope and not scope.startswith("requirements."))
+    ):
+        return None
+    pairs = section.metrics.get(f"calibration.{scope + '.' if scope else ''}n")
+    if pairs is None or pairs >= MIN_PAIRS:
+        return None
+    return (
+        f"measured on {pairs:g} pair(s), fewer than {MIN_PAIRS}: one label more or less can "
+        f"move it across the limit; a gate on calibration.{name}.lower95 holds only when the "
+        "labels show it"
+    )
 
 
 def why_no_calibration_value(report: Report) -> str | None:

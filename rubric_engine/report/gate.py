@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from rubric_engine.errors import ConfigurationError
-from rubric_engine.report.calibration import CalibrationNames
+from rubric_engine.report.calibration import CalibrationNames, few_pairs_caution
 from rubric_engine.report.metrics import METRICS, MetricDef, MetricKind, find_metric, metric_names
 from rubric_engine.report.model import Diff, Report
 
@@ -171,6 +171,9 @@ def check_threshold(threshold: Threshold, report: Report) -> GateCheck:
     if threshold.name.startswith("calibration.") and report.calibration is not None:
         # the record read: the newest over every reviewer's labels, whoever calibrated last
         message += f" (calibration {report.calibration.record_id})"
+        caution = few_pairs_caution(report, threshold.param)
+        if caution:
+            message += f"; caution: {caution}"
     return GateCheck(threshold.text, ok, message)
 
 
