@@ -56,6 +56,11 @@ def without_digests(store: Path, task: str) -> Path:
         extra = {k: v for k, v in json.loads(extra).items() if k != "rowDigests"}
         db.execute("UPDATE tasks SET extra=? WHERE id=?", (json.dumps(extra), task))
         db.execute("UPDATE rows SET digest=NULL")
+        # and the store took digests after the task was created, as an upgraded store did
+        db.execute(
+            "UPDATE migrations SET applied_at='2100-01-01T00:00:00Z' "
+            "WHERE name='m011_samples_and_digests'"
+        )
     return copy
 
 

@@ -361,6 +361,88 @@ def test_a_row_copied_from_another_task_does_not_match(
     assert code == 3 and "medgpt-7" in out, out
 
 
+def test_verify_fails_on_a_completed_task_missing_a_row(copy: tuple[Path, str]) -> None:
+    store, task = copy
+    sql(store, "DELETE FROM rows WHERE task_id=? AND row_id='medgpt-7'", task)
+    code, out = verified(store, task)
+    assert code == 3 and "task: 25 rows stored, 26 planned for a COMPLETED task" in out, out
+
+
+def test_a_deleted_row_is_caught_after_the_row_count_is_edited(
+    store_at: str, tmp_path: Path
+) -> None:
+    """Rows keep their input position (in the digest): with a middle row deleted and the task's
+    row count edited to match, the last row stands beyond the planned rows, and every checked
+    read refuses the task."""
+    task = scored(store_at, tmp_path / "out")  # type: ignore[arg-type]
+    with TaskStore(store_at) as opened:
+        db = opened.backend
+        db.execute("DELETE FROM rows WHERE task_id=? AND row_id='medgpt-7'", (task,))
+        db.execute("UPDATE tasks SET row_count=25 WHERE id=?", (task,))
+        (last,) = db.execute("SELECT row_id FROM rows WHERE task_id=? AND seq=25", (task,))
+        db.commit()
+    for args in (
+        ("report", task, "--format", "json"),
+        ("gate", task, "--threshold", "meanScore>=1"),
+        ("export", task, "--out", tmp_path / "x.csv"),
+    ):
+        code, out = run(*args, "--store", store_at)
+        assert code == 3 and f"{last[0]} (position 25)" in out, (args, out)
+        assert "beyond the task's 25 planned row(s)" in out, out
+    code, out = verified(store_at, task)
+    assert code == 3 and f"{last[0]}: position: input position 25 is beyond" in out, out
+
+
+def test_the_last_row_deleted_and_the_row_count_edited_is_caught_by_the_digests(
+    copy: tuple[Path, str],
+) -> None:
+    """No position gives the last row's deletion away; the row count is in every row's digest
+    (for tasks made since it is, docs/verify.md), so editing it fails every row."""
+    store, task = copy
+    sql(store, "DELETE FROM rows WHERE task_id=? AND seq=25", task)
+    sql(store, "UPDATE tasks SET row_count=25 WHERE id=?", task)
+    code, out = run("report", task, "--store", store, "--format", "json")
+    assert code == 3 and "25 stored row(s) do not match their digest" in out, out
+    code, out = verified(store, task)
+    assert code == 3 and "medgpt-1: digest: does not match" in out, out
+
+
+def test_a_task_whose_digests_do_not_cover_the_row_count_still_verifies(
+    copy: tuple[Path, str],
+) -> None:
+    """Tasks made before row digests covered the row count keep reading and verifying: their
+    digests are checked without it (here made so: the entry removed, the digests recomputed the
+    way those engines computed them). Removing the entry from a task that has it fails every row."""
+    store, task = copy
+    with sqlite3.connect(store) as db:
+        (extra,) = db.execute("SELECT extra FROM tasks WHERE id=?", (task,)).fetchone()
+        older = {k: v for k, v in json.loads(extra).items() if k != "rowDigestsCover"}
+        db.execute("UPDATE tasks SET extra=? WHERE id=?", (json.dumps(older), task))
+    assert run("report", task, "--store", store, "--format", "json")[0] == 3  # every row fails
+    with TaskStore(store) as opened:
+        digests = RowDigests.for_task(opened.task(task))
+        assert digests is not None
+    with sqlite3.connect(store) as db:
+        for row in db.execute("SELECT * FROM rows WHERE task_id=?", (task,)).fetchall():
+            db.execute(
+                "UPDATE rows SET digest=? WHERE task_id=? AND row_id=?",
+                (digests.of(row[:16]), task, row[2]),
+            )
+    assert run("report", task, "--store", store, "--format", "json")[0] == 0
+    code, out = verified(store, task)
+    assert code == 0 and "26 of 26 row(s) re-derived" in out, out
+
+
+def test_verify_names_the_column_that_disagrees_with_the_result(copy: tuple[Path, str]) -> None:
+    store, task = copy
+    sql(store, EDITS["status"])
+    code, out = verified(store, task)
+    assert code == 3, out
+    assert "medgpt-7: digest: does not match (final_score column 5 but finalScore" in out, out
+    code, out = run("report", task, "--store", store, "--format", "json")
+    assert code == 3 and "medgpt-7 (final_score column disagrees with its result)" in out, out
+
+
 # -- signing ------------------------------------------------------------------------------------
 
 
@@ -383,7 +465,7 @@ def test_signed_rows_need_their_key(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert code == 3 and "no key is set" in out, out
     monkeypatch.setenv(SIGNING_KEY_ENV, "short")
     code, out = run("report", task, "--store", store, "--format", "json")
-    assert code == 3 and "at least 32" in out, out
+    assert code == 2 and "at least 32" in out, out  # a bad setting, not a damaged store
 
 
 def test_with_the_key_set_an_unsigned_task_fails_verify(
@@ -397,19 +479,94 @@ def test_with_the_key_set_an_unsigned_task_fails_verify(
 # -- stores written before digests -------------------------------------------------------------
 
 
-def test_rows_stored_before_digests_read_and_are_still_re_derived(copy: tuple[Path, str]) -> None:
-    store, task = copy
-    with sqlite3.connect(store) as db:
+def forge_score(store: object, task: str, row_id: str, score: int) -> None:
+    """Set a row's ``finalScore`` in its stored result, on either backend."""
+    with TaskStore(store) as opened:  # type: ignore[arg-type]
+        db = opened.backend
+        query = "SELECT result FROM rows WHERE task_id=? AND row_id=?"
+        (text,) = db.execute(query, (task, row_id)).fetchone()
+        db.execute(
+            "UPDATE rows SET result=? WHERE task_id=? AND row_id=?",
+            (json.dumps({**json.loads(text), "finalScore": score}), task, row_id),
+        )
+        db.commit()
+
+
+def without_mark(store: object, task: str) -> None:
+    """Remove the task record's digest mark (``extra.rowDigests``), on either backend."""
+    with TaskStore(store) as opened:  # type: ignore[arg-type]
+        db = opened.backend
         (extra,) = db.execute("SELECT extra FROM tasks WHERE id=?", (task,)).fetchone()
         extra = {k: v for k, v in json.loads(extra).items() if k != "rowDigests"}
         db.execute("UPDATE tasks SET extra=? WHERE id=?", (json.dumps(extra), task))
-        db.execute("UPDATE rows SET digest=NULL")
+        db.commit()
+
+
+def stored_before_digests(store: Path, task: str) -> None:
+    """Make a task look as an engine before digests stored it, in a store upgraded since: no
+    mark, no row digest, and the store took digests (migration m011) after the task was made."""
+    without_mark(store, task)
+    sql(store, "UPDATE rows SET digest=NULL")
+    sql(
+        store,
+        "UPDATE migrations SET applied_at='2100-01-01T00:00:00Z' "
+        "WHERE name='m011_samples_and_digests'",
+    )
+
+
+def test_rows_stored_before_digests_read_and_are_still_re_derived(copy: tuple[Path, str]) -> None:
+    store, task = copy
+    stored_before_digests(store, task)
     assert run("report", task, "--store", store, "--format", "json")[0] == 0
     code, out = verified(store, task)
     assert code == 0 and "26 row(s) not verifiable by digest: stored before digests" in out, out
     sql(store, EDITS["result"])
     code, out = verified(store, task)
     assert code == 3 and "medgpt-7: re-derived" in out, out
+
+
+def test_with_the_key_set_a_task_stored_before_digests_verifies_as_not_verifiable(
+    copy: tuple[Path, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A task scored before digests has nothing to sign: with the key set verify re-derives
+    its rows and says so, rather than calling it tampered."""
+    store, task = copy
+    stored_before_digests(store, task)
+    monkeypatch.setenv(SIGNING_KEY_ENV, "k" * 40)
+    code, out = verified(store, task)
+    assert code == 0, out
+    assert "26 row(s) not verifiable by digest: stored before digests (unsigned" in out, out
+
+
+REFUSED_MARK = "names no row digest scheme"
+
+
+@pytest.mark.parametrize("signed", [False, True], ids=["plain", "signed"])
+def test_a_task_record_without_its_digest_mark_is_refused(
+    store_at: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, signed: bool
+) -> None:
+    """Removing ``extra.rowDigests`` does not turn the digest check off: the task was made by
+    an engine that writes digests, so every reader and verify refuse it (exit 3)."""
+    if signed:
+        monkeypatch.setenv(SIGNING_KEY_ENV, "k" * 40)
+    task = scored(store_at, tmp_path / "out")  # type: ignore[arg-type]
+    forge_score(store_at, task, "medgpt-7", 5)
+    without_mark(store_at, task)
+    for args in (
+        ("report", task, "--format", "json"),
+        ("export", task, "--out", tmp_path / "x.csv"),
+        ("gate", task, "--threshold", "meanScore>=1"),
+        ("verify", task),
+    ):
+        code, out = run(*args, "--store", store_at)
+        assert code == 3 and REFUSED_MARK in out and "its rows carry digests" in out, (args, out)
+        assert f"task {task}" in out and "task record was edited" in out, out
+    assert not (tmp_path / "x.csv").exists()
+    with TaskStore(store_at) as opened:  # every row digest cleared too: made after the store
+        opened.backend.execute("UPDATE rows SET digest=NULL WHERE task_id=?", (task,))
+        opened.backend.commit()  # took digests, the task cannot be one stored before them
+    code, out = run("report", task, "--format", "json", "--store", store_at)
+    assert code == 3 and REFUSED_MARK in out and "after the store took digests" in out, out
 
 
 def test_verify_of_a_stopped_task_says_how_many_planned_rows_it_holds(tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ def verify(
     def run() -> None:
         from rubric_engine.engine.verify import verify_task
         from rubric_engine.errors import StoreError
+        from rubric_engine.store.digest import SIGNING_KEY_ENV
 
         _require_store(store)
         found = verify_task(store, task_id)
@@ -40,11 +41,19 @@ def verify(
             f"digests checked ({found.digests})"
             if found.digests
             else f"{found.undigested} row(s) not verifiable by digest: stored before digests"
+            + (" (unsigned: the signing key has nothing to check)" if found.key_set else "")
         )
         summary = (
             f"task {found.task_id}: {found.derived} of {found.rows} row(s) re-derived byte for "
             f"byte from their stored replies; {digests}"
         )
+        if found.unsigned and found.problems == [] and len(found.aggregates) == 1:
+            raise StoreError(
+                f"verify failed for {summary}, but the signing key is set and the task's rows "
+                f"are not signed: it was scored without the key (unset ${SIGNING_KEY_ENV} to "
+                "verify it by its plain digests), or its signatures were replaced by plain "
+                "digests (restore the store from a backup)"
+            )
         if not found.ok:
             failing = len({row for row, _ in found.problems})
             raise StoreError(

@@ -25,7 +25,7 @@ from rubric_engine.judge.secrets import masked_url
 from rubric_engine.results.model import JudgeErrorKind
 from rubric_engine.rubric.loader import parse_rubric
 from rubric_engine.rubric.model import EvalRubric
-from rubric_engine.store.digest import EXTRA_KEY, scheme_mark, signing_key
+from rubric_engine.store.digest import new_task_marks, signing_key
 from rubric_engine.store.location import StoreLocation
 from rubric_engine.store.task_ref import check_name_and_tags
 from rubric_engine.store.task_state import TaskState
@@ -162,12 +162,13 @@ def samples_of(extra: Mapping[str, Any]) -> tuple[int, str]:
 
 def new_task_extra() -> dict[str, JsonValue]:
     """What every new task records besides its run: how its rows are digested (plain SHA-256,
-    or HMAC under ``$RUBRIC_EVAL_SIGNING_KEY``; docs/verify.md).
+    or HMAC under ``$RUBRIC_EVAL_SIGNING_KEY``) and that the digests cover its planned row count
+    (docs/verify.md).
 
     Raises:
-        StoreError: the signing key is set but too short.
+        ConfigurationError: the signing key is set but too short.
     """
-    return {EXTRA_KEY: scheme_mark(signing_key())}
+    return new_task_marks(signing_key())
 
 
 def judge_params(

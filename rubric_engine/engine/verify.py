@@ -61,6 +61,9 @@ class VerifyResult:
         aggregates: what is impossible about the task's report.
         state: the task's stored state (a task not COMPLETED holds only some of its rows).
         planned: the rows the task planned to judge.
+        key_set: ``$RUBRIC_EVAL_SIGNING_KEY`` is set.
+        unsigned: the signing key is set and the task's rows carry plain digests (one of the
+            ``aggregates``).
     """
 
     task_id: str
@@ -72,6 +75,8 @@ class VerifyResult:
     aggregates: list[str] = field(default_factory=list)
     state: str = "COMPLETED"
     planned: int | None = None
+    key_set: bool = False
+    unsigned: bool = False
 
     @property
     def ok(self) -> bool:
@@ -94,18 +99,27 @@ def verify_task(location: StoreLocation, task_id: str) -> VerifyResult:
         rubric = verified_snapshot(task.rubric_snapshot, task.rubric_hash, f"task {task_id}")
         derive = _deriver(store, task, rubric)
         found = VerifyResult(task_id, state=task.state, planned=task.row_count)
-        digests = store.digests(task_id)
+        digests = store.digests(task_id)  # refuses a task record that lost its digest mark
         found.digests = digests.mark if digests is not None else None
-        if signing_key() is not None and (digests is None or digests.key is None):
+        found.key_set = signing_key() is not None
+        found.unsigned = found.key_set and digests is not None and digests.key is None
+        if found.unsigned:
             found.aggregates.append(
-                "the signing key is set but the task's rows are not signed (an unsigned task, "
-                "or signed marks removed)"
+                f"the signing key is set but the task's rows carry plain digests ({found.digests})"
+                ", not signatures: it was scored without the key, or its signatures were "
+                "replaced"
             )
         built = ReportAccumulator(rubric)
-        check = DigestCheck(task_id, digests)
+        planned = store.planned(task_id)
+        check = DigestCheck(task_id, digests, planned)
         for seq, stored in enumerate(store.rows(task_id, check=check)):
             found.rows += 1
             problems = [] if check.last is not False else [_digest_problem(check)]
+            if check.last_misplaced:
+                problems.append(
+                    f"position: input position {stored.seq} is beyond the task's {planned} "
+                    "planned row(s) (rows deleted and the row count edited)"
+                )
             if check.last is None and not check.last_had_digest:
                 found.undigested += 1
             derived = _derived_problems(stored, derive)
@@ -123,7 +137,10 @@ def verify_task(location: StoreLocation, task_id: str) -> VerifyResult:
 
 
 def _digest_problem(check: DigestCheck) -> str:
-    return "digest: does not match" if check.last_had_digest else "digest: missing"
+    if not check.last_had_digest:
+        return "digest: missing"
+    where = f" ({'; '.join(said for _, said in check.last_columns)})" if check.last_columns else ""
+    return f"digest: does not match{where}"
 
 
 Derive = Callable[[StoredRow], RowResult]
@@ -308,6 +325,10 @@ def _aggregate_problems(built: ReportAccumulator, task: TaskRecord, rows: int) -
         found.append(f"{totals.passed_rows} passed rows of {totals.scored} scored")
     if rows > task.row_count:
         found.append(f"{rows} rows stored, {task.row_count} planned")
+    elif task.state == "COMPLETED" and rows < task.row_count:
+        found.append(
+            f"{rows} rows stored, {task.row_count} planned for a COMPLETED task (rows deleted)"
+        )
     return found
 
 

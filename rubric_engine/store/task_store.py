@@ -30,9 +30,15 @@ from rubric_engine.errors import StoreError, TaskNotFoundError
 from rubric_engine.formats.canonical import canonical_json, dialogue_json
 from rubric_engine.results.model import RowResult, RowStatus
 from rubric_engine.store.backend import Backend
+from rubric_engine.store.digest import EXTRA_KEY as DIGESTS_MARK
 from rubric_engine.store.digest import DigestCheck, RowDigests
 from rubric_engine.store.location import StoreLocation, parse_location
-from rubric_engine.store.migrations import SCHEMA_VERSION, migrate, raw_attempts_text
+from rubric_engine.store.migrations import (
+    SCHEMA_VERSION,
+    m011_samples_and_digests,
+    migrate,
+    raw_attempts_text,
+)
 from rubric_engine.store.samples import (
     DELETE_ATTEMPTS,
     HELD_SAMPLES,
@@ -140,6 +146,19 @@ def parse_result(text: str, task_id: str, row_id: str | None = None) -> RowResul
             "was changed by hand. Restore it from a backup."
         )
     return result
+
+
+#: the migration that gave rows their digest: a task created after it was written with digests
+DIGESTS_MIGRATION = m011_samples_and_digests.__name__
+
+
+def _before(created_at: str, applied_at: str) -> bool:
+    """Whether a task's creation time is before a migration's (both UTC; a creation time
+    that does not parse is not before: it was edited)."""
+    try:
+        return datetime.fromisoformat(created_at) < datetime.fromisoformat(applied_at)
+    except (ValueError, TypeError):  # TypeError: one has a time zone, the other not
+        return False
 
 
 def new_task_id() -> str:
@@ -293,6 +312,8 @@ class TaskStore:
         self._kept: set[tuple[str, str]] = set()
         self._dropped: list[tuple[str, str]] = []
         self._digests: dict[str, RowDigests | None] = {}
+        #: each task's planned rows, where its rows' positions are checked (DigestCheck)
+        self._planned: dict[str, int | None] = {}
         self._pending = 0
         self._committed = time.monotonic()
 
@@ -400,16 +421,55 @@ class TaskStore:
     def digests(self, task_id: str) -> RowDigests | None:
         """The digests of a task's rows (``None``: stored before digests), worked out once.
 
+        A task whose record names no digest scheme reads as stored before digests only when
+        it could have been: it was created before this store took row digests (migration
+        ``m011_samples_and_digests``) and none of its rows carries one. Otherwise the mark was
+        removed from the task record, which would turn off the check of every row.
+
         Raises:
-            StoreError: the rows are signed and the signing key is not the one set.
+            StoreError: the rows are signed and the signing key is not the one set; the task
+                record lost its digest mark.
+            ConfigurationError: the signing key set is too short.
         """
         if task_id not in self._digests:
             try:
                 task = self.task(task_id)
             except TaskNotFoundError:
                 return None  # the rows → tasks foreign key refuses its rows at the commit
-            self._digests[task_id] = RowDigests.for_task(task)
+            digests = RowDigests.for_task(task)
+            if digests is None:
+                self._check_stored_before_digests(task)
+            self._digests[task_id] = digests
+            renormalized = task.judge_mode == "renormalize"  # positions of its source task
+            self._planned[task_id] = None if renormalized else task.row_count
         return self._digests[task_id]
+
+    def planned(self, task_id: str) -> int | None:
+        """The task's planned rows, where its rows' input positions are checked against them
+        (:class:`~rubric_engine.store.digest.DigestCheck`), else ``None``."""
+        self.digests(task_id)
+        return self._planned.get(task_id)
+
+    def _check_stored_before_digests(self, task: TaskRecord) -> None:
+        """Raises: StoreError: the task cannot have been stored before digests."""
+        since = self._backend.execute(
+            "SELECT applied_at FROM migrations WHERE name=?", (DIGESTS_MIGRATION,)
+        ).fetchone()
+        carried = self._backend.execute(
+            "SELECT row_id FROM rows WHERE task_id=? AND digest IS NOT NULL LIMIT 1", (task.id,)
+        ).fetchone()
+        why = None
+        if carried is not None:
+            why = f"its rows carry digests (row {carried[0]})"
+        elif since is not None and not _before(task.created_at, str(since[0])):
+            why = f"it was created ({task.created_at}) after the store took digests ({since[0]})"
+        if why is not None:
+            raise StoreError(
+                f"task {task.id}: its task record names no row digest scheme "
+                f"(extra.{DIGESTS_MARK}), yet {why}: the task record was edited, which would "
+                "turn off the digest check of every row. Restore the store from a backup "
+                "(docs/verify.md)"
+            )
 
     def _send(self) -> None:
         if self._unsent_answers:
@@ -607,7 +667,7 @@ class TaskStore:
         self._send()  # rows this store holds back until the commit first
         digests = self.digests(task_id)
         own = check is None
-        check = DigestCheck(task_id, digests) if check is None else check
+        check = DigestCheck(task_id, digests, self.planned(task_id)) if check is None else check
         sampled = digests is not None or with_samples
         after: tuple[Any, ...] = ()  # (seq, row_id) of the last row read
         while True:
