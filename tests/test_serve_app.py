@@ -431,3 +431,93 @@ def test_labels_imported_for_a_task_count_in_its_queues(fresh: Demo, tmp_path: P
             "SELECT reviews, state FROM review_items WHERE task_id=? AND row_id=?", (task, first)
         ).fetchone()
     assert state[0] == 1 and state[1] in ("done", "partial")
+
+
+# -- rows edited in the store (docs/verify.md) ---------------------------------------------------
+
+
+def forge_final_score(store: str, task_id: str, row_id: str, score: int) -> None:
+    """Edit a row's stored ``finalScore`` as someone with database access would."""
+    import json
+
+    with TaskStore(store) as opened:
+        db = opened.backend
+        query = "SELECT result FROM rows WHERE task_id=? AND row_id=?"
+        (text,) = db.execute(query, (task_id, row_id)).fetchone()
+        db.execute(
+            "UPDATE rows SET result=? WHERE task_id=? AND row_id=?",
+            (json.dumps({**json.loads(text), "finalScore": score}), task_id, row_id),
+        )
+        db.commit()
+
+
+def test_a_row_edited_in_the_store_shows_no_verdict_to_review(fresh: Demo) -> None:
+    """A reviewer is never anchored on a forged verdict: the row's page and its review form
+    check the row's digest and refuse it, naming it; the queue page shows no figures for it."""
+    task = fresh.ids["health"]
+    make_queue(fresh.store, task)
+    forge_final_score(fresh.store, task, "medgpt-7", 5)
+    (alice,) = people(fresh.store, "alice")
+    for url in (f"/tasks/{task}/rows/medgpt-7", f"/tasks/{task}/review/medgpt-7?queue=main"):
+        page = alice.get(url)
+        assert page.status_code == 400, (url, page.text[:2000])
+        assert "medgpt-7" in page.text and "do not match their digest" in page.text, page.text
+        assert 'id="judge-verdict"' not in page.text and "final score 5" not in page.text
+        assert 'id="reviewer-name">alice<' in page.text  # the header knows who is signed in
+    assert alice.get(f"/tasks/{task}/rows/medgpt-8").status_code == 200  # untouched rows show
+    queue = alice.get(f"/tasks/{task}/queues/main").text
+    row = re.search(r"<tr><td>\d+</td><td><code>medgpt-7</code></td>(.*?)</tr>", queue, re.S)
+    assert row and 'class="error untrusted"' in row.group(1), queue[:3000]
+
+
+def test_the_task_list_marks_an_unreadable_task_and_lists_the_others(
+    fresh: Demo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One task whose row does not match its digest, and one signed with a key the server does
+    not hold: the list still shows every task, those two with the reason."""
+    from rubric_engine.store.digest import SIGNING_KEY_ENV
+    from tests.serve_helpers import score_demo
+
+    forge_final_score(fresh.store, fresh.ids["health"], "medgpt-7", 5)
+    monkeypatch.setenv(SIGNING_KEY_ENV, "k" * 40)
+    signed = score_demo(fresh.store, "health_consult_zh.jsonl", "health_cs", tmp_path / "s")
+    monkeypatch.delenv(SIGNING_KEY_ENV)
+    (alice,) = people(fresh.store, "alice")
+    page = alice.get("/")
+    assert page.status_code == 200, page.text[:2000]
+
+    def cells(task_id: str) -> list[str]:
+        row = re.search(rf'<tr data-task="{task_id}">(.*?)</tr>', page.text, re.S)
+        assert row, page.text[:3000]
+        return re.findall(r"<td[^>]*>(.*?)</td>", row.group(1), re.S)
+
+    edited = cells(fresh.ids["health"])
+    assert "cannot be read" in edited[6] and "medgpt-7" in edited[6], edited
+    assert "do not match their digest" in edited[6]
+    assert "signed with the key" in cells(signed)[6] and SIGNING_KEY_ENV in cells(signed)[6]
+    assert cells(fresh.ids["airline"])[6].endswith("%")  # the others keep their figures
+    report = alice.get(f"/tasks/{fresh.ids['health']}/report")
+    assert report.status_code == 400 and 'id="reviewer-name">alice<' in report.text
+    assert 'href="/">back to the tasks' in report.text
+
+
+def test_a_disputed_row_edited_in_the_store_is_listed_with_why_and_not_settled(
+    fresh: Demo,
+) -> None:
+    task = fresh.ids["airline"]
+    make_queue(fresh.store, task, second_review=0)
+    result, rubric, rid = red_line_row(fresh.store, task)
+    row = quote(result.row_id, safe="")
+    alice, bob, carol = people(fresh.store, "alice", "bob", "carol")
+    form = override_red_line(result, rubric, rid, "confirmation was asked in turn 6")
+    alice.post(f"/tasks/{task}/review/{row}", form)
+    bob.post(f"/tasks/{task}/review/{row}", answer_form(result, rubric))
+    forge_final_score(fresh.store, task, result.row_id, 5)
+    listing = carol.get(f"/tasks/{task}/adjudicate")
+    assert listing.status_code == 200, listing.text[:2000]
+    line = re.search(
+        rf"<tr><td><code>{re.escape(result.row_id)}</code></td>(.*?)</tr>", listing.text
+    )
+    assert line and "do not match their digest" in line.group(1), listing.text[:3000]
+    assert 'class="adjudicate"' not in line.group(1)
+    assert carol.get(f"/tasks/{task}/adjudicate/{row}").status_code == 400

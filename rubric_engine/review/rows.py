@@ -62,18 +62,26 @@ class RowData:
 
 
 def read_row(store: TaskStore, record: TaskRecord, row_id: str) -> RowData:
-    """Raises: InputError: the task has no such row."""
-    found = store.backend.execute(
-        "SELECT result, dialogue FROM rows WHERE task_id=? AND row_id=?", (record.id, row_id)
-    ).fetchone()
+    """The row with its labels, its digest checked (docs/verify.md): a reviewer is never shown
+    a verdict edited in the store.
+
+    Raises:
+        InputError: the task has no such row.
+        StoreError: the row does not match its digest (or its task cannot be read: signed
+            with a key the server does not hold).
+    """
+    found = store.rows_of(record.id, [row_id]).get(row_id)
     if found is None:
         raise InputError(
             f"row {row_id!r} is not in task {record.id}; open rows from the task's queue"
         )
+    columns, why = found
+    if why is not None:
+        raise StoreError(f"{why}. Its verdict is not shown: it may not be the judge's")
     labels = read_row_labels(store.backend, record.rubric_key, [row_id], task_id=record.id)
     return RowData(
-        parse_result(found[0], record.id, row_id),
-        decode_column(found[1], f"task {record.id} row {row_id!r} dialogue"),
+        parse_result(columns[5], record.id, row_id),
+        decode_column(columns[6], f"task {record.id} row {row_id!r} dialogue"),
         labels,
     )
 

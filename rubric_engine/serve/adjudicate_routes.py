@@ -17,7 +17,7 @@ from urllib.parse import urlencode
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from rubric_engine.errors import InputError
+from rubric_engine.errors import InputError, StoreError
 from rubric_engine.labels.model import LabelSource
 from rubric_engine.review.adjudication import decision_from_form, dispute
 from rubric_engine.review.answers import ReviewContext, answer_of_result, labels_of_answer
@@ -49,9 +49,13 @@ class AdjudicationPages(ReviewPages):
             rows, total = disputed_rows(
                 store.backend, record.id, DISPUTES_PER_PAGE, (page_no - 1) * DISPUTES_PER_PAGE
             )
-            listed = []
+            listed: list[dict[str, Any]] = []
             for row_id in rows:
-                row = read_row(store, record, row_id)
+                try:
+                    row = read_row(store, record, row_id)
+                except StoreError as exc:  # edited in the store: listed with why, not settled
+                    listed.append({"rowId": row_id, "table": None, "problem": str(exc)})
+                    continue
                 table = dispute(rubric, case_requirements_of(row.dialogue), row.reviews, None)
                 listed.append({"rowId": row_id, "table": table})
         return self.render(

@@ -161,6 +161,17 @@ class Pages:
             raise Refused(403, "sign in to use the review app", sign_in=True)
         return found
 
+    def signed_in(self, request: Request) -> Account | None:
+        """Who is signed in, for an error page's header; ``None`` when nobody is, or when it
+        cannot be worked out (the store may be what the page failed on)."""
+        from rubric_engine.serve.auth import identity
+
+        try:
+            with self.store() as store:
+                return identity(self.config, request, store.backend)
+        except Exception:  # the page reports the first error, not this one
+            return None
+
     def lead(self, request: Request, store: TaskStore) -> Account:
         """Raises: Refused: not signed in, or not a lead or admin (403)."""
         me = self.me(request, store)
@@ -209,7 +220,8 @@ async def _refused(request: Request, exc: Exception) -> Response:
 async def _error_page(request: Request, exc: Exception) -> Response:
     pages: Pages = request.app.state.pages
     status = 404 if isinstance(exc, TaskNotFoundError) else 400
-    return pages.render(request, "error.html.j2", None, status=status, message=str(exc))
+    me = pages.signed_in(request)
+    return pages.render(request, "error.html.j2", me, status=status, message=str(exc))
 
 
 def create_app(config: ServeConfig) -> Starlette:

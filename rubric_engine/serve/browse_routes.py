@@ -7,10 +7,13 @@ worker thread, so a large report does not hold up the reviewers' pages meanwhile
 
 from __future__ import annotations
 
+from typing import Any
+
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
+from rubric_engine.errors import RubricEvalError
 from rubric_engine.report.diff import diff_tasks
 from rubric_engine.report.model import Diff
 from rubric_engine.report.run import streamed_side
@@ -62,13 +65,11 @@ class BrowsePages(Pages):
             items = []
             for record in reversed(store.tasks()):
                 key = (record.id, record.state, done.get(record.id, 0))
-                if key not in self.config.summaries:
-                    report = stream_report(store, record.id).report  # a row at a time
-                    self.config.summaries[key] = {
-                        "passRate": report.totals.pass_rate,
-                        "redFlagRows": report.totals.rows_with_red_flags,
-                        "judgeErrors": report.totals.judge_errors,
-                    }
+                figures: dict[str, Any] = {}
+                try:
+                    figures = self._summary(store, record.id, key)
+                except RubricEvalError as exc:  # one unreadable task: the others still show
+                    figures = {"problem": str(exc)}
                 items.append(
                     {
                         "record": record,
@@ -76,10 +77,27 @@ class BrowsePages(Pages):
                         "tags": task_tags(record.extra),
                         "rows": done.get(record.id, 0),
                         "queues": [q.name for q in queues(store.backend, record.id)],
-                        **self.config.summaries[key],
+                        **figures,
                     }
                 )
         return self.render(request, "tasks.html.j2", me, tasks=items, store=str(self.config.store))
+
+    def _summary(self, store: TaskStore, task_id: str, key: tuple[str, str, int]) -> dict[str, Any]:
+        """The list page's figures of a task, kept per task state and row count.
+
+        Raises:
+            RubricEvalError: the task cannot be read (a row does not match its digest, its
+                rows are signed with a key the server does not hold): not kept, so the page
+                says so until it is fixed.
+        """
+        if key not in self.config.summaries:
+            report = stream_report(store, task_id).report  # a row at a time
+            self.config.summaries[key] = {
+                "passRate": report.totals.pass_rate,
+                "redFlagRows": report.totals.rows_with_red_flags,
+                "judgeErrors": report.totals.judge_errors,
+            }
+        return self.config.summaries[key]
 
     async def report(self, request: Request) -> Response:
         return await run_in_threadpool(self._report, request)

@@ -140,12 +140,13 @@ class ReviewPages(BrowsePages):
             return []
         marks = ",".join("?" * len(row_ids))
         results: dict[str, RowResult] = {}
+        untrusted: set[str] = set()  # rows whose digest does not match: no figures shown
         if with_verdict:
-            for row_id, text in store.backend.execute(
-                f"SELECT row_id, result FROM rows WHERE task_id=? AND row_id IN ({marks})",
-                (record.id, *row_ids),
-            ):
-                results[row_id] = parse_result(text, record.id, row_id)
+            for row_id, (columns, why) in store.rows_of(record.id, row_ids).items():
+                if why is None:
+                    results[row_id] = parse_result(columns[5], record.id, row_id)
+                else:
+                    untrusted.add(row_id)
         reviewers: dict[str, set[str]] = {}
         for row_id, who in store.backend.execute(
             f"SELECT row_id, reviewer FROM labels WHERE rubric_key=? AND row_id IN ({marks}) "
@@ -154,7 +155,12 @@ class ReviewPages(BrowsePages):
         ):
             reviewers.setdefault(row_id, set()).add(who)
         return [
-            {"rowId": r, "result": results.get(r), "reviewers": sorted(reviewers.get(r, ()))}
+            {
+                "rowId": r,
+                "result": results.get(r),
+                "untrusted": r in untrusted,
+                "reviewers": sorted(reviewers.get(r, ())),
+            }
             for r in row_ids
         ]
 
