@@ -545,8 +545,10 @@ REFUSED_MARK = "names no row digest scheme"
 def test_a_task_record_without_its_digest_mark_is_refused(
     store_at: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, signed: bool
 ) -> None:
-    """Removing ``extra.rowDigests`` does not turn the digest check off: the task was made by
-    an engine that writes digests, so every reader and verify refuse it (exit 3)."""
+    """Removing ``extra.rowDigests`` does not turn the digest check off: the task was made after
+    the store took digests, so every reader and verify refuse it (exit 3); made to look older
+    (the store's digest migration moved after it), its rows still carry digests, and each is
+    refused as it is read."""
     if signed:
         monkeypatch.setenv(SIGNING_KEY_ENV, "k" * 40)
     task = scored(store_at, tmp_path / "out")  # type: ignore[arg-type]
@@ -559,14 +561,23 @@ def test_a_task_record_without_its_digest_mark_is_refused(
         ("verify", task),
     ):
         code, out = run(*args, "--store", store_at)
-        assert code == 3 and REFUSED_MARK in out and "its rows carry digests" in out, (args, out)
+        assert code == 3 and REFUSED_MARK in out and "after the store took digests" in out, (
+            args,
+            out,
+        )
         assert f"task {task}" in out and "task record was edited" in out, out
     assert not (tmp_path / "x.csv").exists()
-    with TaskStore(store_at) as opened:  # every row digest cleared too: made after the store
-        opened.backend.execute("UPDATE rows SET digest=NULL WHERE task_id=?", (task,))
-        opened.backend.commit()  # took digests, the task cannot be one stored before them
+    with TaskStore(store_at) as opened:
+        opened.backend.execute(
+            "UPDATE migrations SET applied_at='2100-01-01T00:00:00Z' "
+            "WHERE name='m011_samples_and_digests'"
+        )
+        opened.backend.commit()
     code, out = run("report", task, "--format", "json", "--store", store_at)
-    assert code == 3 and REFUSED_MARK in out and "after the store took digests" in out, out
+    assert code == 3 and "26 stored row(s) do not match their digest" in out, out
+    assert "medgpt-7 (a digest, in a task whose record names no scheme)" in out, out
+    code, out = verified(store_at, task)
+    assert code == 3 and "medgpt-7: digest: present, but the task record names no" in out, out
 
 
 def test_verify_of_a_stopped_task_says_how_many_planned_rows_it_holds(tmp_path: Path) -> None:

@@ -139,6 +139,8 @@ def verify_task(location: StoreLocation, task_id: str) -> VerifyResult:
 def _digest_problem(check: DigestCheck) -> str:
     if not check.last_had_digest:
         return "digest: missing"
+    if check.digests is None:
+        return "digest: present, but the task record names no digest scheme (it was edited)"
     where = f" ({'; '.join(said for _, said in check.last_columns)})" if check.last_columns else ""
     return f"digest: does not match{where}"
 

@@ -5,8 +5,8 @@ A task created by this engine records in ``extra.rowDigests`` how its rows are d
 ``hmac-sha256:<key id>`` (HMAC-SHA256 under ``$RUBRIC_EVAL_SIGNING_KEY``: only a key holder
 can make one). A task without the mark was stored before digests, and its rows are not
 checked, only when the store agrees (:meth:`~rubric_engine.store.task_store.TaskStore.digests`):
-a task created after the store took digests, or whose rows carry them, lost its mark to an
-edit.
+a task created after the store took digests lost its mark to an edit, and so did a task whose
+rows carry digests (each such row is refused as it is read).
 
 The digest covers the task's identity (id, rubric and prompt hashes, model, judge mode and
 parameters, sampling) and, for tasks made since it did (:data:`COVERS_KEY`), its planned row
@@ -248,6 +248,12 @@ class DigestCheck:
         self.last_misplaced = self.planned is not None and not 0 <= int(seq) < self.planned
         if self.last_misplaced:
             self.misplaced.append(f"{row[2]} (position {seq})")
+        if self.digests is None and stored is not None:
+            # no engine writes a digest into a task without a mark: the mark was removed
+            self.last = False
+            self.last_columns = []
+            self.failed.append(f"{row[2]} (a digest, in a task whose record names no scheme)")
+            return
         if self.digests is None:
             self.last = None
             return

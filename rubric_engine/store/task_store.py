@@ -423,8 +423,10 @@ class TaskStore:
 
         A task whose record names no digest scheme reads as stored before digests only when
         it could have been: it was created before this store took row digests (migration
-        ``m011_samples_and_digests``) and none of its rows carries one. Otherwise the mark was
-        removed from the task record, which would turn off the check of every row.
+        ``m011_samples_and_digests``); otherwise the mark was removed from the task record,
+        which would turn off the check of every row. A row of such a task that carries a
+        digest is refused as it is read (:class:`~rubric_engine.store.digest.DigestCheck`):
+        checked there, it costs no read of its own.
 
         Raises:
             StoreError: the rows are signed and the signing key is not the one set; the task
@@ -455,20 +457,12 @@ class TaskStore:
         since = self._backend.execute(
             "SELECT applied_at FROM migrations WHERE name=?", (DIGESTS_MIGRATION,)
         ).fetchone()
-        carried = self._backend.execute(
-            "SELECT row_id FROM rows WHERE task_id=? AND digest IS NOT NULL LIMIT 1", (task.id,)
-        ).fetchone()
-        why = None
-        if carried is not None:
-            why = f"its rows carry digests (row {carried[0]})"
-        elif since is not None and not _before(task.created_at, str(since[0])):
-            why = f"it was created ({task.created_at}) after the store took digests ({since[0]})"
-        if why is not None:
+        if since is not None and not _before(task.created_at, str(since[0])):
             raise StoreError(
                 f"task {task.id}: its task record names no row digest scheme "
-                f"(extra.{DIGESTS_MARK}), yet {why}: the task record was edited, which would "
-                "turn off the digest check of every row. Restore the store from a backup "
-                "(docs/verify.md)"
+                f"(extra.{DIGESTS_MARK}), yet it was created ({task.created_at}) after the store "
+                f"took digests ({since[0]}): the task record was edited, which would turn off "
+                "the digest check of every row. Restore the store from a backup (docs/verify.md)"
             )
 
     def _send(self) -> None:
