@@ -263,3 +263,58 @@ def test_the_stream_gives_the_same_calibration_on_postgresql(
     for key in ("overall", "requirements", "redFlags", "krippendorffAlpha", "altTest",
                 "reviewerBaseline", "lengthLeniency", "excluded", "rows"):  # fmt: skip
         assert on_postgres[key] == on_sqlite[key], key
+
+
+def test_labels_on_rows_outside_the_task_are_neither_used_nor_counted(
+    store_at: str, tmp_path: Path
+) -> None:
+    """Current labels of the task's rubric on rows the task does not have, sorting before and
+    after its rowIds, change nothing: not a figure, nor the count or digest of labels used."""
+    assert run("rubric", "publish", RUBRICS / "airline_cs.yaml", "--store", store_at)[0] == 0
+    task = score(store_at, tmp_path / "v1")  # type: ignore[arg-type]
+    code, out = run("labels", "import", SCENARIO, "--task", task, "--store", store_at)
+    assert code == 0 and "imported 842 label(s)" in out, out
+    before = calibrate(store_at, task, "--no-save", "--min-instances", "20")  # type: ignore[arg-type]
+    elsewhere = tmp_path / "elsewhere.jsonl"
+    lines = [{"rowId": row, "reviewer": "mia", "requirementId": "COMMON_EXPLICIT_CONFIRMATION",
+              "status": "VIOLATED", "rubricKey": "airline_cs", "rubricVersion": 1}
+             for row in ("aaa-elsewhere", "airline-0x", "zzz-elsewhere")]  # fmt: skip
+    elsewhere.write_text("".join(json.dumps(line) + "\n" for line in lines), "utf-8")
+    code, out = run("labels", "import", elsewhere, "--store", store_at)
+    assert code == 0 and "imported 3 label(s)" in out, out
+    after = calibrate(store_at, task, "--no-save", "--min-instances", "20")  # type: ignore[arg-type]
+    assert after == before
+    assert before["labels"]["count"] == 842 - before["labels"]["leftOut"]["labels"]
+
+
+def test_calibrate_reads_the_labelled_rows_by_rowid_and_every_row_once_in_input_order(
+    tmp_path: Path,
+) -> None:
+    """The judge's observed rates need every row's result: read once, in input order (the order
+    rows are stored in); the labelled rows' results are looked up by rowId, and no read takes
+    the task's rows in rowId order (a page at a random place per row in a large store)."""
+    from rubric_engine.calibration.run import calibrate_task
+    from rubric_engine.store.task_store import TaskStore
+
+    store = tmp_path / "store.sqlite"
+    assert run("rubric", "publish", RUBRICS / "airline_cs.yaml", "--store", store)[0] == 0
+    task = score(store, tmp_path / "v1")
+    labelled = {"airline-1", "airline-12", "airline-3", "airline-7"}
+    lines = [line for line in SCENARIO.read_text("utf-8").splitlines()
+             if json.loads(line)["rowId"] in labelled]  # fmt: skip
+    (tmp_path / "some.jsonl").write_text("\n".join(lines) + "\n", "utf-8")
+    code, out = run("labels", "import", tmp_path / "some.jsonl", "--task", task, "--store", store)
+    assert code == 0 and f"imported {len(lines)} label(s)" in out, out
+    with TaskStore(store) as opened:
+        ran: list[str] = []
+        opened.backend.connection.set_trace_callback(ran.append)
+        result = calibrate_task(opened, task, save=False)
+        opened.backend.connection.set_trace_callback(None)
+    every = [sql for sql in ran if sql.startswith("SELECT seq, row_id, result FROM rows")]
+    looked_up = [sql for sql in ran if sql.startswith("SELECT row_id, result, dialogue FROM rows")]
+    assert every and all("ORDER BY seq" in sql for sql in every)
+    assert len(looked_up) == 1 and looked_up[0].count("'airline-") == len(labelled)
+    assert all(f"'{row}'" in looked_up[0] for row in labelled)
+    on_rows = [sql for sql in ran if sql.partition(" FROM ")[2].startswith("rows ")]
+    assert len(on_rows) == len(every) + 1 and not [s for s in on_rows if "ORDER BY row_id" in s]
+    assert result["rows"] == {"reference": 4, "judge": 25, "compared": 4}

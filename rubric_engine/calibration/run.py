@@ -2,10 +2,11 @@
 (docs/calibration.md "Calibrate"): a task's judge against labels, two label files, or two tasks
 over the same rows.
 
-A task is calibrated as a stream: its rows' results in rowId order merged with its labels in
-rowId order (both read from the store a page at a time), one row's labels at a time, into a
-:class:`~.tally.CalibrationTally`. Memory holds counters and a page, so a task of a million rows
-with a hundred thousand labels calibrates in the memory of a small one.
+A task is calibrated as a stream (:mod:`.stream`): every row's result in input order for the
+judge's observed rates, then its labelled rows in rowId order, one row's labels and result at a
+time (both read from the store a page at a time), into a :class:`~.tally.CalibrationTally`.
+Memory holds counters and a page, so a task of a million rows with a hundred thousand labels
+calibrates in the memory of a small one.
 """
 
 from __future__ import annotations
@@ -115,7 +116,9 @@ def calibrate_task(
         )
         source: Any = {"file": labels_file.name, "sha256": _sha256(labels_file)}
     else:
-        groups = current_labels_by_row(store.backend, record.rubric_key, reviewers=reviewers)
+        groups = current_labels_by_row(
+            store.backend, record.rubric_key, reviewers=reviewers, task_id=record.id
+        )
         source = "store"
     if rows is not None:
         wanted = set(rows)

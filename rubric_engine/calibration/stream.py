@@ -1,7 +1,10 @@
-"""A task's rows and its labels as one stream (the edge of :mod:`.run`): results in rowId order
-merged with the current labels in rowId order, both read from the store a page at a time; each
-label's pins checked against the calibrated rubric on the way (docs/calibration.md "Labels
-pinned to what they judged"); every judged row observed and every labelled row fed to a
+"""A task's rows and its labels in two passes over the store (the edge of :mod:`.run`):
+every row's result in input order (the order rows are stored in) for the judge's observed
+rates; then the current labels on the task's rows in rowId order, each page of labelled rows'
+results and dialogues looked up by rowId. A task with labels on a tenth of its rows reads that
+tenth again, not every row in rowId order (a page at a random place per row). Each label's
+pins are checked against the calibrated rubric on the way (docs/calibration.md "Labels pinned
+to what they judged"); every judged row is observed and every labelled row fed to a
 :class:`~.tally.CalibrationTally` with its answer length.
 """
 
@@ -16,11 +19,10 @@ from typing import Any
 from rubric_engine.calibration.leniency import answer_chars
 from rubric_engine.calibration.sample_one import first_sample_view
 from rubric_engine.calibration.tally import CalibrationTally
-from rubric_engine.calibration.views import RowView, unit_of_labels, view_of_result
+from rubric_engine.calibration.views import unit_of_labels, view_of_result
 from rubric_engine.labels.model import Label
 from rubric_engine.labels.pins import RubricPins, unpinned
 from rubric_engine.labels.store import PinsByHash
-from rubric_engine.results.model import RowResult
 from rubric_engine.rubric.model import EvalRubric
 from rubric_engine.store.task_store import TaskRecord, TaskStore
 
@@ -89,35 +91,6 @@ class LabelSelection:
         return kept
 
 
-@dataclass(frozen=True)
-class _Labelled:
-    """A labelled row: the judge's view, sample 1's view (the judge's when not sampled) and
-    the row's labels."""
-
-    judge: RowView | None
-    first: RowView | None
-    labels: list[Label]
-
-
-def _merge(
-    results: Iterator[RowResult],
-    groups: Iterator[tuple[str, list[Label]]],
-    tally: CalibrationTally,
-) -> Iterator[_Labelled]:
-    """Both streams in rowId order: every judged row is observed; each labelled row of the task
-    comes out with the judge's view (``None``: no verdict) and its labels."""
-    pending = next(groups, None)
-    for result in results:
-        judge = view_of_result(result)
-        if judge is not None:
-            tally.observe(judge)
-        while pending is not None and pending[0] < result.row_id:
-            pending = next(groups, None)  # labels of a row this task does not have
-        if pending is not None and pending[0] == result.row_id:
-            yield _Labelled(judge, first_sample_view(result, judge), pending[1])
-            pending = next(groups, None)
-
-
 def feed(
     store: TaskStore,
     record: TaskRecord,
@@ -127,29 +100,36 @@ def feed(
     order: Sequence[str],
     first: CalibrationTally | None = None,
 ) -> int:
-    """Feed ``tally`` (and ``first``, with sample 1 as the judge of each sampled row).
+    """Feed ``tally`` (and ``first``, with sample 1 as the judge of each sampled row): every
+    judged row observed, then each labelled row in the order of ``groups`` (labels on rows of
+    the task only).
 
     Returns:
         How many labelled rows had a sample 1 of their own (sampled and not a judge error).
     """
-    batch: list[_Labelled] = []
+    for result in store.results(record.id):
+        judge = view_of_result(result)
+        if judge is not None:
+            tally.observe(judge)
+    batch: list[tuple[str, list[Label]]] = []
     sampled = 0
 
     def flush() -> None:
         nonlocal sampled
-        texts = store.dialogues(record.id, [item.labels[0].row_id for item in batch])
-        for item in batch:
-            row_id = item.labels[0].row_id
-            chars = answer_chars(texts[row_id]) if row_id in texts else None
-            unit = unit_of_labels(row_id, item.labels, item.judge, rubric, order, chars)
+        found = store.results_and_dialogues(record.id, [row_id for row_id, _ in batch])
+        for row_id, labels in batch:
+            result, dialogue = found[row_id]
+            judge = view_of_result(result)
+            unit = unit_of_labels(row_id, labels, judge, rubric, order, answer_chars(dialogue))
             tally.add(unit)
             if first is not None:
-                first.add(replace(unit, judge=item.first))
-                sampled += item.first is not item.judge
+                one = first_sample_view(result, judge)
+                first.add(replace(unit, judge=one))
+                sampled += one is not judge
         batch.clear()
 
-    for item in _merge(store.results_by_row_id(record.id), groups, tally):
-        batch.append(item)
+    for group in groups:
+        batch.append(group)
         if len(batch) >= _BATCH:
             flush()
     if batch:

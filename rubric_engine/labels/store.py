@@ -290,25 +290,39 @@ def reviewer_order(db: Backend, rubric_key: str) -> list[str]:
 
 
 def current_labels_by_row(
-    db: Backend, rubric_key: str, *, reviewers: Sequence[str] = (), page: int = 2000
+    db: Backend,
+    rubric_key: str,
+    *,
+    reviewers: Sequence[str] = (),
+    task_id: str | None = None,
+    page: int = 2000,
 ) -> Iterator[tuple[str, list[Label]]]:
     """The current labels of a rubric key, one row at a time, in rowId order (code-point
-    order, as ``ORDER BY`` gives on both stores), each row's labels in stored order.
+    order, as ``ORDER BY`` gives on both stores), each row's labels in stored order; with
+    ``task_id``, only those on that task's rows.
 
     Read ``page`` labels per query (keyset on the ``labels_by_row`` index), so memory holds
     one page and one row whatever the number of labels; a superseded label is found by
-    ``labels_by_supersedes``, as :func:`labels_on_task_rows` finds it.
+    ``labels_by_supersedes``, as :func:`labels_on_task_rows` finds it, and a label's row among
+    the task's rows by their primary key.
     """
     if "labels" not in db.tables():
         return
     who = f" AND reviewer IN ({','.join('?' * len(reviewers))})" if reviewers else ""
     current = "NOT EXISTS (SELECT 1 FROM labels s WHERE s.supersedes = labels.label_id)"
+    on_task = (
+        " AND EXISTS (SELECT 1 FROM rows r WHERE r.task_id=? AND r.row_id=labels.row_id)"
+        if task_id is not None
+        else ""
+    )
     after: tuple[str, int] | None = None
     row_id: str | None = None
     group: list[Label] = []
     while True:
-        where = "rubric_key=? AND " + current + who
+        where = "rubric_key=? AND " + current + who + on_task
         params: tuple[object, ...] = (rubric_key, *reviewers)
+        if task_id is not None:
+            params += (task_id,)
         if after is not None:
             where += " AND (row_id>? OR (row_id=? AND seq>?))"
             params += (after[0], after[0], after[1])

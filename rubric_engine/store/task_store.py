@@ -790,24 +790,34 @@ class TaskStore:
             result = parse_result(row[5], task_id, row[2])
             yield (result, *row[8:13], dialogue, *row[14:16])
 
-    def results_by_row_id(self, task_id: str, page: int = 500) -> Iterator[RowResult]:
-        """The results of a task's rows in rowId order (code-point order on both stores), for
-        readers that merge them with other rowId-ordered data (calibration joins labels).
+    def results(self, task_id: str, page: int = 500) -> Iterator[RowResult]:
+        """The results of a task's rows in input order, digests not checked, for readers that
+        count every row's verdict (calibration's observed violation rates). Rows are stored in
+        input order, so a large task is read from its first page to its last, not a page per
+        row (:meth:`select_rows`)."""
+        for _, row_id, text in self.select_rows(task_id, "result", page=page):
+            yield parse_result(text, task_id, row_id)
 
-        Read ``page`` rows per query (keyset on the primary key), so memory holds one page."""
+    def results_and_dialogues(
+        self, task_id: str, row_ids: Collection[str]
+    ) -> dict[str, tuple[RowResult, dict[str, Any]]]:
+        """The result and dialogue of some rows by rowId (a rowId the task does not have is
+        left out), digests not checked: calibration reads its labelled rows this way."""
         self._send()  # rows this store holds back until the commit first
-        after: str | None = None
-        while True:
-            where = "task_id=? AND row_id>?" if after is not None else "task_id=?"
-            params = (task_id, after, page) if after is not None else (task_id, page)
-            found = self._backend.execute(
-                f"SELECT row_id, result FROM rows WHERE {where} ORDER BY row_id LIMIT ?", params
-            ).fetchall()
-            for row_id, text in found:
-                yield parse_result(text, task_id, row_id)
-            if len(found) < page:
-                return
-            after = found[-1][0]
+        wanted, out = list(row_ids), {}
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for row_id, result, dialogue in self._backend.execute(
+                "SELECT row_id, result, dialogue FROM rows "
+                f"WHERE task_id=? AND row_id IN ({marks})",
+                (task_id, *chunk),
+            ):
+                out[row_id] = (
+                    parse_result(result, task_id, row_id),
+                    decode_column(dialogue, f"task {task_id} row {row_id} dialogue"),
+                )
+        return out
 
     def dialogues(self, task_id: str, row_ids: Collection[str]) -> dict[str, dict[str, Any]]:
         """The stored dialogues of some rows, by rowId."""
