@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -371,3 +374,30 @@ def test_the_body_is_json_dumps_of_the_request_in_the_given_order(model: str) ->
             assert body == json.dumps(whole, ensure_ascii=False, separators=(",", ":")).encode()
         else:
             assert body == json.dumps(whole).encode()
+
+
+def test_the_paths_that_import_litellm_late_keep_it_offline() -> None:
+    """Newcomer finding: a live run whose server answered HTTP 400 imported litellm to read
+    the error (and an unusual finish_reason likewise), without the offline price map, so
+    litellm tried to download one from the web (two retries, seconds of waiting) from a run
+    meant to reach its loopback server alone. Both paths now import it as every other does."""
+    script = (
+        "import os, sys\n"
+        "from rubric_engine.judge.transport import DirectTransport, status_error\n"
+        'error = status_error(400, b\'{"error": {"message": "This model\\\'s maximum '
+        "context length is 8192 tokens\"}}', {})\n"
+        "print(type(error).__name__)\n"
+        "print(DirectTransport().normalize({'choices': [{'finish_reason': 'eos'}]}))\n"
+        "print(os.environ.get('LITELLM_LOCAL_MODEL_COST_MAP'), 'litellm' in sys.modules)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "LITELLM_LOCAL_MODEL_COST_MAP"}
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "ContextWindowExceededError",
+        "{'choices': [{'finish_reason': 'stop'}]}",
+        "True True",
+    ]
+    assert "cost map" not in done.stderr, done.stderr

@@ -420,6 +420,9 @@ def status_error(status: int, body: bytes, headers: Any) -> TransportError:
         pass
     kind = _BY_STATUS.get(status, APIError)
     if status == 400:
+        from rubric_engine.judge.backends import import_litellm
+
+        import_litellm()  # its offline price map: a plain import would fetch one from the web
         from litellm.litellm_core_utils.exception_mapping_utils import ExceptionCheckers
 
         if ExceptionCheckers.is_error_str_context_window_exceeded(text):
@@ -524,6 +527,9 @@ class DirectTransport:
             reason = choice.get("finish_reason") if isinstance(choice, dict) else None
             if isinstance(reason, str) and reason not in OPENAI_FINISH_REASONS:
                 if self._finish is None:
+                    from rubric_engine.judge.backends import import_litellm
+
+                    import_litellm()  # offline price map, as above
                     from litellm.litellm_core_utils.core_helpers import map_finish_reason
 
                     self._finish = map_finish_reason
