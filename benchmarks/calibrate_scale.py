@@ -57,6 +57,7 @@ def build(folder: Path, rows: int) -> tuple[Path, str]:
     """The demo task grown to ``rows`` rows and ``rows // 10`` labels (see the docstring)."""
     from rubric_engine.labels.model import Label
     from rubric_engine.labels.store import append_labels
+    from rubric_engine.store.digest import RowDigests
     from rubric_engine.store.task_store import TaskStore
 
     store, task = _demo_task(folder)
@@ -66,6 +67,10 @@ def build(folder: Path, rows: int) -> tuple[Path, str]:
         names = [d[0] for d in db.execute("SELECT * FROM rows WHERE 1=0").description]
         at = {n: i for i, n in enumerate(names)}
         db.execute("DELETE FROM rows WHERE task_id=?", (task,))
+        db.execute("UPDATE tasks SET row_count=? WHERE id=?", (rows, task))
+        # each new row gets its digest, as the engine would write it: calibrate checks them
+        digests = RowDigests.for_task(opened.task(task))
+        assert digests is not None
         batch: list[tuple[Any, ...]] = []
         for k in range(rows):
             row = list(source[k % len(source)])
@@ -80,13 +85,13 @@ def build(folder: Path, rows: int) -> tuple[Path, str]:
                     {"role": "assistant", "content": "x" * (200 + 37 * (k % 97))}]}
             )  # fmt: skip
             row[at["raw_attempts"]] = "[]"
+            row[at["digest"]] = digests.of(row[: at["digest"]])
             batch.append(tuple(row))
             if len(batch) == 5000:
                 db.executemany(f"INSERT INTO rows VALUES ({','.join('?' * len(names))})", batch)
                 batch.clear()
         if batch:
             db.executemany(f"INSERT INTO rows VALUES ({','.join('?' * len(names))})", batch)
-        db.execute("UPDATE tasks SET row_count=? WHERE id=?", (rows, task))
         db.commit()
         record = opened.task(task)
         labels = []

@@ -292,7 +292,8 @@ def test_calibrate_reads_the_labelled_rows_by_rowid_and_every_row_once_in_input_
 ) -> None:
     """The judge's observed rates need every row's result: read once, in input order (the order
     rows are stored in); the labelled rows' results are looked up by rowId, and no read takes
-    the task's rows in rowId order (a page at a random place per row in a large store)."""
+    the task's rows in rowId order (a page at a random place per row in a large store). Both
+    reads check the rows' digests."""
     from rubric_engine.calibration.run import calibrate_task
     from rubric_engine.store.task_store import TaskStore
 
@@ -310,8 +311,10 @@ def test_calibrate_reads_the_labelled_rows_by_rowid_and_every_row_once_in_input_
         opened.backend.connection.set_trace_callback(ran.append)
         result = calibrate_task(opened, task, save=False)
         opened.backend.connection.set_trace_callback(None)
-    every = [sql for sql in ran if sql.startswith("SELECT seq, row_id, result FROM rows")]
-    looked_up = [sql for sql in ran if sql.startswith("SELECT row_id, result, dialogue FROM rows")]
+    # both read every column of the row: its digest is checked (docs/verify.md)
+    read = [sql for sql in ran if sql.startswith("SELECT task_id, seq, row_id, status, ")]
+    every = [sql for sql in read if " IN (" not in sql]
+    looked_up = [sql for sql in read if " IN (" in sql]
     assert every and all("ORDER BY seq" in sql for sql in every)
     assert len(looked_up) == 1 and looked_up[0].count("'airline-") == len(labelled)
     assert all(f"'{row}'" in looked_up[0] for row in labelled)

@@ -323,6 +323,33 @@ def test_every_reader_refuses_an_edited_row(copy: tuple[Path, str], tmp_path: Pa
     assert not (tmp_path / "x.csv").exists()
 
 
+def test_calibrate_against_stored_labels_refuses_an_edited_row(
+    copy: tuple[Path, str], tmp_path: Path
+) -> None:
+    """Labels imported into the store: calibrate reads the judge's results by rowId to join
+    them, and those reads check digests too."""
+    store, task = copy
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text(
+        json.dumps(
+            {
+                "rowId": "medgpt-7",
+                "requirementId": "INTENT_HEALTH_TRIAGE",
+                "status": "VIOLATED",
+                "reviewer": "expert-1",
+            }
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    code, out = run("labels", "import", labels, "--task", task, "--store", store)
+    assert code == 0, out
+    assert run("calibrate", task, "--no-save", "--store", store)[0] == 0
+    sql(store, EDITS["result"])
+    code, out = run("calibrate", task, "--no-save", "--store", store)
+    assert code == 3 and "medgpt-7" in out and "digest" in out, out
+
+
 def test_a_recomputed_plain_digest_passes_the_readers_but_not_verify(
     copy: tuple[Path, str],
 ) -> None:

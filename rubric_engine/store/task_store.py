@@ -791,32 +791,31 @@ class TaskStore:
             yield (result, *row[8:13], dialogue, *row[14:16])
 
     def results(self, task_id: str, page: int = 500) -> Iterator[RowResult]:
-        """The results of a task's rows in input order, digests not checked, for readers that
-        count every row's verdict (calibration's observed violation rates). Rows are stored in
-        input order, so a large task is read from its first page to its last, not a page per
-        row (:meth:`select_rows`)."""
-        for _, row_id, text in self.select_rows(task_id, "result", page=page):
-            yield parse_result(text, task_id, row_id)
+        """The results of a task's rows in input order, digests checked (:meth:`checked_rows`),
+        for readers that count every row's verdict (calibration's observed violation rates).
+        Rows are stored in input order, so a large task is read from its first page to its
+        last, not a page per row."""
+        for row, _ in self.checked_rows(task_id, page):
+            yield parse_result(row[5], task_id, row[2])
 
     def results_and_dialogues(
         self, task_id: str, row_ids: Collection[str]
     ) -> dict[str, tuple[RowResult, dict[str, Any]]]:
         """The result and dialogue of some rows by rowId (a rowId the task does not have is
-        left out), digests not checked: calibration reads its labelled rows this way."""
-        self._send()  # rows this store holds back until the commit first
-        wanted, out = list(row_ids), {}
-        for start in range(0, len(wanted), 500):
-            chunk = wanted[start : start + 500]
-            marks = ",".join("?" * len(chunk))
-            for row_id, result, dialogue in self._backend.execute(
-                "SELECT row_id, result, dialogue FROM rows "
-                f"WHERE task_id=? AND row_id IN ({marks})",
-                (task_id, *chunk),
-            ):
-                out[row_id] = (
-                    parse_result(result, task_id, row_id),
-                    decode_column(dialogue, f"task {task_id} row {row_id} dialogue"),
-                )
+        left out), digests checked (:meth:`rows_of`): calibration reads its labelled rows this
+        way.
+
+        Raises:
+            StoreError: a row does not match its digest (see also :meth:`rows_of`).
+        """
+        out = {}
+        for row_id, (row, why) in self.rows_of(task_id, row_ids).items():
+            if why is not None:
+                raise StoreError(why)
+            out[row_id] = (
+                parse_result(row[5], task_id, row_id),
+                decode_column(row[6], f"task {task_id} row {row_id} dialogue"),
+            )
         return out
 
     def dialogues(self, task_id: str, row_ids: Collection[str]) -> dict[str, dict[str, Any]]:
