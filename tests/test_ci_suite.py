@@ -38,13 +38,14 @@ def test_ci_prints_the_checklist_and_junit_and_passes(
     for item in (
         "[seed set: every case passes]",
         "[golden set: main metrics meet",
-        "[adversarial set: at least 90% refused]",
+        "[adversarial set]",  # its own threshold (redFlagRate<=0.6): no "at least 90%" claim
         "[cost within budget]",
         "[latency within SLO]",
         "[every slice passes]",
         "[no regression against",
     ):
         assert item in out, item  # fmt: skip
+    assert "at least 90% refused" not in out
     assert "✓  health-golden: minMeanScoreBy.answerSource>=1.5   1.545" in out
     assert "✓  suite: agent duration p95" in out and "8109 ms" in out
     assert "ci passed: 20 of 20 check(s) hold" in out
@@ -173,3 +174,30 @@ datasets:
     path.write_text(body.replace(", params: {seed: 7}", ""), encoding="utf-8")
     result = runner.invoke(app, ["ci", "--suite", str(path), "--out", str(tmp_path / "o2")])
     assert result.exit_code == 0, result.output
+
+
+def test_own_thresholds_keep_judge_errors_failing_and_drop_the_tier_s_claim() -> None:
+    """Newcomer finding: a seed dataset with `thresholds: ["meanScore>=1"]` passed under
+    "[seed set: every case passes]" with 4 JUDGE_ERROR rows and a 3.6 % pass rate: its own
+    thresholds had replaced the tier's, judgeErrors==0 included. A judged dataset keeps
+    judgeErrors==0 unless it names a judgeErrors threshold itself, and a dataset on thresholds
+    of its own is listed under "<tier> set", not under the tier's default line."""
+    from rubric_engine.suite.checklist import ITEMS, item_for
+    from rubric_engine.suite.model import Dataset, EvalSuite, dataset_thresholds, own_thresholds
+
+    def dataset(**given: object) -> Dataset:
+        return Dataset.model_validate({"name": "d", "inputs": ["x.jsonl"], "rubric": "k", **given})
+
+    seed = dataset(tier="seed", thresholds=["meanScore>=1"])
+    suite = EvalSuite(name="s", datasets=[seed])
+    assert dataset_thresholds(suite, seed) == ["meanScore>=1", "judgeErrors==0"]
+    allowed = dataset(tier="seed", thresholds=["meanScore>=1", "judgeErrors <= 2"])
+    assert dataset_thresholds(suite, allowed) == ["meanScore>=1", "judgeErrors <= 2"]
+    rules_only = dataset(tier="production", judge="none", rubric="", thresholds=["passedRows>=1"])
+    assert dataset_thresholds(suite, rules_only) == ["passedRows>=1"]
+    default = dataset(tier="seed")
+    assert dataset_thresholds(suite, default) == ["passRate==1", "judgeErrors==0"]
+    assert own_thresholds(suite, seed) and not own_thresholds(suite, default)
+    assert ITEMS[item_for("seed", None, own=False)] == "seed set: every case passes"
+    assert item_for("seed", None, own=True) == "seed set"
+    assert item_for("golden", None, own=True) == "golden"  # its line claims no figure

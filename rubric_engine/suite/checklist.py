@@ -25,6 +25,8 @@ ITEMS = {
 }
 _TIER_ITEM = {"seed": "seed", "golden": "golden", "adversarial": "adversarial",
               "red_team": "adversarial"}  # fmt: skip
+#: the items whose line states the tier's default thresholds ("every case passes")
+_CLAIMS_DEFAULTS = frozenset({"seed", "adversarial"})
 
 
 @dataclass(frozen=True)
@@ -49,12 +51,15 @@ class CheckLine:
         return GateCheck(self.name, self.passed, self.message, f"{self.figure} vs {self.threshold}")
 
 
-def item_for(tier: str, threshold: Threshold | None) -> str:
+def item_for(tier: str, threshold: Threshold | None, own: bool = False) -> str:
+    """The checklist line a check belongs to; a dataset on thresholds of its own (``own``)
+    goes under ``<tier> set``, not its tier's line, which claims the default thresholds."""
     if threshold is not None and threshold.metric.name.endswith("By.<FIELD>"):
         return "slices"
     if threshold is not None and threshold.metric.name.startswith("router."):
         return "router"
-    return _TIER_ITEM.get(tier, f"{tier} set")
+    item = _TIER_ITEM.get(tier, f"{tier} set")
+    return f"{tier} set" if own and item in _CLAIMS_DEFAULTS else item
 
 
 def shown(value: float | int | None) -> str:
@@ -64,19 +69,20 @@ def shown(value: float | int | None) -> str:
 
 
 def dataset_lines(
-    dataset: str, tier: str, report: Report, thresholds: Sequence[Threshold]
+    dataset: str, tier: str, report: Report, thresholds: Sequence[Threshold], own: bool = False
 ) -> list[CheckLine]:
-    """``complete`` and each threshold of one dataset's task."""
+    """``complete`` and each threshold of one dataset's task (``own``: thresholds of the
+    suite's, not the tier's defaults)."""
     done = check_complete(report)
     lines = [
-        CheckLine(item_for(tier, None), f"{dataset}: complete", done.passed,
+        CheckLine(item_for(tier, None, own), f"{dataset}: complete", done.passed,
                   f"{report.totals.rows}/{report.task.planned_rows} rows, {report.task.state}",
                   "COMPLETED, every row", done.message)
     ]  # fmt: skip
     for t in thresholds:
         check = check_threshold(t, report)
         lines.append(
-            CheckLine(item_for(tier, t), f"{dataset}: {t.text}", check.passed,
+            CheckLine(item_for(tier, t, own), f"{dataset}: {t.text}", check.passed,
                       shown(t.metric.value(report, t.param)), f"{t.op} {t.limit:g}",
                       f"{dataset}: {check.message}")
         )  # fmt: skip

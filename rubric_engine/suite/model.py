@@ -14,6 +14,7 @@ YAML keeps camelCase through one alias generator, like the pack format. Pure: no
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -136,10 +137,29 @@ class EvalSuite(_SuiteModel):
 
 
 def dataset_thresholds(suite: EvalSuite, dataset: Dataset) -> list[str]:
-    """The dataset's own thresholds, else the suite's for its tier, else :data:`TIER_DEFAULTS`."""
+    """The dataset's own thresholds, else the suite's for its tier, else :data:`TIER_DEFAULTS`;
+    with ``judgeErrors==0`` added for a judged dataset when they set no ``judgeErrors`` threshold
+    of their own, so a row the judge never scored fails the check unless the suite allows it in
+    so many words."""
     if dataset.thresholds is not None:
-        return list(dataset.thresholds)
-    return list(suite.tiers.get(dataset.tier, TIER_DEFAULTS[dataset.tier]))
+        found = list(dataset.thresholds)
+    else:
+        found = list(suite.tiers.get(dataset.tier, TIER_DEFAULTS[dataset.tier]))
+    judged = dataset.judge != "none"
+    if judged and not any(_metric_of(t) == "judgeErrors" for t in found):
+        found.append("judgeErrors==0")
+    return found
+
+
+def own_thresholds(suite: EvalSuite, dataset: Dataset) -> bool:
+    """Whether the dataset is checked on thresholds of the suite's, not its tier's defaults
+    (the checklist then does not claim the tier's line, such as "every case passes")."""
+    return dataset.thresholds is not None or dataset.tier in suite.tiers
+
+
+def _metric_of(threshold: str) -> str:
+    """The metric name a ``METRIC OP NUMBER`` text starts with."""
+    return re.split(r"[<>=!]", threshold, maxsplit=1)[0].strip()
 
 
 def suite_json_schema() -> dict[str, Any]:

@@ -31,7 +31,7 @@ from rubric_engine.suite.checklist import (
     ordered,
     shown,
 )
-from rubric_engine.suite.model import Dataset, EvalSuite, dataset_thresholds
+from rubric_engine.suite.model import Dataset, EvalSuite, dataset_thresholds, own_thresholds
 
 HISTORY = "suite-runs.jsonl"
 
@@ -147,7 +147,8 @@ def run_suite(
         )
         check_parameters(parsed, report)
         stored[dataset.name] = (dataset, task, report)
-        result.lines += dataset_lines(dataset.name, dataset.tier, report, parsed)
+        own = own_thresholds(suite, dataset)
+        result.lines += dataset_lines(dataset.name, dataset.tier, report, parsed, own)
         result.lines += confusion_lines(dataset.name, report, dataset.costly_confusions)
     result.lines += _budget_lines(suite, stored)
     result.lines += _latency_lines(suite, stored)
