@@ -3,14 +3,20 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import sqlite3
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from rubric_engine.cli import app
+from rubric_engine.errors import InputError, StoreError
+from rubric_engine.formats.csv_cells import FORMULA_STARTS, plain_cell, text_cell
 from rubric_engine.labels.io import read_label_file, render_labels
 from rubric_engine.labels.model import Label, LabelStatus
 from rubric_engine.labels.store import append_labels, read_labels
@@ -524,4 +530,159 @@ def test_a_score_that_is_no_number_and_turns_outside_the_dialogue_are_refused(
         f"{messages} message(s) are turns 0..{messages - 1} (0-based)"
     ) in out
     with TaskStore(store) as opened:
+        assert read_labels(opened.backend) == []
+
+
+def test_a_csv_line_with_more_fields_than_its_header_is_refused(tmp_path: Path) -> None:
+    """An unquoted comma in a reason made two cells of it: csv.DictReader put the second under
+    no column and the label was stored with the reason cut at the comma."""
+    comma = tmp_path / "comma.csv"
+    comma.write_text(
+        "rowId,requirementId,status,reviewer,reason\n"
+        "medgpt-8,INTENT_HEALTH_TRIAGE,VIOLATED,bob,no triage, no referral to a doctor\n"
+        'medgpt-9,INTENT_HEALTH_TRIAGE,VIOLATED,bob,"no triage, no referral to a doctor"\n',
+        encoding="utf-8",
+    )
+    with pytest.raises(InputError) as refused:
+        read_label_file(comma)
+    text = str(refused.value) + "".join(str(p) for p in refused.value.problems)
+    assert "comma.csv:2" in text and "more fields than the header" in text
+    assert "quote fields that contain commas" in text and "comma.csv:3" not in text
+
+
+def test_labels_export_as_csv_escapes_formulas_and_reads_them_back(tmp_path: Path) -> None:
+    """A reason a spreadsheet would run as a formula gets a leading ' (as `export` writes
+    cells), and importing the file gives the reason back as it was."""
+    reasons = ["=looks fine", "+1 to the judge", "-", "@mia agrees", "'=quoted already", "'plain"]
+    labels = [label(rowId=f"r{k}", reason=reason) for k, reason in enumerate(reasons)]
+    text = render_labels(labels, "csv")
+    cells = [row["reason"] for row in csv.DictReader(io.StringIO(text))]
+    assert cells == ["'=looks fine", "'+1 to the judge", "'-", "'@mia agrees", "''=quoted already",
+                     "'plain"]  # fmt: skip
+    path = tmp_path / "back.csv"
+    path.write_text(text, encoding="utf-8")
+    assert read_label_file(path) == labels
+
+
+@given(st.text(alphabet=st.sampled_from("'=+-@\t\rab ,\""), max_size=6))
+def test_a_csv_cell_escaped_for_spreadsheets_reads_back_as_its_text(text: str) -> None:
+    cell = text_cell(text)
+    assert not cell.startswith(FORMULA_STARTS) and plain_cell(cell) == text
+
+
+def test_a_reviewer_with_white_space_around_the_name_is_refused(tmp_path: Path) -> None:
+    path = write_jsonl(
+        tmp_path / "spaced.jsonl",
+        [{"rowId": "r1", "requirementId": "A", "status": "VIOLATED", "reviewer": "Bob "}],
+    )
+    with pytest.raises(InputError) as refused:
+        read_label_file(path)
+    (problem,) = refused.value.problems
+    assert str(problem).startswith(f"{path}:1: reviewer")
+    assert "'Bob ' starts or ends with white space; write 'Bob'" in str(problem)
+
+
+def test_a_reviewer_differing_only_by_case_from_a_stored_one_is_refused(
+    store_at: str, tmp_path: Path
+) -> None:
+    assert run("rubric", "publish", RUBRICS / "airline_cs.yaml", "--store", store_at)[0] == 0
+    base = {"rowId": "airline-3", "requirementId": "COMMON_NO_FABRICATED_INFO",
+            "status": "VIOLATED", "rubricKey": "airline_cs"}  # fmt: skip
+    first = write_jsonl(tmp_path / "first.jsonl", [{**base, "reviewer": "Bob"}])
+    assert run("labels", "import", first, "--store", store_at)[0] == 0
+    again = write_jsonl(tmp_path / "again.jsonl", [{**base, "reviewer": "bob"}])
+    code, out = run("labels", "import", again, "--store", store_at)
+    assert code == 2 and "nothing was imported" in out, out
+    assert "'bob' differs only by case from 'Bob' (already stored for rubric airline_cs)" in out
+    both = write_jsonl(
+        tmp_path / "both.jsonl",
+        [{**base, "reviewer": "Ann"}, {**base, "rowId": "airline-4", "reviewer": "ann"}],
+    )
+    code, out = run("labels", "import", both, "--store", store_at)
+    assert code == 2 and "'ann' differs only by case from 'Ann' (also in this file)" in out, out
+    with TaskStore(store_at) as opened:
+        assert [lab.reviewer for lab in read_labels(opened.backend)] == ["Bob"]
+
+
+def test_a_label_edited_in_the_store_is_refused_where_labels_are_read(store_at: str) -> None:
+    """labelId is a hash of the label's content: a label edited in place (its trigger dropped
+    first) no longer hashes to it, and a column edited alone no longer says what the JSON
+    says; every reader refuses the store, naming the labels and the fix."""
+    from rubric_engine.labels.store import current_labels_by_row
+
+    with TaskStore(store_at) as store:
+        db = store.backend
+        kept, edited = append_labels(
+            db, [label(rubricKey="k"), label(rubricKey="k", rowId="r2")]
+        ).added
+        db.commit()
+        sqlite = db.dialect != "postgres"
+        db.execute(
+            "DROP TRIGGER labels_no_update" if sqlite else "DROP TRIGGER labels_no_change ON labels"
+        )
+        db.execute(
+            "UPDATE labels SET label=replace(label, '\"VIOLATED\"', '\"FOLLOWED\"'), "
+            "status='FOLLOWED' WHERE label_id=?",
+            (edited.label_id,),
+        )
+        db.commit()
+        for read in (
+            lambda: read_labels(db),
+            lambda: list(current_labels_by_row(db, "k")),
+        ):
+            with pytest.raises(StoreError) as refused:
+                read()
+            message = str(refused.value)
+            assert (
+                f"{edited.label_id} (row r2, ann: its content does not hash to its labelId)"
+                in message
+            )
+            assert kept.label_id not in message and "restore it from a backup" in message
+        back = (
+            "UPDATE labels SET label=replace(label, '\"FOLLOWED\"', '\"VIOLATED\"') "
+            "WHERE label_id=?"
+        )
+        db.execute(back, (edited.label_id,))
+        db.commit()
+        with pytest.raises(StoreError, match=r"column\(s\) status differ from its JSON"):
+            read_labels(db)
+
+
+def test_labels_export_all_says_how_to_import_it(tmp_path: Path) -> None:
+    store, task = score_airline(tmp_path)
+    line = {"rowId": "airline-3", "requirementId": "COMMON_NO_FABRICATED_INFO", "reviewer": "ann"}
+    for status in ("VIOLATED", "FOLLOWED"):
+        path = write_jsonl(tmp_path / f"{status}.jsonl", [{**line, "status": status}])
+        assert run("labels", "import", path, "--task", task, "--store", store)[0] == 0
+    code, out = run("labels", "export", task, "--all", "--store", store)
+    history = write_jsonl(tmp_path / "history.jsonl", [json.loads(x) for x in out.splitlines()])
+    code, out = run("labels", "import", history, "--task", task, "--store", store)
+    assert code == 2 and "history.jsonl:2: requirementId" in out
+    assert "a `labels export --all` file holds each label's history" in out
+    assert "import an export made without --all" in out
+
+
+def test_an_interrupted_import_says_nothing_was_stored(
+    store_at: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C while the labels are written: the transaction is rolled back and the command
+    says so (it printed nothing, exit 130)."""
+    from rubric_engine.labels import import_file
+
+    real = import_file.store_labels
+
+    def interrupted(db: object, labels: object) -> object:
+        real(db, labels)  # type: ignore[arg-type]
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(import_file, "store_labels", interrupted)
+    assert run("rubric", "publish", RUBRICS / "airline_cs.yaml", "--store", store_at)[0] == 0
+    path = write_jsonl(
+        tmp_path / "labels.jsonl",
+        [{"rowId": "airline-3", "requirementId": "COMMON_NO_FABRICATED_INFO",
+          "status": "VIOLATED", "reviewer": "ann", "rubricKey": "airline_cs"}],
+    )  # fmt: skip
+    code, out = run("labels", "import", path, "--store", store_at)
+    assert code == 130 and f"interrupted: nothing of {path} was stored" in out, out
+    with TaskStore(store_at) as opened:
         assert read_labels(opened.backend) == []

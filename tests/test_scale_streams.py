@@ -499,7 +499,7 @@ def test_calibrate_reads_the_current_labels_a_page_at_a_time_by_row(
         plans = [
             [str(step[3]) for step in opened.backend.execute("EXPLAIN QUERY PLAN " + sql)]
             for sql in ran
-            if sql.startswith("SELECT row_id, seq, label FROM labels")
+            if sql.startswith("SELECT row_id, seq, label_id,") and " FROM labels WHERE " in sql
         ]
     assert len(current) == 14 and [lab.status for lab in dict(expected)["row-3"]] == [
         "FOLLOWED",

@@ -17,6 +17,7 @@ from rubric_engine.calibration.render_lines import (
     f,
     left_out_line,
     length_lines,
+    other_dialogue_line,
     sampling_lines,
     shown,
 )
@@ -127,6 +128,15 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
     left = (result.get("labels") or {}).get("leftOut") or {}
     if left.get("labels"):
         lines.append(left_out_line(left))
+    chosen = result.get("labels") or {}
+    if chosen.get("otherDialogue"):
+        lines.append(other_dialogue_line(chosen["otherDialogue"]))
+    unpinned = chosen.get("noDialoguePin")
+    if unpinned:
+        lines.append(
+            f"{unpinned} label(s) used name no dialogue (stored before labels were pinned to "
+            "theirs, or imported without --task): each applies to every task's row of its rowId"
+        )
     return lines
 
 

@@ -20,6 +20,7 @@ __all__ = [
     "f",
     "left_out_line",
     "length_lines",
+    "other_dialogue_line",
     "requirement_verdict",
     "sampling_lines",
     "shown",
@@ -60,6 +61,14 @@ def left_out_line(left: dict[str, Any]) -> str:
         f"left out: {left['labels']} label(s) of what changed since they were made: "
         + "; ".join(p for p in parts if p)
         + " (--include-changed uses them)"
+    )
+
+
+def other_dialogue_line(count: int) -> str:
+    """Labels left out because they were made on another dialogue under the same rowId."""
+    return (
+        f"left out: {count} label(s) made on a different dialogue than this task's row of their "
+        "rowId (a label applies to the dialogue it was made on; label this task's rows)"
     )
 
 

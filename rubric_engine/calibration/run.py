@@ -36,7 +36,12 @@ from rubric_engine.errors import InputError
 from rubric_engine.labels.io import check_against_task, read_label_file, unknown_fields
 from rubric_engine.labels.model import Label, LabelSource
 from rubric_engine.labels.pins import rubric_pins
-from rubric_engine.labels.store import PinsByHash, current_labels_by_row, reviewer_order
+from rubric_engine.labels.store import (
+    PinsByHash,
+    current_labels_by_row,
+    dialogue_pins,
+    reviewer_order,
+)
 from rubric_engine.rubric.model import EvalRubric
 from rubric_engine.store.task_store import TaskRecord, TaskStore
 
@@ -105,9 +110,9 @@ def calibrate_task(
     if labels_file is not None:
         from rubric_engine.report import load_task
 
-        checked = check_against_task(
-            read_label_file(labels_file), load_task(store, record.id), labels_file
-        )
+        task = load_task(store, record.id)
+        pins_of_rows = dialogue_pins(store.backend, record.id, [r.result.row_id for r in task.rows])
+        checked = check_against_task(read_label_file(labels_file), task, labels_file, pins_of_rows)
         chosen = [lab for lab in checked if not reviewers or lab.reviewer in reviewers]
         order = [*reviewers, *dict.fromkeys(lab.reviewer for lab in checked)]
         ordered = sorted(chosen, key=lambda lab: lab.row_id)
@@ -127,7 +132,7 @@ def calibrate_task(
     # a sampled task: sample 1 alone against the same reviewers, beside the aggregate
     first = CalibrationTally(rubric, seed=seed) if samples_of(record.extra)[0] > 1 else None
     sampled = feed(
-        store, record, rubric, selected.rows(groups), tally, list(dict.fromkeys(order)), first
+        store, record, rubric, groups, tally, list(dict.fromkeys(order)), selected, first
     )
     if not tally.labelled:
         raise InputError(_no_labels(record.id, reviewers, selected.left_out))
@@ -155,6 +160,8 @@ def calibrate_task(
         "count": selected.count,
         "digest": "sha256:" + selected.digest.hexdigest(),
         "leftOut": selected.left_out.summary(),
+        "otherDialogue": selected.left_out.other_dialogue,
+        "noDialoguePin": selected.no_dialogue,
     }
     if save:
         result["calibrationId"] = save_calibration(
@@ -170,6 +177,11 @@ def _no_labels(task_id: str, reviewers: Sequence[str], left_out: LeftOut) -> str
         if left_out.summary()["labels"]
         else ""
     )
+    if left_out.other_dialogue:
+        why += (
+            f"; {left_out.other_dialogue} label(s) were left out because they were made on a "
+            "different dialogue than this task's row of their rowId (label this task's rows)"
+        )
     return (
         f"no label for the rows of task {task_id}"
         + (f" by {', '.join(reviewers)}" if reviewers else "")

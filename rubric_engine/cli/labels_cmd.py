@@ -35,6 +35,7 @@ def labels_import(
     store: StoreOpt = DEFAULT_STORE,
 ) -> None:
     """Validate every line, then store all labels (append-only) or none."""
+    stored: list[bool] = []
 
     def run() -> None:
         from rubric_engine.errors import ConfigurationError
@@ -53,6 +54,7 @@ def labels_import(
                 imported = import_label_file(opened, file, source)
             added, superseding, unchanged = imported.added, imported.superseding, imported.unchanged
             extra = list(imported.unknown_fields)
+        stored.append(True)
         if extra:
             typer.echo(
                 f"note: kept field(s) this format does not define under metadata: "
@@ -64,7 +66,16 @@ def labels_import(
             f"earlier label), {unchanged} unchanged"
         )
 
-    _guard(run)
+    try:
+        _guard(run)
+    except KeyboardInterrupt:
+        if not stored:  # the import is one transaction, rolled back
+            typer.echo(
+                f"interrupted: nothing of {file} was stored (an import is stored whole or not "
+                "at all); run the import again",
+                err=True,
+            )
+        raise typer.Exit(130) from None
 
 
 def _import_for_task(
@@ -72,8 +83,19 @@ def _import_for_task(
 ) -> tuple[int, int, int, list[str]]:
     """``labels import FILE --task TASK``: the labels checked against the task's rows, stored
     and the rows' review state refreshed; (added, superseding, unchanged, unknown fields)."""
-    from rubric_engine.labels.io import check_against_task, read_label_file, unknown_fields
-    from rubric_engine.labels.store import append_labels
+    from rubric_engine.errors import InputError
+    from rubric_engine.labels.io import (
+        check_against_task,
+        read_label_file,
+        reviewer_case_problems,
+        unknown_fields,
+    )
+    from rubric_engine.labels.store import (
+        dialogue_pins,
+        labels_transaction,
+        reviewer_order,
+        store_labels,
+    )
     from rubric_engine.report import load_task
     from rubric_engine.review.queue_store import refresh_rows
 
@@ -81,10 +103,17 @@ def _import_for_task(
     if source is not None:
         labels = [lab.model_copy(update={"source": source}) for lab in labels]
     loaded = load_task(opened, task)
-    labels = check_against_task(labels, loaded, file)
-    outcome = append_labels(opened.backend, labels)
-    with opened.backend.exclusive("labels"):  # the rows' review state in the task's queues
-        refresh_rows(opened, loaded.record.id, sorted({lab.row_id for lab in labels}))
+    rows = sorted({lab.row_id for lab in labels})
+    pins = dialogue_pins(opened.backend, loaded.record.id, rows)
+    labels = check_against_task(labels, loaded, file, pins)
+    key = loaded.record.rubric_key
+    stored = reviewer_order(opened.backend, key)
+    twins = reviewer_case_problems(file, key, (lab.reviewer for lab in labels), stored)
+    if twins:
+        raise InputError(f"{file}: {len(twins)} problem(s); nothing was imported", twins)
+    with labels_transaction(opened.backend):  # and the rows' review state in the task's queues
+        outcome = store_labels(opened.backend, labels)
+        refresh_rows(opened, loaded.record.id, rows)
     superseding = sum(1 for lab in outcome.added if lab.supersedes)
     return len(outcome.added), superseding, outcome.unchanged, unknown_fields(labels)
 

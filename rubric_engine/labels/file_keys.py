@@ -36,6 +36,12 @@ class FileKeys:
         line: the same requirement of a row by the same reviewer, or another intent, red-flag
         types or score for a row and reviewer (what both lines give is compared)."""
         problems = []
+        history = (
+            " (this line supersedes another: a `labels export --all` file holds each label's "
+            "history; import an export made without --all, which holds the current labels only)"
+            if lab.supersedes is not None
+            else ""
+        )
         if lab.requirement_id is not None:
             key = (lab.row_id, lab.requirement_id, lab.reviewer)
             first = self._db.execute(
@@ -48,7 +54,7 @@ class FileKeys:
                         "requirementId",
                         f"{lab.requirement_id} of row {lab.row_id} by {lab.reviewer} is already "
                         f"labelled on line {first[0]}; keep one line (an edit of a stored "
-                        "label is a new import, which supersedes it)",
+                        f"label is a new import, which supersedes it){history}",
                     )
                 )
             self._db.execute("INSERT OR REPLACE INTO judged VALUES (?, ?, ?, ?)", (*key, number))
@@ -76,7 +82,7 @@ class FileKeys:
                     f"{self.path}:{number}",
                     "",
                     f"row {lab.row_id} by {lab.reviewer}: intentKey/redFlagTypes/score differ "
-                    f"from line {first[0]}; a row has one of each per reviewer",
+                    f"from line {first[0]}; a row has one of each per reviewer{history}",
                 )
             )
         merged = tuple(a if b is None else b for a, b in zip(first[1:], values, strict=True))

@@ -18,10 +18,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rubric_engine.errors import ConfigurationError, InputError, Problem
-from rubric_engine.labels.io import check_label_rubric, label_stream, refuse_problems
+from rubric_engine.labels.io import (
+    check_label_rubric,
+    label_stream,
+    refuse_problems,
+    reviewer_case_problems,
+)
 from rubric_engine.labels.model import Label
 from rubric_engine.labels.pins import RubricPins
-from rubric_engine.labels.store import store_labels
+from rubric_engine.labels.store import reviewer_order, store_labels
 
 if TYPE_CHECKING:
     from rubric_engine.rubric.model import EvalRubric
@@ -51,8 +56,8 @@ def import_label_file(store: TaskStore, path: Path, source: str | None = None) -
         source: every label's ``source`` instead of the file's.
 
     Raises:
-        InputError: a line's problems, a repeated line, or a label the rubric version it
-            names refuses; every problem listed.
+        InputError: a line's problems, a repeated line, a label the rubric version it names
+            refuses, or a reviewer named like another but for case; every problem listed.
         ConfigurationError: labels that name no rubric key.
         StoreError: the database refused the write (nothing is stored).
     """
@@ -60,8 +65,16 @@ def import_label_file(store: TaskStore, path: Path, source: str | None = None) -
 
     db = store.backend
     rubrics = _Rubrics(store)
-    for _ in _Pass(path, source, rubrics).labels():  # the first pass: nothing stored
+    first = _Pass(path, source, rubrics)
+    for _ in first.labels():  # the first pass: nothing stored
         pass
+    twins = [
+        problem
+        for key, names in first.reviewers.items()
+        for problem in reviewer_case_problems(path, key, names, reviewer_order(db, key))
+    ]
+    if twins:
+        raise InputError(f"{path}: {len(twins)} problem(s); nothing was imported", twins)
     imported = Imported()
     with labels_transaction(db):
         chunk: list[Label] = []
@@ -94,6 +107,8 @@ class _Pass:
         self.refused: list[Problem] = []  # by the rubric versions named
         self.unpinned: list[str] = []  # rowIds of labels that name no rubric key
         self.pins_of: dict[tuple[str, int], RubricPins] = {}
+        #: rubricKey → the reviewers of its labels, first-seen order
+        self.reviewers: dict[str, dict[str, None]] = {}
 
     def labels(self) -> Iterator[Label]:
         count = 0
@@ -106,6 +121,7 @@ class _Pass:
             where = f"{self.path}: label {count}"
             found = self.rubrics.of(lab)
             filled = check_label_rubric(lab, found, where, self.pins_of, self.refused)
+            self.reviewers.setdefault(lab.rubric_key, {})[lab.reviewer] = None
             if filled is not None and not self.problems and not self.refused:
                 yield filled
         refuse_problems(self.path, self.problems, any_label=count > 0)

@@ -17,7 +17,7 @@ import csv
 import difflib
 import io
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -25,6 +25,7 @@ from pydantic import ValidationError
 
 from rubric_engine.dialogue.csv_rows import allow_long_fields, repeated_columns
 from rubric_engine.errors import InputError, Problem, format_loc
+from rubric_engine.formats.csv_cells import plain_cell, text_cell
 from rubric_engine.formats.jsonl import loads_strict, lone_surrogate_in, not_utf8_problem
 from rubric_engine.labels.file_keys import FileKeys
 from rubric_engine.labels.model import Label
@@ -40,6 +41,7 @@ __all__ = [
     "check_against_task",
     "read_label_file",
     "render_labels",
+    "reviewer_case_problems",
     "unknown_fields",
 ]
 
@@ -58,7 +60,7 @@ def _csv_record(record: dict[str, str | None]) -> dict[str, Any]:
     for name, cell in record.items():
         if name is None or cell is None or cell.strip() == "":
             continue
-        text = cell.strip()
+        text = plain_cell(cell.strip())  # as labels export wrote it (formula-safe)
         if name in _LISTS:
             parsed: Any = json.loads(text) if text.startswith("[") else text.split(";")
             if name == "evidenceTurns":
@@ -213,6 +215,16 @@ def refuse_problems(path: Path, problems: list[Problem], *, any_label: bool) -> 
 
 def _label_at(where: str, csv_file: bool, raw: Any, problems: list[Problem]) -> Label | None:
     """The label of one record, or ``None`` with its problems added to ``problems``."""
+    if csv_file and None in raw:  # csv.DictReader puts the cells past the header under None
+        problems.append(
+            Problem(
+                where,
+                "",
+                "the line has more fields than the header; quote fields that contain commas "
+                '(e.g. "no triage, no referral")',
+            )
+        )
+        return None
     try:
         if isinstance(raw, str):  # a JSONL line
             data = loads_strict(raw)
@@ -240,6 +252,17 @@ def _label_at(where: str, csv_file: bool, raw: Any, problems: list[Problem]) -> 
     misspelt = _misspelt_fields(data) if isinstance(data, dict) else {}
     if isinstance(data, dict):
         data = _keep_unknown(data)
+        name = data.get("reviewer")
+        if isinstance(name, str) and name.strip() and name != name.strip():
+            problems.append(
+                Problem(
+                    where,
+                    "reviewer",
+                    f"{name!r} starts or ends with white space; write {name.strip()!r} ("
+                    f"{name!r} and {name.strip()!r} would count as two reviewers)",
+                )
+            )
+            return None
     try:
         return Label.model_validate(data)
     except ValidationError as exc:
@@ -261,6 +284,36 @@ def _label_at(where: str, csv_file: bool, raw: Any, problems: list[Problem]) -> 
             message = err["msg"].removeprefix("Value error, ")
             problems.append(Problem(where, field, message + hint))
         return None
+
+
+def reviewer_case_problems(
+    path: Path, rubric_key: str, names: Iterable[str], stored: Iterable[str]
+) -> list[Problem]:
+    """A reviewer of a file whose name differs only by case from another of the file or from
+    one already stored for ``rubric_key`` (``Bob`` and ``bob``): two spellings would count as
+    two reviewers in Krippendorff's α and the alternative annotator test (docs/calibration.md).
+
+    Args:
+        names: the reviewers of the file's labels of ``rubric_key``, first-seen order.
+        stored: the reviewers stored for ``rubric_key``.
+    """
+    known: dict[str, tuple[str, str]] = {}
+    for name in stored:
+        known.setdefault(name.casefold(), (name, f"already stored for rubric {rubric_key}"))
+    problems = []
+    for name in dict.fromkeys(names):
+        other, where = known.setdefault(name.casefold(), (name, "also in this file"))
+        if other != name:
+            problems.append(
+                Problem(
+                    str(path),
+                    "reviewer",
+                    f"{name!r} differs only by case from {other!r} ({where}): two spellings "
+                    f"count as two reviewers; write {other!r} if they are one person, or give "
+                    "each person a name that differs by more than case",
+                )
+            )
+    return problems
 
 
 def _misspelt_fields(data: dict[str, Any]) -> dict[str, str]:
@@ -360,9 +413,20 @@ def check_label_rubric(
     return pin_label(filled, pins_of[ref])
 
 
-def check_against_task(labels: Sequence[Label], task: StoredTask, path: Path) -> list[Label]:
+def check_against_task(
+    labels: Sequence[Label],
+    task: StoredTask,
+    path: Path,
+    dialogues: Mapping[str, str] | None = None,
+) -> list[Label]:
     """Check labels against a stored task and fill in its rubric, task id and pins
     (:mod:`rubric_engine.labels.pins`).
+
+    Args:
+        dialogues: rowId → the dialogue pin of the task's row
+            (:func:`rubric_engine.labels.store.dialogue_pins`): each label is pinned to its
+            row's dialogue, and a label that names another (made on another task's dialogue
+            under the same rowId) is refused.
 
     A requirement is valid for a row when it is in the row's referenceBasis, or among the
     common and intent requirements of the intent the reviewer gave for that row (a reviewer
@@ -373,10 +437,12 @@ def check_against_task(labels: Sequence[Label], task: StoredTask, path: Path) ->
     Raises:
         InputError: unknown rowIds, requirement IDs outside the row's applicable set, unknown
             intent keys or red-flag types, a score off the pack's scale, or a rubric key,
-            version or hash other than the task's, or a requirementHash other than the task's
-            requirement's; each problem lists the valid choices.
+            version or hash other than the task's, a requirementHash other than the task's
+            requirement's, or a dialogueHash other than the row's; each problem lists the
+            valid choices.
     """
     rubric, record = task.rubric, task.record
+    dialogues = dialogues or {}
     pins = rubric_pins(rubric)
     rows = {row.result.row_id: row for row in task.rows}
     intents = list(rubric.intents_by_key)
@@ -482,12 +548,24 @@ def check_against_task(labels: Sequence[Label], task: StoredTask, path: Path) ->
                         "drop the field",
                     )
                 )
+        seen = dialogues.get(lab.row_id)
+        if lab.dialogue_hash is not None and seen is not None and lab.dialogue_hash != seen:
+            problems.append(
+                Problem(
+                    where,
+                    "dialogueHash",
+                    f"the label was made on another dialogue than task {record.id}'s row "
+                    f"{lab.row_id} ({lab.dialogue_hash} vs {seen}): a label applies to the "
+                    "dialogue it was made on; label this task's row, or leave the line out",
+                )
+            )
         filled = lab.model_copy(
             update={
                 "rubric_key": record.rubric_key,
                 "rubric_version": record.rubric_version,
                 "rubric_hash": record.rubric_hash,
                 "task_id": record.id,
+                "dialogue_hash": seen or lab.dialogue_hash,
             }
         )
         out.append(pin_label(filled, pins))
@@ -500,8 +578,9 @@ def check_against_task(labels: Sequence[Label], task: StoredTask, path: Path) ->
 
 
 def render_labels(labels: Iterable[Label], fmt: str) -> str:
-    """Labels as JSONL (one object a line) or CSV (a header of :data:`LABEL_FIELDS`); the
-    output reads back with :func:`read_label_file` to the same labels."""
+    """Labels as JSONL (one object a line) or CSV (a header of :data:`LABEL_FIELDS`, text
+    cells formula-safe, :func:`~rubric_engine.formats.csv_cells.text_cell`); the output reads
+    back with :func:`read_label_file` to the same labels."""
     return "".join(label_lines(labels, fmt))
 
 
@@ -522,6 +601,8 @@ def label_lines(labels: Iterable[Label], fmt: str) -> Iterator[str]:
                 row[name] = json.dumps(value, ensure_ascii=False)
             elif isinstance(value, bool):
                 row[name] = "true" if value else "false"
+            elif isinstance(value, str):
+                row[name] = text_cell(value)  # a reason "=…" is no formula in a spreadsheet
             else:
                 row[name] = value
         writer.writerow(row)

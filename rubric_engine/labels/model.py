@@ -73,6 +73,11 @@ class Label(BaseModel):
             requirement; the intents, red flags, scale and caps a row label reads), filled from
             that rubric when stored (:mod:`rubric_engine.labels.pins`); a later rubric version
             uses the label only where they are unchanged.
+        dialogue_hash: the SHA-256 of the dialogue the label was made on, its metadata aside
+            (:func:`rubric_engine.labels.pins.dialogue_pin`), filled when a label of a
+            task's row is stored; a task whose row of that rowId holds another dialogue does
+            not use the label. ``None``: a label stored before dialogues were pinned, or
+            imported without a task; it applies to every row of its rowId.
         saw_judge_verdict: whether the reviewer saw the judge's verdict (``False`` = blind).
         source: review, import or adjudication.
         supersedes: ``labelId`` of the label this one replaces.
@@ -101,6 +106,7 @@ class Label(BaseModel):
     rubric_hash: str | None = None
     requirement_hash: str | None = None
     row_hash: str | None = None
+    dialogue_hash: str | None = None
     saw_judge_verdict: bool | None = None
     source: LabelSource = LabelSource.IMPORT
     supersedes: str | None = None

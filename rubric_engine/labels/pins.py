@@ -12,18 +12,41 @@ what they judged").
   requirements are red lines of which type, the score scale, every cap and the scoring notes.
 
 Editing one requirement's text changes that requirement's pin only.
+
+- Every label of a task's row is also pinned to the **dialogue** it was made on
+  (:func:`dialogue_pin`, its metadata aside): a task that scored another dialogue under the
+  same rowId (the eval set re-run with a new agent version) does not use it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from rubric_engine.formats.canonical import canonical_hash
 from rubric_engine.labels.model import Label
 from rubric_engine.rubric.model import EvalRubric, HardRequirement
 
-__all__ = ["RubricPins", "pin_label", "requirement_pin", "row_pin", "rubric_pins", "unpinned"]
+__all__ = [
+    "RubricPins",
+    "dialogue_pin",
+    "pin_label",
+    "requirement_pin",
+    "row_pin",
+    "rubric_pins",
+    "unpinned",
+]
+
+
+def dialogue_pin(dialogue: Any) -> str:
+    """``sha256:…`` of a row's dialogue as the store keeps it (the decoded ``rows.dialogue``)
+    without its ``metadata``: the messages, reference, trace and case texts the judge and the
+    reviewer read, in canonical JSON. A run's own notes (an agent version, a source line) do
+    not change what was judged."""
+    if isinstance(dialogue, dict):
+        dialogue = {k: v for k, v in dialogue.items() if k != "metadata"}
+    return canonical_hash(dialogue)
 
 
 def requirement_pin(req: HardRequirement) -> str:

@@ -13,24 +13,30 @@ no-op.
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from rubric_engine.errors import StoreError
+from rubric_engine.formats.canonical import canonical_json
 from rubric_engine.labels.model import Label
-from rubric_engine.labels.pins import RubricPins, pin_label, rubric_pins
+from rubric_engine.labels.pins import RubricPins, dialogue_pin, pin_label, rubric_pins
 from rubric_engine.store.backend import Backend, driver_errors
+from rubric_engine.store.task_store import decode_column
 
 __all__ = [
     "AppendOutcome",
     "PinsByHash",
     "append_labels",
     "current_labels_by_row",
+    "dialogue_pins",
     "labels_on_task_rows",
     "labels_transaction",
+    "on_dialogue",
     "read_labels",
     "read_row_labels",
     "reviewer_order",
@@ -47,11 +53,22 @@ class AppendOutcome:
     unchanged: int
 
 
-def _key(label: Label) -> tuple[str | None, str, str | None, str, str | None]:
+_Key = tuple[str | None, str, str | None, str, str | None, str | None]
+
+
+def _key(label: Label, dialogue: str | None = None) -> _Key:
     """What one label is a judgment of: labels under different pins (a requirement whose text
-    changed between versions) are two judgments, both current; same pin, an edit."""
+    changed between versions, or another dialogue under the same rowId) are two judgments,
+    both current; same pins, an edit. ``dialogue``: the key with that dialogue pin instead."""
     pin = label.requirement_hash if label.requirement_id is not None else label.row_hash
-    return (label.rubric_key, label.row_id, label.requirement_id, label.reviewer, pin)
+    seen = label.dialogue_hash if dialogue is None else dialogue
+    return (label.rubric_key, label.row_id, label.requirement_id, label.reviewer, pin, seen)
+
+
+def _unpinned_key(label: Label) -> _Key:
+    """The key of a label that names no dialogue (stored before dialogues were pinned), which
+    a label of the same judgment on a pinned dialogue edits."""
+    return (*_key(label)[:5], None)
 
 
 def _judgment(label: Label) -> tuple[object, ...]:
@@ -63,9 +80,11 @@ def append_labels(db: Backend, labels: Sequence[Label]) -> AppendOutcome:
     """Store labels in one transaction: all of them or none.
 
     A label without ``time`` gets the current UTC time, and pins to what it judged
-    (:mod:`rubric_engine.labels.pins`) from the rubric version its ``rubricHash`` names. A label
-    whose (rubric, row, requirement, reviewer, pin) already has a current label supersedes it
-    (``supersedes`` is filled when the file did not say); one with the same judgment as the
+    (:mod:`rubric_engine.labels.pins`) from the rubric version its ``rubricHash`` names; a label
+    with a ``taskId`` and no ``dialogueHash`` is pinned to that task's row's dialogue. A label
+    whose (rubric, row, requirement, reviewer, pins) already has a current label supersedes it
+    (``supersedes`` is filled when the file did not say), as does one whose current label
+    names no dialogue (stored before dialogues were pinned); one with the same judgment as the
     current one is skipped and counted.
 
     Raises:
@@ -99,8 +118,12 @@ def store_labels(db: Backend, labels: Sequence[Label]) -> AppendOutcome:
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     pins = PinsByHash(db)
     rows: dict[str | None, set[str]] = {}
+    on_task: dict[str, set[str]] = {}
     for lab in labels:
         rows.setdefault(lab.rubric_key, set()).add(lab.row_id)
+        if lab.task_id is not None and lab.dialogue_hash is None:
+            on_task.setdefault(lab.task_id, set()).add(lab.row_id)
+    seen = {task: dialogue_pins(db, task, sorted(ids)) for task, ids in on_task.items()}
     current = {
         _key(pins.pinned(c)): c
         for key, ids in rows.items()
@@ -111,7 +134,13 @@ def store_labels(db: Backend, labels: Sequence[Label]) -> AppendOutcome:
     seq = db.execute("SELECT COALESCE(MAX(seq), 0) FROM labels").fetchone()[0]
     for raw in labels:
         label = pins.pinned(raw if raw.time else raw.model_copy(update={"time": now}))
+        if label.task_id is not None and label.dialogue_hash is None:
+            label = label.model_copy(
+                update={"dialogue_hash": seen[label.task_id].get(label.row_id)}
+            )
         before = current.get(_key(label))
+        if before is None and label.dialogue_hash is not None:
+            before = current.get(_unpinned_key(label))
         if before is not None and _judgment(before) == _judgment(label):
             unchanged += 1
             continue
@@ -148,21 +177,45 @@ def store_labels(db: Backend, labels: Sequence[Label]) -> AppendOutcome:
 _CHUNK = 500
 
 
+def dialogue_pins(db: Backend, task_id: str, row_ids: Sequence[str]) -> dict[str, str]:
+    """rowId → :func:`~rubric_engine.labels.pins.dialogue_pin` of the dialogue task ``task_id``
+    stored for that row (rows the task does not have are absent)."""
+    out: dict[str, str] = {}
+    if "rows" not in db.tables():
+        return out
+    for start in range(0, len(row_ids), _CHUNK):
+        chunk = row_ids[start : start + _CHUNK]
+        for row_id, text in db.execute(
+            f"SELECT row_id, dialogue FROM rows WHERE task_id=? "
+            f"AND row_id IN ({','.join('?' * len(chunk))})",
+            (task_id, *chunk),
+        ):
+            out[row_id] = dialogue_pin(decode_column(text, f"task {task_id} row {row_id} dialogue"))
+    return out
+
+
+def on_dialogue(label: Label, pins: Mapping[str, str]) -> bool:
+    """Whether a label applies to a task's row whose dialogue pins are ``pins`` (rowId →
+    pin): it names no dialogue (stored before dialogues were pinned, or imported without a
+    task), or the one the task's row holds."""
+    return label.dialogue_hash is None or pins.get(label.row_id) == label.dialogue_hash
+
+
 def _current_of_rows(db: Backend, rubric_key: str | None, row_ids: Sequence[str]) -> list[Label]:
     """Current labels (no label supersedes them) of some rows under one rubric key, in
     insertion order, read through the ``labels_by_row`` and ``labels_by_supersedes`` indexes."""
-    found: list[tuple[int, str]] = []
+    found: list[tuple[Any, ...]] = []
     key_test = "rubric_key IS NULL" if rubric_key is None else "rubric_key=?"
     key_args: tuple[str, ...] = () if rubric_key is None else (rubric_key,)
     for start in range(0, len(row_ids), _CHUNK):
         chunk = row_ids[start : start + _CHUNK]
         found += db.execute(
-            f"SELECT seq, label FROM labels l WHERE {key_test} "
+            f"SELECT seq, {_COLUMNS} FROM labels l WHERE {key_test} "
             f"AND row_id IN ({','.join('?' * len(chunk))}) "
             "AND NOT EXISTS (SELECT 1 FROM labels s WHERE s.supersedes = l.label_id)",
             (*key_args, *chunk),
         ).fetchall()
-    return [_parse(text) for _, text in sorted(found)]
+    return [_parse(db, found_row[1:]) for found_row in sorted(found, key=lambda r: r[0])]
 
 
 def read_row_labels(
@@ -181,19 +234,69 @@ def read_row_labels(
     ]
 
 
-def _parse(text: str) -> Label:
+#: the ``labels`` columns every reader reads, checked against the label's JSON by
+#: :func:`_parse`: the columns queries filter on must say what the label says
+_COLUMNS = (
+    "label_id, rubric_key, row_id, requirement_id, status, reviewer, source, labelled_at, "
+    "task_id, supersedes, label"
+)
+
+#: damaged labels a refusal names before "and N more"
+_NAMED = 20
+
+
+def _mismatch(found: Sequence[Any]) -> str | None:
+    """What of a stored label (its :data:`_COLUMNS`) disagrees with itself: its content no
+    longer hashes to its ``labelId``, or a column says another thing than its JSON; ``None``
+    when it holds."""
     try:
-        return Label.model_validate_json(text)
-    except ValueError as exc:
-        raise StoreError(
-            f"a stored label is not a valid label ({exc}); the store was changed by hand. "
-            "Restore it from a backup."
-        ) from exc
+        data = json.loads(found[-1])
+    except (TypeError, ValueError):
+        return "its JSON does not read"
+    if not isinstance(data, dict):
+        return "its JSON is not a label"
+    content = canonical_json({k: v for k, v in data.items() if k != "labelId"})
+    if data.get("labelId") != "L" + hashlib.sha256(content.encode("utf-8")).hexdigest()[:16]:
+        return "its content does not hash to its labelId"
+    names = ("labelId", "rubricKey", "rowId", "requirementId", "status", "reviewer", "source",
+             "time", "taskId", "supersedes")  # fmt: skip
+    differ = [n for n, value in zip(names, found[:-1], strict=True) if data.get(n) != value]
+    return f"column(s) {', '.join(differ)} differ from its JSON" if differ else None
+
+
+def _parse(db: Backend, found: Sequence[Any]) -> Label:
+    """A stored label from its :data:`_COLUMNS`, checked: its content still hashes to its
+    ``labelId`` and the columns agree with its JSON (labels are append-only; a label edited in
+    place is a damaged store, docs/calibration.md).
+
+    Raises:
+        StoreError: the label was changed after it was stored, naming every such label.
+    """
+    if _mismatch(found) is None:
+        try:
+            return Label.model_validate_json(found[-1])
+        except ValueError as exc:
+            raise StoreError(
+                f"stored label {found[0]} is not a valid label ({exc}); the store was changed "
+                "by hand. Restore it from a backup."
+            ) from exc
+    damaged = [
+        f"{row[0]} (row {row[2]}, {row[5]}: {why})"
+        for row in db.execute(f"SELECT {_COLUMNS} FROM labels ORDER BY seq")
+        if (why := _mismatch(row)) is not None
+    ]
+    more = f" and {len(damaged) - _NAMED} more" if len(damaged) > _NAMED else ""
+    raise StoreError(
+        f"{len(damaged)} stored label(s) were changed after they were stored: "
+        f"{'; '.join(damaged[:_NAMED])}{more}. Labels are append-only (an edit is a new label "
+        "that supersedes the old one), so the store was changed by hand; restore it from a "
+        "backup, then import the edits as new labels"
+    )
 
 
 def _all(db: Backend) -> list[Label]:
-    rows = db.execute("SELECT label FROM labels ORDER BY seq").fetchall()
-    return [_parse(text) for (text,) in rows]
+    rows = db.execute(f"SELECT {_COLUMNS} FROM labels ORDER BY seq").fetchall()
+    return [_parse(db, found) for found in rows]
 
 
 def _current(labels: Iterable[Label]) -> list[Label]:
@@ -327,15 +430,16 @@ def current_labels_by_row(
             where += " AND (row_id>? OR (row_id=? AND seq>?))"
             params += (after[0], after[0], after[1])
         found = db.execute(
-            f"SELECT row_id, seq, label FROM labels WHERE {where} ORDER BY row_id, seq LIMIT ?",
+            f"SELECT row_id, seq, {_COLUMNS} FROM labels WHERE {where} "
+            "ORDER BY row_id, seq LIMIT ?",
             (*params, page),
         ).fetchall()
-        for found_row, _, text in found:
+        for found_row, _, *columns in found:
             if found_row != row_id and group and row_id is not None:
                 yield row_id, group
                 group = []
             row_id = found_row
-            group.append(_parse(text))
+            group.append(_parse(db, columns))
         if len(found) < page:
             break
         after = (found[-1][0], found[-1][1])
@@ -351,13 +455,15 @@ def labels_on_task_rows(
     include_superseded: bool = False,
     page: int = 2000,
 ) -> Iterator[Label]:
-    """The labels of ``rubric_key`` on the rows of task ``task_id``, in the order they were
-    stored, current ones only unless ``include_superseded`` (as :func:`read_labels`).
+    """The labels of ``rubric_key`` that apply to the rows of task ``task_id`` (made on the
+    dialogue the task's row holds, or naming none: :func:`on_dialogue`), in the order they
+    were stored, current ones only unless ``include_superseded`` (as :func:`read_labels`).
 
     Read ``page`` labels per query, keyed on the last one's ``seq`` (the
     ``labels_by_rubric_seq`` index); a label's row is looked up in the task's rows by the
-    primary key, a label superseding it by ``labels_by_supersedes``. Memory holds one page
-    whatever the number of labels (``labels export``, docs/scale.md)."""
+    primary key, a label superseding it by ``labels_by_supersedes``, the dialogues of a page's
+    rows in one query. Memory holds one page whatever the number of labels (``labels export``,
+    docs/scale.md)."""
     if "labels" not in db.tables():
         return
     current = (
@@ -368,13 +474,15 @@ def labels_on_task_rows(
     after = 0
     while True:
         found = db.execute(
-            "SELECT seq, label FROM labels WHERE rubric_key=? AND seq>?"
+            f"SELECT seq, {_COLUMNS} FROM labels WHERE rubric_key=? AND seq>?"
             " AND EXISTS (SELECT 1 FROM rows WHERE rows.task_id=? AND rows.row_id=labels.row_id)"
             f"{current} ORDER BY seq LIMIT ?",
             (rubric_key, after, task_id, page),
         ).fetchall()
-        for _, text in found:
-            yield _parse(text)
+        labels = [_parse(db, columns[1:]) for columns in found]
+        pinned = sorted({lab.row_id for lab in labels if lab.dialogue_hash is not None})
+        pins = dialogue_pins(db, task_id, pinned)
+        yield from (lab for lab in labels if on_dialogue(lab, pins))
         if len(found) < page:
             return
         after = found[-1][0]

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from rubric_engine.errors import ConfigurationError
+from rubric_engine.formats.csv_cells import text_cell
 from rubric_engine.report.outcome import default_pass_score, row_outcome
 from rubric_engine.report.stored import ReportRow, check_row_count, stored_report_rows
 from rubric_engine.results.model import RequirementStatus
@@ -199,18 +200,15 @@ def long_records(
             }
 
 
-#: a text cell starting with one of these is a formula to a spreadsheet (OWASP's CSV
-#: injection rule): it gets a leading ``'``, which spreadsheets show as text
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-
-
 def _csv_cell(value: Any) -> Any:
+    """A cell: lists ``;``-joined, objects as JSON, text a spreadsheet would run as a formula
+    escaped (:func:`~rubric_engine.formats.csv_cells.text_cell`)."""
     if isinstance(value, list):
         value = ";".join(str(v) for v in value)
     elif isinstance(value, dict):
         value = json.dumps(value, ensure_ascii=False, sort_keys=True)
-    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
-        return "'" + value
+    if isinstance(value, str):
+        return text_cell(value)
     return "" if value is None else value
 
 
