@@ -388,6 +388,12 @@ def test_issue_bodies_validate_against_githubs_shape(demo_store: Path, tmp_path:
     assert "**Evidence**:" in grew[0]["body"] and "medgpt-45" in grew[0]["body"]
     with pytest.raises(jsonschema.ValidationError):  # the schema is not a rubber stamp
         jsonschema.validate([{"title": "x", "labels": ["y" * 51]}], GITHUB_ISSUES)
+    # newcomer finding: `--top 2` wrote 2 issues and said "10 item(s)"
+    args = ("actions", "worse", "--store", str(demo_store), "--format", "github", "--out", str(out))
+    code, said = run(*args, "--top", "2")
+    written = json.loads(out.read_text("utf-8"))
+    assert code == 0 and len(written) == 2, said
+    assert said.startswith(f"wrote {out}: 2 item(s) of ") and "low row(s)" in said
 
 
 def test_json_holds_every_item_and_the_failures_no_rule_names(demo_store: Path) -> None:

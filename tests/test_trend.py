@@ -118,3 +118,24 @@ def _marks(rows: Path) -> dict[str, tuple[str, int | None]]:
         outcome = "RED_FLAG" if row["redFlagTypes"] else "PASS" if score >= 4 else "FAIL"
         marks[row["rowId"]] = (outcome, score)
     return marks
+
+
+def test_a_flat_line_is_drawn_within_what_the_metric_can_be() -> None:
+    """Newcomer finding: a pass rate constant at 0.0357 was drawn on an axis from -0.464 to
+    0.536 (half a unit either side). A flat share is drawn on 0–1, a flat non-negative figure
+    from 0 or above: no axis label is ever below zero."""
+    from rubric_engine.report.render.trend_svg import trend_svg
+    from rubric_engine.report.trend import Trend, TrendPoint
+
+    def point(i: int, values: tuple[float, ...]) -> TrendPoint:
+        return TrendPoint(f"t{i}", "2026-12-05", f"t{i}", "k@1", "m", "p", 28, values)
+
+    metrics = ("passRate", "meanScore", "judgeErrors")
+    flat = Trend("name", metrics, tuple(point(i, (0.0357, 3.0, 0.0)) for i in range(3)), ())
+    labels = {
+        m: [float(t) for t in re.findall(r'font-size="10">([-0-9.e]+)</text>', trend_svg(flat, m))]
+        for m in metrics
+    }
+    assert labels["passRate"] == [1.0, 0.0]  # high, then low
+    assert labels["meanScore"] == [3.5, 2.5]
+    assert labels["judgeErrors"] == [1.0, 0.0]

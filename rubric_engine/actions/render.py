@@ -13,13 +13,22 @@ FORMATS = ("md", "json", "github")
 TITLE_MAX, LABEL_MAX, BODY_MAX = 256, 50, 65536
 
 
+def shown_items(
+    report: ActionsReport, format: str, top: int = 0, only: tuple[str, ...] = ()
+) -> tuple[ActionItem, ...]:
+    """The items :func:`render` writes: ``only`` keeps the items in those states, then ``top``
+    > 0 the first ``top`` of them; the JSON keeps every item."""
+    if format == "json":
+        return tuple(report.items)
+    items = tuple(i for i in report.items if not only or i.state in only)
+    return items[:top] if top > 0 else items
+
+
 def render(report: ActionsReport, format: str, top: int = 0, only: tuple[str, ...] = ()) -> str:
-    """``md``, ``json`` or ``github``; ``only`` keeps the items in those states, then ``top``
-    > 0 the first ``top`` of them (the JSON keeps every item)."""
+    """``md``, ``json`` or ``github`` of :func:`shown_items`."""
     if format == "json":
         return json.dumps(report.to_json_dict(), ensure_ascii=False, indent=2) + "\n"
-    items = tuple(i for i in report.items if not only or i.state in only)
-    items = items[:top] if top > 0 else items
+    items = shown_items(report, format, top, only)
     if format == "github":
         issues = [github_issue(report, item) for item in items]
         return json.dumps(issues, ensure_ascii=False, indent=2) + "\n"

@@ -99,7 +99,7 @@ def actions(
         _fail(ConfigurationError(f"--state takes {', '.join(valid)}, with --baseline"))
 
     def run() -> None:
-        from rubric_engine.actions.render import render
+        from rubric_engine.actions.render import render, shown_items
         from rubric_engine.actions.run import ActionOptions, build_actions
 
         summarizer = None
@@ -137,8 +137,11 @@ def actions(
             raise ConfigurationError(
                 f"--out {out} cannot be written ({exc.strerror or exc})"
             ) from exc
+        written, found = len(shown_items(built, format, top, states)), len(built.items)
         typer.echo(
-            f"wrote {out}: {len(built.items)} item(s) from {built.low_rows} low row(s)"
+            f"wrote {out}: {written} item(s)"
+            + (f" of {found}" if written != found else "")
+            + f" from {built.low_rows} low row(s)"
             + (
                 f"; {', '.join(f'{n} {s}' for s, n in built.states.items())}"
                 if built.states

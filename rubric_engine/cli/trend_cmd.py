@@ -151,7 +151,7 @@ def _print(built: object) -> None:
         ])  # fmt: skip
     if len(built.points) > 1 and built.points[1].agreement is not None:
         typer.echo("\nrun-to-run agreement with the task before (rows judged in both):")
-        lines = [["#", "shared rows", "same outcome", "outcome changed", "score changed"]]
+        lines = [["#", "shared rows", "share same outcome", "outcome changed", "score changed"]]
         for i, point in enumerate(built.points[1:], start=2):
             st = point.agreement
             assert st is not None

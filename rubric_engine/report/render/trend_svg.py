@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from html import escape
 
+from rubric_engine.report.metrics import MetricKind, find_metric
 from rubric_engine.report.trend import RunAgreement, Trend
 
 WIDTH, HEIGHT, PAD = 520, 170, 36
@@ -20,8 +21,13 @@ def trend_svg(trend: Trend, metric: str) -> str:
     values = trend.series(metric)
     known = [v for v in values if v is not None]
     low, high = (min(known), max(known)) if known else (0.0, 1.0)
-    if high == low:
+    if high == low:  # a flat line: half a unit either side, within what the metric can be
         low, high = low - 0.5, high + 0.5
+        if min(known, default=0.0) >= 0:  # shares, scores and counts are never negative
+            low, high = max(low, 0.0), max(low, 0.0) + 1.0
+        found = find_metric(metric)
+        if found is not None and found[0].kind is MetricKind.SHARE:
+            low, high = 0.0, 1.0
     count = len(values)
 
     def x(i: int) -> float:
