@@ -23,6 +23,7 @@ from rubric_engine.testing.openai_stub import (
     StubReply,
     StubServer,
     load_verdicts,
+    scripted_responder,
     verdicts_responder,
 )
 from tests.conftest import CASES, CASSETTES, RUBRICS
@@ -248,6 +249,66 @@ def test_a_call_budget_stops_cleanly_and_resume_finishes(tmp_path: Path) -> None
     assert report["totals"]["rows"] == 26 and report["task"]["state"] == "COMPLETED"
     _, rows = stored(store)
     assert len(rows) == 26
+
+
+def test_a_call_budget_is_never_overshot_by_re_asks(tmp_path: Path) -> None:
+    """Every row is re-asked twice (two unusable answers, then its verdict): a budget that
+    reserved one call per row in flight made 30 calls on --max-calls 10 with 8 rows at once.
+    A call past the limit is not made; its row is stored as nothing, and --resume finishes
+    it with the answers it already had."""
+    script = {
+        row_id: [
+            StubReply(content="not a verdict"),
+            StubReply(content="still not a verdict"),
+            StubReply(content=json.dumps(verdict, ensure_ascii=False)),
+        ]
+        for row_id, verdict in VERDICTS.items()
+    }
+    store = tmp_path / "s.sqlite"
+    with StubServer(scripted_responder(script)) as server:
+        args = ["--max-calls", "10", "--concurrency", "8"]
+        code, out = run(*live_args(server, store, tmp_path / "o", *args))
+        assert code == 6, out
+        assert len(server.requests) <= 10
+        made = len(server.requests)
+        assert f"stopped: --max-calls 10 reached ({made} call(s) made)" in out
+        task_id, rows = stored(store)
+        # a row is stored only once its verdict came: never a score or an error made up
+        assert all(r["status"] == "SCORED" for r in rows.values()), rows
+        assert len(rows) <= 3
+        code, out = run("score", "--resume", task_id, "--store", store, "--max-calls", "20")
+        assert code == 6, out
+        assert len(server.requests) - made <= 20
+        code, out = run("score", "--resume", task_id, "--store", store)
+        assert code == 0, out
+        # no answer was asked for twice: three calls a row over the three runs
+        assert len(server.requests) == 3 * 26
+    _, rows = stored(store)
+    assert len(rows) == 26 and all(r["status"] == "SCORED" for r in rows.values())
+
+
+def test_a_cost_budget_counts_re_asks_before_they_are_made(tmp_path: Path) -> None:
+    """The same re-asked rows on --max-cost: each call goes out only while the spend plus the
+    dearest call so far for each call on the wire stays within the limit."""
+    script = {
+        row_id: [
+            StubReply(content="not a verdict"),
+            StubReply(content="still not a verdict"),
+            StubReply(content=json.dumps(verdict, ensure_ascii=False)),
+        ]
+        for row_id, verdict in VERDICTS.items()
+    }
+    with StubServer(scripted_responder(script)) as server:
+        args = live_args(server, tmp_path / "s.sqlite", tmp_path / "o", "--max-cost", "0.003")
+        args[args.index("openai/stub-judge")] = "openai/gpt-4o-mini"
+        code, out = run(*args, "--concurrency", "8")
+    assert code == 6, out
+    spent, calls = (
+        out.split("--max-cost 0.003 USD reached (", 1)[1]
+        .split(" call(s)")[0]
+        .split(" USD spent in ")
+    )
+    assert int(calls) == len(server.requests) and 0 < float(spent) <= 0.003
 
 
 def test_a_cost_budget_needs_a_known_price_and_stops_on_it(tmp_path: Path) -> None:

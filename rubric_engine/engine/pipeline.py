@@ -19,7 +19,7 @@ from rubric_engine.dialogue.model import DialogueRow
 from rubric_engine.engine.sampling import Sampling, aggregate_row, ask_samples, sampled_row
 from rubric_engine.errors import StoreError
 from rubric_engine.judge.prompt import PromptTemplate, render_system, render_user
-from rubric_engine.judge.protocol import Judge, JudgeOutcome, JudgeRequest
+from rubric_engine.judge.protocol import BudgetSpent, Judge, JudgeOutcome, JudgeRequest
 from rubric_engine.judge.server_checks import RubricNotDelivered
 from rubric_engine.results.model import JudgeErrorKind, ProtocolWarning, RowResult, WarningCode
 from rubric_engine.results.row_result import row_result as _row_result
@@ -170,23 +170,56 @@ def stored_row(prepared: PreparedRow, outcome: JudgeOutcome, result: RowResult) 
 class Budget:
     """Per-run limits (``--max-calls``, ``--max-cost``); ``None`` = no limit.
 
+    Every call is asked for before it goes out (:meth:`take_call`, by the run's backend:
+    first asks, re-asks and transport retries alike), so a run never makes more calls than
+    ``max_calls``: a call that would pass it is not made, and its row ends unjudged, stored
+    as nothing (:class:`~rubric_engine.judge.protocol.BudgetSpent`; ``--resume`` judges it,
+    with the answers it already had). A call goes out on a cost budget only while the cost
+    spent so far plus the dearest call so far for each call on the wire, this one included,
+    stays within ``max_cost_usd``: the price of a call is known only once it is answered, so
+    the spend can pass the limit by what the calls on the wire cost beyond the dearest
+    earlier call (docs/judge-replies.md "Budgets, interruptions, resume").
+
     A row is started only while the calls made plus one per row in flight stay within
-    ``max_calls`` (and likewise the cost, at the mean cost per call so far). Re-asks and
-    retries of rows already in flight may go past it; they are counted, never cut off.
+    ``max_calls`` (and likewise the cost, at the mean cost per call so far).
     """
 
     max_calls: int | None = None
     max_cost_usd: float | None = None
     calls: int = 0
     cost_usd: float = 0.0
+    #: calls taken and not yet ended
+    on_wire: int = 0
+    #: the price of the dearest call so far
+    dearest: float = 0.0
     #: which limit stopped new rows; ``None`` while within budget
     exhausted: Literal["calls", "cost"] | None = None
-    #: set once the first row has finished, i.e. once a cost per call is known
+    #: set once the first row has finished or a call's price is known
     first_spend: asyncio.Event = field(default_factory=asyncio.Event)
 
+    def take_call(self) -> bool:
+        if self.max_calls is not None and self.calls + 1 > self.max_calls:
+            self.exhausted = "calls"
+            return False
+        if (
+            self.max_cost_usd is not None
+            and self.cost_usd + (self.on_wire + 1) * self.dearest > self.max_cost_usd
+        ):
+            self.exhausted = "cost"
+            return False
+        self.calls += 1
+        self.on_wire += 1
+        return True
+
+    def settle_call(self, cost_usd: float | None) -> None:
+        self.on_wire -= 1
+        if cost_usd is not None:
+            self.cost_usd += cost_usd
+            self.dearest = max(self.dearest, cost_usd)
+            self.first_spend.set()
+
     def spend(self, outcome: JudgeOutcome) -> None:
-        self.calls += len(outcome.attempts)
-        self.cost_usd += outcome.cost_usd or 0.0
+        """A row ended (its calls were counted as they went out)."""
         self.first_spend.set()
 
     def allows_another_row(self, in_flight: int) -> bool:
@@ -297,8 +330,10 @@ async def run_batch(
         stop_after_failures: when the first this-many finished rows all failed in transport
             (after the retry policy), stop instead of failing every row; 0 never stops.
         skip: rowIds already finished (``--resume``); their ``seq`` numbers are kept.
-        budget: when it runs out no new row starts; rows in flight finish and are stored,
-            and ``budget.stop_reason`` says why.
+        budget: when it runs out no new row starts and no further call is made (the
+            judge's backend asks it before each call, :class:`Budget`); rows in flight
+            finish and are stored, except one whose next call found no room, which stays
+            unjudged; ``budget.stop_reason`` says why.
         on_stored: called with each row exactly as it was stored (a report built from these
             equals one rebuilt from the store, without reading it back).
         judge_if: when given, rows it rejects are not sent to ``judge``: their rule checks
@@ -362,6 +397,8 @@ async def run_batch(
                         budget.spend(outcome)
                     result = row_result(builder.compiled, prepared, outcome)
                     stored = stored_row(prepared, outcome, result)
+            except BudgetSpent:
+                continue  # a call the budget had no room for: the row stays unjudged
             finally:
                 in_flight[0] -= 1
             result = stored.result

@@ -344,6 +344,8 @@ async def _run(
     budget = None
     if options.max_calls is not None or options.max_cost_usd is not None:
         budget = Budget(options.max_calls, options.max_cost_usd)
+        if isinstance(plan.backend, LiveBackend | ReplayBackend):
+            plan.backend.budget = budget  # asked before every call, re-asks and retries too
     total = plan.inputs.total
     if on_start is not None:
         on_start(task_id, total - len(done))

@@ -39,7 +39,13 @@ from rubric_engine.judge.cassettes.cassette import (
 from rubric_engine.judge.cassettes.index import CassetteIndex
 from rubric_engine.judge.endpoints import endpoint_kind, is_context_exceeded, sends_provider_key
 from rubric_engine.judge.limiter import AdaptiveLimit
-from rubric_engine.judge.protocol import Attempt, JudgeOutcome, JudgeRequest
+from rubric_engine.judge.protocol import (
+    Attempt,
+    BudgetSpent,
+    CallBudget,
+    JudgeOutcome,
+    JudgeRequest,
+)
 from rubric_engine.judge.retry import RetryPolicy, status_of
 from rubric_engine.judge.secrets import credential_values, redact, scrub
 from rubric_engine.judge.transport import (
@@ -167,6 +173,8 @@ class ReplayBackend:
         self.model_flag = model_flag
         #: the answers replayed, as the recorded run's usage
         self.tally = Tally()
+        #: the run's ``--max-calls`` / ``--max-cost``: asked before each answer is given
+        self.budget: CallBudget | None = None
 
     async def complete(
         self,
@@ -212,6 +220,10 @@ class ReplayBackend:
                     "with --mode record",
                 )
             )
+        if self.budget is not None:
+            if not self.budget.take_call():
+                raise BudgetSpent(f"no room in the budget for row {request.row_id!r}'s call")
+            self.budget.settle_call(None)  # a replayed answer costs nothing
         recorded = attempts[served].get("latencyMs")
         usage = usage_of(raw)
         attempt = Attempt(
@@ -327,6 +339,9 @@ class LiveBackend:
         self.sent = 0
         #: what the answered calls used (those of rows cut off midway included)
         self.tally = Tally()
+        #: the run's ``--max-calls`` / ``--max-cost``: asked before each call goes out (a
+        #: re-ask and a transport retry too); a call it refuses raises :class:`BudgetSpent`
+        self.budget: CallBudget | None = None
         self._warmup = PrefixWarmup()
         try:
             choice = transport_choice(settings.transport)
@@ -406,11 +421,20 @@ class LiveBackend:
         body = self._direct_body(route, kwargs)
         tries: list[Attempt] = []
         last: list[BaseException] = []
+        budget = self.budget
+
+        def tried(made: Attempt) -> None:
+            tries.append(made)
+            if budget is not None:
+                budget.settle_call(made.cost_usd)
+
         try:
             async for attempt in self.settings.retry.retrying(final_status):
                 with attempt:
                     started = time.perf_counter()
                     async with self.limiter.slot() as ticket:
+                        if budget is not None and not budget.take_call():
+                            raise BudgetSpent("no room in the budget for another call")
                         try:
                             self.sent += 1
                             if body is not None:
@@ -427,7 +451,7 @@ class LiveBackend:
                                 self.limiter.on_rate_limited(ticket)
                             # the hint is for this client: no row's attempt starts before it
                             self.limiter.hold_off(self.settings.retry.hint_s(exc))
-                            tries.append(
+                            tried(
                                 Attempt(
                                     response=None,
                                     error=redact(describe_error(exc), *secrets),
@@ -443,7 +467,7 @@ class LiveBackend:
                     problem = response_problem(dumped)
                     if problem is not None:  # refused here, so it is never recorded
                         problem = redact(problem, *secrets)
-                        tries.append(Attempt(response=None, error=problem, latency_ms=latency))
+                        tried(Attempt(response=None, error=problem, latency_ms=latency))
                         return Answer(
                             tuple(tries),
                             (
@@ -455,7 +479,7 @@ class LiveBackend:
                     # a reply may quote the key it was sent: never recorded or stored
                     raw = scrub(sanitize_response(dumped), secrets)
                     usage = usage_of(raw)
-                    tries.append(
+                    tried(
                         Attempt(
                             response=raw,
                             latency_ms=latency,
@@ -470,6 +494,8 @@ class LiveBackend:
                     )
                     self.tally.add(tries[-1])
                     return Answer(attempts=tuple(tries), sent=sent)
+        except BudgetSpent:
+            raise  # not a failure of the row: it stays unjudged
         except Exception as exc:  # the retry policy gave up: a TRANSPORT value for the row
             failed = [a.error for a in tries if a.error]
             detail = (

@@ -123,3 +123,23 @@ class Judge(Protocol):
     async def judge(self, request: JudgeRequest) -> JudgeOutcome:
         """Judge one row; per-row failures come back as ``JudgeOutcome.error``."""
         ...
+
+
+class CallBudget(Protocol):
+    """A run's ``--max-calls`` / ``--max-cost``, asked before every call on the wire (first
+    asks, re-asks, transport retries alike), so that no call is made past the limit."""
+
+    def take_call(self) -> bool:
+        """Whether one more call may go out now; ``True`` counts it as made."""
+        ...
+
+    def settle_call(self, cost_usd: float | None) -> None:
+        """A call taken by :meth:`take_call` ended; ``cost_usd`` is its price, if known."""
+        ...
+
+
+class BudgetSpent(Exception):
+    """A call was not made: the run's budget has no room for it (:class:`CallBudget`).
+
+    It ends the row's judging without a result: the row is not stored (neither a score nor a
+    ``JUDGE_ERROR``), and ``--resume`` judges it, with the answers it already had."""
