@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from rubric_engine.cli import app
 from rubric_engine.engine import ScoreOptions, score
+from rubric_engine.store.task_store import TaskStore
 from tests.conftest import CASES, CASSETTES, RUBRICS
 
 runner = CliRunner()
@@ -78,6 +79,32 @@ def test_a_bad_format_is_refused(task: tuple, tmp_path: Path) -> None:
     store, task_id, _ = task
     result = runner.invoke(app, ["export", task_id, "--store", str(store), "--format", "xlsx"])
     assert result.exit_code == 2 and "csv, parquet, jsonl" in result.output
+
+
+def test_the_default_file_is_named_after_the_task_id_and_out_must_match_the_format(
+    task: tuple, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Newcomer findings: `export tag:t1` wrote a file named `tag:t1.jsonl` (the reference,
+    not the id the help names), and `--out hv.json` with the default csv wrote CSV into a
+    .json file without a word."""
+    store, task_id, _ = task
+    monkeypatch.chdir(tmp_path)
+    with TaskStore(store) as opened:  # a tag on the task, as `score --tag t1` gives one
+        opened.backend.execute(
+            "UPDATE tasks SET extra=? WHERE id=?",
+            (json.dumps({**opened.task(task_id).extra, "tags": ["t1"]}), task_id),
+        )
+        opened.commit()
+    result = runner.invoke(app, ["export", "tag:t1", "--store", str(store), "--format", "jsonl"])
+    assert result.exit_code == 0, result.output
+    assert result.output == f"wrote {task_id}.jsonl: 26 row(s)\n"
+    assert (tmp_path / f"{task_id}.jsonl").is_file() and not list(tmp_path.glob("tag*"))
+    wrong = tmp_path / "rows.json"
+    result = runner.invoke(app, ["export", task_id, "--store", str(store), "--out", str(wrong)])
+    assert result.exit_code == 2 and not wrong.exists()
+    assert "ends in .json, but --format is csv: pass --format jsonl, or name the file rows.csv" in (
+        result.output
+    )
 
 
 def test_rows_jsonl_carries_the_outcome_and_the_metadata(task: tuple) -> None:

@@ -53,6 +53,18 @@ def test_workers_only_queues_without_judging_and_a_worker_completes_the_task(
         assert work_stats(store, task) == {"rows": 26, "done": 26, "claims": 26, "claimedTwice": 0}
 
 
+def test_work_takes_a_task_s_name_as_every_other_command_does(tmp_path: Path, pg_url: str) -> None:
+    """Newcomer finding: `rubric-eval work pgw` said "task 'pgw' not found" while `tasks`
+    listed the queued task named pgw. work takes an id, a name or tag:TAG, as report does."""
+    code, out = run("rubric", "publish", RUBRICS / "health_cs.yaml", "--store", pg_url)
+    assert code == 0, out
+    code, out = queue(pg_url, "--name", "pgw", "--out", tmp_path / "out")
+    assert code == 0, out
+    task = out.rsplit("task id: ", 1)[1].split()[0]
+    code, out = run("work", "pgw", "--store", pg_url, "--cassettes", CASSETTES)
+    assert code == 0 and "stored 26 row(s)" in out and f"task {task} COMPLETED" in out, out
+
+
 def test_queueing_a_live_task_needs_no_key_and_writes_no_report_folder(
     tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

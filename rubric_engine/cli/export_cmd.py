@@ -9,18 +9,24 @@ import typer
 
 from rubric_engine import DEFAULT_STORE
 from rubric_engine.cli._app import StoreOpt, _guard, app
+from rubric_engine.errors import ConfigurationError
 
 
 @app.command()
 def export(
-    task_id: Annotated[str, typer.Argument(help="Task id printed by `score`.")],
+    task_id: Annotated[
+        str, typer.Argument(help="Task id printed by `score`, a task name, or tag:TAG.")
+    ],
     format: Annotated[str, typer.Option("--format", help="csv, parquet or jsonl.")] = "csv",
     long: Annotated[
         bool,
         typer.Option("--long", help="One row per (dialogue, requirement) instead of per dialogue."),
     ] = False,
     out: Annotated[
-        Path | None, typer.Option(help="Output file (default <task id>[-long].<format>).")
+        Path | None,
+        typer.Option(
+            help="Output file (default <task id>[-long].<format>, the id of the task named)."
+        ),
     ] = None,
     store: StoreOpt = DEFAULT_STORE,
     pass_score: Annotated[
@@ -36,19 +42,37 @@ def export(
         from rubric_engine.report.render.export import check_format, export_task
         from rubric_engine.report.render.output import check_output, unwritable
         from rubric_engine.report.run import require_store
+        from rubric_engine.store.task_ref import resolve_in_store
         from rubric_engine.store.task_store import TaskStore
 
         check_format(format)
-        target = Path(f"{task_id}{'-long' if long else ''}.{format}") if out is None else out
-        check_output(target)
+        _check_suffix(out, format)
         require_store(store)
         with TaskStore(store) as opened:  # the rows a page at a time, each written as read
+            task_id_found = resolve_in_store(opened, task_id)  # a name or tag:TAG: its newest
+            target = out or Path(f"{task_id_found}{'-long' if long else ''}.{format}")
+            check_output(target)
             try:
                 count = export_task(
-                    opened, task_id, format, target, long=long, pass_score=pass_score
+                    opened, task_id_found, format, target, long=long, pass_score=pass_score
                 )
             except OSError as exc:
                 raise unwritable(target, "--out", exc) from exc
         typer.echo(f"wrote {target}: {count} row(s)")
 
     _guard(run)
+
+
+#: the file name endings that say a format; ``--out`` with another format's is refused
+_SUFFIXES = {".csv": "csv", ".parquet": "parquet", ".jsonl": "jsonl", ".json": "jsonl"}
+
+
+def _check_suffix(out: Path | None, format: str) -> None:
+    """Refuse ``--out`` whose ending names another format than ``--format`` (``--out x.json``
+    with the default csv wrote CSV into a .json file)."""
+    said = _SUFFIXES.get(out.suffix.lower()) if out is not None else None
+    if out is not None and said is not None and said != format:
+        raise ConfigurationError(
+            f"--out {out} ends in {out.suffix}, but --format is {format}: pass --format "
+            f"{said}, or name the file {out.with_suffix('.' + format).name}"
+        )

@@ -14,7 +14,10 @@ from rubric_engine.errors import ExitCode
 
 @app.command()
 def work(
-    task_id: Annotated[str, typer.Argument(help="A task queued by `score --workers-only`.")],
+    task_id: Annotated[
+        str,
+        typer.Argument(help="A task queued by `score --workers-only`: its id, name, or tag:TAG."),
+    ],
     store: StoreOpt = DEFAULT_STORE,
     concurrency: Annotated[
         int, typer.Option(min=1, help="Judge calls in flight in this worker.")
@@ -78,7 +81,7 @@ def work(
         typer.echo(
             f"worker {summary.worker}: stored {summary.stored} row(s)"
             + (f", {summary.lost} taken over by other workers" if summary.lost else "")
-            + f"; task {task_id} {state}"
+            + f"; task {summary.task_id} {state}"
         )
         if summary.state == "STOPPED":
             raise typer.Exit(ExitCode.BUDGET)

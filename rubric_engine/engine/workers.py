@@ -62,6 +62,7 @@ from rubric_engine.report.outcome import default_pass_score
 from rubric_engine.results.model import JudgeErrorKind
 from rubric_engine.store.digest import RowDigests
 from rubric_engine.store.location import StoreLocation
+from rubric_engine.store.task_ref import resolve_in_store
 from rubric_engine.store.task_state import TaskState
 from rubric_engine.store.task_store import (
     StoredRow,
@@ -249,6 +250,7 @@ def work(location: StoreLocation, task_id: str, settings: WorkSettings) -> WorkS
     worker = settings.worker or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(2)}"
     with TaskStore(location) as store:
         need_postgres(store, "rubric-eval work")
+        task_id = resolve_in_store(store, task_id)  # a name or tag:TAG: its newest task
         task = store.task(task_id)
         total = work_stats(store, task_id)["rows"]
         if total != task.row_count:
