@@ -98,6 +98,8 @@ def test_labels_of_a_rewritten_answer_are_left_out_of_calibrate_and_export(
     code, out = run("labels", "import", exported, "--task", h2, "--store", store)
     assert code == 2 and "(row medgpt-1): dialogueHash" in out and "another dialogue" in out, out
     assert "medgpt-2): dialogueHash" not in out
+    code, out = run("calibrate", h2, "--labels", exported, "--no-save", "--store", store)
+    assert code == 2 and "(row medgpt-1): dialogueHash" in out, out
     with TaskStore(store) as opened:
         assert len(read_labels(opened.backend)) == 2
 

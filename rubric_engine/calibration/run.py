@@ -110,9 +110,9 @@ def calibrate_task(
     if labels_file is not None:
         from rubric_engine.report import load_task
 
-        task = load_task(store, record.id)
-        pins_of_rows = dialogue_pins(store.backend, record.id, [r.result.row_id for r in task.rows])
-        checked = check_against_task(read_label_file(labels_file), task, labels_file, pins_of_rows)
+        given = read_label_file(labels_file)
+        seen = dialogue_pins(store.backend, record.id, sorted({lab.row_id for lab in given}))
+        checked = check_against_task(given, load_task(store, record.id), labels_file, seen)
         chosen = [lab for lab in checked if not reviewers or lab.reviewer in reviewers]
         order = [*reviewers, *dict.fromkeys(lab.reviewer for lab in checked)]
         ordered = sorted(chosen, key=lambda lab: lab.row_id)
