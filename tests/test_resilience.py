@@ -234,6 +234,9 @@ def test_a_call_budget_stops_cleanly_and_resume_finishes(tmp_path: Path) -> None
         code, out = run(*live_args(server, store, tmp_path / "o", "--max-calls", "7"))
         assert code == 6
         assert "stopped: --max-calls 7 reached (7 call(s) made)" in out and "--resume" in out
+        # a budget is one run's: the message says to give it again, not "a larger budget"
+        assert "--max-calls N`: a budget holds for one run, not for the task" in out, out
+        assert "without --max-calls the resume has no budget" in out
         assert len(server.requests) <= 7
         task_id, rows = stored(store)
         with TaskStore(store) as opened:
@@ -322,6 +325,7 @@ def test_a_cost_budget_needs_a_known_price_and_stops_on_it(tmp_path: Path) -> No
         args[args.index("openai/stub-judge")] = "openai/gpt-4o-mini"
         code, out = run(*args)
     assert code == 6 and "--max-cost 0.003 USD reached" in out
+    assert "--max-cost USD`: a budget holds for one run" in out and "may spend" in out
     with TaskStore(store) as opened:
         (task,) = opened.tasks()
         spent = sum(s.cost_usd or 0 for s in opened.rows(task.id))

@@ -167,13 +167,18 @@ def score(
     max_calls: Annotated[
         int | None,
         typer.Option(
-            help="Budget: stop starting rows after this many judge calls (all attempts; at "
-            "least 1)."
+            help="Budget of this run: at most this many judge calls (all attempts: re-asks "
+            "and retries too; at least 1). It is not kept for --resume: give it again there "
+            "(a new count for that run). With --workers-only it is the task's, across workers."
         ),
     ] = D.max_calls,
     max_cost: Annotated[
         float | None,
-        typer.Option(help="Budget: stop starting rows after this much spend, in USD."),
+        typer.Option(
+            help="Budget of this run: stop after this much spend, in USD. It is not kept for "
+            "--resume: give it again there (a new amount for that run). With --workers-only "
+            "it is the task's, across workers."
+        ),
     ] = D.max_cost_usd,
     name: Annotated[
         str | None,
@@ -484,12 +489,19 @@ def _outcome(result: ScoreResult, options: ScoreOptions) -> tuple[int, list[tupl
         )
         return ExitCode.CASSETTE_MISS, messages
     if result.stopped:
+        flag, what = (
+            ("--max-cost USD", "USD is what the resume may spend")
+            if result.stopped.startswith("--max-cost")
+            else ("--max-calls N", "N is the calls the resume may make")
+        )
         messages.append(
             (
                 "error",
                 f"stopped: {result.stopped}; {result.report.totals.rows} of "
                 f"{result.report.task.planned_rows} row(s) have a result. Finish with "
-                f"`{resume_command(result.task_id, options.store)}` and a larger budget.",
+                f"`{resume_command(result.task_id, options.store)} {flag}`: a budget holds "
+                f"for one run, not for the task, so {what}, from nothing spent; without "
+                f"{flag.split()[0]} the resume has no budget and judges every row left.",
             )
         )
         return ExitCode.BUDGET, messages
