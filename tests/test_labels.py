@@ -602,6 +602,12 @@ def test_a_reviewer_differing_only_by_case_from_a_stored_one_is_refused(
     assert code == 2 and "'ann' differs only by case from 'Ann' (also in this file)" in out, out
     with TaskStore(store_at) as opened:
         assert [lab.reviewer for lab in read_labels(opened.backend)] == ["Bob"]
+        # a store from before the check holds both spellings: each goes on under its own
+        append_labels(
+            opened.backend, [label(rowId="airline-9", reviewer="bob", rubricKey="airline_cs")]
+        )
+    code, out = run("labels", "import", again, "--store", store_at)
+    assert code == 0 and "imported 1 label(s)" in out, out
 
 
 def test_a_label_edited_in_the_store_is_refused_where_labels_are_read(store_at: str) -> None:

@@ -298,10 +298,14 @@ def reviewer_case_problems(
         stored: the reviewers stored for ``rubric_key``.
     """
     known: dict[str, tuple[str, str]] = {}
+    spelt = set()
     for name in stored:
+        spelt.add(name)
         known.setdefault(name.casefold(), (name, f"already stored for rubric {rubric_key}"))
     problems = []
     for name in dict.fromkeys(names):
+        if name in spelt:  # a spelling already stored (stores from before this check may
+            continue  # hold two): its labels go on under it
         other, where = known.setdefault(name.casefold(), (name, "also in this file"))
         if other != name:
             problems.append(
