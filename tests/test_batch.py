@@ -513,6 +513,66 @@ def test_export_answer_import_gives_the_replay_rows(
     assert rows_of(tmp_path / "imp") == rows_of(tmp_path / "replay")
 
 
+def _answered(folder: Path, into: Path) -> list[str]:
+    """Every request file of ``folder`` answered from the cassettes: the output lines."""
+    lines: list[str] = []
+    for request in sorted(folder.glob("requests-*.jsonl")):
+        done = subprocess.run(
+            [sys.executable, str(ROOT / "scripts" / "answer_batch.py"), str(request),
+             "--cassettes", str(CASSETTES)],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        lines += done.stdout.splitlines(keepends=True)
+    into.write_text("".join(lines), encoding="utf-8")
+    return lines
+
+
+@pytest.mark.parametrize("export_between", [False, True])
+def test_answers_imported_from_two_files_are_all_used(tmp_path: Path, export_between: bool) -> None:
+    """The results of one export split 20 + 6: after the first import the 6 requests were
+    asked again as retries with the same bodies, and the second file's answers were ignored
+    as foreign. They are taken now (with or without a follow-up export between the two), and
+    importing a file again says its lines are already imported."""
+    store = tmp_path / "s.sqlite"
+    code, out = run("score", HEALTH, "-r", RUBRICS / "health_cs.yaml", "--draft", "--store",
+                    store, "--out", tmp_path / "replay")  # fmt: skip
+    code, out = run("batch", "export", HEALTH, "-r", RUBRICS / "health_cs.yaml", "--draft",
+                    "--store", store, "--out", tmp_path / "x", "--report-out",
+                    tmp_path / "imp")  # fmt: skip
+    assert code == 0, out
+    task_id = json.loads((tmp_path / "x" / "manifest.json").read_text("utf-8"))["taskId"]
+    lines = _answered(tmp_path / "x", tmp_path / "all.jsonl")
+    assert len(lines) == 26
+    part1, part2 = tmp_path / "part1.jsonl", tmp_path / "part2.jsonl"
+    part1.write_text("".join(lines[:20]), encoding="utf-8")
+    part2.write_text("".join(lines[20:]), encoding="utf-8")
+    code, out = run("batch", "import", task_id, part1, "--store", store)
+    assert code == 0 and "matched 20 result(s)" in out, out
+    code, out = run("batch", "import", task_id, part1, "--store", store)
+    assert code == 0, out
+    assert "20 line(s) already imported" in out and "ignored 0 foreign line(s)" in out, out
+    if export_between:  # the 6 rows' retries are written (same bodies, .a1)
+        for old in (tmp_path / "x").glob("requests-*.jsonl"):
+            old.unlink()
+        code, out = run("batch", "export", task_id, "--store", store, "--out", tmp_path / "x")
+        assert code == 0, out
+    code, out = run("batch", "import", task_id, part2, "--store", store)
+    assert code == 0 and "matched 6 result(s)" in out and "ignored 0 foreign" in out, out
+    round_no = 0
+    while "COMPLETED" not in out:  # the re-asks the answers need, as any import
+        round_no += 1
+        assert round_no < 4, out
+        for old in (tmp_path / "x").glob("requests-*.jsonl"):
+            old.unlink()
+        code, out = run("batch", "export", task_id, "--store", store, "--out", tmp_path / "x")
+        assert code == 0, out
+        answered = tmp_path / f"results-{round_no}.jsonl"
+        _answered(tmp_path / "x", answered)
+        code, out = run("batch", "import", task_id, answered, "--store", store)
+        assert code == 0, out
+    assert rows_of(tmp_path / "imp") == rows_of(tmp_path / "replay")
+
+
 def test_a_job_s_requests_are_found_by_the_job_not_by_reading_every_request(
     tmp_path: Path,
 ) -> None:

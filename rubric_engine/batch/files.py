@@ -129,6 +129,10 @@ class ImportResult:
     needed: int
     report: Report | None
     out: Path | None
+    #: lines whose request an earlier import answered (the same results imported again)
+    already: int = 0
+    #: lines answering a request whose row was re-asked or judged without that answer
+    judged: int = 0
 
 
 def _check_export(options: ScoreOptions) -> None:
@@ -311,17 +315,20 @@ def import_results(
             for n, raw in _lines(path):
                 got = _output_line(path, n, raw)
                 _refuse_another_task(run.ledger, task_id, got.custom_id, f"{path}:{n}")
-        matched, ignored = _store_answers(run, task_id, results)
+        matched, counts = _store_answers(run, task_id, results)
+        ignored, already, judged = counts.foreign, counts.already, counts.judged
         run.limits.max_requests = 1 << 30
         needed = asyncio.run(run.run_pass(None))
         waiting = run.ledger.waiting_count(task_id)
         if needed or waiting:
-            return ImportResult(task_id, matched, ignored, needed + waiting, None, None)
+            return ImportResult(
+                task_id, matched, ignored, needed + waiting, None, None, already, judged
+            )
         store.finish_task(task_id, TaskState.COMPLETED, {"stopReason": None})
         folder = out or Path(store.task(task_id).extra["run"].get("out") or f"reports/{task_id}")
         task = stream_report(store, task_id)
         write_reports(store, task_id, task.report, folder, task)
-        return ImportResult(task_id, matched, ignored, 0, task.report, folder)
+        return ImportResult(task_id, matched, ignored, 0, task.report, folder, already, judged)
 
 
 def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
@@ -341,34 +348,97 @@ def _output_line(path: Path, n: int, raw: bytes) -> LineResult:
     return read_output_line(obj, f"{path}:{n}")
 
 
-def _store_answers(run: BatchRun, task_id: str, results: Sequence[Path]) -> tuple[int, int]:
+#: the error an exported request gets when an import closes its job without its answer; an
+#: answer that comes in a later import still counts (:func:`_late_answer`)
+NO_ANSWER = "no answer for this request in the imported results"
+
+
+@dataclass
+class _Counts:
+    """What an import made of its lines."""
+
+    #: answers stored for requests of exported jobs
+    late: int = 0
+    #: lines whose request was answered by an earlier import (the same file imported again)
+    already: int = 0
+    #: lines answering a request whose row was judged without that answer
+    judged: int = 0
+    #: lines that answer no request of the task
+    foreign: int = 0
+
+
+def _store_answers(run: BatchRun, task_id: str, results: Sequence[Path]) -> tuple[int, _Counts]:
     """Store every line that answers a request of an exported job, a chunk of lines at a
-    time; each such job's requests without an answer get an error, and the job is
-    DOWNLOADED. One commit at the end. Returns (requests answered, lines ignored)."""
+    time; each such job's requests without an answer get the error :data:`NO_ANSWER`, and
+    the job is DOWNLOADED. An answer to such a request that comes in a later import is
+    stored too (:func:`_late_answer`). One commit at the end. Returns the requests answered
+    and what the other lines were."""
     ledger = run.ledger
     exported = {j.job_no for j in ledger.jobs(task_id) if j.state == "EXPORTED"}
     touched: set[int] = set()
-    ignored = 0
+    counts = _Counts()
     for path in results:
         for chunk in chunks(_lines(path), STORE_CHUNK):
             found = [_output_line(path, n, raw) for n, raw in chunk]
             jobs = ledger.jobs_of(task_id, [got.custom_id for got in found])
-            answers = []
+            answers: list[tuple[str, dict[str, Any]]] = []
             for got in found:
                 job_no = jobs.get(got.custom_id)
-                if job_no not in exported or parse_custom_id(got.custom_id) is None:
-                    ignored += 1
+                if job_no is None or parse_custom_id(got.custom_id) is None:
+                    counts.foreign += 1
                     continue
+                cid = got.custom_id
+                if job_no not in exported:
+                    ledger.set_results(task_id, answers)  # what this chunk answered so far
+                    answers = []
+                    target = _late_answer(run, task_id, cid, counts)
+                    if target is None:
+                        continue
+                    cid, job_no = target
+                    if job_no not in exported:
+                        counts.late += 1
+                        answers.append((cid, run.result_of(got)))
+                        continue
                 touched.add(job_no)
-                answers.append((got.custom_id, run.result_of(got)))
+                answers.append((cid, run.result_of(got)))
             ledger.set_results(task_id, answers)
-    matched = ledger.answered_count(task_id, touched)
+    matched = ledger.answered_count(task_id, touched) + counts.late
     for job_no in sorted(touched):
-        ledger.close_job(
-            task_id, job_no, "no answer for this request in the imported results", "DOWNLOADED"
-        )
+        ledger.close_job(task_id, job_no, NO_ANSWER, "DOWNLOADED")
     run.store.commit()
-    return matched, ignored
+    return matched, counts
+
+
+def _late_answer(
+    run: BatchRun, task_id: str, custom_id: str, counts: _Counts
+) -> tuple[str, int] | None:
+    """Where an answer to a request of a job an earlier import closed goes, or ``None`` (then
+    ``counts`` says why it is not used).
+
+    The request got :data:`NO_ANSWER` when its job was closed, and its row was then asked
+    again with the same body (a retry, ``.a1`` after ``.a0``); its answer, found in another
+    results file, answers that retry as well. It is stored as the result of the row's last
+    request when every request from this one on has no answer yet (waiting, or
+    :data:`NO_ANSWER`) and the row is not judged: the row then reads as a retry that was
+    answered. An answer to a request that has one (the same file imported again), or whose
+    row was re-asked or judged meanwhile, is not used.
+    """
+    ledger = run.ledger
+    parsed = parse_custom_id(custom_id)
+    row_id = ledger.row_of(task_id, custom_id)
+    assert parsed is not None and row_id is not None
+    chain = [a for a in ledger.requests_of_row(task_id, row_id, parsed.sample)]
+    chain = [a for a in chain if a.attempt >= parsed.attempt]
+    unanswered = {"error": NO_ANSWER}
+    if not chain or chain[0].result != unanswered:
+        counts.already += 1
+        return None
+    if any(a.result not in (None, unanswered) for a in chain[1:]) or run.store.rows_of(
+        task_id, [row_id]
+    ):
+        counts.judged += 1
+        return None
+    return chain[-1].custom_id, chain[-1].job_no
 
 
 def _refuse_another_task(ledger: Ledger, task_id: str, cid: str, where: str) -> None:

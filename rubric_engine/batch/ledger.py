@@ -72,6 +72,17 @@ class PlannedRequest:
     attempt: int
 
 
+@dataclass(frozen=True)
+class Asked:
+    """One request of a row as the ledger holds it: its job, and its result (``None`` while
+    it waits for one)."""
+
+    custom_id: str
+    attempt: int
+    job_no: int
+    result: dict[str, Any] | None
+
+
 class Ledger:
     """Batch jobs and requests of the tasks in one store. Every write is committed at once."""
 
@@ -203,6 +214,26 @@ class Ledger:
             (int(attempt), json.loads(text) if text is not None else None)
             for attempt, text in self._db.execute(query, (task_id, row_id))
         ]
+
+    def requests_of_row(self, task_id: str, row_id: str, sample: int = 1) -> list[Asked]:
+        """The requests of one sample of a row (1: a single ask), in attempt order."""
+        query = (
+            "SELECT custom_id, attempt, job_no, result FROM batch_requests WHERE task_id=? "
+            "AND row_id=? ORDER BY attempt"
+        )
+        out = []
+        for cid, attempt, job_no, text in self._db.execute(query, (task_id, row_id)):
+            parsed = parse_custom_id(cid)
+            if (parsed.sample if parsed is not None else 1) == sample:
+                result = json.loads(text) if text is not None else None
+                out.append(Asked(cid, int(attempt), int(job_no), result))
+        return out
+
+    def row_of(self, task_id: str, custom_id: str) -> str | None:
+        """The rowId a request of the task asks, or ``None``."""
+        query = "SELECT row_id FROM batch_requests WHERE task_id=? AND custom_id=?"
+        found = self._db.execute(query, (task_id, custom_id)).fetchone()
+        return str(found[0]) if found else None
 
     def sample_requests(
         self, task_id: str, row_id: str

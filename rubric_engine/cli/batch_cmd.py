@@ -147,7 +147,16 @@ def import_(
     from rubric_engine.batch.files import import_results
 
     result = _guard(lambda: import_results(store, task, results, out))
-    typer.echo(f"matched {result.matched} result(s); ignored {result.ignored} foreign line(s)")
+    parts = [f"matched {result.matched} result(s)"]
+    if result.already:
+        parts.append(f"{result.already} line(s) already imported (their answers are stored)")
+    if result.judged:
+        parts.append(
+            f"{result.judged} line(s) not used: their row was answered by a later request or "
+            "judged without them"
+        )
+    parts.append(f"ignored {result.ignored} foreign line(s)")
+    typer.echo("; ".join(parts))
     if result.needed:
         typer.echo(
             f"{result.needed} request(s) still need an answer (re-asks, unanswered lines): "
