@@ -822,3 +822,17 @@ def test_a_file_in_an_unknown_shape_gets_one_line_naming_its_keys(tmp_path: Path
     assert "this row has completion, prompt, prompt_id." in missing.message
     assert 'docs/inputs.md "Other shapes"' in missing.message
     assert role.where == f"{path}:8" and "unknown role 'usr'" in role.message
+
+
+def test_a_tab_in_yaml_says_to_indent_with_spaces(tmp_path: Path) -> None:
+    """Newcomer finding: a tab in a pack gave PyYAML's "found character '\\t' that cannot start
+    any token" and no word of what to do. Packs and YAML inputs name the line and the fix."""
+    pack = tmp_path / "pack.yaml"
+    pack.write_text("key: x\nintents:\n\t- a\n", encoding="utf-8")
+    with pytest.raises(RubricError, match=r"pack\.yaml:3: .*YAML indents with spaces only"):
+        load_rubric(pack)
+    cases = tmp_path / "cases.yaml"
+    cases.write_text("case_id: a\n\tcase_version: 1\n", encoding="utf-8")
+    with pytest.raises(DatasetError) as caught:
+        DialogueSource(cases).read()
+    assert "YAML indents with spaces only" in str(caught.value)

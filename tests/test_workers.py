@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from rubric_engine.store.location import PostgresUrl
 from rubric_engine.store.task_store import StoredRow, TaskStore, row_write
 from rubric_engine.store.work_queue import WorkQueue, work_stats
 from tests.conftest import CASES, CASSETTES, RUBRICS
@@ -61,6 +62,8 @@ def test_work_takes_a_task_s_name_as_every_other_command_does(tmp_path: Path, pg
     code, out = queue(pg_url, "--name", "pgw", "--out", tmp_path / "out")
     assert code == 0, out
     task = out.rsplit("task id: ", 1)[1].split()[0]
+    # the hint names the store (it said a literal `--store URL`), a password as ***
+    assert f"`rubric-eval work {task} --store {PostgresUrl(pg_url)}`" in out, out
     code, out = run("work", "pgw", "--store", pg_url, "--cassettes", CASSETTES)
     assert code == 0 and "stored 26 row(s)" in out and f"task {task} COMPLETED" in out, out
 

@@ -433,7 +433,7 @@ def _score_json(
             task_id=queued.task_id, state="QUEUED", exit_code=0, exit_meaning="done",
             rows=RowCounts(planned=queued.rows, total=0, scored=0, judge_errors=0, checked=0,
                            passed=0),
-            notes=[f"judge the rows with `rubric-eval work {queued.task_id} --store URL`"],
+            notes=[f"judge the rows with `{_work_command(queued.task_id, options)}`"],
         )  # fmt: skip
         typer.echo(summary.to_json())
         return 0
@@ -532,13 +532,21 @@ def _dry_run(options: ScoreOptions) -> None:
         typer.echo(line)
 
 
+def _work_command(task_id: str, options: ScoreOptions) -> str:
+    """The command a worker machine runs for a queued task (a password in the store's URL
+    shown as ``***``)."""
+    from rubric_engine.store.location import parse_location
+
+    return f"rubric-eval work {task_id} --store {parse_location(options.store)}"
+
+
 def _queue(options: ScoreOptions) -> None:
     from rubric_engine.engine.workers import queue_task
 
     queued = _guard(lambda: queue_task(options))
     typer.echo(
         f"task {queued.task_id}: {queued.rows} row(s) queued for workers; judge them with "
-        f"`rubric-eval work {queued.task_id} --store URL` on as many machines as wanted"
+        f"`{_work_command(queued.task_id, options)}` on as many machines as wanted"
     )
     typer.echo(f"task id: {queued.task_id}")
 

@@ -62,7 +62,12 @@ from rubric_engine.formats.jsonl import (
     loads_strict,
     not_utf8_problem,
 )
-from rubric_engine.formats.safe_yaml import YamlLimitError, duplicate_keys, load_documents
+from rubric_engine.formats.safe_yaml import (
+    YamlLimitError,
+    duplicate_keys,
+    load_documents,
+    yaml_problem,
+)
 from rubric_engine.rules.model import check_error_message, check_model, strip_tags
 
 InputFormat = Literal["auto", "jsonl", "json", "csv", "yaml"]
@@ -219,7 +224,7 @@ class DialogueSource:
             mark = getattr(exc, "problem_mark", None)
             where = f"{self.path}:{mark.line + 1}" if mark else str(self.path)
             what = "refused" if isinstance(exc, YamlLimitError) else "not valid YAML"
-            yield where, RowShapeError("", f"{what}: {getattr(exc, 'problem', exc)}"), stem
+            yield where, RowShapeError("", f"{what}: {yaml_problem(exc)}"), stem
             return
         for node, doc in documents:
             repeated = duplicate_keys(node) if node is not None else []

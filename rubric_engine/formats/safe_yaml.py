@@ -204,3 +204,13 @@ def duplicate_keys(
         for i, item in enumerate(node.value):
             found.extend(duplicate_keys(item, (*path, i)))
     return found
+
+
+def yaml_problem(exc: yaml.YAMLError) -> str:
+    """What a YAML error says is wrong, in words a file's author can act on: PyYAML's
+    ``problem`` text, with what to do when the cause is a tab (YAML indents with spaces only,
+    and PyYAML says "found character '\\t' that cannot start any token")."""
+    problem = str(getattr(exc, "problem", None) or exc)
+    if "'\\t'" in problem:
+        return f"{problem}: a tab; YAML indents with spaces only, so replace the tab with spaces"
+    return problem

@@ -196,7 +196,7 @@ HI, LO, NONE = Better.HIGHER, Better.LOWER, Better.NEITHER
 METRICS: tuple[MetricDef, ...] = (
     MetricDef(
         "passRate",
-        "passed / scored rows, 0–1 (see report/outcome.py)",
+        "passed / scored rows, 0–1 (the pass rule: docs/reports.md)",
         S,
         HI,
         _totals(lambda r: r.totals.pass_rate),

@@ -15,7 +15,12 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from rubric_engine.errors import Problem, RubricError, format_loc
-from rubric_engine.formats.safe_yaml import YamlLimitError, duplicate_keys, load_documents
+from rubric_engine.formats.safe_yaml import (
+    YamlLimitError,
+    duplicate_keys,
+    load_documents,
+    yaml_problem,
+)
 from rubric_engine.rubric.checks import rubric_problems, rubric_warnings
 from rubric_engine.rubric.model import EvalRubric
 from rubric_engine.rules.model import check_error_message, check_model, strip_tags
@@ -317,7 +322,7 @@ def _read_pack(path: Path) -> tuple[yaml.Node | None, Any]:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)
         raise RubricError(
-            f"{where}: not valid YAML: {getattr(exc, 'problem', exc)}; fix the syntax at that line"
+            f"{where}: not valid YAML: {yaml_problem(exc)}; fix the syntax at that line"
         ) from exc
     if len(documents) > 1:
         raise RubricError(

@@ -19,7 +19,7 @@ import yaml
 from pydantic import ValidationError
 
 from rubric_engine.errors import InputError, Problem, RubricEvalError, format_loc
-from rubric_engine.formats.safe_yaml import YamlLimitError, load_documents
+from rubric_engine.formats.safe_yaml import YamlLimitError, load_documents, yaml_problem
 from rubric_engine.suite.model import EvalSuite
 
 #: the name ``rubric-eval ci`` looks for in the current folder
@@ -108,9 +108,7 @@ def load_suite(path: Path, environ: Mapping[str, str] | None = None) -> EvalSuit
     except (YamlLimitError, yaml.YAMLError) as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)
-        raise SuiteError(
-            f"{where}: not a readable YAML suite: {getattr(exc, 'problem', exc)}"
-        ) from exc
+        raise SuiteError(f"{where}: not a readable YAML suite: {yaml_problem(exc)}") from exc
     if len(documents) != 1 or not isinstance(documents[0][1], dict):
         raise SuiteError(f"{path}: a suite file holds one YAML mapping (name, datasets, …)")
     node, data = documents[0]
