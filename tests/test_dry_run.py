@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 
 import pytest
@@ -57,7 +58,23 @@ def test_a_dry_run_of_a_self_hosted_judge_makes_no_call_and_checks_the_context(
     assert "rows: 2 (2 to judge)" in text and "counted by the server's /tokenize" in text
     assert "context: 1 row(s) will not fit 16000 tokens" in text and "long-row" in text, text
     assert "cost: not known: litellm has no price for openai/stub-judge" in text
+    assert "judge server" not in text  # it answered
     assert not (tmp_path / "s.sqlite").exists()
+
+
+def test_a_dry_run_says_when_the_judge_server_cannot_be_reached(tmp_path: Path) -> None:
+    """Newcomer finding: a dry run against a port nothing listens on printed its counts and
+    no word of it; the real run then waited about 70 s and exited 5. The dry run now says the
+    server is not reachable (one TCP connection, nothing sent)."""
+    with socket.socket() as held:  # a free loopback port, closed before the run
+        held.bind(("127.0.0.1", 0))
+        port = held.getsockname()[1]
+    code, text = run("score", HEALTH, "-r", RUBRICS / "health_cs.yaml", "--draft", "--store",
+                     tmp_path / "s.sqlite", "--mode", "live", "--model", "openai/stub-judge",
+                     "--api-base", f"http://127.0.0.1:{port}/v1", "--dry-run")  # fmt: skip
+    assert code == 0, text
+    assert f"judge server: not reachable at http://127.0.0.1:{port}/v1 (" in text, text
+    assert "start it, or check --api-base" in text
 
 
 def test_a_dry_run_prices_a_known_model_as_an_upper_bound(

@@ -51,6 +51,8 @@ class DryRun:
     answer_room: int
     oversized: tuple[tuple[str, int], ...]
     asks: int = 1
+    #: ``(api base, why not)`` when the judge's server could not be reached
+    unreachable: tuple[str, str] | None = None
 
     @property
     def max_calls(self) -> int:
@@ -93,6 +95,12 @@ class DryRun:
             out.append(
                 f"context: every prompt fits {self.context_limit} tokens with room for a "
                 f"{self.answer_room}-token answer"
+            )
+        if self.unreachable is not None:
+            where, why = self.unreachable
+            out.append(
+                f"judge server: not reachable at {where} ({why}); a run would wait for it "
+                "(--restart-wait) and then stop: start it, or check --api-base"
             )
         return out
 
@@ -158,7 +166,20 @@ def dry_run(options: ScoreOptions) -> DryRun:
         answer_room=reserve,
         oversized=tuple(oversized),
         asks=asks,
+        unreachable=_unreachable(options) if judged else None,
     )
+
+
+def _unreachable(options: ScoreOptions) -> tuple[str, str] | None:
+    """``(api base, why)`` when a run would call a server (``--api-base``, live or record
+    mode) that refuses a connection now; nothing is sent to it."""
+    if not options.api_base or options.mode not in ("live", "record"):
+        return None
+    from rubric_engine.judge.server_checks import unreachable
+    from rubric_engine.judge.transport import split_base
+
+    why = unreachable(options.api_base)
+    return None if why is None else (str(split_base(options.api_base)[0]), why)
 
 
 def _cost(

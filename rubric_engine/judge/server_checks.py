@@ -18,6 +18,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 #: a unit longer than this is not a "short unit"; a tail shorter than MIN_LOOP_CHARS is no loop
 MAX_UNIT_CHARS = 200
@@ -265,3 +266,21 @@ def system_as_user(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             message["content"] = "\n\n".join([*system, str(message.get("content") or "")])
             return rest
     return [{"role": "user", "content": "\n\n".join(system)}, *rest]
+
+
+def unreachable(api_base: str, timeout_s: float = 3.0) -> str | None:
+    """Why the server of ``api_base`` cannot be reached now (its host and port refuse or do
+    not answer a TCP connection within ``timeout_s``), or ``None`` when it can. Opens and
+    closes one connection; sends nothing."""
+    import socket
+
+    from rubric_engine.judge.transport import split_base
+
+    base, _, _ = split_base(api_base)
+    parts = urlsplit(base or "")
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        with socket.create_connection((parts.hostname or "", port), timeout=timeout_s):
+            return None
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
