@@ -381,6 +381,38 @@ def test_killed_three_times_resume_never_submits_twice_nor_loses_a_row(tmp_path:
     assert len(rows_of(tmp_path / "out")) == 300
 
 
+def test_ctrl_c_says_the_submitted_batches_keep_running_at_the_provider(tmp_path: Path) -> None:
+    """Ctrl-C printed 'keeps 0 of 26 row(s)' and no word of the batches the provider still
+    runs, and bills, whatever the task does next."""
+    store = tmp_path / "s.sqlite"
+    respond = verdicts_responder(load_verdicts(CASES / "verdicts" / "health_cs.jsonl"))
+    with BatchStub(respond, delays=Delays(in_progress_s=60)) as stub:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "rubric_engine.cli", "score", str(HEALTH), "-r",
+             str(RUBRICS / "health_cs.yaml"), "--draft", "--mode", "batch", "--api-base",
+             stub.base_url, "--model", "openai/gpt-4o-mini", "--batch-max-requests", "10",
+             "--batch-poll-interval", "0.05", "--store", str(store), "--out",
+             str(tmp_path / "out"), "--display", "none"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, "NO_COLOR": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+        )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while len(stub.submissions) < 3 and process.poll() is None:
+            assert time.monotonic() < deadline, "no batch submitted for 60 s"
+            time.sleep(0.01)
+        time.sleep(0.3)  # the last submission recorded in the ledger
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=30)
+    assert process.returncode == 130, err
+    with TaskStore(store) as opened:
+        (task,) = opened.tasks()
+        ids = [j.batch_id for j in Ledger(opened).jobs(task.id) if j.state == "SUBMITTED"]
+    assert f"interrupted: task {task.id} keeps 0 of 26 row(s)" in err, err
+    assert ids and f"{len(ids)} batch(es) submitted to the provider keep running there" in err
+    assert "billed" in err and "cancel them at the provider" in err, err
+    assert all(batch_id in err for batch_id in ids if batch_id), err
+
+
 def test_a_crash_between_asking_for_a_batch_and_recording_it_adopts_that_batch(
     tmp_path: Path,
 ) -> None:

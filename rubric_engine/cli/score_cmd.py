@@ -635,6 +635,19 @@ def _run_score(options: ScoreOptions, display: str | None) -> ScoreResult:
                 f"`{resume_command(state.task, options.store)}` finishes the task",
                 err=True,
             )
+            running = _open_batches(options, state.task)
+            if running:
+                shown = ", ".join(running[:5]) + (" …" if len(running) > 5 else "")
+                typer.echo(
+                    f"{len(running)} batch(es) submitted to the provider keep running there "
+                    f"and are billed for what they answer, whether or not the task is resumed "
+                    f"({shown}). The resume polls them and stores their answers (nothing is "
+                    "submitted twice). To stop them, cancel them at the provider (its console, "
+                    "or its batch API's cancel call with the ids above); a resume then stores "
+                    "what they answered before the cancel and asks the rest in new batches "
+                    '(docs/batch.md "Interrupting a batch run")',
+                    err=True,
+                )
         raise typer.Exit(ExitCode.INTERRUPTED) from None
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -653,6 +666,25 @@ def _stored_state(options: ScoreOptions, task_id: str) -> tuple[str, int, int] |
             return str(task.state), store.stored_row_count(task_id), task.row_count
     except Exception:  # only chooses which advice to print; the store's own error is not ours
         return None
+
+
+def _open_batches(options: ScoreOptions, task_id: str) -> list[str]:
+    """The ids of the task's batches the provider still runs (``--mode batch``: submitted
+    and not seen to end; a batch being created is named by its job), or ``[]`` when the
+    store cannot be read just now."""
+    from rubric_engine.batch.ledger import Ledger
+    from rubric_engine.store.task_store import TaskStore
+
+    try:
+        with TaskStore(options.store) as store:
+            jobs = Ledger(store).jobs(task_id)
+    except Exception:  # only adds advice; the store's own error is not ours
+        return []
+    return [
+        j.batch_id or f"job {j.job_no}, being created"
+        for j in jobs
+        if j.state in ("SUBMITTING", "SUBMITTED")
+    ]
 
 
 def _as_ctrl_c(signum: int, frame: FrameType | None) -> None:
