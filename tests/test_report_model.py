@@ -150,6 +150,7 @@ PURE = (
     "rubric_engine.report.accumulate",
     "rubric_engine.report.slices",
     "rubric_engine.report.clusters",
+    "rubric_engine.report.per_row",
     "rubric_engine.report.outcome",
     "rubric_engine.report.metrics",
     "rubric_engine.report.gate",

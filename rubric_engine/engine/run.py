@@ -45,6 +45,7 @@ from rubric_engine.report import ReportFiles, write_reports
 from rubric_engine.report.accumulate import ReportAccumulator
 from rubric_engine.report.model import Report
 from rubric_engine.report.outcome import default_pass_score
+from rubric_engine.report.scratch_tables import ScratchTables
 from rubric_engine.report.stored import StreamedTask, add_stored, stream_report, streamed_task
 from rubric_engine.results.model import JudgeErrorKind, RowResult
 from rubric_engine.store.location import StoreLocation, store_exists
@@ -360,7 +361,7 @@ async def _run(
     # a fresh run adds each row it stores to its report (a stream: counters and bounded
     # heaps, no row list) instead of reading every row back; a resumed one has older rows in
     # the store only, so it streams them all from the store at the end
-    kept = None if done else ReportAccumulator(plan.rubric)
+    kept = None if done else ReportAccumulator(plan.rubric, storage=ScratchTables())
 
     stored_calls = [0]  # calls of the rows this run stored
     stored_usage = [0, 0, 0.0]  # their prompt and completion tokens and cost

@@ -29,6 +29,7 @@ from rubric_engine.judge.protocol import Judge, JudgeOutcome
 from rubric_engine.judge.stored_replies import StoredReplies
 from rubric_engine.report.accumulate import ReportAccumulator
 from rubric_engine.report.rows import RowUsage, row_facts
+from rubric_engine.report.scratch_tables import ScratchTables
 from rubric_engine.report.stored import task_section
 from rubric_engine.results.model import JudgeErrorKind, RowResult
 from rubric_engine.results.possible import impossibilities
@@ -109,7 +110,7 @@ def verify_task(location: StoreLocation, task_id: str) -> VerifyResult:
                 ", not signatures: it was scored without the key, or its signatures were "
                 "replaced"
             )
-        built = ReportAccumulator(rubric)
+        built = ReportAccumulator(rubric, storage=ScratchTables())
         planned = store.planned(task_id)
         check = DigestCheck(task_id, digests, planned)
         for seq, stored in enumerate(store.rows(task_id, check=check)):

@@ -7,13 +7,13 @@ aggregating the task's rows in input order (docs/reports.md; the rules are in
 - counters and integer sums (totals, intents, requirements, slices, warnings, router pairs);
 - bounded heaps: the :data:`LOWEST_ROWS` lowest-scoring rows and the
   :data:`DRILLDOWN_ROWS` worst rows the HTML drill-down shows;
-- per row only what a section lists or cannot add up out of order: each latency (8 bytes, for
-  the exact p95; :class:`SeqFloats`), each cost and agent duration that exists (float sums
-  are added in input order, as a list would be, so the bytes match), and the rowIds the
-  report prints (low rows for the issue clusters, red-flagged rows: each once, in one UTF-8
-  buffer, :class:`~rubric_engine.report.clusters.ListedRows`; judge errors, rule summaries).
-  :meth:`ReportAccumulator.release` drops them once the report is built, except the rowIds'
-  buffer, which the report's :class:`~rubric_engine.report.row_ids.RowIds` read.
+- per row, where the caller's :class:`~rubric_engine.report.per_row.Storage` keeps it (in
+  memory, or a temporary database for a report streamed from a store), what a section lists
+  or cannot add up out of order: each latency (for the exact p95), each cost and agent
+  duration that exists (float sums are added in input order, as a list would be, so the bytes
+  match), and the rowIds the report prints (low rows for the issue clusters, red-flagged rows:
+  :class:`~rubric_engine.report.clusters.ListedRows`, read back when the report is written);
+  in memory, judge errors and rule summaries.
 
 Rows arrive out of order in a fresh run (concurrency); every order-dependent figure is keyed by
 the row's ``seq`` (its input position), never by arrival. Pure: no I/O, no clock.
@@ -22,10 +22,8 @@ the row's ``seq`` (its input position), never by arrival. Pure: no I/O, no clock
 from __future__ import annotations
 
 import heapq
-from array import array
 from collections import Counter
-from collections.abc import Iterable, Iterator
-from itertools import chain
+from collections.abc import Iterable
 from operator import attrgetter
 from typing import Any
 
@@ -52,6 +50,7 @@ from rubric_engine.report.outcome import (
     row_outcome,
 )
 from rubric_engine.report.panel_section import PanelCounts
+from rubric_engine.report.per_row import InMemory, Storage
 from rubric_engine.report.router import EXPECTED_FIELD, route_pair, router_from_pairs
 from rubric_engine.report.row_ids import RowIds
 from rubric_engine.report.rows import RowFacts, RowUsage, Usage
@@ -81,68 +80,6 @@ _REQUIREMENT_ID = attrgetter("requirement_id")
 _STATUS = attrgetter("status")
 
 
-class SeqFloats:
-    """Floats of some rows with the row's ``seq``, read back in input order (a float sum
-    depends on its order; today's report adds in input order).
-
-    Rows arrive nearly in input order (a concurrent run stores them a few seqs apart), so the
-    values of a run of consecutive seqs are kept alone, 8 bytes each, and the few that arrive
-    ahead of a gap wait by seq until it fills. Seqs that never fill their gaps (more than
-    :data:`PENDING_LIMIT` waiting) switch to a seq beside every value (16 bytes each).
-    """
-
-    __slots__ = ("_first", "_next", "_pending", "_seqs", "_values")
-
-    #: values waiting for a gap before they switch the whole set to seq + value pairs
-    PENDING_LIMIT = 4096
-
-    def __init__(self) -> None:
-        self._values = array("d")  # seqs _first .. _next - 1, in order (until _seqs is set)
-        self._first = self._next = -1
-        self._pending: dict[int, float] = {}
-        self._seqs: array[int] | None = None  # seq of each value, once they no longer run
-
-    def __len__(self) -> int:
-        return len(self._values) + len(self._pending)
-
-    def add(self, seq: int, value: float) -> None:
-        if self._seqs is not None:
-            self._seqs.append(seq)
-            self._values.append(value)
-        elif seq == self._next or self._first < 0:
-            if self._first < 0:
-                self._first = seq
-            self._values.append(value)
-            self._next = seq + 1
-            while self._next in self._pending:
-                self._values.append(self._pending.pop(self._next))
-                self._next += 1
-        else:
-            self._pending[seq] = value
-            if len(self._pending) > self.PENDING_LIMIT:
-                self._seqs = array("q", range(self._first, self._next))
-                for waiting, kept in self._pending.items():
-                    self._seqs.append(waiting)
-                    self._values.append(kept)
-                self._pending = {}
-
-    def in_order(self) -> Iterator[float]:
-        if self._seqs is not None:
-            seqs = self._seqs
-            return (self._values[i] for i in sorted(range(len(seqs)), key=seqs.__getitem__))
-        # waiting values sit before the run (seqs below its first) or after it
-        waiting = sorted(self._pending.items())
-        before = [v for s, v in waiting if s < self._first]
-        after = [v for s, v in waiting if s > self._first]
-        return chain(before, self._values, after)
-
-    def at_rank(self, index: int) -> float:
-        """The value at ``index`` of the ascending order (``0 <= index < len``), selected with
-        a heap of the ``len - index`` largest rather than a sorted copy."""
-        values = chain(self._values, self._pending.values())
-        return heapq.nlargest(len(self) - index, values)[-1]
-
-
 class UsageTotals:
     """The report's ``usage`` section, a row at a time: the one place judge usage is added up.
 
@@ -152,11 +89,11 @@ class UsageTotals:
     sorted latencies) to 0.1 ms.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, storage: Storage) -> None:
         self.calls = self.prompt_tokens = self.completion_tokens = 0
         self.cache_read_tokens = self.cache_creation_tokens = 0
-        self.costs = SeqFloats()
-        self.latencies = SeqFloats()
+        self.costs = storage.floats("costs")
+        self.latencies = storage.floats("latencies")
 
     def add(self, seq: int, usage: Usage) -> None:
         self.calls += usage.calls
@@ -236,6 +173,8 @@ class ReportAccumulator:
         by: slice names (``intent``, ``category`` or a metadata field); checked by
             :meth:`finish`, once every row's metadata has been seen.
         exact: unrounded means and ratios, for a gate or a diff.
+        storage: where what grows with the rows is kept (in memory by default; a stream from
+            a store passes :class:`~rubric_engine.report.scratch_tables.ScratchTables`).
 
     Raises:
         ConfigurationError: ``pass_score`` outside the scale.
@@ -248,6 +187,7 @@ class ReportAccumulator:
         pass_score: int | None = None,
         by: tuple[str, ...] = (),
         exact: bool = False,
+        storage: Storage | None = None,
     ) -> None:
         threshold = default_pass_score(rubric) if pass_score is None else pass_score
         scale = rubric.score_scale
@@ -276,11 +216,12 @@ class ReportAccumulator:
         self._case_texts: dict[str, tuple[int, str]] = {}
         self._slices = [SliceAccumulator(n, rubric, threshold, self._fig) for n in by]
         self._metadata_keys: set[str] = set()
-        self._listed = ListedRows()
+        storage = InMemory() if storage is None else storage
+        self._listed = ListedRows(storage.listed())
         self._lowest: list[tuple[tuple[int, int], RowResult]] = []  # max-heap by (score, seq)
         self._tool_calls = 0
-        self._durations = SeqFloats()
-        self.usage = UsageTotals()
+        self._durations = storage.floats("durations")
+        self.usage = UsageTotals(storage)
         self._rules: list[tuple[int, RuleSummary]] = []
         self._routes: Counter[tuple[str, str]] = Counter()
         self._stability = StabilityCounts()
@@ -446,15 +387,14 @@ class ReportAccumulator:
         slices = (
             tuple(s.finish(self._metadata_keys) for s in self._slices) if self._slices else None
         )
-        listing = self._listed.listing()
         return Report(
             task=task,
             totals=totals,
-            red_flags=self._red_flags(listing),
+            red_flags=self._red_flags(),
             intents=self._intent_summaries(),
             requirements=self._requirements(),
             slices=slices,
-            issue_clusters=issue_clusters(self.rubric, self._listed, fig, listing),
+            issue_clusters=issue_clusters(self.rubric, self._listed, fig),
             lowest_rows=self._lowest_rows(),
             judge_errors=tuple(e for _, e in sorted(self._errors, key=lambda se: se[0])),
             warnings=dict(sorted(self._warnings.items())),
@@ -467,17 +407,14 @@ class ReportAccumulator:
         )
 
     def release(self) -> None:
-        """Drop what is kept per row (listed rows, floats, rule summaries) once :meth:`finish`
-        has built the report, so the report files are written without it (the listed rowIds'
-        buffer lives on in the report); the accumulator can neither add nor finish afterwards.
+        """Drop the judge errors and rule summaries once :meth:`finish` has built the report,
+        so the report files are written without them (the listed rowIds are read from the
+        storage as they are written); the accumulator can neither add nor finish afterwards.
         """
-        self._listed = ListedRows()
         self._errors, self._rules = [], []
-        self._durations = SeqFloats()
-        self.usage = UsageTotals()
         self._released = True
 
-    def _red_flags(self, listing: array[int]) -> tuple[RedFlagCount, ...]:
+    def _red_flags(self) -> tuple[RedFlagCount, ...]:
         """Every declared type (zero counts too) plus orphans as first seen; most frequent
         first."""
         texts = {f.type: f.text for f in self.rubric.red_flags}
@@ -486,7 +423,7 @@ class ReportAccumulator:
         orphans = sorted(
             (t for t in self._flag_first if t not in order), key=self._flag_first.__getitem__
         )
-        flagged = self._listed.flagged(listing)
+        flagged = self._listed.flagged()
         none = RowIds.of(())
         hits = {t: flagged.get(t, none) for t in [*declared, *orphans]}
         return tuple(

@@ -9,30 +9,29 @@ repeat until every low row with a violated requirement is placed. Low rows that 
 (only PARTIAL entries, or a low score the judge did not explain) form one last cluster with no
 lead. Clusters are ranked by size, then red-flag share, then lowest mean score. Pure.
 
-The rows arrive one at a time (:class:`ListedRows`, fed by the streaming report, in any order)
-and are kept compactly: per listed row its seq, rowId and final score in arrays, its violated
-IDs and red-flag types as indexes into interned sets (a task has few distinct sets), so the
-greedy passes count distinct sets, never rows. The clusters' rowIds are
-:class:`~rubric_engine.report.row_ids.RowIds` views into the rows' one buffer of ids.
+The rows arrive one at a time (:class:`ListedRows`, fed by the streaming report, in any order).
+Memory holds what the clusters add up per distinct set of violated IDs (a task has few), so
+the greedy passes count distinct sets, never rows; each row's seq and rowId go to the report's
+:class:`~rubric_engine.report.per_row.Listed` table (a temporary database for a report streamed
+from a store), from which the clusters' and red flags' rowIds
+(:class:`~rubric_engine.report.row_ids.RowIds`) are read when the report is written.
 """
 
 from __future__ import annotations
 
 import heapq
-from array import array
 from collections import Counter
-from itertools import chain
-from typing import Generic, TypeVar
+from collections.abc import Iterator
+from typing import Generic, Literal, TypeVar
 
 from rubric_engine.report.model import CoViolated, IssueCluster
 from rubric_engine.report.outcome import ROUNDED, Figures
-from rubric_engine.report.row_ids import CompactStrings, RowIds, append_int, positions_in
+from rubric_engine.report.per_row import NOT_LOW, Listed
+from rubric_engine.report.row_ids import RowIds
 from rubric_engine.results.model import RequirementStatus, RowResult
 from rubric_engine.rubric.model import EvalRubric
 
 EXAMPLE_ROWS = 5
-#: a listed row that is not a low row (a CHECKED row with a red flag) in :attr:`ListedRows.sets`
-NOT_LOW = 0
 
 
 _T = TypeVar("_T", frozenset[str], tuple[str, ...])
@@ -53,31 +52,50 @@ class _Interned(Generic[_T]):
         return found
 
 
+class _Group:
+    """What the clusters add up of the low rows violating one set of IDs: how many, the sum of
+    their final scores (a missing one as 0) and how many have none, their rows per red-flag
+    set, and their :data:`EXAMPLE_ROWS` lowest (final score, seq, rowId)."""
+
+    __slots__ = ("flag_sets", "lowest", "rows", "total", "unscored")
+
+    def __init__(self) -> None:
+        self.rows = self.total = self.unscored = 0
+        self.flag_sets: Counter[int] = Counter()
+        self.lowest: list[tuple[int, int, str]] = []  # max-heap by (final, seq), negated
+
+    def add(self, seq: int, row: RowResult, flag_set: int) -> None:
+        final = row.final_score or 0
+        self.rows += 1
+        self.total += final
+        self.unscored += row.final_score is None
+        self.flag_sets[flag_set] += 1
+        key = (-final, -seq, row.row_id)
+        if len(self.lowest) < EXAMPLE_ROWS:
+            heapq.heappush(self.lowest, key)
+        elif key > self.lowest[0]:
+            heapq.heapreplace(self.lowest, key)
+
+
 class ListedRows:
     """The rows whose rowId a report lists, each once, added in any order: the low rows
     (:func:`issue_clusters`) and the red-flagged ones (``redFlags``; a flagged SCORED row is
     always low, a flagged CHECKED row is listed for its flags alone).
 
-    Per row: its rowId in a :class:`~rubric_engine.report.row_ids.CompactStrings` (its bytes
-    + 4), its seq (4 bytes), and its final score, violated-ID set and red-flag set (indexes
-    into interned sets) in arrays of the smallest item size that holds them (1 byte each for
-    the usual pack): about 20 bytes plus the id's.
+    Each row's seq, rowId, group (:meth:`group_of` its violated IDs; :data:`NOT_LOW` for a
+    flagged CHECKED row) and red-flag set (an index into interned sets) go to ``table``; memory
+    holds a :class:`_Group` per distinct set of violated IDs, whatever the number of rows. The
+    lists of rowIds are read back from ``table`` as they are written (:meth:`row_ids`).
     """
 
-    def __init__(self) -> None:
-        self.ids = CompactStrings()
-        self.seqs = array("I")
-        self.finals = array("b")
-        self.sets = array("B")  # 1 + index into self.violated_sets, or NOT_LOW
-        self.flags = array("B")  # index into self.flag_sets
-        self.no_final: set[int] = set()  # rows (positions) without a final score
+    def __init__(self, table: Listed) -> None:
+        self.table = table
+        self.groups: dict[int, _Group] = {}  # by group, low rows only
+        self.flag_rows: Counter[int] = Counter()  # rows by red-flag set, every listed row
         self.violated_sets: _Interned[frozenset[str]] = _Interned()
         self.flag_sets: _Interned[tuple[str, ...]] = _Interned()
         self.flag_sets.of(())  # index 0: no red flag
         self.low = 0
-
-    def __len__(self) -> int:
-        return len(self.ids)
 
     def group_of(self, violated: frozenset[str]) -> int:
         """The group of low rows violating exactly ``violated`` (interned)."""
@@ -94,63 +112,64 @@ class ListedRows:
                     if e.status is RequirementStatus.VIOLATED
                 )
             )
-        self._add(seq, row, group)
+        flag_set = self._add(seq, row, group)
+        found = self.groups.get(group)
+        if found is None:
+            found = self.groups[group] = _Group()
+        found.add(seq, row, flag_set)
         self.low += 1
 
     def add_flagged(self, seq: int, row: RowResult) -> None:
         """Keep a CHECKED row with red flags (listed under them, in no cluster)."""
         self._add(seq, row, NOT_LOW)
 
-    def _add(self, seq: int, row: RowResult, group: int) -> None:
-        position = self.ids.append(row.row_id)
-        self.seqs = append_int(self.seqs, seq)
-        if row.final_score is None:
-            self.no_final.add(position)
-        self.finals = append_int(self.finals, row.final_score or 0)
-        self.sets = append_int(self.sets, group)
-        flags = self.flag_sets.of(tuple(row.red_flag_types)) if row.red_flag_types else 0
-        self.flags = append_int(self.flags, flags)
+    def _add(self, seq: int, row: RowResult, group: int) -> int:
+        flag_set = self.flag_sets.of(tuple(row.red_flag_types)) if row.red_flag_types else 0
+        self.flag_rows[flag_set] += 1
+        self.table.add(seq, row.row_id, group, flag_set)
+        return flag_set
 
-    def listing(self) -> array[int]:
-        """Row positions in listing order: low rows in input (seq) order, then the flagged
-        CHECKED rows in input order (the order ``redFlags`` lists them in)."""
-        order = positions_in(self.seqs)
-        if self.low == len(self):
-            return order
-        sets = self.sets
-        low = (p for p in order if sets[p] != NOT_LOW)
-        return array("I", chain(low, (p for p in order if sets[p] == NOT_LOW)))
+    def row_ids(
+        self,
+        count: int,
+        column: Literal["group", "flag_set"],
+        values: tuple[int, ...],
+        times: dict[int, int],
+    ) -> RowIds:
+        """The rowIds of the ``count`` rows whose ``column`` is one of ``values``, each
+        ``times[flag set]`` times (1 when not given), in listing order: low rows in input
+        (seq) order, then the flagged CHECKED rows in input order."""
+        table = self.table
 
-    def final(self, i: int) -> int | None:
-        return None if i in self.no_final else self.finals[i]
+        def read() -> Iterator[str]:
+            for row_id, flag_set in table.read(column, values):
+                for _ in range(times.get(flag_set, 1)):
+                    yield row_id
 
-    def flagged(self, order: array[int]) -> dict[str, RowIds]:
-        """The rows listed under each red-flag type seen, in ``order`` (a row that names a
-        type twice is listed twice, as the report always did)."""
-        positions: dict[str, array[int]] = {}
-        flags, flag_sets = self.flags, self.flag_sets.values
-        for p in order:
-            if flags[p]:
-                for flag in flag_sets[flags[p]]:
-                    found = positions.get(flag)
-                    if found is None:
-                        found = positions[flag] = array("I")
-                    found.append(p)
-        return {flag: RowIds(self.ids, at) for flag, at in positions.items()}
+        return RowIds(count, read)
+
+    def flagged(self) -> dict[str, RowIds]:
+        """The rows listed under each red-flag type seen (a row that names a type twice is
+        listed twice, as the report always did)."""
+        out: dict[str, RowIds] = {}
+        sets = self.flag_sets.values
+        for flag in dict.fromkeys(f for flags in sets for f in flags):
+            times = {i: flags.count(flag) for i, flags in enumerate(sets) if flag in flags}
+            count = sum(self.flag_rows[i] * n for i, n in times.items())
+            out[flag] = self.row_ids(count, "flag_set", tuple(times), times)
+        return out
 
 
 def issue_clusters(
     rubric: EvalRubric,
     listed: ListedRows,
     fig: Figures = ROUNDED,
-    order: array[int] | None = None,
 ) -> tuple[IssueCluster, ...]:
     """Ranked clusters (see :class:`~rubric_engine.report.model.IssueCluster`).
 
     Args:
         listed: the task's listed rows; its low rows (SCORED, outcome not ``PASS`` at the
             report's pass score) are clustered.
-        order: ``listed.listing()``, when the caller has it already.
 
     Returns:
         Empty when no row is low. ``rowIds`` are in input order; ``exampleRowIds`` are
@@ -169,8 +188,7 @@ def issue_clusters(
         return (0 if req.critical else 1, cap, rank_of[rid])
 
     sets = listed.violated_sets.values  # a row's group is 1 + its set's index
-    rows_per_set = Counter(listed.sets)
-    rows_per_set.pop(NOT_LOW, None)
+    rows_per_set = {g: group.rows for g, group in listed.groups.items()}
     remaining = {g: n for g, n in rows_per_set.items() if sets[g - 1]}
     groups: list[tuple[str | None, set[int]]] = []
     while remaining:
@@ -187,16 +205,7 @@ def issue_clusters(
     if unexplained:
         groups.append((None, unexplained))
 
-    cluster_of = {g: c for c, (_, members) in enumerate(groups) for g in members}
-    member_rows = [array("I") for _ in groups]
-    row_sets = listed.sets
-    for i in listed.listing() if order is None else order:
-        if row_sets[i] != NOT_LOW:
-            member_rows[cluster_of[row_sets[i]]].append(i)
-    clusters = [
-        _cluster(lead, member_rows[c], members, rows_per_set, listed, rubric, fig)
-        for c, (lead, members) in enumerate(groups)
-    ]
+    clusters = [_cluster(lead, members, listed, rubric, fig) for lead, members in groups]
     clusters.sort(
         key=lambda c: (
             c.lead_requirement_id is None,
@@ -210,45 +219,39 @@ def issue_clusters(
 
 
 def _cluster(
-    lead: str | None,
-    rows: array[int],
-    member_sets: set[int],
-    rows_per_set: Counter[int],
-    listed: ListedRows,
-    rubric: EvalRubric,
-    fig: Figures,
+    lead: str | None, members: set[int], listed: ListedRows, rubric: EvalRubric, fig: Figures
 ) -> IssueCluster:
-    """One cluster of ``rows`` (positions in ``listed``, in input order)."""
+    """One cluster: the low rows of the ``members`` groups."""
     reqs = rubric.requirements_by_id
     req = reqs.get(lead) if lead else None
-    no_final, finals = listed.no_final, listed.finals
-    unscored = sum(i in no_final for i in rows) if no_final else 0
-    total = sum(map(finals.__getitem__, rows))  # a missing final is kept as 0
+    groups = [listed.groups[g] for g in sorted(members)]
+    size = sum(group.rows for group in groups)
+    unscored = sum(group.unscored for group in groups)
+    total = sum(group.total for group in groups)
     others: Counter[str] = Counter()
-    for g in member_sets:
+    for g in members:
         for rid in listed.violated_sets.values[g - 1]:
             if rid != lead:
-                others[rid] += rows_per_set[g]
+                others[rid] += listed.groups[g].rows
     flags: Counter[str] = Counter()
     flagged = 0
-    for flag_set, n in Counter(map(listed.flags.__getitem__, rows)).items():
-        for flag in listed.flag_sets.values[flag_set]:
-            flags[flag] += n
-        flagged += n if flag_set else 0
-    lowest = heapq.nsmallest(
-        EXAMPLE_ROWS, rows, key=lambda i: (listed.final(i) or 0, listed.seqs[i])
-    )
+    for group in groups:
+        for flag_set, n in group.flag_sets.items():
+            for flag in listed.flag_sets.values[flag_set]:
+                flags[flag] += n
+            flagged += n if flag_set else 0
+    lowest = heapq.nlargest(EXAMPLE_ROWS, (key for group in groups for key in group.lowest))
     return IssueCluster(
         rank=0,  # set once the clusters are ranked
         lead_requirement_id=lead,
         text=req.text if req else None,
         critical=bool(req and req.critical),
         category=req.category if req else None,
-        size=len(rows),
-        row_ids=RowIds(listed.ids, rows),
-        example_row_ids=tuple(listed.ids[i] for i in lowest),
-        mean_score=fig.mean_of(total, len(rows) - unscored),
-        red_flag_share=fig.ratio(flagged, len(rows)) or 0.0,
+        size=size,
+        row_ids=listed.row_ids(size, "group", tuple(sorted(members)), {}),
+        example_row_ids=tuple(row_id for _, _, row_id in lowest),
+        mean_score=fig.mean_of(total, size - unscored),
+        red_flag_share=fig.ratio(flagged, size) or 0.0,
         red_flag_types=dict(sorted(flags.items(), key=lambda kv: (-kv[1], kv[0]))),
         co_violated=tuple(
             CoViolated(id=rid, rows=n, text=reqs[rid].text if rid in reqs else None)

@@ -24,6 +24,7 @@ from rubric_engine.report.aggregate import build_report
 from rubric_engine.report.model import CalibrationSection, Report, TaskSection
 from rubric_engine.report.render.json_md import json_chunks, render_markdown
 from rubric_engine.report.rows import RowFacts, RowUsage, row_facts
+from rubric_engine.report.scratch_tables import ScratchTables
 from rubric_engine.results.model import RowResult, RowStatus
 from rubric_engine.rubric.model import EvalRubric
 from rubric_engine.rubric.versions import verified_snapshot
@@ -189,7 +190,9 @@ def stream_report(
     the report's counters and bounded heaps, not the rows (see :func:`load_task` for
     ``task_id``, the snapshot check and the errors; :func:`build_report` for the options)."""
     record, rubric = task_rubric(store, task_id)
-    built = ReportAccumulator(rubric, pass_score=pass_score, by=by, exact=exact)
+    built = ReportAccumulator(
+        rubric, pass_score=pass_score, by=by, exact=exact, storage=ScratchTables()
+    )
     for seq, row in enumerate(stored_report_rows(store, record.id)):
         built.add(seq, row.result, row.usage, row.facts)
     check_row_count(record, built.rows)
