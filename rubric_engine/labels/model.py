@@ -24,7 +24,7 @@ from pydantic.alias_generators import to_camel
 
 from rubric_engine.formats.canonical import canonical_json
 
-__all__ = ["UNMET", "Label", "LabelSource", "LabelStatus"]
+__all__ = ["UNMET", "Label", "LabelSource", "LabelStatus", "label_content_id"]
 
 
 class LabelStatus(StrEnum):
@@ -36,6 +36,14 @@ class LabelStatus(StrEnum):
     NOT_APPLICABLE = "NOT_APPLICABLE"
     #: the reviewer could not decide; outside every calibration denominator, counted
     UNSURE = "UNSURE"
+
+
+def label_content_id(data: dict[str, Any]) -> str:
+    """The ``labelId`` of a label's JSON (:meth:`Label.to_json_dict`, or a stored label's JSON
+    as read): ``L`` + 16 hex digits of SHA-256 over it without ``labelId``."""
+    content = {k: v for k, v in data.items() if k != "labelId"}
+    text = canonical_json(content)  # the bytes label ids were always derived from
+    return "L" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
 #: the positive class of calibration (docs/calibration.md: "unmet" = VIOLATED or PARTIAL)
@@ -200,9 +208,7 @@ class Label(BaseModel):
 
     def content_id(self) -> str:
         """``L`` + 16 hex digits of SHA-256 over the label's content (without ``labelId``)."""
-        data = {k: v for k, v in self.to_json_dict().items() if k != "labelId"}
-        text = canonical_json(data)  # the bytes label ids were always derived from
-        return "L" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+        return label_content_id(self.to_json_dict())
 
     def with_id(self) -> Label:
         """This label with ``label_id`` set to :meth:`content_id`."""

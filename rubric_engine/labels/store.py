@@ -13,7 +13,6 @@ no-op.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -22,8 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from rubric_engine.errors import StoreError
-from rubric_engine.formats.canonical import canonical_json
-from rubric_engine.labels.model import Label
+from rubric_engine.labels.model import Label, label_content_id
 from rubric_engine.labels.pins import RubricPins, dialogue_pin, pin_label, rubric_pins
 from rubric_engine.store.backend import Backend, driver_errors
 from rubric_engine.store.task_store import decode_column
@@ -255,8 +253,7 @@ def _mismatch(found: Sequence[Any]) -> str | None:
         return "its JSON does not read"
     if not isinstance(data, dict):
         return "its JSON is not a label"
-    content = canonical_json({k: v for k, v in data.items() if k != "labelId"})
-    if data.get("labelId") != "L" + hashlib.sha256(content.encode("utf-8")).hexdigest()[:16]:
+    if data.get("labelId") != label_content_id(data):
         return "its content does not hash to its labelId"
     names = ("labelId", "rubricKey", "rowId", "requirementId", "status", "reviewer", "source",
              "time", "taskId", "supersedes")  # fmt: skip
