@@ -199,6 +199,45 @@ def test_ctrl_c_twice_during_a_long_rule_check_ends_without_a_traceback(tmp_path
     assert b"interrupted: task" in err and b"Traceback" not in err, err.decode()[-3000:]
 
 
+def test_ctrl_c_held_down_still_ends_with_the_advice_and_exit_130(tmp_path: Path) -> None:
+    # a Ctrl-C arriving while the interrupt advice was read from the store and printed
+    # killed the process by SIGINT (exit -2) mid-message; the suite saw it under load as a
+    # second Ctrl-C 0.3 s after the first. Here Ctrl-C repeats every 20 ms until the exit.
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    slow = {"type": "regex", "pattern": "(a|aa)+$"}  # runs to its time limit on each row
+    message = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "a" * 3000 + "b"},
+    ]
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(
+        "".join(
+            json.dumps({"rowId": f"r{i}", "messages": message, "expected": [slow]}) + "\n"
+            for i in range(6)
+        )
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "rubric_engine.cli", "score", rows, "--judge", "none",
+         "--store", tmp_path / "s.sqlite", "--out", tmp_path / "r", "--display", "plain"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "NO_COLOR": "1"},
+    )  # fmt: skip
+    assert process.stderr is not None
+    assert b"scoring 6 row(s)" in process.stderr.readline()  # the task exists: checks started
+    time.sleep(1.0)
+    deadline = time.monotonic() + 60
+    while process.poll() is None and time.monotonic() < deadline:
+        process.send_signal(signal.SIGINT)
+        time.sleep(0.02)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err.decode()[-3000:]
+    assert b"interrupted: task" in err and b"finishes the task" in err, err.decode()[-3000:]
+    assert b"Traceback" not in err, err.decode()[-3000:]
+
+
 def test_red_flag_added_warnings_do_not_depend_on_rule_order(tmp_path: Path) -> None:
     # two violated red lines of one type, the flag unreported: only the rule first in the
     # pack was named in RED_FLAG_ADDED (scores were the same either way)

@@ -60,6 +60,8 @@ def main() -> None:
     read_dotenv()
     try:
         app()
+    except KeyboardInterrupt:  # a Ctrl-C after the command handled its own (exit 130)
+        sys.exit(ExitCode.INTERRUPTED)
     except OSError as exc:
         if not _stdout_failed(exc):
             _unexpected(exc)
@@ -74,6 +76,10 @@ def main() -> None:
         os._exit(ExitCode.REPORT_NOT_WRITTEN)  # stdout's buffer cannot be flushed either
     except Exception as exc:
         _unexpected(exc)
+    finally:
+        # the command has ended: a Ctrl-C from here on (pressed twice, or held down) would
+        # only cut the exit short, killing the process by SIGINT after its last message
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 #: the one ``.env`` file the command line reads (docs/security.md)

@@ -609,8 +609,8 @@ def _run_score(options: ScoreOptions, display: str | None) -> ScoreResult:
     # handler of its own on SIGINT, so SIGTERM's KeyboardInterrupt was raised inside whichever
     # coroutine ran and printed "Task exception was never retrieved" (~80 lines); with
     # Python's default handler in place asyncio cancels the run as for Ctrl-C
-    ignored_sigint = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
-    if ignored_sigint:
+    sigint_at_start = signal.getsignal(signal.SIGINT)
+    if sigint_at_start == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with progress, warnings.catch_warnings():
@@ -618,6 +618,9 @@ def _run_score(options: ScoreOptions, display: str | None) -> ScoreResult:
             warnings.showwarning = show
             return score(options, on_start=start, on_row=advance, on_event=event)
     except KeyboardInterrupt:
+        # a second Ctrl-C while the advice below is read from the store and printed (well
+        # under a second) killed the process mid-message: it is ignored until the exit
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         stored = _stored_state(options, state.task) if state.task is not None else None
         if state.task is not None and stored is not None and stored[0] == "COMPLETED":
             typer.echo(
@@ -635,7 +638,7 @@ def _run_score(options: ScoreOptions, display: str | None) -> ScoreResult:
                 f"`{resume_command(state.task, options.store)}` finishes the task",
                 err=True,
             )
-            running = _open_batches(options, state.task)
+            running = _open_batches(options, state.task) if options.mode == "batch" else []
             if running:
                 shown = ", ".join(running[:5]) + (" …" if len(running) > 5 else "")
                 typer.echo(
@@ -651,8 +654,7 @@ def _run_score(options: ScoreOptions, display: str | None) -> ScoreResult:
         raise typer.Exit(ExitCode.INTERRUPTED) from None
     finally:
         signal.signal(signal.SIGTERM, previous)
-        if ignored_sigint:
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, sigint_at_start)
 
 
 def _stored_state(options: ScoreOptions, task_id: str) -> tuple[str, int, int] | None:
@@ -692,6 +694,8 @@ def _as_ctrl_c(signum: int, frame: FrameType | None) -> None:
     handler in force (asyncio's while the run is on its loop: cancel the run, mark the task
     INTERRUPTED, keep its rows), so it ends with exit 130 and the resume advice."""
     handler = signal.getsignal(signal.SIGINT)
+    if handler == signal.SIG_IGN:  # the interrupt advice is being printed: the exit is next
+        return
     if callable(handler):
         handler(signal.SIGINT, frame)
     else:
