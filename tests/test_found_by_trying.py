@@ -7,6 +7,7 @@ import io
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -163,11 +164,10 @@ def test_what_was_a_traceback_is_a_message(tmp_path: Path, args: tuple, said: st
     assert said in out and "Traceback" not in out, out
 
 
-def test_ctrl_c_twice_during_a_long_rule_check_ends_without_a_traceback(tmp_path: Path) -> None:
-    # a second Ctrl-C during a rule check printed "Task exception was never retrieved" and a
-    # traceback after the interrupt message
+def _slow_rule_check_run(tmp_path: Path) -> Any:
+    """A ``score --judge none`` process whose six rows each run a rule check to its time
+    limit, once its task exists (its rule checks started)."""
     import os
-    import signal
     import subprocess
     import sys
 
@@ -190,6 +190,15 @@ def test_ctrl_c_twice_during_a_long_rule_check_ends_without_a_traceback(tmp_path
     )  # fmt: skip
     assert process.stderr is not None
     assert b"scoring 6 row(s)" in process.stderr.readline()  # the task exists: checks started
+    return process
+
+
+def test_ctrl_c_twice_during_a_long_rule_check_ends_without_a_traceback(tmp_path: Path) -> None:
+    # a second Ctrl-C during a rule check printed "Task exception was never retrieved" and a
+    # traceback after the interrupt message
+    import signal
+
+    process = _slow_rule_check_run(tmp_path)
     time.sleep(1.5)
     process.send_signal(signal.SIGINT)
     time.sleep(0.3)
@@ -203,30 +212,9 @@ def test_ctrl_c_held_down_still_ends_with_the_advice_and_exit_130(tmp_path: Path
     # a Ctrl-C arriving while the interrupt advice was read from the store and printed
     # killed the process by SIGINT (exit -2) mid-message; the suite saw it under load as a
     # second Ctrl-C 0.3 s after the first. Here Ctrl-C repeats every 20 ms until the exit.
-    import os
     import signal
-    import subprocess
-    import sys
 
-    slow = {"type": "regex", "pattern": "(a|aa)+$"}  # runs to its time limit on each row
-    message = [
-        {"role": "user", "content": "hi"},
-        {"role": "assistant", "content": "a" * 3000 + "b"},
-    ]
-    rows = tmp_path / "rows.jsonl"
-    rows.write_text(
-        "".join(
-            json.dumps({"rowId": f"r{i}", "messages": message, "expected": [slow]}) + "\n"
-            for i in range(6)
-        )
-    )
-    process = subprocess.Popen(
-        [sys.executable, "-m", "rubric_engine.cli", "score", rows, "--judge", "none",
-         "--store", tmp_path / "s.sqlite", "--out", tmp_path / "r", "--display", "plain"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "NO_COLOR": "1"},
-    )  # fmt: skip
-    assert process.stderr is not None
-    assert b"scoring 6 row(s)" in process.stderr.readline()  # the task exists: checks started
+    process = _slow_rule_check_run(tmp_path)
     time.sleep(1.0)
     deadline = time.monotonic() + 60
     while process.poll() is None and time.monotonic() < deadline:
