@@ -426,6 +426,7 @@ def _score_json(
     from rubric_engine.report.summary import RowCounts, ScoreSummary, score_summary
 
     if workers_only:
+        from rubric_engine.engine.task import work_command
         from rubric_engine.engine.workers import queue_task
 
         queued = queue_task(options)
@@ -433,7 +434,7 @@ def _score_json(
             task_id=queued.task_id, state="QUEUED", exit_code=0, exit_meaning="done",
             rows=RowCounts(planned=queued.rows, total=0, scored=0, judge_errors=0, checked=0,
                            passed=0),
-            notes=[f"judge the rows with `{_work_command(queued.task_id, options)}`"],
+            notes=[f"judge the rows with `{work_command(queued.task_id, options.store)}`"],
         )  # fmt: skip
         typer.echo(summary.to_json())
         return 0
@@ -532,21 +533,14 @@ def _dry_run(options: ScoreOptions) -> None:
         typer.echo(line)
 
 
-def _work_command(task_id: str, options: ScoreOptions) -> str:
-    """The command a worker machine runs for a queued task (a password in the store's URL
-    shown as ``***``)."""
-    from rubric_engine.store.location import parse_location
-
-    return f"rubric-eval work {task_id} --store {parse_location(options.store)}"
-
-
 def _queue(options: ScoreOptions) -> None:
+    from rubric_engine.engine.task import work_command
     from rubric_engine.engine.workers import queue_task
 
     queued = _guard(lambda: queue_task(options))
     typer.echo(
         f"task {queued.task_id}: {queued.rows} row(s) queued for workers; judge them with "
-        f"`{_work_command(queued.task_id, options)}` on as many machines as wanted"
+        f"`{work_command(queued.task_id, options.store)}` on as many machines as wanted"
     )
     typer.echo(f"task id: {queued.task_id}")
 

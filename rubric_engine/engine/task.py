@@ -57,6 +57,12 @@ def report_command(task_id: str, store: StoreLocation) -> str:
     return f"rubric-eval report {task_id}{extra}"
 
 
+def work_command(task_id: str, store: StoreLocation) -> str:
+    """The command a worker machine runs for a task queued for workers (a PostgreSQL store:
+    ``--store`` always, a password in its URL shown as ``***``)."""
+    return f"rubric-eval work {task_id} --store {store}"
+
+
 def resume_command(task_id: str, store: StoreLocation) -> str:
     """The command that finishes a stopped or interrupted task."""
     extra = "" if store == DEFAULT_STORE else f" --store {store}"
