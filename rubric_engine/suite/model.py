@@ -14,7 +14,6 @@ YAML keeps camelCase through one alias generator, like the pack format. Pure: no
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -145,8 +144,10 @@ def dataset_thresholds(suite: EvalSuite, dataset: Dataset) -> list[str]:
         found = list(dataset.thresholds)
     else:
         found = list(suite.tiers.get(dataset.tier, TIER_DEFAULTS[dataset.tier]))
+    from rubric_engine.report.gate import parse_threshold
+
     judged = dataset.judge != "none"
-    if judged and not any(_metric_of(t) == "judgeErrors" for t in found):
+    if judged and not any(parse_threshold(t).name == "judgeErrors" for t in found):
         found.append("judgeErrors==0")
     return found
 
@@ -155,11 +156,6 @@ def own_thresholds(suite: EvalSuite, dataset: Dataset) -> bool:
     """Whether the dataset is checked on thresholds of the suite's, not its tier's defaults
     (the checklist then does not claim the tier's line, such as "every case passes")."""
     return dataset.thresholds is not None or dataset.tier in suite.tiers
-
-
-def _metric_of(threshold: str) -> str:
-    """The metric name a ``METRIC OP NUMBER`` text starts with."""
-    return re.split(r"[<>=!]", threshold, maxsplit=1)[0].strip()
 
 
 def suite_json_schema() -> dict[str, Any]:
