@@ -21,13 +21,13 @@ def trend_svg(trend: Trend, metric: str) -> str:
     values = trend.series(metric)
     known = [v for v in values if v is not None]
     low, high = (min(known), max(known)) if known else (0.0, 1.0)
-    if high == low:  # a flat line: half a unit either side, within what the metric can be
-        low, high = low - 0.5, high + 0.5
-        if min(known, default=0.0) >= 0:  # shares, scores and counts are never negative
-            low, high = max(low, 0.0), max(low, 0.0) + 1.0
+    if high == low:  # a flat line: an axis one unit high around it, within what it can be
         found = find_metric(metric)
         if found is not None and found[0].kind is MetricKind.SHARE:
             low, high = 0.0, 1.0
+        else:  # a score or count is never negative: its axis starts at 0 at the lowest
+            low = low - 0.5 if low < 0 else max(low - 0.5, 0.0)
+            high = low + 1.0
     count = len(values)
 
     def x(i: int) -> float:
