@@ -254,12 +254,9 @@ def test_a_call_budget_stops_cleanly_and_resume_finishes(tmp_path: Path) -> None
     assert len(rows) == 26
 
 
-def test_a_call_budget_is_never_overshot_by_re_asks(tmp_path: Path) -> None:
-    """Every row is re-asked twice (two unusable answers, then its verdict): a budget that
-    reserved one call per row in flight made 30 calls on --max-calls 10 with 8 rows at once.
-    A call past the limit is not made; its row is stored as nothing, and --resume finishes
-    it with the answers it already had."""
-    script = {
+def _asked_three_times() -> dict[str, list[StubReply]]:
+    """Each row's script: two unusable answers (two re-asks), then its verdict."""
+    return {
         row_id: [
             StubReply(content="not a verdict"),
             StubReply(content="still not a verdict"),
@@ -267,8 +264,15 @@ def test_a_call_budget_is_never_overshot_by_re_asks(tmp_path: Path) -> None:
         ]
         for row_id, verdict in VERDICTS.items()
     }
+
+
+def test_a_call_budget_is_never_overshot_by_re_asks(tmp_path: Path) -> None:
+    """Every row is re-asked twice (two unusable answers, then its verdict): a budget that
+    reserved one call per row in flight made 30 calls on --max-calls 10 with 8 rows at once.
+    A call past the limit is not made; its row is stored as nothing, and --resume finishes
+    it with the answers it already had."""
     store = tmp_path / "s.sqlite"
-    with StubServer(scripted_responder(script)) as server:
+    with StubServer(scripted_responder(_asked_three_times())) as server:
         args = ["--max-calls", "10", "--concurrency", "8"]
         code, out = run(*live_args(server, store, tmp_path / "o", *args))
         assert code == 6, out
@@ -293,15 +297,7 @@ def test_a_call_budget_is_never_overshot_by_re_asks(tmp_path: Path) -> None:
 def test_a_cost_budget_counts_re_asks_before_they_are_made(tmp_path: Path) -> None:
     """The same re-asked rows on --max-cost: each call goes out only while the spend plus the
     dearest call so far for each call on the wire stays within the limit."""
-    script = {
-        row_id: [
-            StubReply(content="not a verdict"),
-            StubReply(content="still not a verdict"),
-            StubReply(content=json.dumps(verdict, ensure_ascii=False)),
-        ]
-        for row_id, verdict in VERDICTS.items()
-    }
-    with StubServer(scripted_responder(script)) as server:
+    with StubServer(scripted_responder(_asked_three_times())) as server:
         args = live_args(server, tmp_path / "s.sqlite", tmp_path / "o", "--max-cost", "0.003")
         args[args.index("openai/stub-judge")] = "openai/gpt-4o-mini"
         code, out = run(*args, "--concurrency", "8")
