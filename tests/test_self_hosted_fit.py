@@ -189,3 +189,25 @@ def test_a_context_error_quotes_the_server_s_own_count(tmp_path: Path) -> None:
     (error,) = [e for e in result.report.judge_errors if e.row_id == "long-row"]
     assert error.kind == "CONTEXT_EXCEEDED"
     assert "tokens as the server counted" in (error.message or ""), error.message
+
+
+def test_the_context_check_counts_only_prompts_that_might_not_fit() -> None:
+    """A prompt under a quarter of the room in characters (a character is at most four UTF-8
+    bytes) or under the room in bytes fits uncounted; a longer one is counted and named when
+    its tokens and the answer's room pass the limit."""
+    from rubric_engine.judge.server_checks import oversized_rows
+
+    counted: list[str] = []
+
+    def estimate(messages: list[dict[str, Any]]) -> int:
+        counted.append(messages[0]["content"])
+        return len(messages[0]["content"])  # one token a character
+
+    prompts = [
+        ("short", [{"role": "user", "content": "a" * 24}]),  # 4 x 24 < 100: no encoding
+        ("wide", [{"role": "user", "content": "健" * 30}]),  # 90 bytes < 100: not counted
+        ("bytes", [{"role": "user", "content": "健" * 40}]),  # 120 bytes: counted, 40 fits
+        ("long", [{"role": "user", "content": "b" * 120}]),  # counted: 120 + 10 > 110
+    ]
+    assert oversized_rows(prompts, 110, estimate, reserve=10) == [("long", 120)]
+    assert counted == ["健" * 40, "b" * 120]

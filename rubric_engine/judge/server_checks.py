@@ -179,10 +179,14 @@ def oversized_rows(
 
     A prompt of fewer UTF-8 bytes than ``limit - reserve`` is taken to fit without counting
     (a token of a byte-level tokenizer is at least one byte), so only long rows are counted.
+    A character is at most four UTF-8 bytes, so a prompt of fewer than a quarter that many
+    characters fits without encoding it either.
     """
+    room = limit - reserve
     over: list[tuple[str, int]] = []
     for row_id, messages in prompts:
-        if sum(len(str(m.get("content") or "").encode()) for m in messages) < limit - reserve:
+        texts = [str(m.get("content") or "") for m in messages]
+        if 4 * sum(map(len, texts)) < room or sum(len(t.encode()) for t in texts) < room:
             continue
         tokens = estimate(messages)
         if tokens + reserve > limit:
