@@ -34,6 +34,17 @@ def _int(form: dict[str, Any], name: str, default: int) -> int:
     return int(text)
 
 
+def _share(form: dict[str, Any], name: str, default: float) -> float:
+    """A share typed in a form (``0.2``); its range is the queue settings' own check."""
+    text = str(form.get(name) or "").strip()
+    if not text:
+        return default
+    try:
+        return float(text)
+    except ValueError:
+        raise InputError(f"{name} {text!r}: give a share from 0 to 1, e.g. 0.2") from None
+
+
 def _members(db: Backend, form: dict[str, Any]) -> dict[str, bool]:
     """``member`` values (``NAME``, ``NAME:blind``, ``NAME:sighted``) → reviewer → blind."""
     active = {a.name for a in accounts(db) if a.active}
@@ -59,7 +70,7 @@ class TeamPages(AdjudicationPages):
             me = self.lead(request, store)
             record, _ = self.task(store, request.path_params["task"])
             try:
-                share = float(str(form.get("second_review") or "0.2"))
+                share = _share(form, "second_review", 0.2)
                 settings = QueueSettings(
                     name=str(form.get("name") or "main").strip(),
                     strategy=check_strategy(str(form.get("strategy") or "random")),
