@@ -34,3 +34,72 @@ def test_a_queue_form_with_a_second_review_share_that_is_no_number_names_the_fie
     assert page.status_code == 400
     assert "second_review &#39;abc&#39;: give a share from 0 to 1, e.g. 0.2" in page.text
     assert "could not convert" not in page.text
+
+
+def _empty_store(tmp_path: Path) -> str:
+    from tests.serve_helpers import publish
+
+    store = str(tmp_path / "s.sqlite")
+    publish(store, "health_cs.yaml")
+    return store
+
+
+def test_serve_on_a_port_in_use_says_so_and_how_to_pick_another(tmp_path: Path) -> None:
+    # it printed "serving … on http://127.0.0.1:PORT/" first, then uvicorn's "ERROR: [Errno
+    # 98] error while attempting to bind", and exited 3 (a task store problem)
+    import socket
+
+    pytest.importorskip("uvicorn", reason="the serve extra is not installed")
+    from typer.testing import CliRunner
+
+    from rubric_engine.cli import app
+
+    store = _empty_store(tmp_path)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = CliRunner().invoke(app, ["serve", "--store", store, "--port", str(port)])
+    assert result.exit_code == 2, result.output
+    assert f"error: cannot listen on 127.0.0.1:{port}" in result.output
+    assert "pass --port N (0: any free port)" in result.output
+    assert "serving" not in result.output
+
+
+def test_serve_on_port_0_announces_the_port_it_listens_on(tmp_path: Path) -> None:
+    # `--port 0` ("any free port", says --help) announced http://127.0.0.1:0/, an address
+    # nobody can open
+    import os
+    import re
+    import subprocess
+    import sys
+    import time
+    import urllib.error
+    import urllib.request
+
+    pytest.importorskip("uvicorn", reason="the serve extra is not installed")
+    store = _empty_store(tmp_path)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "rubric_engine.cli", "serve", "--store", store, "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    try:
+        assert server.stdout is not None
+        line = server.stdout.readline()
+        found = re.search(r"on http://127\.0\.0\.1:(\d+)/ ", line)
+        assert found and found.group(1) != "0", line
+        for _ in range(150):  # the app starts once the port is announced
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{found.group(1)}/signin") as r:
+                    assert r.status == 200
+                    break
+            except urllib.error.URLError:
+                time.sleep(0.1)
+        else:
+            raise AssertionError(f"nothing answers on the port announced: {line}")
+    finally:
+        server.terminate()
+        server.communicate(timeout=30)

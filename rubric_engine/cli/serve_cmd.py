@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import socket
 from typing import Annotated, Any
 
 import typer
@@ -49,6 +50,31 @@ def bind_notice(host: str, port: int, store: object, auth: str = "token") -> tup
         "Put it behind HTTPS (a proxy) and name the host people use with --allowed-host.",
         True,
     )
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` before anything is announced: a port in use is said
+    as such (with the fix), and ``--port 0`` announces the port the system chose.
+
+    Raises:
+        ConfigurationError: the address cannot be bound (the port is taken, the host is not
+            this machine's).
+    """
+    from rubric_engine.errors import ConfigurationError
+
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ConfigurationError(
+            f"cannot listen on {host}:{port} ({exc.strerror or exc}): another program (another "
+            "`rubric-eval serve`?) holds the port, or the address is not this machine's; pass "
+            "--port N (0: any free port) or another --host"
+        ) from None
+    sock.set_inheritable(True)
+    return sock
 
 
 def allowed_hosts(host: str, extra: list[str]) -> tuple[str, ...]:
@@ -216,8 +242,10 @@ def serve(
             allowed_host or [],
             secure_cookies,
         )
-        notice, warning = bind_notice(host, port, store, config.auth)
+        sock = listening_socket(host, port)
+        notice, warning = bind_notice(host, sock.getsockname()[1], store, config.auth)
         typer.echo(notice, err=warning)
-        uvicorn.run(create_app(config), host=host, port=port, log_level="warning")
+        server = uvicorn.Server(uvicorn.Config(create_app(config), log_level="warning"))
+        server.run(sockets=[sock])
 
     _guard(run)
