@@ -526,7 +526,7 @@ def test_a_score_that_is_no_number_and_turns_outside_the_dialogue_are_refused(
     code, out = run("labels", "import", turns, "--task", task, "--store", store)
     assert code == 2 and "1 problem(s)" in out, out
     assert (
-        f"label 2 (row airline-3): evidenceTurns: {messages}, 99 not in row airline-3, whose "
+        f"{turns}:2 (row airline-3): evidenceTurns: {messages}, 99 not in row airline-3, whose "
         f"{messages} message(s) are turns 0..{messages - 1} (0-based)"
     ) in out
     with TaskStore(store) as opened:

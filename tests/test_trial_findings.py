@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CASES
+from tests.conftest import CASES, RUBRICS
 
 
 def test_a_queue_form_with_a_second_review_share_that_is_no_number_names_the_field(
@@ -103,3 +103,57 @@ def test_serve_on_port_0_announces_the_port_it_listens_on(tmp_path: Path) -> Non
     finally:
         server.terminate()
         server.communicate(timeout=30)
+
+
+def test_labels_checked_against_a_task_are_named_by_their_file_line(tmp_path: Path) -> None:
+    # `labels import --task` and `calibrate --labels` named what the task refused as "label 2
+    # (row …)", the label's count: not the line of a JSONL file with a blank line, nor of a
+    # CSV file (its header is line 1); the file's own problems were named FILE:LINE
+    from tests.test_labels import run, score_airline
+
+    store, task = score_airline(tmp_path)
+    good = '{"rowId": "airline-3", "requirementId": "COMMON_NO_FABRICATED_INFO", '
+    lines = [
+        good + '"status": "VIOLATED", "reviewer": "ann"}',
+        "",
+        '{"rowId": "airline-999", "intentKey": "CANCEL_RESERVATION", "reviewer": "ann"}',
+        '{"rowId": "airline-3", "requirementId": "NO_SUCH_RULE", "status": "FOLLOWED", '
+        '"reviewer": "bob"}',
+    ]
+    jsonl = tmp_path / "l.jsonl"
+    jsonl.write_text("\n".join(lines) + "\n", "utf-8")
+    for command in (
+        ("labels", "import", jsonl, "--task", task),
+        ("calibrate", task, "--labels", jsonl),
+    ):
+        code, out = run(*command, "--store", store)
+        assert code == 2, out
+        assert f"{jsonl}:3 (row airline-999): rowId: not a row of task" in out, out
+        assert f"{jsonl}:4 (row airline-3): requirementId: 'NO_SUCH_RULE'" in out, out
+        assert "label 2" not in out and "label 3" not in out, out
+    table = tmp_path / "l.csv"
+    table.write_text(
+        "rowId,requirementId,status,reviewer\n"
+        "airline-3,COMMON_NO_FABRICATED_INFO,VIOLATED,ann\n"
+        "airline-999,COMMON_NO_FABRICATED_INFO,VIOLATED,ann\n",
+        "utf-8",
+    )
+    code, out = run("labels", "import", table, "--task", task, "--store", store)
+    assert code == 2 and f"{table}:3 (row airline-999): rowId: not a row of task" in out, out
+
+
+def test_labels_a_stored_rubric_refuses_are_named_by_their_file_line(tmp_path: Path) -> None:
+    # `labels import FILE` (labels naming their rubricKey) said "label 1 (row …)" too
+    from tests.test_labels import run
+
+    store = tmp_path / "s.sqlite"
+    assert run("rubric", "publish", RUBRICS / "health_cs.yaml", "--store", store)[0] == 0
+    path = tmp_path / "l.jsonl"
+    path.write_text(
+        "\n"
+        '{"rowId": "r1", "requirementId": "NO_SUCH_RULE", "status": "FOLLOWED", '
+        '"reviewer": "ann", "rubricKey": "health_cs"}\n',
+        "utf-8",
+    )
+    code, out = run("labels", "import", path, "--store", store)
+    assert code == 2 and f"{path}:2 (row r1): requirementId: 'NO_SUCH_RULE'" in out, out

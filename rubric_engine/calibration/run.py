@@ -33,7 +33,12 @@ from rubric_engine.calibration.views import (
 )
 from rubric_engine.engine.task import samples_of
 from rubric_engine.errors import InputError
-from rubric_engine.labels.io import check_against_task, read_label_file, unknown_fields
+from rubric_engine.labels.io import (
+    check_against_task,
+    read_label_file,
+    read_label_lines,
+    unknown_fields,
+)
 from rubric_engine.labels.model import Label, LabelSource
 from rubric_engine.labels.pins import rubric_pins
 from rubric_engine.labels.store import (
@@ -110,9 +115,11 @@ def calibrate_task(
     if labels_file is not None:
         from rubric_engine.report import load_task
 
-        given = read_label_file(labels_file)
+        numbered = read_label_lines(labels_file)
+        given = [lab for _, lab in numbered]
         seen = dialogue_pins(store.backend, record.id, sorted({lab.row_id for lab in given}))
-        checked = check_against_task(given, load_task(store, record.id), labels_file, seen)
+        lines = [line for line, _ in numbered]
+        checked = check_against_task(given, load_task(store, record.id), labels_file, seen, lines)
         chosen = [lab for lab in checked if not reviewers or lab.reviewer in reviewers]
         order = [*reviewers, *dict.fromkeys(lab.reviewer for lab in checked)]
         ordered = sorted(chosen, key=lambda lab: lab.row_id)

@@ -86,7 +86,7 @@ def _import_for_task(
     from rubric_engine.errors import InputError
     from rubric_engine.labels.io import (
         check_against_task,
-        read_label_file,
+        read_label_lines,
         reviewer_case_problems,
         unknown_fields,
     )
@@ -99,13 +99,14 @@ def _import_for_task(
     from rubric_engine.report import load_task
     from rubric_engine.review.queue_store import refresh_rows
 
-    labels = read_label_file(file)
+    numbered = read_label_lines(file)
+    labels = [lab for _, lab in numbered]
     if source is not None:
         labels = [lab.model_copy(update={"source": source}) for lab in labels]
     loaded = load_task(opened, task)
     rows = sorted({lab.row_id for lab in labels})
     pins = dialogue_pins(opened.backend, loaded.record.id, rows)
-    labels = check_against_task(labels, loaded, file, pins)
+    labels = check_against_task(labels, loaded, file, pins, [line for line, _ in numbered])
     key = loaded.record.rubric_key
     stored = reviewer_order(opened.backend, key)
     twins = reviewer_case_problems(file, key, (lab.reviewer for lab in labels), stored)

@@ -111,20 +111,21 @@ class _Pass:
         self.reviewers: dict[str, dict[str, None]] = {}
 
     def labels(self) -> Iterator[Label]:
-        count = 0
-        for count, (_, lab) in enumerate(label_stream(self.path, self.problems), start=1):
+        read = False
+        for line, lab in label_stream(self.path, self.problems):
+            read = True
             if self.source is not None:
                 lab = lab.model_copy(update={"source": self.source})
             if lab.rubric_key is None:
                 self.unpinned.append(lab.row_id)
                 continue
-            where = f"{self.path}: label {count}"
+            where = f"{self.path}:{line}"
             found = self.rubrics.of(lab)
             filled = check_label_rubric(lab, found, where, self.pins_of, self.refused)
             self.reviewers.setdefault(lab.rubric_key, {})[lab.reviewer] = None
             if filled is not None and not self.problems and not self.refused:
                 yield filled
-        refuse_problems(self.path, self.problems, any_label=count > 0)
+        refuse_problems(self.path, self.problems, any_label=read)
         if self.unpinned:
             raise ConfigurationError(
                 f"{self.path}: {len(self.unpinned)} label(s) name no rubricKey (e.g. row "

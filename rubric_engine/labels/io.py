@@ -40,6 +40,7 @@ __all__ = [
     "check_against_rubrics",
     "check_against_task",
     "read_label_file",
+    "read_label_lines",
     "render_labels",
     "reviewer_case_problems",
     "unknown_fields",
@@ -178,10 +179,16 @@ def read_label_file(path: Path) -> list[Label]:
             (row, requirement, reviewer) or different row-level values for one (row, reviewer);
             every problem listed with its line.
     """
+    return [label for _, label in read_label_lines(path)]
+
+
+def read_label_lines(path: Path) -> list[tuple[int, Label]]:
+    """:func:`read_label_file`'s labels, each with its line (a JSON array's item number), so
+    a later check can name ``FILE:LINE`` as the file's own problems are named."""
     problems: list[Problem] = []
-    labels = [label for _, label in label_stream(path, problems)]
-    refuse_problems(path, problems, any_label=bool(labels))
-    return labels
+    numbered = list(label_stream(path, problems))
+    refuse_problems(path, problems, any_label=bool(numbered))
+    return numbered
 
 
 def label_stream(path: Path, problems: list[Problem]) -> Iterator[tuple[int, Label]]:
@@ -422,11 +429,14 @@ def check_against_task(
     task: StoredTask,
     path: Path,
     dialogues: Mapping[str, str] | None = None,
+    lines: Sequence[int] | None = None,
 ) -> list[Label]:
     """Check labels against a stored task and fill in its rubric, task id and pins
     (:mod:`rubric_engine.labels.pins`).
 
     Args:
+        lines: each label's line in ``path`` (:func:`read_label_lines`): a problem is named
+            ``FILE:LINE``; without them, by the label's count in ``labels``.
         dialogues: rowId → the dialogue pin of the task's row
             (:func:`rubric_engine.labels.store.dialogue_pins`): each label is pinned to its
             row's dialogue, and a label that names another (made on another task's dialogue
@@ -455,7 +465,8 @@ def check_against_task(
     problems: list[Problem] = []
     out: list[Label] = []
     for index, lab in enumerate(labels, start=1):
-        where = f"{path}: label {index} (row {lab.row_id})"
+        at = f"{path}:{lines[index - 1]}" if lines is not None else f"{path}: label {index}"
+        where = f"{at} (row {lab.row_id})"
         row = rows.get(lab.row_id)
         if row is None:
             problems.append(
