@@ -157,3 +157,62 @@ def test_labels_a_stored_rubric_refuses_are_named_by_their_file_line(tmp_path: P
     )
     code, out = run("labels", "import", path, "--store", store)
     assert code == 2 and f"{path}:2 (row r1): requirementId: 'NO_SUCH_RULE'" in out, out
+
+
+@pytest.mark.parametrize("sent", ["SIGINT", "SIGTERM"])
+def test_ci_stopped_mid_dataset_names_its_task_and_keeps_it_interrupted(
+    tmp_path: Path, sent: str
+) -> None:
+    # Ctrl-C during `ci` exited 130 printing nothing at all; SIGTERM (a CI job cancelled)
+    # killed it outright, the dataset's task left RUNNING with no process
+    import json
+    import os
+    import signal
+    import sqlite3
+    import subprocess
+    import sys
+    import time
+
+    slow = {"type": "regex", "pattern": "(a|aa)+$"}  # runs to its time limit on each row
+    message = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "a" * 3000 + "b"},
+    ]
+    (tmp_path / "rows.jsonl").write_text(
+        "".join(
+            json.dumps({"rowId": f"r{i}", "messages": message, "expected": [slow]}) + "\n"
+            for i in range(6)
+        )
+    )
+    (tmp_path / "rubric-eval.yaml").write_text(
+        "name: slow\nstore: s.sqlite\nout: reports\ndatasets:\n"
+        "  - {name: slow-checks, tier: production, inputs: [rows.jsonl], judge: none}\n"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "rubric_engine.cli", "ci"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    task = None
+    deadline = time.monotonic() + 60
+    while task is None and time.monotonic() < deadline:  # the dataset's task is stored
+        time.sleep(0.2)
+        try:
+            with sqlite3.connect(tmp_path / "s.sqlite") as db:
+                found = db.execute("SELECT id FROM tasks").fetchone()
+            task = found and found[0]
+        except sqlite3.Error:
+            pass
+    assert task, "the dataset's task was never stored"
+    time.sleep(1.0)
+    process.send_signal(getattr(signal, sent))
+    _, err = process.communicate(timeout=120)
+    text = err.decode()
+    assert process.returncode == 130, text[-3000:]
+    assert f"interrupted: ci stopped while scoring dataset slow-checks: task {task}" in text
+    assert f"rubric-eval score --resume {task} --store s.sqlite" in text, text
+    assert "Traceback" not in text, text[-3000:]
+    with sqlite3.connect(tmp_path / "s.sqlite") as db:
+        assert db.execute("SELECT state FROM tasks").fetchone() == ("INTERRUPTED",)

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from rubric_engine.cli._app import _guard, app, guard_json, print_columns
+from rubric_engine.cli.score_cmd import sigterm_as_ctrl_c
 from rubric_engine.errors import ExitCode
+
+if TYPE_CHECKING:
+    from rubric_engine.suite.model import Dataset
 
 
 @app.command()
@@ -98,13 +102,24 @@ def ci(
             "judge": loaded.judge.model_copy(update=judge),
             "baseline": loaded.baseline.model_copy(update={**rule, "tasks": tasks}),
         })  # fmt: skip
-        result = run_suite(
-            merged,
-            branch=branch,
-            on_dataset=lambda d, t: typer.echo(
-                f"scored {d.name} ({d.tier}): task {t}", err=json_out
-            ),
-        )
+        started: dict[str, str] = {}  # dataset → its task, once stored
+        scored: list[str] = []
+
+        def done(dataset: Dataset, task: str) -> None:
+            scored.append(dataset.name)
+            typer.echo(f"scored {dataset.name} ({dataset.tier}): task {task}", err=json_out)
+
+        try:
+            with sigterm_as_ctrl_c():
+                result = run_suite(
+                    merged,
+                    branch=branch,
+                    on_dataset=done,
+                    on_start=lambda d, t: started.update({d.name: t}),
+                )
+        except KeyboardInterrupt:
+            typer.echo(f"\n{_interrupted(started, scored, merged.store)}", err=True)
+            raise typer.Exit(ExitCode.INTERRUPTED) from None
         target = junit or merged.out / "junit.xml"
         from rubric_engine.report.render.output import write_output
 
@@ -136,3 +151,21 @@ def ci(
         guard_json(CiSummary, run)
     if code := _guard(run):
         raise typer.Exit(code)
+
+
+def _interrupted(started: dict[str, str], scored: list[str], store: Path) -> str:
+    """What a Ctrl-C or SIGTERM during ``ci`` left and how to go on: the dataset being scored
+    and its task (kept, INTERRUPTED, with the rows judged so far); no check was made."""
+    from rubric_engine.engine import resume_command
+
+    after = "no check was made and no JUnit XML written; `rubric-eval ci` again scores every "
+    after += "dataset afresh"
+    if not started:
+        return f"interrupted: ci stopped before any dataset's task was stored; {after}"
+    name, task = list(started.items())[-1]
+    if name in scored:
+        return f"interrupted: ci stopped after scoring its datasets, while checking them; {after}"
+    return (
+        f"interrupted: ci stopped while scoring dataset {name}: task {task} keeps the rows "
+        f"judged so far (`{resume_command(task, store)}` finishes it); {after}"
+    )

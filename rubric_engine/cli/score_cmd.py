@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import signal
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, cast
@@ -598,57 +600,48 @@ def _run_score(options: ScoreOptions, display: str | None) -> ScoreResult:
     def show(message: Warning | str, category: type[Warning], *_: object, **__: object) -> None:
         typer.echo(f"warning: {redact(str(message))}", err=True)
 
-    previous = signal.signal(signal.SIGTERM, _as_ctrl_c)
-    # started with SIGINT ignored (`score … &` in a script, some supervisors), asyncio puts no
-    # handler of its own on SIGINT, so SIGTERM's KeyboardInterrupt was raised inside whichever
-    # coroutine ran and printed "Task exception was never retrieved" (~80 lines); with
-    # Python's default handler in place asyncio cancels the run as for Ctrl-C
-    sigint_at_start = signal.getsignal(signal.SIGINT)
-    if sigint_at_start == signal.SIG_IGN:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        with progress, warnings.catch_warnings():
-            warnings.filterwarnings("ignore", "coroutine .* was never awaited", RuntimeWarning)
-            warnings.showwarning = show
-            return score(options, on_start=start, on_row=advance, on_event=event)
-    except KeyboardInterrupt:
-        # a second Ctrl-C while the advice below is read from the store and printed (well
-        # under a second) killed the process mid-message: it is ignored until the exit
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        stored = _stored_state(options, state.task) if state.task is not None else None
-        if state.task is not None and stored is not None and stored[0] == "COMPLETED":
-            typer.echo(
-                f"\ninterrupted while the report files were written: task {state.task} is "
-                f"COMPLETED (all {state.total} row(s) stored); "
-                f"`{report_command(state.task, options.store)} --out DIR` writes its files",
-                err=True,
-            )
-        elif state.task is not None:
-            # the task's rows, not this run's: a resumed run judges only the rest
-            kept = f"{stored[1]} of {stored[2]}" if stored else f"{state.done} of {state.total}"
-            typer.echo(
-                f"\ninterrupted: task {state.task} keeps {kept} row(s); "
-                f"`{report_command(state.task, options.store)}` shows them; "
-                f"`{resume_command(state.task, options.store)}` finishes the task",
-                err=True,
-            )
-            running = _open_batches(options, state.task) if options.mode == "batch" else []
-            if running:
-                shown = ", ".join(running[:5]) + (" …" if len(running) > 5 else "")
+    # the handlers stay until the advice is printed: a signal then is ignored, not fatal
+    with sigterm_as_ctrl_c():
+        try:
+            with progress, warnings.catch_warnings():
+                warnings.filterwarnings("ignore", "coroutine .* was never awaited", RuntimeWarning)
+                warnings.showwarning = show
+                return score(options, on_start=start, on_row=advance, on_event=event)
+        except KeyboardInterrupt:
+            # a second Ctrl-C while the advice below is read from the store and printed (well
+            # under a second) killed the process mid-message: it is ignored until the exit
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            stored = _stored_state(options, state.task) if state.task is not None else None
+            if state.task is not None and stored is not None and stored[0] == "COMPLETED":
                 typer.echo(
-                    f"{len(running)} batch(es) submitted to the provider keep running there "
-                    f"and are billed for what they answer, whether or not the task is resumed "
-                    f"({shown}). The resume polls them and stores their answers (nothing is "
-                    "submitted twice). To stop them, cancel them at the provider (its console, "
-                    "or its batch API's cancel call with the ids above); a resume then stores "
-                    "what they answered before the cancel and asks the rest in new batches "
-                    '(docs/batch.md "Interrupting a batch run")',
+                    f"\ninterrupted while the report files were written: task {state.task} is "
+                    f"COMPLETED (all {state.total} row(s) stored); "
+                    f"`{report_command(state.task, options.store)} --out DIR` writes its files",
                     err=True,
                 )
-        raise typer.Exit(ExitCode.INTERRUPTED) from None
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-        signal.signal(signal.SIGINT, sigint_at_start)
+            elif state.task is not None:
+                # the task's rows, not this run's: a resumed run judges only the rest
+                kept = f"{stored[1]} of {stored[2]}" if stored else f"{state.done} of {state.total}"
+                typer.echo(
+                    f"\ninterrupted: task {state.task} keeps {kept} row(s); "
+                    f"`{report_command(state.task, options.store)}` shows them; "
+                    f"`{resume_command(state.task, options.store)}` finishes the task",
+                    err=True,
+                )
+                running = _open_batches(options, state.task) if options.mode == "batch" else []
+                if running:
+                    shown = ", ".join(running[:5]) + (" …" if len(running) > 5 else "")
+                    typer.echo(
+                        f"{len(running)} batch(es) submitted to the provider keep running there "
+                        f"and are billed for what they answer, whether or not the task is resumed "
+                        f"({shown}). The resume polls them and stores their answers (nothing is "
+                        "submitted twice). To stop them, cancel them at the provider (its console, "
+                        "or its batch API's cancel call with the ids above); a resume then stores "
+                        "what they answered before the cancel and asks the rest in new batches "
+                        '(docs/batch.md "Interrupting a batch run")',
+                        err=True,
+                    )
+            raise typer.Exit(ExitCode.INTERRUPTED) from None
 
 
 def _stored_state(options: ScoreOptions, task_id: str) -> tuple[str, int, int] | None:
@@ -681,6 +674,26 @@ def _open_batches(options: ScoreOptions, task_id: str) -> list[str]:
         for j in jobs
         if j.state in ("SUBMITTING", "SUBMITTED")
     ]
+
+
+@contextmanager
+def sigterm_as_ctrl_c() -> Iterator[None]:
+    """While inside: SIGTERM (what CI cancellation and ``kill`` send) is a Ctrl-C, and Ctrl-C
+    is one even when the process started with SIGINT ignored; both handlers are put back on
+    the way out, also after the ``KeyboardInterrupt`` is handled (its advice printed)."""
+    previous = signal.signal(signal.SIGTERM, _as_ctrl_c)
+    # started with SIGINT ignored (`score … &` in a script, some supervisors), asyncio puts no
+    # handler of its own on SIGINT, so SIGTERM's KeyboardInterrupt was raised inside whichever
+    # coroutine ran and printed "Task exception was never retrieved" (~80 lines); with
+    # Python's default handler in place asyncio cancels the run as for Ctrl-C
+    sigint_at_start = signal.getsignal(signal.SIGINT)
+    if sigint_at_start == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, sigint_at_start)
 
 
 def _as_ctrl_c(signum: int, frame: FrameType | None) -> None:

@@ -80,7 +80,9 @@ def last_run(store: Path, suite: str, branch: str) -> dict[str, str]:
     return found
 
 
-def _score(suite: EvalSuite, dataset: Dataset) -> str:
+def _score(
+    suite: EvalSuite, dataset: Dataset, on_start: Callable[[Dataset, str], None] | None
+) -> str:
     from rubric_engine.engine import ScoreOptions, score
 
     judge = suite.judge
@@ -99,7 +101,8 @@ def _score(suite: EvalSuite, dataset: Dataset) -> str:
             ("api_key_env", judge.api_key_env), ("concurrency", judge.concurrency),
         ) if v is not None})  # fmt: skip
         options["judge_params"] = dict(judge.params)
-    return score(ScoreOptions(**options)).task_id
+    started = None if on_start is None else lambda task, _rows: on_start(dataset, task)
+    return score(ScoreOptions(**options), on_start=started).task_id
 
 
 def run_suite(
@@ -107,6 +110,7 @@ def run_suite(
     *,
     branch: str | None = None,
     on_dataset: Callable[[Dataset, str], None] | None = None,
+    on_start: Callable[[Dataset, str], None] | None = None,
 ) -> SuiteResult:
     """Publish the suite's packs, score every dataset, and check everything.
 
@@ -114,6 +118,8 @@ def run_suite(
         branch: the branch this run is on (for the baseline and the history); default
             :func:`current_branch`.
         on_dataset: called with each dataset and its task id once scored.
+        on_start: called with each dataset and its task id once the task is stored, before
+            its rows are judged (what an interrupted run names).
 
     Raises:
         RubricEvalError: what ``score`` or ``rubric publish`` raise (bad input: exit 2, …), or a
@@ -135,7 +141,7 @@ def run_suite(
     result = SuiteResult(suite.name, {})
     stored: dict[str, tuple[Dataset, StoredTask, Report]] = {}
     for dataset in suite.datasets:
-        task_id = _score(suite, dataset)
+        task_id = _score(suite, dataset, on_start)
         result.tasks[dataset.name] = task_id
         if on_dataset is not None:
             on_dataset(dataset, task_id)
