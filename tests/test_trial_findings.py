@@ -216,3 +216,32 @@ def test_ci_stopped_mid_dataset_names_its_task_and_keeps_it_interrupted(
     assert "Traceback" not in text, text[-3000:]
     with sqlite3.connect(tmp_path / "s.sqlite") as db:
         assert db.execute("SELECT state FROM tasks").fetchone() == ("INTERRUPTED",)
+
+
+def test_a_message_without_content_is_refused_naming_the_keys_it_has(tmp_path: Path) -> None:
+    # {"role": "assistant", "contnet": "hello"}, a misspelt key, was read as an empty reply:
+    # the judge was sent "(empty reply)" and the agent scored for saying nothing
+    from tests.conftest import CASSETTES
+    from tests.test_labels import run
+
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(
+        '{"rowId": "a", "messages": [{"role": "user", "content": "hi"}, '
+        '{"role": "assistant", "contnet": "hello"}]}\n'
+        '{"rowId": "b", "messages": [{"role": "user", "text": "hi"}, '
+        '{"role": "assistant", "content": "hello"}]}\n'
+        '{"rowId": "c", "messages": [{"role": "user", "content": "hi"}, '
+        '{"role": "assistant", "content": ""}, {"role": "assistant", "content": null}]}\n',
+        "utf-8",
+    )
+    pack = RUBRICS / "health_cs.yaml"
+    code, out = run(
+        "score", rows, "--rubric", pack, "--draft", "--cassettes", CASSETTES, "--dry-run"
+    )
+    assert code == 2, out
+    assert (
+        f"{rows}:1: messages[1]: no content: a message needs `content` (text, a list of text "
+        "parts, or null when empty) or `tool_calls`; this one has contnet, role"
+    ) in out
+    assert f"{rows}:2: messages[0]: no content:" in out and "this one has role, text" in out
+    assert f"{rows}:3" not in out  # an empty reply said so is read as one

@@ -112,6 +112,13 @@ def _message(raw: Any, turns: str, i: int) -> dict[str, Any]:
         raise RowShapeError(
             f"{turns}[{i}].role", f"unknown role {role!r}; valid: {', '.join(ROLES)}"
         )
+    if "content" not in raw and not calls:  # a misspelt key read as an empty turn
+        keys = ", ".join(sorted(map(str, raw))[:MAX_KEYS_SHOWN])
+        raise RowShapeError(
+            f"{turns}[{i}]",
+            "no content: a message needs `content` (text, a list of text parts, or null when "
+            f"empty) or `tool_calls`; this one has {keys}",
+        )
     call_id = raw.get("tool_call_id") or raw.get("toolCallId")
     if role == "tool" and call_id is None:
         call_id = raw.get("id")
