@@ -245,3 +245,19 @@ def test_a_message_without_content_is_refused_naming_the_keys_it_has(tmp_path: P
     ) in out
     assert f"{rows}:2: messages[0]: no content:" in out and "this one has role, text" in out
     assert f"{rows}:3" not in out  # an empty reply said so is read as one
+
+
+@pytest.mark.parametrize("given", ["0", "9"])
+def test_export_refuses_a_pass_score_off_the_scale_as_report_does(
+    tmp_path: Path, given: str
+) -> None:
+    # `export --pass-score 9` wrote every scored row as FAIL (0: as PASS) and exited 0, where
+    # `report`, `gate` and `diff` refuse a pass score off the pack's scale
+    from tests.test_labels import run, score_airline
+
+    store, task = score_airline(tmp_path)
+    out = tmp_path / "rows.csv"
+    code, said = run("export", task, "--pass-score", given, "--out", out, "--store", store)
+    assert code == 2, said
+    assert f"pass score {given} is outside the pack's scale 1..5" in said
+    assert not out.exists()

@@ -46,7 +46,7 @@ from rubric_engine.report.outcome import (
     ROUNDED,
     STATUS_FIELD,
     Figures,
-    default_pass_score,
+    checked_pass_score,
     row_outcome,
 )
 from rubric_engine.report.panel_section import PanelCounts
@@ -189,15 +189,7 @@ class ReportAccumulator:
         exact: bool = False,
         storage: Storage | None = None,
     ) -> None:
-        threshold = default_pass_score(rubric) if pass_score is None else pass_score
-        scale = rubric.score_scale
-        if not scale.min <= threshold <= scale.max:
-            from rubric_engine.errors import ConfigurationError
-
-            raise ConfigurationError(
-                f"pass score {threshold} is outside the pack's scale {scale.min}..{scale.max}; "
-                f"choose a value in that range"
-            )
+        threshold = checked_pass_score(rubric, pass_score)
         self.rubric, self.pass_score = rubric, threshold
         self._fig = EXACT if exact else ROUNDED
         self.rows = 0

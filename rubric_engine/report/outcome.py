@@ -37,6 +37,24 @@ def default_pass_score(rubric: EvalRubric) -> int:
     return scale.max - 1 if scale.max - scale.min >= 2 else scale.max
 
 
+def checked_pass_score(rubric: EvalRubric, pass_score: int | None) -> int:
+    """``pass_score`` (the default when ``None``), on the pack's scale.
+
+    Raises:
+        ConfigurationError: a pass score off the scale (every row would pass, or fail).
+    """
+    threshold = default_pass_score(rubric) if pass_score is None else pass_score
+    scale = rubric.score_scale
+    if not scale.min <= threshold <= scale.max:
+        from rubric_engine.errors import ConfigurationError
+
+        raise ConfigurationError(
+            f"pass score {threshold} is outside the pack's scale {scale.min}..{scale.max}; "
+            f"choose a value in that range"
+        )
+    return threshold
+
+
 def row_outcome(result: RowResult, pass_score: int) -> RowOutcome:
     """``JUDGE_ERROR``, ``RED_FLAG``, ``PASS`` or ``FAIL`` (see the module docstring).
 

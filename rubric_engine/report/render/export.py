@@ -34,7 +34,7 @@ from typing import Any, Literal
 
 from rubric_engine.errors import ConfigurationError
 from rubric_engine.formats.csv_cells import text_cell
-from rubric_engine.report.outcome import default_pass_score, row_outcome
+from rubric_engine.report.outcome import checked_pass_score, row_outcome
 from rubric_engine.report.stored import ReportRow, check_row_count, stored_report_rows
 from rubric_engine.results.model import RequirementStatus
 from rubric_engine.rubric.model import EvalRubric
@@ -88,7 +88,7 @@ def export_task(
 
     check_format(fmt)
     record, rubric = task_rubric(store, task_id)
-    score = pass_score if pass_score is not None else default_pass_score(rubric)
+    score = checked_pass_score(rubric, pass_score)
     out.parent.mkdir(parents=True, exist_ok=True)
     fields = metadata_fields(store, record.id)
     columns = [*(LONG_COLUMNS if long else WIDE_COLUMNS), *(f"metadata.{k}" for k in fields)]
