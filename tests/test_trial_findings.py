@@ -261,3 +261,14 @@ def test_export_refuses_a_pass_score_off_the_scale_as_report_does(
     assert code == 2, said
     assert f"pass score {given} is outside the pack's scale 1..5" in said
     assert not out.exists()
+
+
+def test_actions_refuses_pass_score_0_instead_of_taking_the_default(tmp_path: Path) -> None:
+    # `actions TASK --pass-score 0` was read as "not given" (0 is falsy): the ranking used
+    # the default pass score 4 and said so, while the user asked for 0
+    from tests.test_labels import run, score_airline
+
+    store, task = score_airline(tmp_path)
+    code, said = run("actions", task, "--pass-score", "0", "--store", store)
+    assert code == 2, said
+    assert "pass score 0 is outside the pack's scale 1..5" in said

@@ -11,7 +11,7 @@ from rubric_engine.actions.clusters import LowRows, action_items, states
 from rubric_engine.actions.failures import explanation_clusters
 from rubric_engine.actions.model import ActionItem, ActionsReport, EvidenceTurn, Unexplained
 from rubric_engine.errors import ConfigurationError
-from rubric_engine.report.outcome import default_pass_score
+from rubric_engine.report.outcome import checked_pass_score
 from rubric_engine.rubric.model import EvalRubric
 from rubric_engine.store.location import StoreLocation
 
@@ -38,12 +38,7 @@ def _read_task(
     task_id = resolve_in_store(store, task_ref)
     record = store.task(task_id)
     rubric = verified_snapshot(record.rubric_snapshot, record.rubric_hash, f"task {task_id}")
-    pass_score = options.pass_score or default_pass_score(rubric)
-    scale = rubric.score_scale
-    if not scale.min <= pass_score <= scale.max:
-        raise ConfigurationError(
-            f"--pass-score {pass_score} is outside task {task_id}'s scale {scale.min}..{scale.max}"
-        )
+    pass_score = checked_pass_score(rubric, options.pass_score)
     low = LowRows(rubric, pass_score, options.by, options.owner_field)
     fields: set[str] = set()
     count = 0
