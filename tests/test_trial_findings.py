@@ -272,3 +272,21 @@ def test_actions_refuses_pass_score_0_instead_of_taking_the_default(tmp_path: Pa
     code, said = run("actions", task, "--pass-score", "0", "--store", store)
     assert code == 2, said
     assert "pass score 0 is outside the pack's scale 1..5" in said
+
+
+def test_an_account_named_like_another_but_for_case_is_refused(tmp_path: Path) -> None:
+    # `reviewers add Alice` beside an account alice made a second account: their labels
+    # count as two reviewers (docs/calibration.md refuses "Bob" beside "bob" in label files)
+    from rubric_engine.review.accounts import accounts
+    from rubric_engine.store.task_store import TaskStore
+    from tests.test_labels import run
+
+    store = tmp_path / "s.sqlite"
+    assert run("rubric", "publish", RUBRICS / "health_cs.yaml", "--store", store)[0] == 0
+    assert run("reviewers", "add", "alice", "--store", store)[0] == 0
+    code, said = run("reviewers", "add", "Alice", "--role", "lead", "--store", store)
+    assert code == 2, said
+    assert "reviewer name 'Alice' differs only by case from the account 'alice'" in said
+    assert "`rubric-eval reviewers link alice`" in said
+    with TaskStore(store) as opened:
+        assert [a.name for a in accounts(opened.backend)] == ["alice"]

@@ -153,13 +153,25 @@ def add_reviewer(
         The account and its one-time sign-in token (stored only as a hash: show it once).
 
     Raises:
-        InputError: a bad name; ConfigurationError: a bad role, or the account exists and is
-            active (``reviewers link NAME`` gives it a new token).
+        InputError: a bad name, or one that differs only by case from an account's;
+            ConfigurationError: a bad role, or the account exists and is active
+            (``reviewers link NAME`` gives it a new token).
     """
     check_name(name)
     checked = check_role(role)
     with db.exclusive("reviewers"):
         found = account(db, name)
+        twin = next(
+            (a for a in accounts(db) if a.name != name and a.name.casefold() == name.casefold()),
+            None,
+        )
+        if found is None and twin is not None:  # two spellings: two reviewers in calibration
+            raise InputError(
+                f"reviewer name {name!r} differs only by case from the account {twin.name!r}: "
+                "their labels would count as two reviewers; if they are one person, use "
+                f"{twin.name!r} (`rubric-eval reviewers link {twin.name}` prints a new sign-in "
+                "link), else give each a name that differs by more than case"
+            )
         if found is not None and found.active:
             raise ConfigurationError(
                 f"reviewer {name} exists ({found.role}); `rubric-eval reviewers link {name}` "
