@@ -290,3 +290,29 @@ def test_an_account_named_like_another_but_for_case_is_refused(tmp_path: Path) -
     assert "`rubric-eval reviewers link alice`" in said
     with TaskStore(store) as opened:
         assert [a.name for a in accounts(opened.backend)] == ["alice"]
+
+
+def test_a_sharegpt_turn_without_value_is_refused_naming_the_keys_it_has(tmp_path: Path) -> None:
+    # {"from": "gpt", "vaule": "hello"} was read as an empty reply, as a message without
+    # `content` was
+    from tests.conftest import CASSETTES
+    from tests.test_labels import run
+
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(
+        '{"rowId": "s1", "conversations": [{"from": "human", "value": "hi"}, '
+        '{"from": "gpt", "vaule": "hello"}]}\n'
+        '{"rowId": "s2", "conversations": [{"from": "human", "value": "hi"}, '
+        '{"from": "gpt", "value": ""}]}\n',
+        "utf-8",
+    )
+    pack = RUBRICS / "health_cs.yaml"
+    code, out = run(
+        "score", rows, "--rubric", pack, "--draft", "--cassettes", CASSETTES, "--dry-run"
+    )
+    assert code == 2, out
+    assert (
+        f"{rows}:1: conversations[1]: no value: a ShareGPT turn is {{from, value}}; this one "
+        "has from, vaule"
+    ) in out
+    assert f"{rows}:2" not in out  # an empty reply said so is read as one

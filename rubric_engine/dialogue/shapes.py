@@ -139,6 +139,11 @@ def _message(raw: Any, turns: str, i: int) -> dict[str, Any]:
 def _sharegpt_message(raw: Any, field: str) -> dict[str, Any]:
     if not isinstance(raw, dict) or "from" not in raw:
         raise RowShapeError(field, "a ShareGPT turn is an object {from, value}")
+    if "value" not in raw:  # a misspelt key read as an empty turn
+        keys = ", ".join(sorted(map(str, raw))[:MAX_KEYS_SHOWN])
+        raise RowShapeError(
+            field, f"no value: a ShareGPT turn is {{from, value}}; this one has {keys}"
+        )
     speaker, value = raw["from"], raw.get("value")
     role = _SHAREGPT_ROLES.get(speaker)
     if role is None:
