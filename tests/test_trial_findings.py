@@ -316,3 +316,51 @@ def test_a_sharegpt_turn_without_value_is_refused_naming_the_keys_it_has(tmp_pat
         "has from, vaule"
     ) in out
     assert f"{rows}:2" not in out  # an empty reply said so is read as one
+
+
+def test_labels_import_for_a_task_lists_the_lines_and_the_task_problems_at_once(
+    tmp_path: Path,
+) -> None:
+    # a file with a bad status on one line and an unknown row on another was refused for the
+    # status alone; fixed and run again, it was refused for the row: two rounds for one file
+    # (docs/calibration.md: import "lists every problem with its line")
+    from tests.test_labels import run, score_airline
+
+    store, task = score_airline(tmp_path)
+    path = tmp_path / "l.jsonl"
+    path.write_text(
+        '{"rowId": "airline-3", "requirementId": "COMMON_NO_FABRICATED_INFO", '
+        '"status": "FAILED", "reviewer": "ann"}\n'
+        '{"rowId": "airline-999", "intentKey": "CANCEL_RESERVATION", "reviewer": "ann"}\n',
+        "utf-8",
+    )
+    for command in (
+        ("labels", "import", path, "--task", task),
+        ("calibrate", task, "--labels", path),
+    ):
+        code, out = run(*command, "--store", store)
+        assert code == 2, out
+        assert f"{path}: 2 problem(s), in its lines and against task {task}" in out, out
+        assert f"{path}:1: status: Input should be 'FOLLOWED'" in out, out
+        assert f"{path}:2 (row airline-999): rowId: not a row of task" in out, out
+
+
+def test_labels_import_lists_the_lines_and_the_rubric_problems_at_once(tmp_path: Path) -> None:
+    # without --task too: the lines' problems first, the stored rubric's after a second run
+    from tests.test_labels import run
+
+    store = tmp_path / "s.sqlite"
+    assert run("rubric", "publish", RUBRICS / "health_cs.yaml", "--store", store)[0] == 0
+    path = tmp_path / "l.jsonl"
+    path.write_text(
+        '{"rowId": "r1", "requirementId": "COMMON_BRAND_TERMS", "status": "FAILED", '
+        '"reviewer": "ann", "rubricKey": "health_cs"}\n'
+        '{"rowId": "r2", "requirementId": "NO_SUCH_RULE", "status": "FOLLOWED", '
+        '"reviewer": "ann", "rubricKey": "health_cs"}\n',
+        "utf-8",
+    )
+    code, out = run("labels", "import", path, "--store", store)
+    assert code == 2, out
+    assert f"{path}: 2 problem(s), in its lines and against the stored rubric versions" in out
+    assert f"{path}:1: status: Input should be 'FOLLOWED'" in out, out
+    assert f"{path}:2 (row r2): requirementId: 'NO_SUCH_RULE'" in out, out

@@ -32,7 +32,7 @@ from rubric_engine.calibration.views import (
     view_of_result,
 )
 from rubric_engine.engine.task import samples_of
-from rubric_engine.errors import InputError
+from rubric_engine.errors import InputError, Problem
 from rubric_engine.labels.io import (
     check_against_task,
     read_label_file,
@@ -115,11 +115,13 @@ def calibrate_task(
     if labels_file is not None:
         from rubric_engine.report import load_task
 
-        numbered = read_label_lines(labels_file)
+        own: list[Problem] = []  # the lines' problems, listed with the task's
+        numbered = read_label_lines(labels_file, own)
         given = [lab for _, lab in numbered]
         seen = dialogue_pins(store.backend, record.id, sorted({lab.row_id for lab in given}))
         lines = [line for line, _ in numbered]
-        checked = check_against_task(given, load_task(store, record.id), labels_file, seen, lines)
+        loaded = load_task(store, record.id)
+        checked = check_against_task(given, loaded, labels_file, seen, lines, own)
         chosen = [lab for lab in checked if not reviewers or lab.reviewer in reviewers]
         order = [*reviewers, *dict.fromkeys(lab.reviewer for lab in checked)]
         ordered = sorted(chosen, key=lambda lab: lab.row_id)

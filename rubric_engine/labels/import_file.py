@@ -125,6 +125,12 @@ class _Pass:
             self.reviewers.setdefault(lab.rubric_key, {})[lab.reviewer] = None
             if filled is not None and not self.problems and not self.refused:
                 yield filled
+        if self.problems and self.refused:  # one run names them all
+            raise InputError(
+                f"{self.path}: {len(self.problems) + len(self.refused)} problem(s), in its lines "
+                "and against the stored rubric versions; nothing was imported",
+                [*self.problems, *self.refused],
+            )
         refuse_problems(self.path, self.problems, any_label=read)
         if self.unpinned:
             raise ConfigurationError(

@@ -182,12 +182,21 @@ def read_label_file(path: Path) -> list[Label]:
     return [label for _, label in read_label_lines(path)]
 
 
-def read_label_lines(path: Path) -> list[tuple[int, Label]]:
+def read_label_lines(path: Path, problems: list[Problem] | None = None) -> list[tuple[int, Label]]:
     """:func:`read_label_file`'s labels, each with its line (a JSON array's item number), so
-    a later check can name ``FILE:LINE`` as the file's own problems are named."""
-    problems: list[Problem] = []
-    numbered = list(label_stream(path, problems))
-    refuse_problems(path, problems, any_label=bool(numbered))
+    a later check can name ``FILE:LINE`` as the file's own problems are named.
+
+    Args:
+        problems: when given, the lines' problems are added to it instead of raised, and the
+            valid labels returned, so that a later check (:func:`check_against_task`) lists
+            them with its own; a file with no label at all is still refused.
+    """
+    own: list[Problem] = []
+    numbered = list(label_stream(path, own))
+    if problems is None or not (numbered or own):
+        refuse_problems(path, own, any_label=bool(numbered))
+    else:
+        problems += own
     return numbered
 
 
@@ -430,6 +439,7 @@ def check_against_task(
     path: Path,
     dialogues: Mapping[str, str] | None = None,
     lines: Sequence[int] | None = None,
+    earlier: Sequence[Problem] = (),
 ) -> list[Label]:
     """Check labels against a stored task and fill in its rubric, task id and pins
     (:mod:`rubric_engine.labels.pins`).
@@ -437,6 +447,8 @@ def check_against_task(
     Args:
         lines: each label's line in ``path`` (:func:`read_label_lines`): a problem is named
             ``FILE:LINE``; without them, by the label's count in ``labels``.
+        earlier: the problems of the file's own lines (:func:`read_label_lines` with
+            ``problems``), listed first with the task's: one run names them all.
         dialogues: rowId → the dialogue pin of the task's row
             (:func:`rubric_engine.labels.store.dialogue_pins`): each label is pinned to its
             row's dialogue, and a label that names another (made on another task's dialogue
@@ -584,10 +596,14 @@ def check_against_task(
             }
         )
         out.append(pin_label(filled, pins))
+    if earlier:
+        where = f", in its lines and against task {record.id}" if problems else ""
+        problems = [*earlier, *problems]
+    else:
+        where = f" against task {record.id}"
     if problems:
         raise InputError(
-            f"{path}: {len(problems)} problem(s) against task {record.id}; nothing was imported",
-            problems,
+            f"{path}: {len(problems)} problem(s){where}; nothing was imported", problems
         )
     return out
 
