@@ -139,3 +139,37 @@ def test_a_flat_line_is_drawn_within_what_the_metric_can_be() -> None:
     assert labels["passRate"] == [1.0, 0.0]  # high, then low
     assert labels["meanScore"] == [3.5, 2.5]
     assert labels["judgeErrors"] == [1.0, 0.0]
+
+
+def test_an_earlier_task_that_fails_its_check_is_left_out_of_the_chart_not_the_report(
+    tmp_path: Path,
+) -> None:
+    """A row edited in an earlier task of the name stops neither the next run's report nor
+    `report`: its HTML page charts the tasks it can read and names the one left out."""
+    import sqlite3
+
+    store = tmp_path / "s.sqlite"
+    with TaskStore(store) as opened:
+        RubricRegistry(opened).publish(RUBRICS / "health_cs.yaml")
+
+    def scored(n: int) -> str:
+        code, out = run("score", CASES / "health_consult_zh.jsonl", "-r", "health_cs",
+                        "--name", "nightly", "--store", store, "--out", tmp_path / f"r{n}",
+                        "--display", "none")  # fmt: skip
+        assert code == 0, out
+        return re.findall(r"task id: (\S+)", out)[0]
+
+    first = scored(0)
+    scored(1)
+    with sqlite3.connect(store) as db:
+        db.execute("UPDATE rows SET final_score = 5 WHERE task_id = ? AND seq = 0", (first,))
+    third = scored(2)
+    page = (tmp_path / "r2" / "report.html").read_text("utf-8")
+    section = page.split('<section id="trend">')[1].split("</section>")[0]
+    assert section.count("<svg") == 2  # the second and third tasks, charted
+    assert f"Left out of the trend: task {first}: " in section and "digest" in section
+    code, out = run("report", third, "--store", store, "--out", tmp_path / "again")
+    assert code == 0, out
+    assert (tmp_path / "again" / "report.html").read_text("utf-8") == page
+    code, out = run("report", first, "--store", store, "--out", tmp_path / "edited")
+    assert code == 3 and first in out  # the edited task itself is still refused

@@ -434,9 +434,15 @@ def html_report_chunks(
         picked, total = worst.rows(), task.stored_rows
     dialogues = store.dialogues(task.record.id, [r.row_id for r in picked])
     pairs = [(r, dialogues.get(r.row_id, {})) for r in picked]
-    trend = name_trend_svgs(store, task.record, report)
+    trend, left_out = name_trend_svgs(store, task.record, report)
     return html_chunks(
-        report, task.rubric, pairs, total_rows=total, review_url=review_url, trend_svgs=trend
+        report,
+        task.rubric,
+        pairs,
+        total_rows=total,
+        review_url=review_url,
+        trend_svgs=trend,
+        trend_left_out=left_out,
     )
 
 
@@ -444,25 +450,35 @@ def html_report_chunks(
 TREND_TASKS = 9
 
 
-def name_trend_svgs(store: TaskStore, record: TaskRecord, report: Report) -> tuple[str, ...]:
+def name_trend_svgs(
+    store: TaskStore, record: TaskRecord, report: Report
+) -> tuple[tuple[str, ...], list[str]]:
     """Mean score and pass rate of the task's name over its last :data:`TREND_TASKS` earlier
-    tasks and this one, as SVG charts; none for a task without a name or the first of it."""
+    tasks and this one, as SVG charts (none for a task without a name or the first of it),
+    and a line for each earlier task left out of them: one whose stored rows cannot be read
+    (a failed digest check, say) is named with the reason, so it cannot stop this task's
+    own report."""
     from rubric_engine.report.render.trend_svg import trend_svg
     from rubric_engine.report.trend import build_trend
     from rubric_engine.store.task_ref import task_name
 
     name = task_name(record.extra)
     if name is None:
-        return ()
+        return (), []
     before = (record.created_at, record.id)
     named = [t for t in store.tasks() if task_name(t.extra) == name]
     earlier = [t for t in named if (t.created_at, t.id) < before][-TREND_TASKS:]
-    if not earlier:
-        return ()
-    tasks = [(t.id, t.id, t.prompt_version, stream_report(store, t.id).report) for t in earlier]
+    tasks, left_out = [], []
+    for t in earlier:
+        try:
+            tasks.append((t.id, t.id, t.prompt_version, stream_report(store, t.id).report))
+        except StoreError as e:
+            left_out.append(f"task {t.id}: {e}")
+    if not tasks:
+        return (), left_out
     tasks.append((record.id, record.id, record.prompt_version, report))
     trend = build_trend(name, tasks, ("meanScore", "passRate"))
-    return tuple(trend_svg(trend, metric) for metric in trend.metrics)
+    return tuple(trend_svg(trend, metric) for metric in trend.metrics), left_out
 
 
 def task_calibration(store: TaskStore, task: TaskRecord) -> CalibrationSection:

@@ -320,12 +320,13 @@ def html_chunks(
     total_rows: int | None = None,
     review_url: str | None = None,
     trend_svgs: tuple[str, ...] = (),
+    trend_left_out: list[str] | None = None,
 ) -> Iterator[str]:
     """:func:`render_html`'s text in the template's own chunks, for writing to a file without
     holding the page: a cluster lists every one of its rowIds, so the page grows with rows.
     ``trend_svgs``: charts of the task's name over its earlier tasks
     (:mod:`rubric_engine.report.render.trend_svg`, text escaped there); none leaves the page
-    as it was."""
+    as it was. ``trend_left_out``: a line for each earlier task the charts leave out."""
     details = row_details(rubric, rows, report.totals.pass_score)
     by_id = {d["rowId"]: d for d in details}
     flags = [
@@ -360,4 +361,5 @@ def html_chunks(
         glossary=GLOSSARY,
         review_url=review_url,
         trend_svgs=[Markup(svg) for svg in trend_svgs],
+        trend_left_out=trend_left_out or [],
     )
