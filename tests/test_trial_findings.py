@@ -218,25 +218,31 @@ def test_ci_stopped_mid_dataset_names_its_task_and_keeps_it_interrupted(
         assert db.execute("SELECT state FROM tasks").fetchone() == ("INTERRUPTED",)
 
 
-def test_a_message_without_content_is_refused_naming_the_keys_it_has(tmp_path: Path) -> None:
-    # {"role": "assistant", "contnet": "hello"}, a misspelt key, was read as an empty reply:
-    # the judge was sent "(empty reply)" and the agent scored for saying nothing
+def _dry_run(tmp_path: Path, lines: str) -> tuple[Path, int, str]:
+    """``score --dry-run`` of ``lines`` as a JSONL file: the file, the exit code, the output."""
     from tests.conftest import CASSETTES
     from tests.test_labels import run
 
     rows = tmp_path / "rows.jsonl"
-    rows.write_text(
+    rows.write_text(lines, "utf-8")
+    pack = RUBRICS / "health_cs.yaml"
+    code, out = run(
+        "score", rows, "--rubric", pack, "--draft", "--cassettes", CASSETTES, "--dry-run"
+    )
+    return rows, code, out
+
+
+def test_a_message_without_content_is_refused_naming_the_keys_it_has(tmp_path: Path) -> None:
+    # {"role": "assistant", "contnet": "hello"}, a misspelt key, was read as an empty reply:
+    # the judge was sent "(empty reply)" and the agent scored for saying nothing
+    rows, code, out = _dry_run(
+        tmp_path,
         '{"rowId": "a", "messages": [{"role": "user", "content": "hi"}, '
         '{"role": "assistant", "contnet": "hello"}]}\n'
         '{"rowId": "b", "messages": [{"role": "user", "text": "hi"}, '
         '{"role": "assistant", "content": "hello"}]}\n'
         '{"rowId": "c", "messages": [{"role": "user", "content": "hi"}, '
         '{"role": "assistant", "content": ""}, {"role": "assistant", "content": null}]}\n',
-        "utf-8",
-    )
-    pack = RUBRICS / "health_cs.yaml"
-    code, out = run(
-        "score", rows, "--rubric", pack, "--draft", "--cassettes", CASSETTES, "--dry-run"
     )
     assert code == 2, out
     assert (
@@ -295,20 +301,12 @@ def test_an_account_named_like_another_but_for_case_is_refused(tmp_path: Path) -
 def test_a_sharegpt_turn_without_value_is_refused_naming_the_keys_it_has(tmp_path: Path) -> None:
     # {"from": "gpt", "vaule": "hello"} was read as an empty reply, as a message without
     # `content` was
-    from tests.conftest import CASSETTES
-    from tests.test_labels import run
-
-    rows = tmp_path / "rows.jsonl"
-    rows.write_text(
+    rows, code, out = _dry_run(
+        tmp_path,
         '{"rowId": "s1", "conversations": [{"from": "human", "value": "hi"}, '
         '{"from": "gpt", "vaule": "hello"}]}\n'
         '{"rowId": "s2", "conversations": [{"from": "human", "value": "hi"}, '
         '{"from": "gpt", "value": ""}]}\n',
-        "utf-8",
-    )
-    pack = RUBRICS / "health_cs.yaml"
-    code, out = run(
-        "score", rows, "--rubric", pack, "--draft", "--cassettes", CASSETTES, "--dry-run"
     )
     assert code == 2, out
     assert (
