@@ -165,6 +165,16 @@ def test_pages_cannot_be_framed_or_sniffed(store: str) -> None:
     assert "httponly" in cookie and "samesite=lax" in cookie
 
 
+def test_an_error_page_does_not_show_where_the_store_is(store: str) -> None:
+    """A task that is not there answers 404 saying so, without the store's path or URL, which
+    is the server's business and not every signed-in reviewer's."""
+    alice = Person(create_app(ServeConfig(store)), store, "alice")
+    for url in ("/tasks/nosuch/report", f"/compare?baseline=nosuch&current={airline(store)}"):
+        page = alice.get(url)
+        assert page.status_code == 404 and "nosuch&#39; not found in the store" in page.text
+        assert store not in page.text and str(ServeConfig(store).store) not in page.text
+
+
 def test_a_sign_in_link_works_once_and_revoking_ends_every_session(
     store: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:

@@ -221,7 +221,9 @@ async def _error_page(request: Request, exc: Exception) -> Response:
     pages: Pages = request.app.state.pages
     status = 404 if isinstance(exc, TaskNotFoundError) else 400
     me = pages.signed_in(request)
-    return pages.render(request, "error.html.j2", me, status=status, message=str(exc))
+    # the store's path or URL is the server's business, not every signed-in reviewer's
+    message = str(exc).replace(str(pages.config.store), "the store")
+    return pages.render(request, "error.html.j2", me, status=status, message=message)
 
 
 def create_app(config: ServeConfig) -> Starlette:
