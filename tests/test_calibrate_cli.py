@@ -252,3 +252,15 @@ def test_perfect_agreement_says_its_kappa_interval_is_a_point_and_why(tmp_path: 
         "calibrate", "--judge-labels", write(tmp_path / "j.jsonl", judge), "--labels", labels
     )
     assert code == 0 and "every pair agrees" not in out, out
+
+
+def test_converting_a_folder_or_a_missing_file_says_which_it_is(tmp_path: Path) -> None:
+    code, out = run("labels", "convert", "tau2", tmp_path, "--out", tmp_path / "out")
+    assert code == 2 and f"{tmp_path} is a folder; give the results file inside it" in out
+    missing = tmp_path / "results.json"
+    code, out = run("labels", "convert", "tau2", missing, "--out", tmp_path / "out")
+    assert code == 2 and "cannot read it (No such file or directory)" in out, out
+    assert "as JSON" not in out
+    missing.write_text("{not json", "utf-8")
+    code, out = run("labels", "convert", "tau2", missing, "--out", tmp_path / "out")
+    assert code == 2 and "cannot read it as JSON" in out

@@ -117,9 +117,15 @@ def llm_rubric_labels(
 
 
 def _load_json(path: Path) -> Any:
+    if path.is_dir():
+        raise InputError(f"{path} is a folder; give the results file inside it (a .json file)")
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read it ({exc.strerror or exc})") from exc
+    try:
+        return json.loads(text)
+    except ValueError as exc:
         raise InputError(f"{path}: cannot read it as JSON ({exc})") from exc
 
 
