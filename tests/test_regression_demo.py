@@ -147,6 +147,7 @@ def test_unknown_metric_is_an_error_listing_the_valid_names(demo: tuple[Path, st
     code, out = run("gate", base, "--store", store, "-t", "passrate>=0.9")
     assert code == 2
     assert "unknown metric 'passrate'" in out and "passRate" in out and "redFlags.<TYPE>" in out
+    assert "(did you mean passRate?)" in out
     code, out = run("gate", base, "--store", store, "-t", "redFlags.BACKEND==0")
     assert code == 2 and "BACKEND_EXPOSURE" in out and "COMPETITOR_MENTION" in out
     code, out = run("gate", base, "--store", store, "-t", "passRate=>0.9")
@@ -270,3 +271,19 @@ def test_gate_decides_on_exact_values_not_rounded_ones(demo: tuple[Path, str, st
     limit = just_above or f"{round(exact, 4):.4f}"
     code, out = run("gate", base, "--store", store, "-t", f"passRate>={limit}")
     assert (code == 7) == (exact < float(limit)), out
+
+
+@pytest.mark.parametrize(
+    ("given", "meant"),
+    [("meanscore", "meanScore"), ("redflags.CARD_VIOLATION", "redFlags.CARD_VIOLATION"),
+     ("passRat", "passRate"), ("Stability.kappa", "stability.kappa"), ("zzz", None)],
+)  # fmt: skip
+def test_an_unknown_metric_names_the_one_most_likely_meant(given: str, meant: str | None) -> None:
+    from rubric_engine.errors import ConfigurationError
+    from rubric_engine.report.gate import parse_threshold
+
+    with pytest.raises(ConfigurationError) as refused:
+        parse_threshold(f"{given}>=0.5")
+    assert ("did you mean" in str(refused.value)) is (meant is not None)
+    if meant:
+        assert f"(did you mean {meant}?)" in str(refused.value)

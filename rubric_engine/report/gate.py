@@ -13,6 +13,7 @@ a limit from 0 to 1. Pure: :func:`evaluate_gate` reads an already built report a
 
 from __future__ import annotations
 
+import difflib
 import operator
 import re
 from collections.abc import Callable, Sequence
@@ -95,6 +96,22 @@ class GateResult:
         return f"rubric-eval gate {self.task_id}"
 
 
+def nearest_metric(name: str) -> str | None:
+    """The metric ``name`` was most likely meant to be: the same name in other letter case
+    (``passrate``: ``passRate``; ``redflags.X``: ``redFlags.X``), else the closest name."""
+    names = metric_names()
+    head, dot, rest = name.partition(".")
+    for known in names:
+        known_head, known_dot, _ = known.partition(".")
+        if known_head.lower() == head.lower() and bool(known_dot) == bool(dot):
+            if not dot and known != name:
+                return known
+            if dot and known_head != head:
+                return f"{known_head}.{rest}"
+    close = difflib.get_close_matches(name, names, n=1)
+    return close[0] if close else None
+
+
 def parse_threshold(text: str) -> Threshold:
     """Parse ``METRIC OP NUMBER``.
 
@@ -111,8 +128,10 @@ def parse_threshold(text: str) -> Threshold:
     name, op, limit = found.group(1), found.group(2), float(found.group(3))
     known = find_metric(name)
     if known is None:
+        nearest = nearest_metric(name)
+        hint = f" (did you mean {nearest}?)" if nearest else ""
         raise ConfigurationError(
-            f"--threshold {text!r}: unknown metric {name!r}; valid metrics: "
+            f"--threshold {text!r}: unknown metric {name!r}{hint}; valid metrics: "
             f"{', '.join(metric_names())}"
         )
     metric, param = known
