@@ -113,11 +113,10 @@ def _message(raw: Any, turns: str, i: int) -> dict[str, Any]:
             f"{turns}[{i}].role", f"unknown role {role!r}; valid: {', '.join(ROLES)}"
         )
     if "content" not in raw and not calls:  # a misspelt key read as an empty turn
-        keys = ", ".join(sorted(map(str, raw))[:MAX_KEYS_SHOWN])
         raise RowShapeError(
             f"{turns}[{i}]",
             "no content: a message needs `content` (text, a list of text parts, or null when "
-            f"empty) or `tool_calls`; this one has {keys}",
+            f"empty) or `tool_calls`; this one has {_keys_of(raw)}",
         )
     call_id = raw.get("tool_call_id") or raw.get("toolCallId")
     if role == "tool" and call_id is None:
@@ -140,9 +139,8 @@ def _sharegpt_message(raw: Any, field: str) -> dict[str, Any]:
     if not isinstance(raw, dict) or "from" not in raw:
         raise RowShapeError(field, "a ShareGPT turn is an object {from, value}")
     if "value" not in raw:  # a misspelt key read as an empty turn
-        keys = ", ".join(sorted(map(str, raw))[:MAX_KEYS_SHOWN])
         raise RowShapeError(
-            field, f"no value: a ShareGPT turn is {{from, value}}; this one has {keys}"
+            field, f"no value: a ShareGPT turn is {{from, value}}; this one has {_keys_of(raw)}"
         )
     speaker, value = raw["from"], raw.get("value")
     role = _SHAREGPT_ROLES.get(speaker)
@@ -243,20 +241,24 @@ def _conversation(obj: dict[str, Any]) -> list[dict[str, Any]]:
         ]
     if "messages_display" in obj:
         return _display_messages(obj["messages_display"])
-    keys = ", ".join(sorted(map(str, obj))[:MAX_KEYS_SHOWN]) + (
-        ", …" if len(obj) > MAX_KEYS_SHOWN else ""
-    )
     raise RowShapeError(
         "messages",
         "missing: a row needs `messages` (OpenAI chat format), "
         "`conversations` (ShareGPT), `traj` (tau-bench) or "
-        f"`messages_display` (flattened transcript); this row has {keys or 'no keys'}. "
+        f"`messages_display` (flattened transcript); this row has {_keys_of(obj) or 'no keys'}. "
         'A file in another shape needs converting first: docs/inputs.md "Other shapes"',
     )
 
 
-#: the keys a "messages: missing" problem lists of the row
+#: the keys a problem of a row or turn without its text lists of it
 MAX_KEYS_SHOWN = 12
+
+
+def _keys_of(obj: dict[Any, Any]) -> str:
+    """The keys a row or turn has, sorted, the first :data:`MAX_KEYS_SHOWN` (``…`` for more):
+    what a problem names when the key it needs is not among them."""
+    more = ", …" if len(obj) > MAX_KEYS_SHOWN else ""
+    return ", ".join(sorted(map(str, obj))[:MAX_KEYS_SHOWN]) + more
 
 
 def row_from_object(obj: Any, default_id: str) -> DialogueRow:
