@@ -11,6 +11,7 @@ import typer
 
 from rubric_engine import DEFAULT_STORE
 from rubric_engine.cli._app import HELP_MARKUP, StoreOpt, _guard, _require_store, app
+from rubric_engine.errors import ExitCode
 
 labels_app = typer.Typer(
     help="Human labels per requirement: import, export, convert published label sets.",
@@ -75,7 +76,7 @@ def labels_import(
                 "at all); run the import again",
                 err=True,
             )
-        raise typer.Exit(130) from None
+        raise typer.Exit(ExitCode.INTERRUPTED) from None
 
 
 def _import_for_task(
