@@ -32,21 +32,11 @@ from rubric_engine.calibration.views import (
     view_of_result,
 )
 from rubric_engine.engine.task import samples_of
-from rubric_engine.errors import InputError, Problem
-from rubric_engine.labels.io import (
-    check_against_task,
-    read_label_file,
-    read_label_lines,
-    unknown_fields,
-)
+from rubric_engine.errors import InputError
+from rubric_engine.labels.io import read_against_task, read_label_file, unknown_fields
 from rubric_engine.labels.model import Label, LabelSource
 from rubric_engine.labels.pins import rubric_pins
-from rubric_engine.labels.store import (
-    PinsByHash,
-    current_labels_by_row,
-    dialogue_pins,
-    reviewer_order,
-)
+from rubric_engine.labels.store import PinsByHash, current_labels_by_row, reviewer_order
 from rubric_engine.rubric.model import EvalRubric
 from rubric_engine.store.task_store import TaskRecord, TaskStore
 
@@ -115,13 +105,7 @@ def calibrate_task(
     if labels_file is not None:
         from rubric_engine.report import load_task
 
-        own: list[Problem] = []  # the lines' problems, listed with the task's
-        numbered = read_label_lines(labels_file, own)
-        given = [lab for _, lab in numbered]
-        seen = dialogue_pins(store.backend, record.id, sorted({lab.row_id for lab in given}))
-        lines = [line for line, _ in numbered]
-        loaded = load_task(store, record.id)
-        checked = check_against_task(given, loaded, labels_file, seen, lines, own)
+        checked = read_against_task(labels_file, load_task(store, record.id), store.backend)
         chosen = [lab for lab in checked if not reviewers or lab.reviewer in reviewers]
         order = [*reviewers, *dict.fromkeys(lab.reviewer for lab in checked)]
         ordered = sorted(chosen, key=lambda lab: lab.row_id)

@@ -84,32 +84,15 @@ def _import_for_task(
 ) -> tuple[int, int, int, list[str]]:
     """``labels import FILE --task TASK``: the labels checked against the task's rows, stored
     and the rows' review state refreshed; (added, superseding, unchanged, unknown fields)."""
-    from rubric_engine.errors import InputError, Problem
-    from rubric_engine.labels.io import (
-        check_against_task,
-        read_label_lines,
-        reviewer_case_problems,
-        unknown_fields,
-    )
-    from rubric_engine.labels.store import (
-        dialogue_pins,
-        labels_transaction,
-        reviewer_order,
-        store_labels,
-    )
+    from rubric_engine.errors import InputError
+    from rubric_engine.labels.io import read_against_task, reviewer_case_problems, unknown_fields
+    from rubric_engine.labels.store import labels_transaction, reviewer_order, store_labels
     from rubric_engine.report import load_task
     from rubric_engine.review.queue_store import refresh_rows
 
-    own: list[Problem] = []  # the lines' problems, listed with the task's
-    numbered = read_label_lines(file, own)
-    labels = [lab for _, lab in numbered]
-    if source is not None:
-        labels = [lab.model_copy(update={"source": source}) for lab in labels]
     loaded = load_task(opened, task)
+    labels = read_against_task(file, loaded, opened.backend, source)
     rows = sorted({lab.row_id for lab in labels})
-    pins = dialogue_pins(opened.backend, loaded.record.id, rows)
-    lines = [line for line, _ in numbered]
-    labels = check_against_task(labels, loaded, file, pins, lines, own)
     key = loaded.record.rubric_key
     stored = reviewer_order(opened.backend, key)
     twins = reviewer_case_problems(file, key, (lab.reviewer for lab in labels), stored)

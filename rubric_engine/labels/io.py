@@ -34,11 +34,13 @@ from rubric_engine.labels.pins import RubricPins, pin_label, rubric_pins
 if TYPE_CHECKING:
     from rubric_engine.report import StoredTask
     from rubric_engine.rubric.model import EvalRubric, ScoreScale
+    from rubric_engine.store.backend import Backend
 
 __all__ = [
     "LABEL_FIELDS",
     "check_against_rubrics",
     "check_against_task",
+    "read_against_task",
     "read_label_file",
     "read_label_lines",
     "render_labels",
@@ -606,6 +608,31 @@ def check_against_task(
             f"{path}: {len(problems)} problem(s){where}; nothing was imported", problems
         )
     return out
+
+
+def read_against_task(
+    path: Path, task: StoredTask, db: Backend, source: str | None = None
+) -> list[Label]:
+    """A label file's labels checked against ``task`` (:func:`check_against_task`), each
+    pinned to the dialogue of the task's row it labels: the file's own problems and the task's
+    are listed in one refusal, each named ``FILE:LINE``.
+
+    Args:
+        source: every label's ``source`` instead of the file's.
+
+    Raises:
+        InputError: as :func:`read_label_lines` and :func:`check_against_task`.
+    """
+    from rubric_engine.labels.store import dialogue_pins
+
+    own: list[Problem] = []  # the lines' problems, listed with the task's
+    numbered = read_label_lines(path, own)
+    labels = [lab for _, lab in numbered]
+    if source is not None:
+        labels = [lab.model_copy(update={"source": source}) for lab in labels]
+    pins = dialogue_pins(db, task.record.id, sorted({lab.row_id for lab in labels}))
+    lines = [line for line, _ in numbered]
+    return check_against_task(labels, task, path, pins, lines, own)
 
 
 def render_labels(labels: Iterable[Label], fmt: str) -> str:
