@@ -336,6 +336,55 @@ def test_store_migrate_in_small_batches_copies_every_row(
             assert copied == (store.parent / name / file).read_text("utf-8"), (name, file)
 
 
+def _schema(path: Path) -> list[tuple[str, str, str]]:
+    import sqlite3
+
+    with sqlite3.connect(path) as db:
+        query = "SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name"
+        return db.execute(query).fetchall()
+
+
+def test_store_migrate_into_sqlite_keeps_every_index(
+    tasks: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    """A SQLite target builds its secondary indexes after a table's rows are in (docs/scale.md):
+    afterwards it has the same tables and indexes as a store the engine made."""
+    store, _ = tasks
+    target = tmp_path / "copy.sqlite"
+    invoke("store", "migrate", "--from", store, "--to", target)
+    assert any(name == "rows_by_seq" for _, name, _ in _schema(target))
+    assert _schema(target) == _schema(store)
+
+
+def test_a_failed_store_migrate_leaves_the_sqlite_target_with_its_indexes(
+    tasks: tuple[Path, dict[str, str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The indexes dropped for the copy come back with the rollback when a copy fails."""
+    from rubric_engine.store import copy
+
+    store, _ = tasks
+    target = tmp_path / "copy.sqlite"
+    TaskStore(target).close()  # an empty store with the engine's schema
+    before = _schema(target)
+    monkeypatch.setattr(copy, "_BATCH", 4)
+    real, calls = copy._select, []
+
+    def failing(db: object, table: str, columns: list[str]):  # type: ignore[no-untyped-def]
+        for n, row in enumerate(real(db, table, columns)):  # type: ignore[arg-type]
+            if table == "rows" and n == 10:
+                calls.append(table)
+                raise StoreError("the source went away")
+            yield row
+
+    monkeypatch.setattr(copy, "_select", failing)
+    result = runner.invoke(app, ["store", "migrate", "--from", str(store), "--to", str(target)])
+    assert result.exit_code != 0 and "the source went away" in result.output, result.output
+    assert calls == ["rows"]
+    assert _schema(target) == before
+    with TaskStore(target) as opened:
+        assert opened.backend.execute("SELECT COUNT(*) FROM rows").fetchone()[0] == 0
+
+
 def test_store_migrate_from_postgresql_in_small_batches(
     tasks: tuple[Path, dict[str, str]], tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

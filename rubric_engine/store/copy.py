@@ -6,6 +6,10 @@ rubric versions, work items, and any other table both stores know (e.g. review `
 column by column, JSON text unchanged, so every report rebuilds byte for byte from either
 store. The target is written in one transaction: a failure leaves it as it was.
 
+A SQLite target builds a table's secondary indexes after the table's rows are in (docs/scale.md):
+rows come in primary-key order, so an index sorted otherwise (``rows_by_seq``) would take each
+row on a random page through SQLite's small page cache; building it at the end sorts once.
+
 Conflicts are refused, never overwritten: a task id or a rubric version already in the target
 (a rubric version with the same content hash is the same publication and is skipped).
 """
@@ -88,6 +92,17 @@ def _primary_key(db: Backend, table: str) -> list[str]:
     return [name for (name,) in found]
 
 
+def _secondary_indexes(db: Backend, table: str) -> list[tuple[str, str]]:
+    """The indexes of ``table`` that no key constraint made, as (name, CREATE statement), on a
+    SQLite store; none on PostgreSQL, where dropping an index would hold every reader of the
+    table until the copy commits."""
+    if db.dialect != "sqlite":
+        return []
+    query = "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = ? "
+    query += "AND sql IS NOT NULL ORDER BY name"  # a key's own index has no statement
+    return [(name, sql) for name, sql in db.execute(query, (table,)).fetchall()]
+
+
 def _conflicts(source: Backend, target: Backend) -> tuple[list[str], set[tuple[str, int]]]:
     theirs = {task_id for (task_id,) in target.execute("SELECT id FROM tasks")}
     clash = sorted(t for (t,) in source.execute("SELECT id FROM tasks") if t in theirs)
@@ -145,6 +160,9 @@ def _copy_table(a: Backend, b: Backend, table: str, same: set[tuple[str, int]]) 
     if missing:
         raise StoreError(f"table {table}: the target has no column(s) {', '.join(missing)}")
     sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+    indexes = _secondary_indexes(b, table)
+    for name, _ in indexes:  # rebuilt below, in the same transaction
+        b.execute(f"DROP INDEX {name}")
     count, batch = 0, []
     versioned = table == "rubric_versions"
     key, version = (columns.index("rubric_key"), columns.index("version")) if versioned else (0, 0)
@@ -158,4 +176,6 @@ def _copy_table(a: Backend, b: Backend, table: str, same: set[tuple[str, int]]) 
     if batch:
         b.executemany(sql, batch)
         count += len(batch)
+    for _, create in indexes:
+        b.execute(create)
     return count
