@@ -75,6 +75,7 @@ class Measured:
 
     out: dict[str, Any]
     cpu_s: float  # user + system, seconds
+    sys_s: float  # of which system (the kernel's work for the process: file I/O, page faults)
     wall_s: float
     load_before: str
     load_after: str
@@ -108,6 +109,7 @@ def measured(
     return Measured(
         out=json.loads(lines[-1]),
         cpu_s=usage.ru_utime + usage.ru_stime,
+        sys_s=usage.ru_stime,
         wall_s=wall,
         load_before=before,
         load_after=load(),

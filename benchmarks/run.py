@@ -551,7 +551,7 @@ def cmd_data(ns: argparse.Namespace) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="benchmarks/run.py", description=__doc__.split("\n\n")[0])
-    # _child, _client, _cli: internal
+    # _child, _client, _cli, _write: internal
     shown = "{replay,startup,live,throughput,tokens,peer,data,pages,scale}"
     sub = parser.add_subparsers(dest="command", required=True, metavar=shown)
 
@@ -625,6 +625,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     p = sub.add_parser("_cli")
     p.add_argument("argv", nargs=argparse.REMAINDER)
     p.set_defaults(func=lambda ns: scale.run_cli_child(ns.argv))
+
+    p = sub.add_parser("_write")
+    p.add_argument("megabytes", type=float)
+    p.add_argument("path", type=Path)
+    p.set_defaults(func=lambda ns: scale.run_write_child(ns.megabytes, ns.path))
 
     p = sub.add_parser("_child")
     for name in ("--work", "--rows", "--rubric", "--mode", "--model"):

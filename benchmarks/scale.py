@@ -18,7 +18,11 @@ score A (replay, the pack published in the store) · report · export csv, parqu
 csv --long · labels import (N/10 labels, naming the published pack: ``--task`` would load the
 whole task to check them) · calibrate A · labels export · score B · diff md (B against A) ·
 batch export (every row's request) · batch import (an answer for each, task C) · store
-migrate (the batch store into a new file).
+migrate (the batch store into a new file) · write-floor: no engine code, a process that writes
+as many bytes as migrate did, 32 KB at a time, into a new file. At a million rows a step moves
+gigabytes through the page cache, and the kernel's time per byte written grows with the file on
+a machine whose RAM is a few times that (benchmarks/RESULTS.md §11): the floor shows that growth
+beside the steps, and the tables split each step's CPU into user and system time.
 
 The table prints CPU-s, wall, peak RSS and output size per step with the load average; with
 two or more sizes a second table compares each step's peak and CPU per row with the first
@@ -411,18 +415,48 @@ def run_steps(data: ScaleData, run: Path, wanted: set[str]) -> list[dict[str, An
         if step.growth:
             output += store_mb(step.growth) - before
         figures.append({
-            "step": step.name, "rows": data.count, "cpu_s": got.cpu_s, "wall_s": got.wall_s,
+            "step": step.name, "rows": data.count, "cpu_s": got.cpu_s, "sys_s": got.sys_s,
+            "wall_s": got.wall_s,
             "peak_mb": got.out["peak_mb"], "output_mb": output,
             "load_before": got.load_before, "load_after": got.load_after,
         })  # fmt: skip
         print(
-            f"  {data.count} {step.name}: {got.cpu_s:.1f} CPU-s, {got.wall_s:.1f} s, "
+            f"  {data.count} {step.name}: {got.cpu_s:.1f} CPU-s ({got.sys_s:.1f} system), "
+            f"{got.wall_s:.1f} s, "
             f"{got.out['peak_mb']:.0f} MB peak, {output:.1f} MB out, load {got.load_after}",
             flush=True,
         )
+        if step.name == "migrate":
+            figures.append(write_floor(run, data.count, output))
         for done in DONE_WITH.get(step.name, ()):  # a million rows' files run to tens of GB
             _remove(run / done)
     return figures
+
+
+def write_floor(run: Path, count: int, megabytes: float) -> dict[str, Any]:
+    """The write-floor step: a child writing ``megabytes`` into a new file, measured as a step."""
+    floor = run / "write-floor.bin"
+    got = measured(run_py("_write", str(megabytes), str(floor)))
+    _remove(floor)
+    print(f"  {count} write-floor: {got.cpu_s:.1f} CPU-s ({got.sys_s:.1f} system), "
+          f"{got.wall_s:.1f} s, {megabytes:.1f} MB written", flush=True)  # fmt: skip
+    return {
+        "step": "write-floor", "rows": count, "cpu_s": got.cpu_s, "sys_s": got.sys_s,
+        "wall_s": got.wall_s, "peak_mb": got.out["peak_mb"], "output_mb": megabytes,
+        "load_before": got.load_before, "load_after": got.load_after,
+    }  # fmt: skip
+
+
+def run_write_child(megabytes: float, path: Path) -> None:
+    """Write ``megabytes`` of zeros into ``path``, 32 KB at a time (SQLite's page size for a
+    new store); print this process's peak memory as the last JSON line."""
+    block = bytes(32 * 1024)
+    with path.open("wb") as out:
+        for _ in range(int(megabytes * 1e6) // len(block)):
+            out.write(block)
+    status = Path("/proc/self/status").read_text().splitlines()
+    peak = next(int(s.split()[1]) for s in status if s.startswith("VmHWM:")) / 1024
+    print(json.dumps({"exit": 0, "peak_mb": peak}), flush=True)
 
 
 #: what each step leaves that no later step reads, removed once it is measured
@@ -471,22 +505,29 @@ def cmd_scale(ns: argparse.Namespace) -> None:
             if f["rows"] == base["rows"]:
                 continue
             per_row = (f["cpu_s"] / f["rows"]) / (base["cpu_s"] / base["rows"])
+            user = ((f["cpu_s"] - f["sys_s"]) / f["rows"]) / (
+                (base["cpu_s"] - base["sys_s"]) / base["rows"]
+            )
+            system = (f["sys_s"] / f["rows"]) / max(base["sys_s"] / base["rows"], 1e-9)
             compared.append([f["step"], f["rows"], base["rows"], f["peak_mb"],
-                             f["peak_mb"] / base["peak_mb"], per_row])  # fmt: skip
+                             f["peak_mb"] / base["peak_mb"], per_row, user, system])  # fmt: skip
         print()
         print(table(COMPARED, compared))
         print(f"\ntargets: peak ≤ 300 MB, peak ratio ≤ 1.3, CPU/row ratio ≤ 1.2 (vs {ns.rows[0]}).")
 
 
-KEYS = ("step", "rows", "cpu_s", "wall_s", "peak_mb", "output_mb", "load_before", "load_after")
-HEADERS = ["step", "rows", "CPU s", "wall s", "peak MB", "output MB", "load before", "load after",
-           "CPU ms/row"]  # fmt: skip
-COMPARED = ["step", "rows", "vs rows", "peak MB", "peak ratio", "CPU/row ratio"]
+KEYS = ("step", "rows", "cpu_s", "sys_s", "wall_s", "peak_mb", "output_mb", "load_before",
+        "load_after")  # fmt: skip
+HEADERS = ["step", "rows", "CPU s", "of which system s", "wall s", "peak MB", "output MB",
+           "load before", "load after", "CPU ms/row"]  # fmt: skip
+COMPARED = ["step", "rows", "vs rows", "peak MB", "peak ratio", "CPU/row ratio", "user/row ratio",
+            "system/row ratio"]  # fmt: skip
 NOTE = (
     "each step is one rubric-eval command in its own process: CPU is the kernel's user+sys "
     "time (wait4), peak is the process's own VmHWM; output is what it wrote (score and "
     "labels import: the store's growth, WAL included, plus the report folder). calibrate "
-    "runs whatever `rubric-eval calibrate` does on this tree."
+    "runs whatever `rubric-eval calibrate` does on this tree. write-floor is no engine code: "
+    "a process writing as many bytes as migrate did, for the kernel's cost of those bytes."
 )
 
 

@@ -94,8 +94,12 @@ def test_scale_benchmark_runs_every_step_on_20_rows() -> None:
     assert [s["step"] for s in steps] == [
         "score", "report", "export-csv", "export-parquet", "export-long", "labels-import",
         "calibrate", "labels-export", "score-b", "diff", "batch-export", "batch-import", "migrate",
+        "write-floor",
     ]  # fmt: skip
     assert all(s["rows"] == "20" and float(s["peak MB"]) > 0 and s["load after"] for s in steps)
+    assert all(0 <= float(s["of which system s"]) <= float(s["CPU s"]) for s in steps)
+    migrated, floor = steps[-2:]
+    assert floor["output MB"] == migrated["output MB"]  # the floor writes what migrate wrote
 
 
 def test_workers_benchmark_runs_one_worker_on_30_rows(pg_cluster: object) -> None:
