@@ -465,7 +465,7 @@ DONE_WITH = {
     "labels-export": ("labels-out.jsonl", "report-a"),
     "diff": ("diff.md", "diff.items.jsonl", "store.sqlite", "store.sqlite-wal",
              "store.sqlite-shm", "reports-a", "reports-b"),
-    "batch-import": ("batch-results.jsonl", "reports-c"),
+    "batch-import": ("batch-requests", "batch-results.jsonl", "reports-c"),
     "migrate": ("migrated.sqlite", "migrated.sqlite-wal", "migrated.sqlite-shm"),
 }  # fmt: skip
 
