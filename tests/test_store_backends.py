@@ -241,6 +241,140 @@ def test_store_migrate_also_copies_postgres_back_into_a_sqlite_file(
     assert read_files(tmp_path / "sqlite") == read_files(tmp_path / "pg")
 
 
+def _labelled_airline_store(store: object, out: Path) -> str:
+    """The airline demo scored into ``store`` and the demo override labels imported on it."""
+    task = score_demo(store, *DEMOS[1], out)
+    labels = CASES / "labels" / "airline_red_line_overrides.jsonl"
+    code, output = run("labels", "import", labels, "--task", task, "--store", store)
+    assert code == 0 and "imported 8 label(s)" in output, output
+    return task
+
+
+def test_store_migrate_into_a_store_with_labels_and_review_events_of_its_own(
+    tmp_path: Path, store_at: str
+) -> None:
+    """A team store that already holds labels and review events takes another store's: their
+    ``seq`` is only the order they were stored in, so the copies are numbered after the
+    target's own (the copy used to stop on "UNIQUE constraint failed: labels.seq" with a
+    traceback), and calibrating the copied task there gives what it gave in its own store."""
+    from rubric_engine.review.rows import _insert_event
+
+    demo = tmp_path / "demo.sqlite"
+    task = _labelled_airline_store(demo, tmp_path / "demo")
+    mine = _labelled_airline_store(store_at, tmp_path / "mine")
+    for where, of in ((demo, task), (store_at, mine)):
+        with TaskStore(where) as opened:
+            _insert_event(opened, of, "airline-3", "settle", "mia", None)
+            opened.backend.commit()
+    code, before = run("calibrate", task, "--no-save", "--store", demo)
+    assert code == 0, before
+    code, out = run("store", "migrate", "--from", demo, "--to", store_at)
+    assert code == 0 and "8 labels" in out and "1 review_events" in out, out
+    code, after = run("calibrate", task, "--no-save", "--store", store_at)
+    assert code == 0 and after == before
+    with TaskStore(store_at) as opened:
+        events = opened.backend.execute(
+            "SELECT seq, task_id FROM review_events ORDER BY seq"
+        ).fetchall()
+        labels = opened.backend.execute("SELECT task_id FROM labels ORDER BY seq").fetchall()
+    assert [tuple(e) for e in events] == [(1, mine), (2, task)]
+    assert [t for (t,) in labels] == [mine] * 8 + [task] * 8  # the target's first, in order
+
+
+def test_store_migrate_names_a_reviewer_account_the_target_has_and_copies_nothing(
+    tmp_path: Path, store_at: str
+) -> None:
+    """Two stores that each made an account of the same name: the copy is refused before
+    anything is written, naming the account (it used to stop inside the copy on "UNIQUE
+    constraint failed: reviewers.name" with a traceback and "a bug in rubric-eval")."""
+    demo = tmp_path / "demo.sqlite"
+    score_demo(demo, *DEMOS[0], tmp_path / "demo")
+    TaskStore(parse_location(store_at)).close()
+    for where in (demo, store_at):
+        for name in ("mia", "noah") if where == demo else ("mia",):
+            code, out = run("reviewers", "add", name, "--store", where)
+            assert code == 0, out
+    code, out = run("store", "migrate", "--from", demo, "--to", store_at)
+    assert code == 3, out
+    assert "nothing was copied" in out and "reviewer account(s) already in the target: mia\n" in out
+    assert "Traceback" not in out
+    with TaskStore(store_at) as opened:
+        assert opened.tasks() == []
+
+
+def test_store_migrate_counts_every_task_already_in_the_target(tmp_path: Path) -> None:
+    """The refusal names ten task ids and says how many there are in all (it listed ten and
+    no more, so a store with 500 clashes read like one with ten), and its advice is one a
+    user can follow: rubric-eval has no command that deletes a task."""
+    demo, target = tmp_path / "demo.sqlite", tmp_path / "target.sqlite"
+    score_demo(demo, *DEMOS[0], tmp_path / "demo")
+    with TaskStore(demo) as opened:
+        cursor = opened.backend.execute("SELECT * FROM tasks")
+        names, (first,) = [d[0] for d in cursor.description], cursor.fetchall()
+        marks = ", ".join("?" * len(names))
+        for n in range(11):
+            values = [f"T{n:02}" if c == "id" else v for c, v in zip(names, first, strict=True)]
+            opened.backend.execute(f"INSERT INTO tasks VALUES ({marks})", values)
+        opened.backend.commit()
+    code, out = run("store", "migrate", "--from", demo, "--to", target)
+    assert code == 0, out
+    code, out = run("store", "migrate", "--from", demo, "--to", target)
+    assert code == 3 and ", T00, T01, T02, T03, T04, T05, T06, T07, T08, … (12 in all)" in out
+    assert "a new SQLite file, or a new PostgreSQL database" in out and "remove" not in out
+
+
+def test_store_migrate_keeps_a_label_the_target_holds_already_and_copies_the_rest(
+    tmp_path: Path, store_at: str
+) -> None:
+    """The same label file (labels naming their rubric, with their times) imported into two
+    stores gives the same labels, ids and all: the copy keeps the target's and copies the
+    others, as it keeps a rubric version with the same content (it used to stop on the
+    label's id with a traceback)."""
+    line = {
+        "rowId": "medgpt-1", "requirementId": "COMMON_BACKEND_EXPOSURE", "status": "VIOLATED",
+        "reviewer": "ann", "rubricKey": "health_cs", "rubricVersion": 1,
+        "time": "2026-01-01T00:00:00Z",
+    }  # fmt: skip
+    both, other = tmp_path / "both.jsonl", tmp_path / "other.jsonl"
+    both.write_text(json.dumps(line) + "\n", encoding="utf-8")
+    other.write_text(json.dumps({**line, "reviewer": "bea"}) + "\n", encoding="utf-8")
+    demo = tmp_path / "demo.sqlite"
+    for where, files in ((demo, (both, other)), (store_at, (both,))):
+        code, out = run("rubric", "publish", RUBRICS / "health_cs.yaml", "--store", where)
+        assert code == 0, out
+        for file in files:
+            code, out = run("labels", "import", file, "--store", where)
+            assert code == 0 and "imported 1 label(s)" in out, out
+    code, out = run("store", "migrate", "--from", demo, "--to", store_at)
+    assert code == 0 and "1 labels" in out, out
+    with TaskStore(store_at) as opened:
+        found = opened.backend.execute("SELECT reviewer FROM labels ORDER BY seq").fetchall()
+    assert [r for (r,) in found] == ["ann", "bea"]
+
+
+def test_store_migrate_of_a_row_the_target_refuses_names_the_table_and_copies_nothing(
+    tmp_path: Path, store_at: str
+) -> None:
+    """A row the target's constraints refuse, of a kind not checked before the copy (here a
+    calibration id that both stores hold), stops the copy with its table and the database's
+    words and nothing written, instead of a traceback and "a bug in rubric-eval"."""
+    demo = tmp_path / "demo.sqlite"
+    score_demo(demo, *DEMOS[0], tmp_path / "demo")
+    TaskStore(parse_location(store_at)).close()
+    for where in (demo, store_at):
+        with TaskStore(parse_location(str(where))) as opened:
+            opened.backend.execute(
+                "INSERT INTO calibrations VALUES ('C1', 't', 'T', 'k', 1, 'h', 'p', 'ph', 'm', "
+                "'{}', '[]', '{}', '{}')"
+            )
+            opened.backend.commit()
+    code, out = run("store", "migrate", "--from", demo, "--to", store_at)
+    assert code == 3, out
+    assert "nothing was copied" in out and "table calibrations:" in out and "Traceback" not in out
+    with TaskStore(store_at) as opened:
+        assert opened.tasks() == []
+
+
 @pytest.mark.parametrize("command", ["score", "report", "publish"])
 def test_a_folder_given_as_store_is_named_as_a_folder_with_a_file_to_use(
     tmp_path: Path, command: str

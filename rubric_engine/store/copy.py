@@ -11,7 +11,8 @@ rows come in primary-key order, so an index sorted otherwise (``rows_by_seq``) w
 row on a random page through SQLite's small page cache; building it at the end sorts once.
 
 Conflicts are refused, never overwritten: a task id or a rubric version already in the target
-(a rubric version with the same content hash is the same publication and is skipped).
+(a rubric version with the same content hash is the same publication and is skipped). Labels and
+review events, numbered in the order they were stored, are numbered after the target's own.
 """
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ _BATCH = 500
 #: tables copied in the order their rows were stored rather than by primary key: a label that
 #: supersedes another names it (a foreign key), so the older one must be there first
 _STORED_ORDER = {"labels": ["seq"]}
+#: a column that only numbers a table's rows in the order they were stored (each store counts
+#: from 1): the copies are numbered after the target's own, in their order, so a store that
+#: already holds labels or review events of its own takes another store's
+_RENUMBERED = {"labels": "seq", "review_events": "seq"}
 
 
 @dataclass
@@ -106,7 +111,12 @@ def _secondary_indexes(db: Backend, table: str) -> list[tuple[str, str]]:
 def _conflicts(source: Backend, target: Backend) -> tuple[list[str], set[tuple[str, int]]]:
     theirs = {task_id for (task_id,) in target.execute("SELECT id FROM tasks")}
     clash = sorted(t for (t,) in source.execute("SELECT id FROM tasks") if t in theirs)
-    problems = [f"task(s) already in the target: {', '.join(clash[:10])}"] if clash else []
+    more = f", … ({len(clash)} in all)" if len(clash) > 10 else ""
+    problems = [f"task(s) already in the target: {', '.join(clash[:10])}{more}"] if clash else []
+    accounts = {name for (name,) in target.execute("SELECT name FROM reviewers")}
+    taken = sorted(n for (n,) in source.execute("SELECT name FROM reviewers") if n in accounts)
+    if taken:  # an account is a person's sign-in: two stores' accounts are not merged
+        problems.append(f"reviewer account(s) already in the target: {', '.join(taken)}")
     query = "SELECT rubric_key, version, content_hash FROM rubric_versions"
     there = {(k, int(v)): h for k, v, h in target.execute(query)}
     same: set[tuple[str, int]] = set()
@@ -144,7 +154,8 @@ def copy_store(source: StoreLocation, target: StoreLocation) -> CopySummary:
             raise StoreError(
                 f"cannot copy {source} into {target}; nothing was copied:\n  - "
                 + "\n  - ".join(problems)
-                + "\nCopy into an empty store, or remove the conflicting entries first"
+                + "\nCopy into an empty store: a new SQLite file, or a new PostgreSQL database "
+                "(`createdb NAME`); rubric-eval deletes nothing from a store"
             )
         summary.skipped_versions = sorted(f"{k}@{v}" for k, v in same)
         with b.exclusive("rubric-eval store migrate"):
@@ -166,16 +177,50 @@ def _copy_table(a: Backend, b: Backend, table: str, same: set[tuple[str, int]]) 
     count, batch = 0, []
     versioned = table == "rubric_versions"
     key, version = (columns.index("rubric_key"), columns.index("version")) if versioned else (0, 0)
+    numbered, at, shift = _RENUMBERED.get(table), 0, 0
+    if numbered:  # numbered after the rows the target holds already
+        at = columns.index(numbered)
+        found = b.execute(f"SELECT COALESCE(MAX({numbered}), 0) FROM {table}").fetchone()
+        shift = int(found[0])
     for row in _select(a, table, columns):
         if versioned and (row[key], int(row[version])) in same:
             continue
+        if shift:
+            row = (*row[:at], int(row[at]) + shift, *row[at + 1 :])
         batch.append(row)
         if len(batch) >= _BATCH:
-            b.executemany(sql, batch)
-            count, batch = count + len(batch), []
+            count, batch = count + _insert(b, table, sql, columns, batch), []
     if batch:
-        b.executemany(sql, batch)
-        count += len(batch)
+        count += _insert(b, table, sql, columns, batch)
     for _, create in indexes:
         b.execute(create)
     return count
+
+
+def _insert(b: Backend, table: str, sql: str, columns: list[str], batch: list[Any]) -> int:
+    """Insert ``batch`` into ``table`` of the target; the number inserted.
+
+    A label whose id the target holds is left out: its id is the hash of its content, so it
+    is the same label (as a rubric version with the same content hash is the same publication).
+
+    Raises:
+        StoreError: the target's constraints refuse a row (the transaction is rolled back).
+    """
+    if table == "labels":
+        at = columns.index("label_id")
+        marks = ", ".join("?" * len(batch))
+        query = f"SELECT label_id FROM labels WHERE label_id IN ({marks})"
+        there = {found for (found,) in b.execute(query, [row[at] for row in batch])}
+        batch = [row for row in batch if row[at] not in there]
+    if not batch:
+        return 0
+    try:
+        b.executemany(sql, batch)
+    except Exception as exc:  # sqlite3's or psycopg's IntegrityError: no common base class
+        if not any(kind.__name__ == "IntegrityError" for kind in type(exc).__mro__):
+            raise
+        raise StoreError(
+            f"nothing was copied: table {table}: the target refuses a row ({exc}); "
+            "copy into an empty store"
+        ) from exc
+    return len(batch)
