@@ -302,6 +302,35 @@ def test_store_migrate_names_a_reviewer_account_the_target_has_and_copies_nothin
         assert opened.tasks() == []
 
 
+def test_an_interrupted_store_migrate_says_nothing_was_copied(
+    tmp_path: Path, store_at: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C in the middle of the copy: the target's transaction is rolled back and the
+    command says so (it ended with exit 130 and printed nothing), and the same command run
+    again copies everything."""
+    from rubric_engine.store import copy
+
+    demo = tmp_path / "demo.sqlite"
+    score_demo(demo, *DEMOS[0], tmp_path / "demo")
+    real = copy._copy_table
+
+    def interrupted(a: Backend, b: Backend, table: str, same: set[tuple[str, int]]) -> int:
+        count = real(a, b, table, same)
+        if table == "rows":
+            raise KeyboardInterrupt
+        return count
+
+    monkeypatch.setattr(copy, "_copy_table", interrupted)
+    code, out = run("store", "migrate", "--from", demo, "--to", store_at)
+    assert code == 130, out
+    assert f"interrupted: nothing was copied into {parse_location(store_at)}" in out, out
+    with TaskStore(store_at) as opened:
+        assert opened.tasks() == []
+    monkeypatch.setattr(copy, "_copy_table", real)
+    code, out = run("store", "migrate", "--from", demo, "--to", store_at)
+    assert code == 0 and "1 tasks" in out and "26 rows" in out, out
+
+
 def test_store_migrate_counts_every_task_already_in_the_target(tmp_path: Path) -> None:
     """The refusal names ten task ids and says how many there are in all (it listed ten and
     no more, so a store with 500 clashes read like one with ten), and its advice is one a

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from rubric_engine.cli._app import HELP_MARKUP, _guard, _require_store, _store_location, app
+from rubric_engine.errors import ExitCode
 
 store_app = typer.Typer(
     help="Whole-store operations: copy a store into another.",
@@ -47,7 +48,15 @@ def store_migrate(
         from rubric_engine.store.copy import copy_store
 
         _require_store(source)
-        summary = copy_store(source, target)
+        try:
+            summary = copy_store(source, target)
+        except KeyboardInterrupt:  # the copy is one transaction on the target, rolled back
+            typer.echo(
+                f"interrupted: nothing was copied into {target} (a copy is stored whole or not "
+                "at all); run the same command again",
+                err=True,
+            )
+            raise typer.Exit(ExitCode.INTERRUPTED) from None
         copied = ", ".join(f"{n} {table}" for table, n in summary.copied.items())
         typer.echo(f"copied {source} into {target}: {copied}")
         if summary.skipped_versions:
