@@ -154,6 +154,38 @@ def test_a_misspelt_field_is_named_beside_the_problem_it_causes(tmp_path: Path) 
     assert "typo.jsonl:3" not in out and "comment" not in out, out
 
 
+@pytest.mark.parametrize("command", ["import", "calibrate"])
+def test_a_missing_label_file_or_a_folder_is_named_with_the_files_to_pass(
+    tmp_path: Path, command: str
+) -> None:
+    """``labels import FOLDER`` said "cannot read the label file ([Errno 21] Is a directory:
+    ...)"; a missing file "[Errno 2] No such file or directory". Each now says what it is
+    and what to pass, as ``score`` does for its input files."""
+    store, task = score_airline(tmp_path)
+    for path, says in ((tmp_path, "is a folder, not a label file"), (tmp_path / "no.jsonl",
+                        "label file not found")):  # fmt: skip
+        args = ("labels", "import", path, "--task", task) if command == "import" else (
+            "calibrate", task, "--labels", path)  # fmt: skip
+        code, out = run(*args, "--store", store)
+        assert code == 2, out
+        assert f"{path}: {says}; pass a .jsonl, .json or .csv file of labels" in out, out
+        assert "Errno" not in out
+
+
+def test_a_label_line_that_is_not_json_is_placed_in_its_own_line(tmp_path: Path) -> None:
+    """A cut-off JSONL line said "Expecting ',' delimiter: line 2 column 1" (json's count,
+    which took the line's newline for a second line); it now says the column in the file's
+    line and that the line ends early, as the dialogue readers do."""
+    lines = tmp_path / "cut.jsonl"
+    lines.write_text('{"rowId": "airline-5", "score": 2, "reviewer": "mia"\n', "utf-8")
+    code, out = run("labels", "import", lines, "--store", tmp_path / "s.sqlite")
+    assert code == 2, out
+    assert (
+        "cut.jsonl:1: not a valid label line (Expecting ',' delimiter at column 53: the line "
+        "ends before the JSON is complete)" in out
+    ), out
+
+
 def test_json_nested_too_deep_to_read_is_a_problem_not_a_traceback(tmp_path: Path) -> None:
     # json's decoder recurses: 1500 levels raised RecursionError out of `labels import`
     deep = '{"a": ' * 1500 + "1" + "}" * 1500

@@ -26,7 +26,12 @@ from pydantic import ValidationError
 from rubric_engine.dialogue.csv_rows import allow_long_fields, repeated_columns
 from rubric_engine.errors import InputError, Problem, format_loc
 from rubric_engine.formats.csv_cells import plain_cell, text_cell
-from rubric_engine.formats.jsonl import loads_strict, lone_surrogate_in, not_utf8_problem
+from rubric_engine.formats.jsonl import (
+    json_problem,
+    loads_strict,
+    lone_surrogate_in,
+    not_utf8_problem,
+)
 from rubric_engine.labels.file_keys import FileKeys
 from rubric_engine.labels.model import Label
 from rubric_engine.labels.pins import RubricPins, pin_label, rubric_pins
@@ -97,6 +102,9 @@ def _records(path: Path) -> Iterator[tuple[int, Any]]:
     Raises:
         InputError: the file cannot be read, is not UTF-8, or is not valid CSV.
     """
+    choices = "pass a .jsonl, .json or .csv file of labels (docs/calibration.md)"
+    if path.is_dir():
+        raise InputError(f"{path}: is a folder, not a label file; {choices}")
     try:
         with path.open(encoding="utf-8-sig", newline="") as handle:
             if path.suffix.lower() == ".csv":
@@ -109,6 +117,8 @@ def _records(path: Path) -> Iterator[tuple[int, Any]]:
                         yield number, line
     except UnicodeDecodeError as exc:  # its line, as the dialogue readers say it
         raise InputError(not_utf8_problem(path, exc) + "; nothing was imported") from exc
+    except FileNotFoundError as exc:
+        raise InputError(f"{path}: label file not found; {choices}") from exc
     except OSError as exc:
         raise InputError(f"{path}: cannot read the label file ({exc})") from exc
 
@@ -251,7 +261,8 @@ def _label_at(where: str, csv_file: bool, raw: Any, problems: list[Problem]) -> 
         else:  # an item of a JSON array
             data = raw
     except (ValueError, TypeError) as exc:
-        problems.append(Problem(where, "", f"not a valid label line ({exc})"))
+        said = json_problem(exc) if isinstance(exc, json.JSONDecodeError) else str(exc)
+        problems.append(Problem(where, "", f"not a valid label line ({said})"))
         return None
     except RecursionError:  # the decoder recurses: ~1000 levels exhaust it
         problems.append(Problem(where, "", "not a valid label line (it nests too deep)"))
