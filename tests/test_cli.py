@@ -115,6 +115,19 @@ def test_missing_cassette_folder_is_named_before_anything_runs(tmp_path: Path) -
     assert not (tmp_path / "s.sqlite").exists()
 
 
+def test_a_file_given_as_cassette_folder_is_named_as_a_file(tmp_path: Path) -> None:
+    """``--cassettes FILE`` said "cassette folder FILE not found" of a file that is there;
+    it now says it is a file and that --cassettes takes the folder (one cassette file of the
+    shipped folder is the likely slip)."""
+    one = tmp_path / "rows.jsonl"
+    one.write_text("", encoding="utf-8")
+    code, out = score_demo(tmp_path, tmp_path / "s.sqlite", "--cassettes", one)
+    assert code == 2, out
+    assert f"--cassettes {one} is a file, not a folder; pass the folder of cassettes" in out, out
+    assert "not found" not in out
+    assert not (tmp_path / "s.sqlite").exists()
+
+
 def test_changed_model_miss_names_the_difference(tmp_path: Path) -> None:
     code, out = score_demo(tmp_path, tmp_path / "s.sqlite", "--model", "openai/gpt-4.1")
     assert code == 4 and "the model differs (cassette has 'openai/gpt-4o-mini'" in out

@@ -284,8 +284,14 @@ def check_cassette_folder(options: ScoreOptions) -> None:
     """A replay reads its answers from ``options.cassettes``: it must be a folder.
 
     Raises:
-        ConfigurationError: the folder is missing.
+        ConfigurationError: the folder is missing, or is a file.
     """
+    if options.mode == "replay" and options.cassettes.is_file():
+        raise ConfigurationError(
+            f"--cassettes {options.cassettes} is a file, not a folder; pass the folder of "
+            "cassettes (the repository ships `cassettes/`): replay reads every .jsonl file "
+            "under it"
+        )
     if options.mode == "replay" and not options.cassettes.is_dir():
         raise ConfigurationError(
             f"cassette folder {options.cassettes} not found; pass "
