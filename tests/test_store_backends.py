@@ -331,6 +331,18 @@ def test_an_interrupted_store_migrate_says_nothing_was_copied(
     assert code == 0 and "1 tasks" in out and "26 rows" in out, out
 
 
+def test_store_migrate_from_a_store_that_is_not_there_names_from(tmp_path: Path) -> None:
+    """``--from`` a path with no store said "no task store here; pass --store PATH, or start
+    one: rubric-eval rubric publish ...", an option migrate does not have and advice for
+    someone starting out; it now names --from and what it takes, and makes no target."""
+    source, target = tmp_path / "nosuch.sqlite", tmp_path / "target.sqlite"
+    code, out = run("store", "migrate", "--from", source, "--to", target)
+    assert code == 3, out
+    assert f"--from {source}: no task store here, so nothing to copy" in out, out
+    assert "--store" not in out and "publish" not in out
+    assert not target.exists()
+
+
 def test_store_migrate_counts_every_task_already_in_the_target(tmp_path: Path) -> None:
     """The refusal names ten task ids and says how many there are in all (it listed ten and
     no more, so a store with 500 clashes read like one with ten), and its advice is one a

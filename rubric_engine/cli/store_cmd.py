@@ -6,8 +6,8 @@ from typing import Annotated, Any
 
 import typer
 
-from rubric_engine.cli._app import HELP_MARKUP, _guard, _require_store, _store_location, app
-from rubric_engine.errors import ExitCode
+from rubric_engine.cli._app import HELP_MARKUP, _guard, _store_location, app
+from rubric_engine.errors import ExitCode, StoreError
 
 store_app = typer.Typer(
     help="Whole-store operations: copy a store into another.",
@@ -32,7 +32,8 @@ def store_migrate(
         Any,
         typer.Option(
             "--to",
-            help="The store to copy into, e.g. postgresql://user@host/db (made if new).",
+            help="The store to copy into: a SQLite file (made if new) or a postgresql:// URL "
+            "of a database that exists (`createdb NAME`), e.g. postgresql://user@host/db.",
             parser=_store_location,
             metavar="URL|PATH",
         ),
@@ -46,8 +47,14 @@ def store_migrate(
 
     def run() -> None:
         from rubric_engine.store.copy import copy_store
+        from rubric_engine.store.location import store_exists
 
-        _require_store(source)
+        if not store_exists(source):
+            raise StoreError(
+                f"--from {source}: no task store here, so nothing to copy; pass --from the store "
+                "to copy: a SQLite file (the default store is .rubric-eval/store.sqlite) or a "
+                "postgresql:// URL"
+            )
         try:
             summary = copy_store(source, target)
         except KeyboardInterrupt:  # the copy is one transaction on the target, rolled back
