@@ -150,6 +150,31 @@ def test_duplicate_keys_strict_numbers_and_flag_rules(tmp_path: Path) -> None:
     assert "intents[0].requirements: must be a list" in text
 
 
+def test_a_flag_that_is_not_true_or_false_is_one_problem_with_the_choices(tmp_path: Path) -> None:
+    """``critical: yes-please`` said "Input should be a valid boolean (got 'yes-please')" and,
+    for the same requirement, "only a critical requirement raises a red flag; set `critical:
+    true`": one typo read as two problems, the second a wrong fix. Now one problem naming the
+    choices; a requirement that is plainly not critical still gets the red-flag problem."""
+    path = tmp_path / "p.yaml"
+    path.write_text(
+        "key: p\nname: p\nversion: 1\nlanguage: en\n"
+        "commonRequirements:\n"
+        "  - {id: A, category: SAFETY, text: t, critical: yes-please, redFlagType: X}\n"
+        "  - {id: B, category: TONE, text: t, redFlagType: X}\n"
+        "intents: [{key: I, name: i, triggerHints: h}]\n"
+        "redFlags: [{type: X, text: x}]\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(RubricError) as info:
+        load_rubric(path)
+    text = str(info.value)
+    assert (
+        "p.yaml:6: commonRequirements[0].critical: must be true or false (got 'yes-please')" in text
+    ), text
+    assert "commonRequirements[0].redFlagType" not in text
+    assert "commonRequirements[1].redFlagType: only a critical requirement raises" in text
+
+
 @pytest.mark.parametrize(
     ("content", "why"), [("", "the file is empty"), ("- a\n- b\n", "a list, not a mapping")]
 )

@@ -162,7 +162,7 @@ def _requirement_problems(
                 f"{', '.join(declared_flags) or '(declare types under redFlags first)'}",
             )
         )
-    if flag and req.get("critical") is not True:
+    if flag and req.get("critical", False) is False:  # another value is a problem of its own
         problems.append(
             (
                 f"{path}.redFlagType",

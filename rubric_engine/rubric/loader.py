@@ -132,6 +132,8 @@ def _validation_problems(
             message = "required field is missing"
         elif err["type"] in _TYPE_MESSAGES:
             message = _TYPE_MESSAGES[err["type"]]
+        elif err["type"] in ("bool_parsing", "bool_type"):
+            message = f"must be true or false (got {err.get('input')!r})"
         else:
             message = err["msg"]
             if not isinstance(err.get("input"), dict | list):
