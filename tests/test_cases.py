@@ -341,6 +341,22 @@ def test_eval_case_errors_name_the_case_the_field_and_the_choices(
     assert needle in problems[field]
 
 
+def test_a_misspelt_eval_case_field_names_the_field_it_likely_is_and_the_valid_ones(
+    tmp_path: Path,
+) -> None:
+    """``risk_levl: P1`` said "unknown field 'risk_levl'; valid fields here: see docs/cases.md"
+    beside "risk_level: is required": the user had to find the list in the docs and match
+    the two. It now suggests the field and lists the valid ones, as a pack's fields do."""
+    path = tmp_path / "case.yaml"
+    path.write_text(SEED_000_YAML.replace("risk_level: P1", "risk_levl: P1"), encoding="utf-8")
+    with pytest.raises(DatasetError) as info:
+        DialogueSource(path).validate()
+    message = {p.field: p.message for p in info.value.problems}["risk_levl"]
+    assert "unknown field 'risk_levl' (did you mean 'risk_level'?); valid fields here: " in message
+    assert "case_id, case_version, " in message and "messages" in message
+    assert "see docs/cases.md" not in message
+
+
 # -- RAG and agent rows -------------------------------------------------------------------------
 
 

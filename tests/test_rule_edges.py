@@ -170,5 +170,8 @@ def test_case_errors_read_plainly_and_list_the_fields(tmp_path: Path) -> None:
     text = str(info.value)
     assert "requiredEvidenceTools: case x: must list at least 1 entry" in text
     assert "expectedRootCauseKeywords: case y: must be a list" in text
-    assert "unknown field 'allowedVerdict'; valid fields here: id, title" in text
+    assert (
+        "unknown field 'allowedVerdict' (did you mean 'allowedVerdicts'?); valid fields here: "
+        "id, title" in text
+    )
     assert "allowedVerdicts" in text and "Input should be" not in text

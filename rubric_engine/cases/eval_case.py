@@ -195,6 +195,11 @@ class EvalCase(_Case):
         return _canonical(value, Difficulty)
 
 
+def eval_case_fields() -> str:
+    """The top-level fields an eval case may have: the case's own, then the run's."""
+    return ", ".join([*(f.alias or n for n, f in EvalCase.model_fields.items()), *RUN_KEYS])
+
+
 def is_eval_case(obj: Any) -> bool:
     return isinstance(obj, dict) and all(k in obj for k in MARKER_KEYS)
 

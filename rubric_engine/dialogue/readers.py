@@ -24,6 +24,7 @@ line, before any judge call) and then streams rows, so memory stays flat on larg
 from __future__ import annotations
 
 import csv
+import difflib
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -39,7 +40,7 @@ from rubric_engine.cases.diagnosis import (
     is_diagnosis_case,
     load_fixture,
 )
-from rubric_engine.cases.eval_case import is_eval_case
+from rubric_engine.cases.eval_case import eval_case_fields, is_eval_case
 from rubric_engine.cases.rag_agent import is_rag_agent_row
 from rubric_engine.dialogue.csv_rows import csv_objects
 from rubric_engine.dialogue.model import DialogueRow
@@ -150,7 +151,9 @@ def _problem(where: str, case: str, err: Any, top_fields: str | None = None) -> 
             if top_fields and len(loc) == 1
             else "see docs/cases.md"
         )
-        message = f"unknown field {loc[-1]!r}; valid fields here: {valid}"
+        close = difflib.get_close_matches(str(loc[-1]), valid.split(", "), n=1)
+        guess = f" (did you mean {close[0]!r}?)" if close else ""
+        message = f"unknown field {loc[-1]!r}{guess}; valid fields here: {valid}"
     elif err["type"] == "enum":
         message += f" (got {err.get('input')!r})"
     return Problem(where, format_loc(loc), case + message)
@@ -368,7 +371,13 @@ def _parse_objects(
             yield where, [Problem(where, exc.field, f"{_case_name(given)}{exc}")], False
         except ValidationError as exc:
             case = _case_name(given)
-            fields = diagnosis_fields() if is_diagnosis_case(obj) else None
+            fields = (
+                diagnosis_fields()
+                if is_diagnosis_case(obj)
+                else eval_case_fields()
+                if is_eval_case(given)
+                else None
+            )
             problems = [_problem(where, case, err, fields) for err in exc.errors()]
             yield where, problems, False
 
