@@ -432,6 +432,22 @@ def test_calibrate_a_task_against_a_label_file_checks_it_and_stores_no_label(
     assert code == 2 and "not a row of task" in out
 
 
+def test_calibrate_for_a_reviewer_without_labels_names_the_reviewers_who_have_some(
+    tmp_path: Path,
+) -> None:
+    """``calibrate TASK --reviewer nobody`` (a misspelt name) said "no label for the rows of
+    task ... by nobody: import some", as if the task had no labels at all; it now names the
+    reviewers whose labels there are, from the store or from --labels FILE."""
+    store, task = score_airline(tmp_path)
+    labels = CASES / "labels" / "airline_red_line_overrides.jsonl"
+    assert run("labels", "import", labels, "--task", task, "--store", store)[0] == 0
+    for extra in ((), ("--labels", labels)):
+        code, out = run("calibrate", task, "--reviewer", "demo-scenari", *extra, "--store", store)
+        assert code == 2, out
+        assert f"no label for the rows of task {task} by demo-scenari" in out, out
+        assert "reviewers with labels here: demo-scenario" in out, out
+
+
 def test_status_spelling_from_other_tools_is_accepted_and_a_typo_is_not() -> None:
     assert label(status=" violated").status is LabelStatus.VIOLATED
     assert label(status="not applicable").status is LabelStatus.NOT_APPLICABLE

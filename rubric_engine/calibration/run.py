@@ -128,7 +128,8 @@ def calibrate_task(
         store, record, rubric, groups, tally, list(dict.fromkeys(order)), selected, first
     )
     if not tally.labelled:
-        raise InputError(_no_labels(record.id, reviewers, selected.left_out))
+        others = [name for name in dict.fromkeys(order) if name not in reviewers]
+        raise InputError(_no_labels(record.id, reviewers, selected.left_out, others))
     result = tally.result()
     if first is not None:
         result["sampling"] = side_by_side(result, first.result(), sampled)
@@ -163,7 +164,11 @@ def calibrate_task(
     return result
 
 
-def _no_labels(task_id: str, reviewers: Sequence[str], left_out: LeftOut) -> str:
+def _no_labels(
+    task_id: str, reviewers: Sequence[str], left_out: LeftOut, others: Sequence[str] = ()
+) -> str:
+    """Why no label applies, and the fix; ``others``: the reviewers whose labels there are
+    (named when ``reviewers`` chose none of them)."""
     why = (
         f"; {left_out.summary()['labels']} label(s) were left out because what they judged "
         "changed since (pass --include-changed to use them)"
@@ -175,6 +180,8 @@ def _no_labels(task_id: str, reviewers: Sequence[str], left_out: LeftOut) -> str
             f"; {left_out.other_dialogue} label(s) were left out because they were made on a "
             "different dialogue than this task's row of their rowId (label this task's rows)"
         )
+    if reviewers and others:
+        why += f"; reviewers with labels here: {', '.join(others)} (--reviewer takes their names)"
     return (
         f"no label for the rows of task {task_id}"
         + (f" by {', '.join(reviewers)}" if reviewers else "")
