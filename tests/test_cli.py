@@ -6,6 +6,7 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from rubric_engine.cli import app
@@ -113,6 +114,17 @@ def test_missing_cassette_folder_is_named_before_anything_runs(tmp_path: Path) -
     code, out = score_demo(tmp_path, tmp_path / "s.sqlite", "--cassettes", tmp_path / "casettes")
     assert code == 2 and "cassette folder" in out and "not found" in out
     assert not (tmp_path / "s.sqlite").exists()
+
+
+@pytest.mark.parametrize("quiet", ["-q", "--json"])
+def test_a_wrong_display_is_refused_with_quiet_or_json_too(tmp_path: Path, quiet: str) -> None:
+    """``--display foo -q`` scored the whole batch and exited 0 (-q and --json show no display,
+    so the value was never looked at); a wrong value is refused before anything runs, as it
+    is without -q."""
+    code, out = score_demo(tmp_path, tmp_path / "s.sqlite", "--display", "foo", quiet)
+    assert code == 2, out
+    assert "--display 'foo' is not valid; use one of rich, plain, none" in out, out
+    assert not (tmp_path / "s.sqlite").exists() and not (tmp_path / "out").exists()
 
 
 def test_a_file_given_as_cassette_folder_is_named_as_a_file(tmp_path: Path) -> None:

@@ -380,6 +380,7 @@ def score(
             ),
         )
 
+    _guard(lambda: _check_display(display))  # here: -q shows no display, so never reads it
     if dry_run:
         _dry_run(_guard(build))
         return
@@ -403,6 +404,21 @@ def score(
             typer.echo(line)
     if code:
         raise typer.Exit(code)
+
+
+def _check_display(display: str | None) -> None:
+    """Refuse a ``--display`` value other than rich, plain and none before anything runs.
+
+    Raises:
+        ConfigurationError: naming the value and the valid ones.
+    """
+    from rubric_engine.cli.progress import DISPLAYS
+    from rubric_engine.errors import ConfigurationError
+
+    if display is not None and display not in DISPLAYS:
+        raise ConfigurationError(
+            f"--display {display!r} is not valid; use one of rich, plain, none"
+        )
 
 
 def _emit(task_id: str, options: ScoreOptions, emits: tuple[str | None, str | None]) -> list[str]:
