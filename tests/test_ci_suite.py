@@ -148,6 +148,34 @@ datasets:
     assert code == 2 and "no suite file here" in out
 
 
+def test_a_misspelt_threshold_is_named_beside_the_other_problems_of_the_file(
+    tmp_path: Path,
+) -> None:
+    """A suite with a wrong tier and a misspelt threshold metric named the tier alone; the
+    threshold showed only once the tier was fixed and the file run again. Both are named at
+    once now, and the tier's problem says what was written."""
+    path = _suite_file(
+        tmp_path,
+        """name: t
+datasets:
+  - name: a
+    tier: gold
+    inputs: [x.jsonl]
+    rubric: health_cs
+    thresholds: ["passrate>=0.9"]
+tiers:
+  seed: ["judgeErors==0"]
+""",
+    )
+    with pytest.raises(SuiteError) as raised:
+        load_suite(path, environ={})
+    text = str(raised.value)
+    assert f"{path}:4: datasets[0].tier" in text and "(got 'gold')" in text, text
+    assert f"{path}:7: datasets[0].thresholds[0]" in text, text
+    assert "unknown metric 'passrate' (did you mean passRate?)" in text
+    assert f"{path}:9: tiers.seed[0]" in text and "unknown metric 'judgeErors'" in text, text
+
+
 def test_the_exported_schema_is_current_and_validates_the_example() -> None:
     import jsonschema
     import yaml

@@ -121,9 +121,10 @@ def load_suite(path: Path, environ: Mapping[str, str] | None = None) -> EvalSuit
         try:
             suite = EvalSuite.model_validate(data)
         except ValidationError as exc:
-            problems = [_problem(path, lines, tuple(e["loc"]), e["msg"]) for e in exc.errors()]
+            problems = [_problem(path, lines, tuple(e["loc"]), _said(e)) for e in exc.errors()]
+            problems += _threshold_problems(path, lines, data)  # named in the same run
         else:
-            problems = _cross_checks(path, lines, suite)
+            problems = _cross_checks(path, lines, suite) + _threshold_problems(path, lines, data)
             if not problems:
                 return _rebased(suite, path.parent)
     raise SuiteError(f"{path}: {len(problems)} problem(s) in the suite file", problems)
@@ -134,9 +135,42 @@ def _problem(path: Path, lines: Lines, loc: tuple[str | int, ...], message: str)
     return Problem(f"{path}:{line}" if line else str(path), format_loc(loc), message)
 
 
-def _cross_checks(path: Path, lines: Lines, suite: EvalSuite) -> list[Problem]:
+def _said(error: Any) -> str:
+    """pydantic's message for one field, with the value written when it is a plain one."""
+    given = error.get("input")
+    if error["type"] in ("enum", "literal_error") and isinstance(given, str | int | float):
+        return f"{error['msg']} (got {given!r})"
+    return str(error["msg"])
+
+
+def _threshold_problems(path: Path, lines: Lines, data: Any) -> list[Problem]:
+    """Every threshold and slice of the suite (``data`` as read) that does not parse; read from
+    the file's own mapping so that they are named even when other fields are invalid."""
     from rubric_engine.report.gate import parse_threshold
 
+    found: list[tuple[tuple[str | int, ...], Any]] = []
+    datasets = data.get("datasets") if isinstance(data, dict) else None
+    for i, dataset in enumerate(datasets if isinstance(datasets, list) else []):
+        for field in ("thresholds", "slices"):
+            texts = dataset.get(field) if isinstance(dataset, dict) else None
+            if isinstance(texts, list):
+                found += [(("datasets", i, field, j), t) for j, t in enumerate(texts)]
+    tiers = data.get("tiers") if isinstance(data, dict) else None
+    for tier, texts in (tiers if isinstance(tiers, dict) else {}).items():
+        if isinstance(texts, list):
+            found += [(("tiers", str(tier), j), t) for j, t in enumerate(texts)]
+    problems = []
+    for loc, text in found:
+        if not isinstance(text, str):
+            continue  # not text: the suite's own validation names it
+        try:
+            parse_threshold(text)
+        except RubricEvalError as exc:
+            problems.append(_problem(path, lines, loc, str(exc)))
+    return problems
+
+
+def _cross_checks(path: Path, lines: Lines, suite: EvalSuite) -> list[Problem]:
     problems = []
     names = [d.name for d in suite.datasets]
     for i, dataset in enumerate(suite.datasets):
@@ -146,18 +180,6 @@ def _cross_checks(path: Path, lines: Lines, suite: EvalSuite) -> list[Problem]:
             problems.append(
                 _problem(path, lines, ("datasets", i), "needs rubric: KEY (or judge: none)")
             )
-        for field in ("thresholds", "slices"):
-            for j, text in enumerate(getattr(dataset, field) or ()):
-                try:
-                    parse_threshold(text)
-                except RubricEvalError as exc:
-                    problems.append(_problem(path, lines, ("datasets", i, field, j), str(exc)))
-    for tier, texts in suite.tiers.items():
-        for j, text in enumerate(texts):
-            try:
-                parse_threshold(text)
-            except RubricEvalError as exc:
-                problems.append(_problem(path, lines, ("tiers", tier, j), str(exc)))
     unknown = [n for n in (suite.latency.datasets or []) if n not in names] if suite.latency else []
     unknown += [n for n in suite.baseline.tasks if n not in names]
     if unknown:
