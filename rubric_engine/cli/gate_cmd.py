@@ -21,6 +21,7 @@ from rubric_engine.cli._app import (
 
 if TYPE_CHECKING:
     from rubric_engine.report.gate import GateResult
+    from rubric_engine.store.location import StoreLocation
 
 #: report/diff_list.MAX_ITEMS, spelled here so `--help` imports no report model (a test
 #: checks the two agree)
@@ -104,6 +105,13 @@ def diff(
             max_items=max_items or None,
             items_file=every,
         )
+        for side, task_id, where in (
+            ("baseline", built.baseline_task_id, baseline_store or store),
+            ("current", built.current_task_id, store),
+        ):
+            note = _unfinished_note(side, task_id, where)
+            if note:
+                typer.echo(note, err=True)
         if format == "html":
             from rubric_engine.report.render.html import render_diff_html
 
@@ -126,6 +134,25 @@ def diff(
             )
 
     _guard(run)
+
+
+def _unfinished_note(side: str, task_id: str, store: StoreLocation) -> str | None:
+    """A note for a diffed task that has not finished (stopped, interrupted, killed, still
+    running): its rows missing from the diff are rows it never judged, not lost ones."""
+    from rubric_engine.engine.task import resume_command
+    from rubric_engine.store.task_store import TaskStore
+
+    with TaskStore(store) as opened:
+        record = opened.task(task_id)
+        rows = opened.stored_row_count(task_id)
+    if record.state == "COMPLETED" and rows == record.row_count:
+        return None
+    shown = "no result in the current task" if side == "current" else "only in the current task"
+    return (
+        f"note: the {side} task {task_id} is {record.state} with {rows} of {record.row_count} "
+        f"planned row(s); the rows it has not judged show as '{shown}'; "
+        f"finish it first: `{resume_command(task_id, store)}`"
+    )
 
 
 @app.command()
