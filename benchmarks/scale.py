@@ -19,9 +19,9 @@ csv --long · labels import (N/10 labels, naming the published pack: ``--task`` 
 whole task to check them) · calibrate A · labels export · score B · diff md (B against A) ·
 batch export (every row's request) · batch import (an answer for each, task C) · store
 migrate (the batch store into a new file) · write-floor: no engine code, a process that writes
-as many bytes as migrate did, 32 KB at a time, into a new file. At a million rows a step moves
-gigabytes through the page cache, and the kernel's time per byte written grows with the file on
-a machine whose RAM is a few times that (benchmarks/RESULTS.md §11): the floor shows that growth
+as many bytes as migrate did, 32 KB at a time, into a new file. A step that writes gigabytes
+spends much of its CPU in the kernel, and the kernel's time for the same bytes changes with
+what the page cache holds at that moment (benchmarks/RESULTS.md §11): the floor shows that
 beside the steps, and the tables split each step's CPU into user and system time.
 
 The table prints CPU-s, wall, peak RSS and output size per step with the load average; with
