@@ -197,6 +197,17 @@ def _copy_table(a: Backend, b: Backend, table: str, same: set[tuple[str, int]]) 
     return count
 
 
+def _integrity_errors(db: Backend) -> tuple[type[Exception], ...]:
+    """What ``db``'s driver raises for a row its constraints refuse (a key already there)."""
+    if db.dialect == "postgres":
+        import psycopg
+
+        return (psycopg.IntegrityError,)
+    import sqlite3
+
+    return (sqlite3.IntegrityError,)
+
+
 def _insert(b: Backend, table: str, sql: str, columns: list[str], batch: list[Any]) -> int:
     """Insert ``batch`` into ``table`` of the target; the number inserted.
 
@@ -216,9 +227,7 @@ def _insert(b: Backend, table: str, sql: str, columns: list[str], batch: list[An
         return 0
     try:
         b.executemany(sql, batch)
-    except Exception as exc:  # sqlite3's or psycopg's IntegrityError: no common base class
-        if not any(kind.__name__ == "IntegrityError" for kind in type(exc).__mro__):
-            raise
+    except _integrity_errors(b) as exc:
         raise StoreError(
             f"nothing was copied: table {table}: the target refuses a row ({exc}); "
             "copy into an empty store"
