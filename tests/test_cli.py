@@ -279,3 +279,18 @@ def test_gate_on_stability_or_panel_of_a_task_without_says_what_to_do(tmp_path: 
     assert f"task {task} was judged by one judge (docs/panels.md): score it again with --judge" in (
         said
     ), out
+
+
+def test_a_store_that_cannot_be_opened_is_named_for_what_it_is(tmp_path: Path) -> None:
+    """A path where no store file can be made is not called a broken file; a file that is no
+    store is, and the advice names the store options of store migrate too."""
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("not a database\n" * 200, encoding="utf-8")
+    code, out = run("store", "migrate", "--from", a_file, "--to", tmp_path / "t.sqlite")
+    assert code == 3 and "cannot open task store" in out, out
+    assert "move the broken file away" in out and "--from/--to" in out
+    code, out = run("rubric", "publish", RUBRICS / "health_cs.yaml", "--store", tmp_path / "s")
+    assert code == 0, out
+    code, out = run("store", "migrate", "--from", tmp_path / "s", "--to", a_file / "t.sqlite")
+    assert code == 3 and "no store file can be made there" in out, out
+    assert "broken file" not in out

@@ -888,7 +888,12 @@ def _cannot_open(location: StoreLocation, exc: Exception) -> StoreError:
         full = unwritable(location, exc)  # the file is not broken
         if full is not None:
             return full
+        if not location.exists():  # nothing broken: the file cannot be made there
+            return StoreError(
+                f"{location}: cannot open task store ({exc}): no store file can be made there; "
+                "pass a store path in a folder you can write"
+            )
     return StoreError(
-        f"{location}: cannot open task store ({exc}); pass another "
-        "--store path or move the broken file away"
+        f"{location}: cannot open task store ({exc}); pass another store path "
+        "(--store; --from/--to for store migrate) or move the broken file away"
     )
