@@ -362,3 +362,26 @@ def test_labels_import_lists_the_lines_and_the_rubric_problems_at_once(tmp_path:
     assert f"{path}: 2 problem(s), in its lines and against the stored rubric versions" in out
     assert f"{path}:1: status: Input should be 'FOLLOWED'" in out, out
     assert f"{path}:2 (row r2): requirementId: 'NO_SUCH_RULE'" in out, out
+
+
+def test_a_live_run_says_at_once_when_its_judge_server_refuses_connections(
+    tmp_path: Path,
+) -> None:
+    # a wrong --api-base ran silent for over a minute (each row's calls wait for a server
+    # restart) before it stopped; the run still starts, a server may be starting beside it
+    import socket
+
+    from tests.test_labels import run
+
+    with socket.socket() as probe:  # a port nothing listens on once it is closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    code, out = run(
+        "score", CASES / "health_consult_zh.jsonl", "-r", RUBRICS / "health_cs.yaml", "--draft",
+        "--mode", "live", "--api-base", f"http://127.0.0.1:{port}/v1", "--model", "openai/x",
+        "--restart-wait", "1", "--store", tmp_path / "s.sqlite", "--out", tmp_path / "out",
+    )  # fmt: skip
+    assert code != 0, out
+    said = f"judge server not reachable at http://127.0.0.1:{port}/v1 (Connection refused)"
+    assert said in out and "waits up to 1 s for it (--restart-wait)" in out, out
+    assert out.index(said) < out.index("failed to reach the judge")

@@ -63,6 +63,7 @@ from rubric_engine.judge.server_checks import (
     SELF_HOSTED_MARGIN,
     ContextLimitWarning,
     DeliveryCheck,
+    JudgeServerWarning,
     litellm_estimate,
     oversized_rows,
     server_tokenizer,
@@ -196,6 +197,33 @@ def context_limit(options: ScoreOptions) -> int | None:
     return int(limit) if limit else None
 
 
+def warn_unreachable(options: ScoreOptions) -> None:
+    """Before the first call: warn (:class:`JudgeServerWarning`) when the ``--api-base`` server
+    refuses a connection now. The run still starts (a server may be starting beside it) and
+    waits for it as its retries allow, which took over a minute with nothing said."""
+    if not options.api_base or options.mode not in ("live", "record"):
+        return
+    from rubric_engine.judge.server_checks import unreachable
+    from rubric_engine.judge.transport import split_base
+
+    why = unreachable(options.api_base)
+    if why is None:
+        return
+    base = split_base(options.api_base)[0]
+    waits = (
+        f"the run waits up to {options.restart_wait_s:g} s for it (--restart-wait), then stops"
+        if is_local(options.api_base)
+        else "each row's call is retried, then the run stops"
+    )
+    warnings.warn(
+        JudgeServerWarning(
+            f"judge server not reachable at {base} ({why}); {waits}: start it, or check "
+            "--api-base (Ctrl-C stops the run; --resume continues it)"
+        ),
+        stacklevel=2,
+    )
+
+
 def warn_oversized(plan: Plan, skip: frozenset[str] = frozenset()) -> None:
     """Before the first call: warn (:class:`ContextLimitWarning`) naming the rows whose
     prompts, with room for the answer (``max_tokens``), will not fit the known context; they
@@ -319,6 +347,8 @@ def fresh_plan(
     plan = Plan(options, rubric, template, params, inputs, backend, out)
     plan.output_mode = effective_output_mode(options)
     if not rules_only and options.mode != "replay":
+        if not dry:
+            warn_unreachable(options)
         plan.context_limit = context_limit(options)
         if not dry:
             warn_oversized(plan)
@@ -424,6 +454,7 @@ def resumed_plan(
     form = task.extra.get("outputForm")
     plan.settled_form = form if isinstance(form, dict) else None
     if resumed.mode != "replay":
+        warn_unreachable(resumed)
         plan.context_limit = context_limit(resumed)
         warn_oversized(plan, done)
     return plan, done

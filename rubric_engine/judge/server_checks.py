@@ -167,6 +167,10 @@ class ContextLimitWarning(UserWarning):
     """Rows whose prompts will not fit the judge model's context (said before the first call)."""
 
 
+class JudgeServerWarning(UserWarning):
+    """The judge server refuses a connection before the first call (the run waits for it)."""
+
+
 def oversized_rows(
     prompts: Iterable[tuple[str, list[dict[str, Any]]]],
     limit: int,
