@@ -229,6 +229,10 @@ def label_stream(path: Path, problems: list[Problem]) -> Iterator[tuple[int, Lab
         keys.close()
 
 
+#: how a line that is no JSON at all is named (a file of nothing else is named once)
+_NOT_A_LABEL_LINE = "not a valid label line"
+
+
 def refuse_problems(path: Path, problems: list[Problem], *, any_label: bool) -> None:
     """Raise what :func:`read_label_file` raises for a file read with these problems.
 
@@ -237,6 +241,18 @@ def refuse_problems(path: Path, problems: list[Problem], *, any_label: bool) -> 
     """
     if not any_label and not problems:
         problems.append(Problem(str(path), "", "holds no label; one label a line is expected"))
+    not_json = [p for p in problems if p.message.startswith(_NOT_A_LABEL_LINE)]
+    if not any_label and len(not_json) > 1 and len(not_json) == len(problems):
+        first = not_json[0]  # some other file: one problem, not one for each of its lines
+        problems[:] = [
+            Problem(
+                str(path),
+                "",
+                f"no line of it is a JSON label ({len(not_json)} lines; line "
+                f"{first.where.rsplit(':', 1)[-1]}: {first.message}): it is not a label file; "
+                "pass a .jsonl, .json or .csv file of labels (docs/calibration.md)",
+            )
+        ]
     if problems:
         raise InputError(f"{path}: {len(problems)} problem(s); nothing was imported", problems)
 
@@ -262,7 +278,7 @@ def _label_at(where: str, csv_file: bool, raw: Any, problems: list[Problem]) -> 
             data = raw
     except (ValueError, TypeError) as exc:
         said = json_problem(exc) if isinstance(exc, json.JSONDecodeError) else str(exc)
-        problems.append(Problem(where, "", f"not a valid label line ({said})"))
+        problems.append(Problem(where, "", f"{_NOT_A_LABEL_LINE} ({said})"))
         return None
     except RecursionError:  # the decoder recurses: ~1000 levels exhaust it
         problems.append(Problem(where, "", "not a valid label line (it nests too deep)"))
