@@ -341,6 +341,34 @@ def test_eval_case_errors_name_the_case_the_field_and_the_choices(
     assert needle in problems[field]
 
 
+def test_eval_case_problems_name_the_line_of_their_field(tmp_path: Path) -> None:
+    """A YAML case spans many lines: each problem names its field's line (every problem named
+    the case's first line), a missing field its mapping's line, in a list of cases too."""
+
+    def line(text: str, needle: str) -> int:
+        return next(n for n, t in enumerate(text.splitlines(), 1) if needle in t)
+
+    case = SEED_000_YAML.replace("difficulty: Medium", "difficulty: Tricky")
+    case = case.replace("  owner: ai_eval_team\n", "")
+    path = tmp_path / "case.yaml"
+    path.write_text(case, encoding="utf-8")
+    with pytest.raises(DatasetError) as info:
+        DialogueSource(path).validate()
+    where = {p.field: p.where for p in info.value.problems}
+    assert where["difficulty"] == f"{path}:{line(case, 'difficulty: Tricky')}", where
+    assert where["metadata.owner"] == f"{path}:{line(case, 'metadata:')}", where
+    other = SEED_000_YAML.replace("case_id: refund_eligibility_001", "case_id: second")
+    other = other.replace("risk_level: P1", "risk_level: P9")
+    cases = "- " + SEED_000_YAML.replace("\n", "\n  ").rstrip() + "\n- "
+    cases += other.replace("\n", "\n  ").rstrip() + "\n"
+    path.write_text(cases, encoding="utf-8")
+    with pytest.raises(DatasetError) as info:
+        DialogueSource(path).validate()
+    (problem,) = info.value.problems
+    assert problem.field == "risk_level" and problem.message.startswith("case second: ")
+    assert problem.where == f"{path}:{line(cases, 'risk_level: P9')}", problem
+
+
 def test_a_misspelt_eval_case_field_names_the_field_it_likely_is_and_the_valid_ones(
     tmp_path: Path,
 ) -> None:

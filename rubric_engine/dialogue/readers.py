@@ -27,7 +27,7 @@ import csv
 import difflib
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -66,6 +66,7 @@ from rubric_engine.formats.jsonl import (
 from rubric_engine.formats.safe_yaml import (
     YamlLimitError,
     duplicate_keys,
+    line_of,
     load_documents,
     yaml_problem,
 )
@@ -170,6 +171,8 @@ class DialogueSource:
 
     path: Path
     input_format: InputFormat = "auto"
+    #: a YAML case's node by its place (``path:line``), so that a problem names its field's line
+    _nodes: dict[str, yaml.Node] = field(default_factory=dict, init=False, repr=False)
 
     def resolved_format(self) -> str:
         """The format read: :attr:`input_format`, or for ``auto`` the one the suffix (then the
@@ -242,9 +245,12 @@ class DialogueSource:
             if isinstance(doc, list) and isinstance(node, yaml.SequenceNode):
                 for item_node, item in zip(node.value, doc, strict=True):
                     line = item_node.start_mark.line + 1
+                    self._nodes[f"{self.path}:{line}"] = item_node
                     yield f"{self.path}:{line}", item, f"{stem}-{line}"
             elif doc is not None:
                 line = node.start_mark.line + 1 if node is not None else 1
+                if node is not None:
+                    self._nodes[f"{self.path}:{line}"] = node
                 yield f"{self.path}:{line}", doc, f"{stem}-{line}"
 
     def _json_objects(self, stem: str) -> Iterator[tuple[str, Any, str]]:
@@ -285,7 +291,13 @@ class DialogueSource:
             )
 
     def _parse(self) -> Iterator[Parsed]:
-        return _parse_objects(self._objects(), self.path, self.resolved_format())
+        return _parse_objects(self._objects(), self.path, self.resolved_format(), self._place)
+
+    def _place(self, where: str, loc: tuple[str | int, ...]) -> str:
+        """Where the field at ``loc`` of the object read at ``where`` is: its own line in a
+        YAML file (a case spans many lines), else ``where``."""
+        node = self._nodes.get(where)
+        return where if node is None else f"{self.path}:{line_of(node, loc)}"
 
     def validate(self, seen: Seen | None = None) -> int:
         """Check every row; return the row count (:meth:`read` without keeping the rows)."""
@@ -344,7 +356,10 @@ class DialogueSource:
 
 
 def _parse_objects(
-    objects: Iterable[tuple[str, Any, str]], case_file: Path, fmt: str
+    objects: Iterable[tuple[str, Any, str]],
+    case_file: Path,
+    fmt: str,
+    place: Callable[[str, tuple[str | int, ...]], str] | None = None,
 ) -> Iterator[Parsed]:
     """Each raw object as a row, or as the problems that keep it from being one.
 
@@ -352,6 +367,8 @@ def _parse_objects(
         objects: ``(where, raw object or read error, default rowId)`` in input order.
         case_file: where a diagnosis case's ``traceFixture`` is looked up from.
         fmt: the input format, for the wording of a JSON syntax error.
+        place: where a field of the object read at ``where`` is (a YAML case's field line);
+            by default ``where``.
     """
     for where, obj, default_id in objects:
         if isinstance(obj, _UNREAD):
@@ -378,7 +395,15 @@ def _parse_objects(
                 if is_eval_case(given)
                 else None
             )
-            problems = [_problem(where, case, err, fields) for err in exc.errors()]
+            problems = [
+                _problem(
+                    place(where, strip_tags(tuple(err["loc"]))) if place else where,
+                    case,
+                    err,
+                    fields,
+                )
+                for err in exc.errors()
+            ]
             yield where, problems, False
 
 
@@ -523,14 +548,14 @@ def _grouped(problems: list[Problem]) -> list[_Repeated]:
     for p in problems:
         places.setdefault((p.field, p.message), []).append(p.where)
     out = []
-    for (field, message), wheres in places.items():
+    for (at, message), wheres in places.items():
         where, others = wheres[0], wheres[1 : 1 + REPEATS_NAMED]
         if len(wheres) > 1:
             rest = len(wheres) - 1 - len(others)
             where += f" (the same on {len(wheres) - 1} more row(s): {', '.join(others)}" + (
                 f" and {rest} more)" if rest > 0 else ")"
             )
-        out.append(_Repeated(Problem(where, field, message), len(wheres)))
+        out.append(_Repeated(Problem(where, at, message), len(wheres)))
     return out
 
 

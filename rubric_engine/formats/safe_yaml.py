@@ -23,6 +23,7 @@ is not.
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 import yaml
@@ -204,6 +205,28 @@ def duplicate_keys(
         for i, item in enumerate(node.value):
             found.extend(duplicate_keys(item, (*path, i)))
     return found
+
+
+def line_of(node: yaml.Node, loc: Sequence[str | int]) -> int:
+    """The 1-based line of the field at ``loc`` (mapping keys and list indices) under
+    ``node``: its key's line, or an item's; where ``loc`` leaves the tree (a field that is
+    missing), the line of the deepest part of it there is."""
+    line = node.start_mark.line + 1
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            pairs = [(k, v) for k, v in node.value if str(k.value) == str(part)]
+            if not pairs:
+                break
+            key, node = pairs[-1]
+            line = key.start_mark.line + 1
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
+            if not 0 <= part < len(node.value):
+                break
+            node = node.value[part]
+            line = node.start_mark.line + 1
+        else:
+            break
+    return line
 
 
 def yaml_problem(exc: yaml.YAMLError) -> str:
