@@ -172,7 +172,9 @@ class DialogueSource:
     path: Path
     input_format: InputFormat = "auto"
     #: a YAML case's node by its place (``path:line``), so that a problem names its field's line
-    _nodes: dict[str, yaml.Node] = field(default_factory=dict, init=False, repr=False)
+    _nodes: dict[str, yaml.Node] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def resolved_format(self) -> str:
         """The format read: :attr:`input_format`, or for ``auto`` the one the suffix (then the
