@@ -388,18 +388,23 @@ def test_a_live_run_says_at_once_when_its_judge_server_refuses_connections(
 
 
 def test_a_file_that_is_no_label_file_is_one_problem_not_one_a_line(tmp_path: Path) -> None:
-    # `labels import README.md` listed 134 "not a valid label line" problems, one a line
-    from tests.test_labels import run
+    # `labels import README.md` listed 134 "not a valid label line" problems, one a line;
+    # so did `labels import --task` and `calibrate --labels`
+    from tests.test_labels import run, score_airline
 
     notes = tmp_path / "notes.md"
     notes.write_text("# Notes\n\nSome prose.\n- a list\n", encoding="utf-8")
-    store = tmp_path / "s.sqlite"
-    assert run("rubric", "publish", RUBRICS / "health_cs.yaml", "--store", store)[0] == 0
-    code, out = run("labels", "import", notes, "--store", store)
-    assert code == 2, out
-    assert f"{notes}: 1 problem(s); nothing was imported" in out, out
-    assert "no line of it is a JSON label (3 lines; line 1: not a valid label line" in out
-    assert "pass a .jsonl, .json or .csv file of labels" in out
+    store, task = score_airline(tmp_path)
+    for command in (
+        ("labels", "import", notes),
+        ("labels", "import", notes, "--task", task),
+        ("calibrate", task, "--labels", notes),
+    ):
+        code, out = run(*command, "--store", store)
+        assert code == 2, (command, out)
+        assert f"{notes}: 1 problem(s); nothing was imported" in out, (command, out)
+        assert "no line of it is a JSON label (3 lines; line 1: not a valid label line" in out
+        assert "pass a .jsonl, .json or .csv file of labels" in out
     cut = tmp_path / "cut.jsonl"  # one broken line of a label file keeps its own problem
     cut.write_text('{"rowId": "a", "status"\n', encoding="utf-8")
     code, out = run("labels", "import", cut, "--store", store)

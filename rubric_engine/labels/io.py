@@ -205,7 +205,7 @@ def read_label_lines(path: Path, problems: list[Problem] | None = None) -> list[
     """
     own: list[Problem] = []
     numbered = list(label_stream(path, own))
-    if problems is None or not (numbered or own):
+    if problems is None or not numbered:  # no label: nothing for a later check to look at
         refuse_problems(path, own, any_label=bool(numbered))
     else:
         problems += own
@@ -281,7 +281,7 @@ def _label_at(where: str, csv_file: bool, raw: Any, problems: list[Problem]) -> 
         problems.append(Problem(where, "", f"{_NOT_A_LABEL_LINE} ({said})"))
         return None
     except RecursionError:  # the decoder recurses: ~1000 levels exhaust it
-        problems.append(Problem(where, "", "not a valid label line (it nests too deep)"))
+        problems.append(Problem(where, "", f"{_NOT_A_LABEL_LINE} (it nests too deep)"))
         return None
     half = lone_surrogate_in(data)
     if half is not None:
