@@ -116,6 +116,12 @@ def measured(
     )
 
 
+def own_peak_mb() -> float:
+    """This process's own peak resident memory in MB (``VmHWM``, which ``exec`` resets)."""
+    status = Path("/proc/self/status").read_text().splitlines()
+    return next(int(s.split()[1]) for s in status if s.startswith("VmHWM:")) / 1024
+
+
 def run_py(*args: str) -> list[str]:
     """The command line of ``benchmarks/run.py ARGS`` with this interpreter."""
     return [sys.executable, str(HERE / "run.py"), *args]

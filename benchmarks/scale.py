@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from common import measured, run_py, table, workdir
+from common import measured, own_peak_mb, run_py, table, workdir
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -454,9 +454,7 @@ def run_write_child(megabytes: float, path: Path) -> None:
     with path.open("wb") as out:
         for _ in range(int(megabytes * 1e6) // len(block)):
             out.write(block)
-    status = Path("/proc/self/status").read_text().splitlines()
-    peak = next(int(s.split()[1]) for s in status if s.startswith("VmHWM:")) / 1024
-    print(json.dumps({"exit": 0, "peak_mb": peak}), flush=True)
+    print(json.dumps({"exit": 0, "peak_mb": own_peak_mb()}), flush=True)
 
 
 #: what each step leaves that no later step reads, removed once it is measured
@@ -546,9 +544,7 @@ def run_cli_child(argv: list[str]) -> None:
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     sys.stdout.flush()
-    status = Path("/proc/self/status").read_text().splitlines()
-    peak = next(int(s.split()[1]) for s in status if s.startswith("VmHWM:")) / 1024
-    print(json.dumps({"exit": code, "peak_mb": peak}), flush=True)
+    print(json.dumps({"exit": code, "peak_mb": own_peak_mb()}), flush=True)
     os._exit(0)  # the command is done; its exit code is in the line above
 
 
