@@ -146,8 +146,7 @@ def test_labels_a_stored_rubric_refuses_are_named_by_their_file_line(tmp_path: P
     # `labels import FILE` (labels naming their rubricKey) said "label 1 (row …)" too
     from tests.test_labels import run
 
-    store = tmp_path / "s.sqlite"
-    assert run("rubric", "publish", RUBRICS / "health_cs.yaml", "--store", store)[0] == 0
+    store = _empty_store(tmp_path)  # health_cs published
     path = tmp_path / "l.jsonl"
     path.write_text(
         "\n"
@@ -347,8 +346,7 @@ def test_labels_import_lists_the_lines_and_the_rubric_problems_at_once(tmp_path:
     # without --task too: the lines' problems first, the stored rubric's after a second run
     from tests.test_labels import run
 
-    store = tmp_path / "s.sqlite"
-    assert run("rubric", "publish", RUBRICS / "health_cs.yaml", "--store", store)[0] == 0
+    store = _empty_store(tmp_path)  # health_cs published
     path = tmp_path / "l.jsonl"
     path.write_text(
         '{"rowId": "r1", "requirementId": "COMMON_BRAND_TERMS", "status": "FAILED", '
