@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 from rubric_engine.engine.judge_when import judge_if_for
 from rubric_engine.engine.options import ScoreOptions, check_options, effective_model
-from rubric_engine.engine.plan import fresh_plan, prompt_counter
+from rubric_engine.engine.plan import fresh_plan, judge_unreachable, prompt_counter
 from rubric_engine.errors import ConfigurationError
 
 
@@ -166,20 +166,8 @@ def dry_run(options: ScoreOptions) -> DryRun:
         answer_room=reserve,
         oversized=tuple(oversized),
         asks=asks,
-        unreachable=_unreachable(options) if judged else None,
+        unreachable=judge_unreachable(options) if judged else None,
     )
-
-
-def _unreachable(options: ScoreOptions) -> tuple[str, str] | None:
-    """``(api base, why)`` when a run would call a server (``--api-base``, live or record
-    mode) that refuses a connection now; nothing is sent to it."""
-    if not options.api_base or options.mode not in ("live", "record"):
-        return None
-    from rubric_engine.judge.server_checks import unreachable
-    from rubric_engine.judge.transport import split_base
-
-    why = unreachable(options.api_base)
-    return None if why is None else (str(split_base(options.api_base)[0]), why)
 
 
 def _cost(

@@ -197,22 +197,30 @@ def context_limit(options: ScoreOptions) -> int | None:
     return int(limit) if limit else None
 
 
-def warn_unreachable(options: ScoreOptions) -> None:
-    """Before the first call: warn (:class:`JudgeServerWarning`) when the ``--api-base`` server
-    refuses a connection now. The run still starts (a server may be starting beside it) and
-    waits for it as its retries allow, which took over a minute with nothing said."""
+def judge_unreachable(options: ScoreOptions) -> tuple[str, str] | None:
+    """``(api base, why)`` when a run would call a server (``--api-base``, live or record
+    mode) that refuses a connection now; nothing is sent to it."""
     if not options.api_base or options.mode not in ("live", "record"):
-        return
+        return None
     from rubric_engine.judge.server_checks import unreachable
     from rubric_engine.judge.transport import split_base
 
     why = unreachable(options.api_base)
-    if why is None:
+    return None if why is None else (str(split_base(options.api_base)[0]), why)
+
+
+def warn_unreachable(options: ScoreOptions) -> None:
+    """Before the first call: warn (:class:`JudgeServerWarning`) when the ``--api-base`` server
+    refuses a connection now (:func:`judge_unreachable`). The run still starts (a server may
+    be starting beside it) and waits for it as its retries allow, which took over a minute
+    with nothing said."""
+    found = judge_unreachable(options)
+    if found is None:
         return
-    base = split_base(options.api_base)[0]
+    base, why = found
     waits = (
         f"the run waits up to {options.restart_wait_s:g} s for it (--restart-wait), then stops"
-        if is_local(options.api_base)
+        if is_local(base)  # the same host as --api-base's
         else "each row's call is retried, then the run stops"
     )
     warnings.warn(
